@@ -1,0 +1,161 @@
+//! The `httpproxy` source: Contour's `projectcontour.io/v1` HTTPProxy → IR.
+//!
+//! Reads: HTTPProxy, Service. Writes: one virtual host per valid root (`spec.virtualhost`),
+//! its routes and clusters. Conditions: `FQDNNotSpecified`, `HostNotValid`,
+//! `DuplicateVhost` (every claimant of an FQDN, as Contour), `NothingDefined`,
+//! `PathMatchConditionsNotValid`, `ServiceUnresolvedReference` (the route answers 503),
+//! `Orphaned` for non-roots, and `IgnoredField` for fields this version does not act on.
+//!
+//! Unsupported fields that would *restrict* traffic (TLS, auth, IP filters, header or
+//! query conditions) invalidate the proxy instead of being ignored: serving a route more
+//! openly than its author asked is worse than not serving it.
+
+mod routes;
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use isobar_sdk::api::{HTTPProxy, Unsupported};
+use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::host::{Host, parse_host};
+use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
+use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, Source, StatusReport};
+
+pub const NAME: &str = "httpproxy";
+
+/// The `plugins.httpproxy` section of `contour.yaml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HttpProxyConfig {}
+
+#[derive(Debug)]
+pub struct HttpProxySource;
+
+fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
+    let _config: HttpProxyConfig = parse_config(config)?;
+    Ok(Box::new(HttpProxySource))
+}
+
+isobar_sdk::inventory::submit! {
+    PluginRegistration {
+        name: NAME,
+        summary: "Contour HTTPProxy (projectcontour.io/v1) virtual hosts and routes",
+        factory: Factory::Source(build),
+    }
+}
+
+/// Fields whose absence would widen who reaches a route: not acting on them must fail closed.
+const FAIL_CLOSED_FIELDS: &[&str] = &[
+    "tls",
+    "authorization",
+    "ipAllowPolicy",
+    "ipDenyPolicy",
+    "jwtProviders",
+    "jwtVerificationPolicy",
+    "authPolicy",
+    "tcpproxy",
+    "header",
+    "queryParameter",
+    "exact",
+    "regex",
+];
+
+/// Reports fields this version does not act on; returns false if one must fail closed.
+pub(crate) fn check_unsupported(
+    status: &mut StatusReport,
+    key: &ObjectKey,
+    at: &str,
+    fields: &Unsupported,
+) -> bool {
+    let mut ok = true;
+    for field in fields.keys() {
+        if FAIL_CLOSED_FIELDS.contains(&field.as_str()) {
+            ok = false;
+            status.error(
+                key,
+                ConditionType::SpecError,
+                Reason::IgnoredField,
+                format!("{at}.{field} is not supported by this version of Isobar; the proxy is not served"),
+            );
+        } else {
+            status.warning(
+                key,
+                ConditionType::SpecError,
+                Reason::IgnoredField,
+                format!("{at}.{field} is not supported by this version of Isobar and is ignored"),
+            );
+        }
+    }
+    ok
+}
+
+impl Source for HttpProxySource {
+    fn kinds(&self) -> &'static [Kind] {
+        &[Kind::HTTPProxy, Kind::Service, Kind::EndpointSlice]
+    }
+
+    fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
+        let mut roots: BTreeMap<String, Vec<(ObjectKey, &HTTPProxy, Host)>> = BTreeMap::new();
+        for (key, proxy) in ctx.httpproxies() {
+            status.touch(&key);
+            let Some(vhost) = &proxy.spec.virtualhost else {
+                // Non-roots are only reachable through `includes`, which this version does
+                // not follow yet.
+                status.orphan(&key);
+                continue;
+            };
+            if vhost.fqdn.is_empty() {
+                status.error(
+                    &key,
+                    ConditionType::VirtualHostError,
+                    Reason::FQDNNotSpecified,
+                    "Spec.VirtualHost.Fqdn must be specified",
+                );
+                continue;
+            }
+            match parse_host(&vhost.fqdn) {
+                Ok(host) if host.fqdn == "*" => status.error(
+                    &key,
+                    ConditionType::VirtualHostError,
+                    Reason::HostNotValid,
+                    "Spec.VirtualHost.Fqdn must be a host name, not \"*\"",
+                ),
+                Ok(host) => roots
+                    .entry(host.fqdn.clone())
+                    .or_default()
+                    .push((key, proxy, host)),
+                Err(message) => status.error(
+                    &key,
+                    ConditionType::VirtualHostError,
+                    Reason::HostNotValid,
+                    message,
+                ),
+            }
+        }
+
+        for (fqdn, claimants) in roots {
+            if claimants.len() > 1 {
+                let names: Vec<String> = claimants
+                    .iter()
+                    .map(|(k, _, _)| format!("{}/{}", k.namespace, k.name))
+                    .collect();
+                for (key, _, _) in &claimants {
+                    status.error(
+                        key,
+                        ConditionType::VirtualHostError,
+                        Reason::DuplicateVhost,
+                        format!(
+                            "fqdn {fqdn:?} is used in multiple HTTPProxies: {}",
+                            names.join(", ")
+                        ),
+                    );
+                }
+                continue;
+            }
+            for (key, proxy, host) in claimants {
+                routes::build_root(ctx, ir, status, &key, proxy, &host);
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `HTTPProxy` (`projectcontour.io/v1`).
+//!
+//! Fields Isobar does not implement yet are kept in `unsupported` maps rather than
+//! dropped, so a source can warn about them (`IgnoredField`) instead of silently
+//! routing differently from Contour.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+/// Fields present in a manifest that this version of Isobar does not act on.
+pub type Unsupported = BTreeMap<String, serde_json::Value>;
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPProxy {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: HTTPProxySpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPProxySpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtualhost: Option<VirtualHost>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<Route>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub includes: Vec<Include>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_class_name: Option<String>,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualHost {
+    #[serde(default)]
+    pub fqdn: String,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Include {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<MatchCondition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Route {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<MatchCondition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<RouteService>,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+/// One entry of `conditions`: at most one path condition, or a header / query match.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchCondition {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteService {
+    pub name: String,
+    pub port: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i64>,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}

@@ -1,0 +1,244 @@
+//! Conditions: how every problem found in the pipeline reaches the user.
+//!
+//! A user's mistake never becomes an `Err`: it becomes a condition on the object that
+//! caused it, in Contour's shape (a `Valid` condition with `errors` and `warnings`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::object::{Kind, ObjectKey};
+
+/// The sub-condition types, as Contour names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum ConditionType {
+    VirtualHostError,
+    RouteError,
+    ServiceError,
+    SpecError,
+    IncludeError,
+    Orphaned,
+}
+
+/// Why a condition was raised; Contour's reason names where Contour has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Reason {
+    /// A root HTTPProxy without `virtualhost.fqdn`.
+    FQDNNotSpecified,
+    /// Several objects claim the same FQDN.
+    DuplicateVhost,
+    /// A proxy with neither routes nor includes.
+    NothingDefined,
+    /// A Service (or its port) that does not exist.
+    ServiceUnresolvedReference,
+    /// A path condition that Envoy could not use.
+    PathMatchConditionsNotValid,
+    /// A route with no backend.
+    RouteNotValid,
+    /// A field Isobar read but does not act on.
+    IgnoredField,
+    /// A non-root HTTPProxy that no root includes.
+    Orphaned,
+    /// A host Envoy cannot match.
+    HostNotValid,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::FQDNNotSpecified => "FQDNNotSpecified",
+            Reason::DuplicateVhost => "DuplicateVhost",
+            Reason::NothingDefined => "NothingDefined",
+            Reason::ServiceUnresolvedReference => "ServiceUnresolvedReference",
+            Reason::PathMatchConditionsNotValid => "PathMatchConditionsNotValid",
+            Reason::RouteNotValid => "RouteNotValid",
+            Reason::IgnoredField => "IgnoredField",
+            Reason::Orphaned => "Orphaned",
+            Reason::HostNotValid => "HostNotValid",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One error or warning on an object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct SubCondition {
+    #[serde(rename = "type")]
+    pub type_: ConditionType,
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// Contour's `currentStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CurrentStatus {
+    #[default]
+    Valid,
+    Invalid,
+    Orphaned,
+}
+
+/// Everything the pipeline says about one object.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ObjectStatus {
+    pub errors: Vec<SubCondition>,
+    pub warnings: Vec<SubCondition>,
+    pub orphaned: bool,
+}
+
+impl ObjectStatus {
+    pub fn current(&self) -> CurrentStatus {
+        if !self.errors.is_empty() {
+            CurrentStatus::Invalid
+        } else if self.orphaned {
+            CurrentStatus::Orphaned
+        } else {
+            CurrentStatus::Valid
+        }
+    }
+
+    pub fn is_valid(&self) -> bool {
+        self.errors.is_empty() && !self.orphaned
+    }
+}
+
+/// Conditions for every object the pipeline looked at.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StatusReport {
+    pub objects: BTreeMap<ObjectKey, ObjectStatus>,
+}
+
+impl StatusReport {
+    /// Marks an object as seen, so it reports `Valid` even without conditions.
+    pub fn touch(&mut self, key: &ObjectKey) -> &mut ObjectStatus {
+        if !self.objects.contains_key(key) {
+            self.objects.insert(key.clone(), ObjectStatus::default());
+        }
+        self.objects.entry(key.clone()).or_default()
+    }
+
+    pub fn error(
+        &mut self,
+        key: &ObjectKey,
+        type_: ConditionType,
+        reason: Reason,
+        message: impl Into<String>,
+    ) {
+        push_unique(&mut self.touch(key).errors, type_, reason, message.into());
+    }
+
+    pub fn warning(
+        &mut self,
+        key: &ObjectKey,
+        type_: ConditionType,
+        reason: Reason,
+        message: impl Into<String>,
+    ) {
+        push_unique(&mut self.touch(key).warnings, type_, reason, message.into());
+    }
+
+    pub fn orphan(&mut self, key: &ObjectKey) {
+        self.touch(key).orphaned = true;
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<&ObjectStatus> {
+        self.objects.get(key)
+    }
+
+    pub fn is_valid(&self, key: &ObjectKey) -> bool {
+        self.objects.get(key).is_none_or(ObjectStatus::is_valid)
+    }
+
+    /// The user-facing status of one object, in Contour's layout.
+    pub fn render(&self, key: &ObjectKey) -> RenderedStatus {
+        let status = self.objects.get(key).cloned().unwrap_or_default();
+        let current = status.current();
+        let noun = match key.kind {
+            Kind::HTTPProxy => "HTTPProxy",
+            other => other.as_str(),
+        };
+        let (cond_status, reason, message, description) = match current {
+            CurrentStatus::Valid => (
+                "True",
+                "Valid",
+                format!("Valid {noun}"),
+                format!("Valid {noun}"),
+            ),
+            CurrentStatus::Invalid => (
+                "False",
+                "ErrorPresent",
+                "At least one error present, see Errors for details".to_string(),
+                status
+                    .errors
+                    .first()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_default(),
+            ),
+            CurrentStatus::Orphaned => (
+                "False",
+                "Orphaned",
+                "this HTTPProxy is not part of a delegation chain from a root HTTPProxy"
+                    .to_string(),
+                "this HTTPProxy is not part of a delegation chain from a root HTTPProxy"
+                    .to_string(),
+            ),
+        };
+        RenderedStatus {
+            current_status: current,
+            description,
+            conditions: vec![RenderedCondition {
+                type_: "Valid",
+                status: cond_status,
+                reason,
+                message,
+                errors: status.errors,
+                warnings: status.warnings,
+            }],
+        }
+    }
+}
+
+fn push_unique(
+    list: &mut Vec<SubCondition>,
+    type_: ConditionType,
+    reason: Reason,
+    message: String,
+) {
+    let cond = SubCondition {
+        type_,
+        reason,
+        message,
+    };
+    if !list.contains(&cond) {
+        list.push(cond);
+    }
+}
+
+/// An object's status as written to its `status` field.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedStatus {
+    pub current_status: CurrentStatus,
+    pub description: String,
+    pub conditions: Vec<RenderedCondition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RenderedCondition {
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    pub status: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<SubCondition>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<SubCondition>,
+}

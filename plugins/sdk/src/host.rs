@@ -1,0 +1,94 @@
+//! Host names as Envoy virtual host domains.
+//!
+//! Envoy rejects a whole RouteConfiguration over one bad or duplicate domain, so every
+//! host is normalised (lower case, no trailing dot) and checked here first.
+
+/// A host a virtual host can serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// The normalised host: `*` for any host, `*.example.com` for a wildcard.
+    pub fqdn: String,
+    /// For wildcards: a regex `:authority` must fully match, so `*` covers one label only
+    /// (Envoy's own `*.example.com` would also match `a.b.example.com`).
+    pub authority_regex: Option<String>,
+}
+
+/// Parses a host as written in an Ingress rule or an HTTPProxy `fqdn`.
+pub fn parse_host(raw: &str) -> Result<Host, String> {
+    let fqdn = raw.trim_end_matches('.').to_ascii_lowercase();
+    if fqdn.is_empty() || fqdn == "*" {
+        return Ok(Host {
+            fqdn: "*".to_string(),
+            authority_regex: None,
+        });
+    }
+    let (wildcard, rest) = match fqdn.strip_prefix("*.") {
+        Some(rest) => (true, rest),
+        None => (false, fqdn.as_str()),
+    };
+    if rest.len() > 253 || rest.split('.').any(|label| !valid_label(label)) {
+        return Err(format!("host {raw:?} is not a valid DNS name"));
+    }
+    let authority_regex = wildcard.then(|| {
+        format!(
+            "(?i)[a-z0-9]([-a-z0-9]*[a-z0-9])?\\.{}(:[0-9]+)?",
+            rest.replace('.', "\\.")
+        )
+    });
+    Ok(Host {
+        fqdn,
+        authority_regex,
+    })
+}
+
+fn valid_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= 63
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !label.starts_with('-')
+        && !label.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_lowercased_without_trailing_dot() {
+        assert_eq!(
+            parse_host("Foo.Example.COM.").map(|h| h.fqdn),
+            Ok("foo.example.com".into())
+        );
+    }
+
+    #[test]
+    fn empty_host_is_any() {
+        assert_eq!(parse_host("").map(|h| h.fqdn), Ok("*".into()));
+    }
+
+    #[test]
+    fn wildcard_gets_a_one_label_regex() {
+        let host = parse_host("*.example.com").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(host.fqdn, "*.example.com");
+        assert_eq!(
+            host.authority_regex.as_deref(),
+            Some("(?i)[a-z0-9]([-a-z0-9]*[a-z0-9])?\\.example\\.com(:[0-9]+)?")
+        );
+    }
+
+    #[test]
+    fn bad_hosts_are_refused() {
+        for bad in [
+            "a b.com",
+            "foo.*.com",
+            "-a.com",
+            "a..com",
+            "%x.com",
+            "a.com/x",
+        ] {
+            assert!(parse_host(bad).is_err(), "{bad} should be refused");
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The Isobar plugin SDK: the object model the providers fill, the plugin traits
+//! (`Source`, `Filter`, `Processor`), the registry they join through `inventory`, the
+//! conditions they raise, and the IR they produce.
+//!
+//! This crate knows neither tokio, tonic nor a Kubernetes client: plugins are plain,
+//! synchronous code over borrowed data.
+
+pub mod api;
+pub mod condition;
+pub mod host;
+pub mod ir;
+pub mod names;
+pub mod object;
+pub mod plugin;
+pub mod resolve;
+
+pub use condition::{ConditionType, CurrentStatus, ObjectStatus, Reason, StatusReport};
+pub use ir::Ir;
+pub use object::{Kind, Object, ObjectKey, Objects};
+pub use plugin::{BuildContext, Filter, PluginKind, PluginRegistration, Processor, Source};
+
+pub use inventory;

@@ -1,0 +1,247 @@
+//! The objects Isobar watches, keyed by kind, namespace and name.
+//!
+//! `Objects` is the store every provider fills: synchronous `apply`/`delete`, no I/O,
+//! deterministic iteration order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::Ingress;
+use serde::Serialize;
+
+use crate::api::HTTPProxy;
+
+/// The kinds of object Isobar understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Kind {
+    Service,
+    EndpointSlice,
+    Secret,
+    Ingress,
+    HTTPProxy,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Service,
+        Kind::EndpointSlice,
+        Kind::Secret,
+        Kind::Ingress,
+        Kind::HTTPProxy,
+    ];
+
+    /// The kind for a manifest's `apiVersion` and `kind`, if Isobar reads it.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<Kind> {
+        match (api_version, kind) {
+            ("v1", "Service") => Some(Kind::Service),
+            ("v1", "Secret") => Some(Kind::Secret),
+            ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
+            ("networking.k8s.io/v1", "Ingress") => Some(Kind::Ingress),
+            ("projectcontour.io/v1", "HTTPProxy") => Some(Kind::HTTPProxy),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
+            Kind::Secret => "Secret",
+            Kind::Ingress => "Ingress",
+            Kind::HTTPProxy => "HTTPProxy",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Identifies one object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ObjectKey {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(kind: Kind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ObjectKey {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// One decoded object.
+#[derive(Debug, Clone)]
+pub enum Object {
+    Service(Arc<Service>),
+    EndpointSlice(Arc<EndpointSlice>),
+    Secret(Arc<Secret>),
+    Ingress(Arc<Ingress>),
+    HTTPProxy(Arc<HTTPProxy>),
+}
+
+impl Object {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Service(_) => Kind::Service,
+            Object::EndpointSlice(_) => Kind::EndpointSlice,
+            Object::Secret(_) => Kind::Secret,
+            Object::Ingress(_) => Kind::Ingress,
+            Object::HTTPProxy(_) => Kind::HTTPProxy,
+        }
+    }
+
+    pub fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Object::Service(o) => &o.metadata,
+            Object::EndpointSlice(o) => &o.metadata,
+            Object::Secret(o) => &o.metadata,
+            Object::Ingress(o) => &o.metadata,
+            Object::HTTPProxy(o) => &o.metadata,
+        }
+    }
+
+    /// The object's key; a missing namespace means `default`, as `kubectl apply` does.
+    pub fn key(&self) -> ObjectKey {
+        let meta = self.metadata();
+        ObjectKey::new(
+            self.kind(),
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+type NsName = (String, String);
+
+/// Every watched object, by kind, namespace and name.
+#[derive(Debug, Default, Clone)]
+pub struct Objects {
+    pub services: BTreeMap<NsName, Arc<Service>>,
+    pub endpoint_slices: BTreeMap<NsName, Arc<EndpointSlice>>,
+    pub secrets: BTreeMap<NsName, Arc<Secret>>,
+    pub ingresses: BTreeMap<NsName, Arc<Ingress>>,
+    pub httpproxies: BTreeMap<NsName, Arc<HTTPProxy>>,
+    /// EndpointSlice names by the (namespace, service) they belong to.
+    slices_by_service: BTreeMap<NsName, BTreeSet<String>>,
+}
+
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+fn slice_service(slice: &EndpointSlice) -> Option<&String> {
+    slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)
+}
+
+impl Objects {
+    /// Adds or replaces an object. Returns false when the same content was already there.
+    pub fn apply(&mut self, object: Object) -> bool {
+        let key = object.key();
+        let id = (key.namespace, key.name);
+        match object {
+            Object::Service(o) => replace(&mut self.services, id, o),
+            Object::Secret(o) => replace(&mut self.secrets, id, o),
+            Object::Ingress(o) => replace(&mut self.ingresses, id, o),
+            Object::HTTPProxy(o) => replace(&mut self.httpproxies, id, o),
+            Object::EndpointSlice(o) => {
+                self.unindex_slice(&id);
+                if let Some(svc) = slice_service(&o) {
+                    self.slices_by_service
+                        .entry((id.0.clone(), svc.clone()))
+                        .or_default()
+                        .insert(id.1.clone());
+                }
+                replace(&mut self.endpoint_slices, id, o)
+            }
+        }
+    }
+
+    /// Removes an object. Returns whether it was there.
+    pub fn delete(&mut self, key: &ObjectKey) -> bool {
+        let id = (key.namespace.clone(), key.name.clone());
+        match key.kind {
+            Kind::Service => self.services.remove(&id).is_some(),
+            Kind::Secret => self.secrets.remove(&id).is_some(),
+            Kind::Ingress => self.ingresses.remove(&id).is_some(),
+            Kind::HTTPProxy => self.httpproxies.remove(&id).is_some(),
+            Kind::EndpointSlice => {
+                self.unindex_slice(&id);
+                self.endpoint_slices.remove(&id).is_some()
+            }
+        }
+    }
+
+    fn unindex_slice(&mut self, id: &NsName) {
+        let Some(old) = self.endpoint_slices.get(id) else {
+            return;
+        };
+        if let Some(svc) = slice_service(old) {
+            let svc_id = (id.0.clone(), svc.clone());
+            if let Some(set) = self.slices_by_service.get_mut(&svc_id) {
+                set.remove(&id.1);
+                if set.is_empty() {
+                    self.slices_by_service.remove(&svc_id);
+                }
+            }
+        }
+    }
+
+    /// The EndpointSlices of one Service, in name order.
+    pub fn slices_for_service<'a>(
+        &'a self,
+        namespace: &str,
+        service: &str,
+    ) -> impl Iterator<Item = &'a EndpointSlice> + 'a {
+        let names = self
+            .slices_by_service
+            .get(&(namespace.to_string(), service.to_string()));
+        let namespace = namespace.to_string();
+        names.into_iter().flatten().filter_map(move |name| {
+            self.endpoint_slices
+                .get(&(namespace.clone(), name.clone()))
+                .map(|s| s.as_ref())
+        })
+    }
+
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
+        self.services
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|s| s.as_ref())
+    }
+
+    /// How many objects of each kind are stored.
+    pub fn counts(&self) -> BTreeMap<Kind, usize> {
+        BTreeMap::from([
+            (Kind::Service, self.services.len()),
+            (Kind::EndpointSlice, self.endpoint_slices.len()),
+            (Kind::Secret, self.secrets.len()),
+            (Kind::Ingress, self.ingresses.len()),
+            (Kind::HTTPProxy, self.httpproxies.len()),
+        ])
+    }
+}
+
+fn replace<T: PartialEq>(map: &mut BTreeMap<NsName, Arc<T>>, id: NsName, value: Arc<T>) -> bool {
+    match map.get(&id) {
+        Some(old) if **old == *value => false,
+        _ => {
+            map.insert(id, value);
+            true
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! The command line: `serve`, `bootstrap`, `translate`, `plugins`, `version`.
+//! Flag names are Contour's.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::{Map, Value, json};
+
+use crate::bootstrap::BootstrapArgs;
+use crate::config::{self, Config};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "isobar",
+    version,
+    about = "A Contour-compatible ingress control plane for Envoy"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Watch routing objects and serve them to Envoy over xDS.
+    Serve(ServeArgs),
+    /// Write an Envoy bootstrap that points Envoy at Isobar.
+    Bootstrap(BootstrapArgs),
+    /// Print the Envoy resources and object conditions for a manifest directory.
+    Translate(TranslateArgs),
+    /// List the plugins built into this binary.
+    Plugins,
+    /// Print the version.
+    Version,
+}
+
+/// Flags shared by `serve` and `translate` that feed the configuration.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigArgs {
+    /// Path to contour.yaml.
+    #[arg(short = 'c', long = "config-path")]
+    pub config_path: Option<PathBuf>,
+    /// Address of Envoy's HTTP listener.
+    #[arg(long)]
+    pub envoy_service_http_address: Option<String>,
+    /// Port of Envoy's HTTP listener.
+    #[arg(long)]
+    pub envoy_service_http_port: Option<u16>,
+    /// Address of Envoy's HTTPS listener.
+    #[arg(long)]
+    pub envoy_service_https_address: Option<String>,
+    /// Port of Envoy's HTTPS listener.
+    #[arg(long)]
+    pub envoy_service_https_port: Option<u16>,
+    /// Address of Envoy's stats-health listener.
+    #[arg(long)]
+    pub stats_address: Option<String>,
+    /// Port of Envoy's stats-health listener.
+    #[arg(long)]
+    pub stats_port: Option<u16>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Directory of manifests to serve (the files provider), watched for changes.
+    #[arg(long)]
+    pub manifests: Option<PathBuf>,
+    /// Address Isobar serves xDS on.
+    #[arg(long)]
+    pub xds_address: Option<String>,
+    /// Port Isobar serves xDS on.
+    #[arg(long)]
+    pub xds_port: Option<u16>,
+    /// Serve xDS over plain gRPC, without TLS.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Address of Isobar's /metrics.
+    #[arg(long)]
+    pub http_address: Option<String>,
+    /// Port of Isobar's /metrics.
+    #[arg(long)]
+    pub http_port: Option<u16>,
+    /// Address of Isobar's /healthz.
+    #[arg(long)]
+    pub health_address: Option<String>,
+    /// Port of Isobar's /healthz.
+    #[arg(long)]
+    pub health_port: Option<u16>,
+    /// Debug logging.
+    #[arg(long)]
+    pub debug: bool,
+}
+
+#[derive(Debug, Clone, clap::ValueEnum, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct TranslateArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Directory of manifests to translate.
+    #[arg(long)]
+    pub manifests: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
+    pub output: Format,
+}
+
+/// Puts `value` at the dotted `path` of a JSON object.
+fn set(root: &mut Map<String, Value>, path: &str, value: Value) {
+    let mut parts = path.split('.').peekable();
+    let mut node = root;
+    while let Some(part) = parts.next() {
+        if parts.peek().is_none() {
+            node.insert(part.to_string(), value);
+            return;
+        }
+        let next = node.entry(part.to_string()).or_insert_with(|| json!({}));
+        let Some(map) = next.as_object_mut() else {
+            return;
+        };
+        node = map;
+    }
+}
+
+impl ConfigArgs {
+    fn flags(&self, out: &mut Map<String, Value>) {
+        let pairs: [(&str, Option<Value>); 6] = [
+            (
+                "envoy.http.address",
+                self.envoy_service_http_address.clone().map(Value::from),
+            ),
+            (
+                "envoy.http.port",
+                self.envoy_service_http_port.map(Value::from),
+            ),
+            (
+                "envoy.https.address",
+                self.envoy_service_https_address.clone().map(Value::from),
+            ),
+            (
+                "envoy.https.port",
+                self.envoy_service_https_port.map(Value::from),
+            ),
+            (
+                "envoy.metrics.address",
+                self.stats_address.clone().map(Value::from),
+            ),
+            ("envoy.metrics.port", self.stats_port.map(Value::from)),
+        ];
+        for (path, value) in pairs {
+            if let Some(value) = value {
+                set(out, path, value);
+            }
+        }
+    }
+
+    pub fn load(&self, extra: Map<String, Value>) -> Result<Config, config::ConfigError> {
+        let mut flags = extra;
+        self.flags(&mut flags);
+        config::load(self.config_path.as_deref(), Value::Object(flags))
+    }
+}
+
+impl ServeArgs {
+    pub fn load_config(&self) -> Result<Config, config::ConfigError> {
+        let mut flags = Map::new();
+        let pairs: [(&str, Option<Value>); 8] = [
+            (
+                "xds-server.address",
+                self.xds_address.clone().map(Value::from),
+            ),
+            ("xds-server.port", self.xds_port.map(Value::from)),
+            (
+                "xds-server.insecure",
+                self.insecure.then_some(Value::Bool(true)),
+            ),
+            (
+                "metrics.address",
+                self.http_address.clone().map(Value::from),
+            ),
+            ("metrics.port", self.http_port.map(Value::from)),
+            (
+                "health.address",
+                self.health_address.clone().map(Value::from),
+            ),
+            ("health.port", self.health_port.map(Value::from)),
+            ("debug", self.debug.then_some(Value::Bool(true))),
+        ];
+        for (path, value) in pairs {
+            if let Some(value) = value {
+                set(&mut flags, path, value);
+            }
+        }
+        self.config.load(flags)
+    }
+}
+
+fn init_logging(debug: bool) {
+    let default = if debug { "debug" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ISOBAR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => match args.load_config() {
+            Ok(config) => {
+                init_logging(config.debug);
+                crate::serve::run(config, args.manifests)
+            }
+            Err(e) => Err(anyhow::anyhow!(e)),
+        },
+        Command::Bootstrap(args) => crate::bootstrap::write(&args),
+        Command::Translate(args) => {
+            init_logging(false);
+            crate::translate::run(&args)
+        }
+        Command::Plugins => {
+            for p in crate::pipeline::registered_plugins() {
+                println!("{:<12} {:<10} {}", p.name, p.kind().as_str(), p.summary);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        .map(|_| ()),
+        Command::Version => {
+            println!("isobar {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("isobar: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

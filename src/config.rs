@@ -1,0 +1,200 @@
+//! Configuration: built-in defaults ← `contour.yaml` (`-c`) ← `ISOBAR_…` environment ←
+//! command-line flags, merged with figment. Unknown keys are errors naming the file and key.
+//!
+//! Keys follow Contour's where Contour has one (`timeouts.connect-timeout`, the serving
+//! addresses of `ContourConfiguration`); `pipeline` and `plugins` are Isobar's own.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Yaml};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct Config {
+    /// Where Isobar serves xDS to Envoy.
+    pub xds_server: XdsServer,
+    /// Isobar's Prometheus `/metrics` (`--http-address`, `--http-port`).
+    pub metrics: Endpoint,
+    /// Isobar's `/healthz` (`--health-address`, `--health-port`).
+    pub health: Endpoint,
+    pub envoy: EnvoyConfig,
+    pub timeouts: Timeouts,
+    pub pipeline: PipelineConfig,
+    /// One section per plugin, by plugin name.
+    pub plugins: BTreeMap<String, serde_json::Value>,
+    /// Debug logging (`--debug`).
+    pub debug: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct XdsServer {
+    pub address: String,
+    pub port: u16,
+    /// Serve xDS without TLS (`--insecure`). Required for now: xDS over TLS comes with certgen.
+    pub insecure: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Endpoint {
+    pub address: String,
+    pub port: u16,
+}
+
+impl Endpoint {
+    fn new(address: &str, port: u16) -> Self {
+        Endpoint {
+            address: address.to_string(),
+            port,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct EnvoyConfig {
+    /// Envoy's plain HTTP listener (`--envoy-service-http-address/-port`).
+    pub http: Endpoint,
+    /// Envoy's HTTPS listener (`--envoy-service-https-address/-port`).
+    pub https: Endpoint,
+    /// Envoy's `stats-health` listener (`--stats-address/-port`).
+    pub metrics: Endpoint,
+    /// Envoy's access log path for the HTTP listener; empty disables it.
+    pub access_log: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct Timeouts {
+    /// Upstream connect timeout of every cluster.
+    pub connect_timeout: Dur,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct PipelineConfig {
+    /// Source plugins, in the order they run (a later source wins an identical route).
+    pub sources: Vec<String>,
+    /// Filter plugins, in order.
+    pub filters: Vec<String>,
+    /// Processor plugins, in order.
+    pub processors: Vec<String>,
+    /// Wait this long after a change for more changes before rebuilding (0 disables).
+    pub holdoff_delay: Dur,
+    /// Rebuild at the latest this long after the first pending change.
+    pub holdoff_max_delay: Dur,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            xds_server: XdsServer::default(),
+            metrics: Endpoint::new("0.0.0.0", 8000),
+            health: Endpoint::new("0.0.0.0", 8000),
+            envoy: EnvoyConfig::default(),
+            timeouts: Timeouts::default(),
+            pipeline: PipelineConfig::default(),
+            plugins: BTreeMap::new(),
+            debug: false,
+        }
+    }
+}
+
+impl Default for XdsServer {
+    fn default() -> Self {
+        XdsServer {
+            address: "127.0.0.1".to_string(),
+            port: 8001,
+            insecure: false,
+        }
+    }
+}
+
+impl Default for EnvoyConfig {
+    fn default() -> Self {
+        EnvoyConfig {
+            http: Endpoint::new("0.0.0.0", 8080),
+            https: Endpoint::new("0.0.0.0", 8443),
+            metrics: Endpoint::new("0.0.0.0", 8002),
+            access_log: "/dev/stdout".to_string(),
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect_timeout: Dur(Duration::from_secs(2)),
+        }
+    }
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            sources: vec!["ingress".to_string(), "httpproxy".to_string()],
+            filters: Vec::new(),
+            processors: Vec::new(),
+            holdoff_delay: Dur(Duration::from_millis(100)),
+            holdoff_max_delay: Dur(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// A duration written as Contour writes them: `2s`, `100ms`, `1m30s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map(Dur).map_err(|e| {
+            serde::de::Error::custom(format!("{text:?} is not a duration like 2s or 100ms: {e}"))
+        })
+    }
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `-c` named a file that cannot be read.
+    #[error("config file {path}: {error}")]
+    Unreadable { path: String, error: std::io::Error },
+    /// A key or value figment could not use; the message names the key and its source.
+    #[error("{0}")]
+    Invalid(Box<figment::Error>),
+}
+
+/// Merges the layers; `flags` holds only the flags given on the command line.
+pub fn load(path: Option<&Path>, flags: serde_json::Value) -> Result<Config, ConfigError> {
+    let mut figment = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(path) = path {
+        std::fs::metadata(path).map_err(|error| ConfigError::Unreadable {
+            path: path.display().to_string(),
+            error,
+        })?;
+        figment = figment.merge(Yaml::file_exact(path));
+    }
+    figment = figment
+        .merge(env_provider())
+        .merge(Serialized::globals(flags));
+    figment
+        .extract()
+        .map_err(|e| ConfigError::Invalid(Box::new(e)))
+}
+
+/// `ISOBAR_XDS_SERVER__PORT=9001` sets `xds-server.port`: `__` nests, `_` is a dash.
+fn env_provider() -> Env {
+    Env::prefixed("ISOBAR_").map(|key| key.as_str().replace("__", ".").replace('_', "-").into())
+}

@@ -1,0 +1,17 @@
+//! Isobar: a Contour-compatible ingress control plane for Envoy.
+//!
+//! The host: CLI, configuration, providers, pipeline runner, xDS server, bootstrap and
+//! translate. Plugins live in `plugins/`; the pipeline shape is in `ARCHITECTURE.md`.
+
+pub mod bootstrap;
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod output;
+pub mod pipeline;
+pub mod provider;
+pub mod runner;
+pub mod serve;
+pub mod translate;
+pub mod xds;

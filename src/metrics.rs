@@ -1,0 +1,100 @@
+//! Isobar's own Prometheus metrics, served on `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabel {
+    pub xds_type: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub builds: Counter,
+    pub build_seconds: Histogram,
+    pub objects: Family<KindLabel, Gauge>,
+    pub manifest_errors: Counter,
+    pub xds_streams: Gauge,
+    pub xds_responses: Family<TypeLabel, Counter>,
+    pub xds_nacks: Family<TypeLabel, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("isobar");
+        let builds = Counter::default();
+        let build_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        let objects = Family::<KindLabel, Gauge>::default();
+        let manifest_errors = Counter::default();
+        let xds_streams = Gauge::default();
+        let xds_responses = Family::<TypeLabel, Counter>::default();
+        let xds_nacks = Family::<TypeLabel, Counter>::default();
+        registry.register("builds", "Completed pipeline builds", builds.clone());
+        registry.register(
+            "build_duration_seconds",
+            "Time from objects to an encoded xDS snapshot",
+            build_seconds.clone(),
+        );
+        registry.register("objects", "Objects in the store, by kind", objects.clone());
+        registry.register(
+            "manifest_errors",
+            "Manifest files that failed to parse (their last good objects were kept)",
+            manifest_errors.clone(),
+        );
+        registry.register(
+            "xds_streams",
+            "Connected Envoy ADS streams",
+            xds_streams.clone(),
+        );
+        registry.register(
+            "xds_responses",
+            "xDS responses sent, by type",
+            xds_responses.clone(),
+        );
+        registry.register(
+            "xds_nacks",
+            "xDS updates Envoy rejected, by type",
+            xds_nacks.clone(),
+        );
+        Metrics {
+            registry,
+            builds,
+            build_seconds,
+            objects,
+            manifest_errors,
+            xds_streams,
+            xds_responses,
+            xds_nacks,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn nack(&self, xds_type: &'static str) {
+        self.xds_nacks.get_or_create(&TypeLabel { xds_type }).inc();
+    }
+
+    pub fn responses(&self, xds_type: &'static str) {
+        self.xds_responses
+            .get_or_create(&TypeLabel { xds_type })
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,95 @@
+//! Rendering Envoy resources as Envoy's own YAML/JSON (for `isobar translate`), with
+//! every object's status beside them.
+
+use std::sync::OnceLock;
+
+use envoy_types::pb::google::protobuf::Any;
+use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
+use serde::Serialize;
+
+use isobar_sdk::StatusReport;
+use isobar_sdk::condition::RenderedStatus;
+
+use crate::xds::Resources;
+
+/// Envoy's descriptors, from the envoy-types crate (found by `build.rs`).
+static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
+
+fn pool() -> Result<&'static DescriptorPool, String> {
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// One resource as Envoy's JSON (field names as in Envoy's docs).
+pub fn resource_json(any: &Any) -> Result<serde_json::Value, String> {
+    let pool = pool()?;
+    let name = any.type_url.rsplit('/').next().unwrap_or_default();
+    let descriptor = pool
+        .get_message_by_name(name)
+        .ok_or_else(|| format!("no descriptor for {name}"))?;
+    let message =
+        DynamicMessage::decode(descriptor, any.value.as_slice()).map_err(|e| e.to_string())?;
+    let options = SerializeOptions::new().use_proto_field_name(true);
+    let mut value = message
+        .serialize_with_options(serde_json::value::Serializer, &options)
+        .map_err(|e| e.to_string())?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("@type".to_string(), any.type_url.clone().into());
+    }
+    Ok(value)
+}
+
+#[derive(Serialize)]
+struct Translation {
+    resources: TypedResources,
+    status: Vec<ObjectStatus>,
+}
+
+#[derive(Serialize)]
+struct TypedResources {
+    listeners: Vec<serde_json::Value>,
+    routes: Vec<serde_json::Value>,
+    clusters: Vec<serde_json::Value>,
+    endpoints: Vec<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct ObjectStatus {
+    kind: String,
+    namespace: String,
+    name: String,
+    status: RenderedStatus,
+}
+
+/// The full `translate` document.
+pub fn translation(
+    resources: &Resources,
+    status: &StatusReport,
+) -> Result<serde_json::Value, String> {
+    let all = |map: &std::collections::BTreeMap<String, Any>| {
+        map.values()
+            .map(resource_json)
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let doc = Translation {
+        resources: TypedResources {
+            listeners: all(&resources.listeners)?,
+            routes: all(&resources.routes)?,
+            clusters: all(&resources.clusters)?,
+            endpoints: all(&resources.endpoints)?,
+        },
+        status: status
+            .objects
+            .keys()
+            .map(|key| ObjectStatus {
+                kind: key.kind.to_string(),
+                namespace: key.namespace.clone(),
+                name: key.name.clone(),
+                status: status.render(key),
+            })
+            .collect(),
+    };
+    serde_json::to_value(doc).map_err(|e| e.to_string())
+}

@@ -1,0 +1,191 @@
+//! The plugin pipeline: plugins chosen and configured by `contour.yaml`, run in order over
+//! the object store to produce the IR and every object's conditions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use isobar_sdk::plugin::{Factory, PluginKind, PluginRegistration, registered};
+use isobar_sdk::{
+    BuildContext, Filter, Ir, Kind, Object, Objects, Processor, Source, StatusReport,
+};
+
+use crate::config::PipelineConfig;
+
+/// The built-in plugins this binary links. Naming each crate here keeps its
+/// `inventory` registration from being dropped by the linker.
+pub const BUILTIN_PLUGINS: &[&str] = &[isobar_plugin_httpproxy::NAME, isobar_plugin_ingress::NAME];
+
+/// A plugin name or setting that stops start-up.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PipelineError {
+    /// A name in `pipeline.<list>` that no plugin of that kind has.
+    #[error("{key}: unknown {kind} {name:?}; valid {kind}s: {valid}")]
+    UnknownPlugin {
+        key: String,
+        kind: &'static str,
+        name: String,
+        valid: String,
+    },
+    /// The same plugin listed twice.
+    #[error("{key}: {name:?} is listed more than once")]
+    Duplicate { key: String, name: String },
+    /// A `plugins.<name>` section for a plugin that does not exist.
+    #[error("plugins.{name}: no plugin is named {name:?}; valid plugins: {valid}")]
+    UnknownSection { name: String, valid: String },
+    /// A plugin refused its settings.
+    #[error("plugins.{name}: {message}")]
+    BadSetting { name: String, message: String },
+}
+
+pub struct Pipeline {
+    filters: Vec<(&'static str, Box<dyn Filter>)>,
+    sources: Vec<(&'static str, Box<dyn Source>)>,
+    processors: Vec<(&'static str, Box<dyn Processor>)>,
+}
+
+/// What one build produced.
+pub struct BuildOutput {
+    pub ir: Ir,
+    pub status: StatusReport,
+}
+
+impl Pipeline {
+    pub fn from_config(
+        config: &PipelineConfig,
+        sections: &BTreeMap<String, serde_json::Value>,
+    ) -> Result<Pipeline, PipelineError> {
+        let all = registered();
+        let valid_all = || all.iter().map(|p| p.name).collect::<Vec<_>>().join(", ");
+        if let Some(name) = sections
+            .keys()
+            .find(|n| !all.iter().any(|p| p.name == n.as_str()))
+        {
+            return Err(PipelineError::UnknownSection {
+                name: name.clone(),
+                valid: valid_all(),
+            });
+        }
+        let pick = |list: &str, kind: PluginKind, names: &[String]| {
+            let mut out = Vec::new();
+            let mut seen = BTreeSet::new();
+            for (i, name) in names.iter().enumerate() {
+                let key = format!("pipeline.{list}[{i}]");
+                let found = all
+                    .iter()
+                    .find(|p| p.name == name.as_str() && p.kind() == kind);
+                let Some(found) = found else {
+                    return Err(PipelineError::UnknownPlugin {
+                        key,
+                        kind: kind.as_str(),
+                        name: name.clone(),
+                        valid: all
+                            .iter()
+                            .filter(|p| p.kind() == kind)
+                            .map(|p| p.name)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    });
+                };
+                if !seen.insert(name.as_str()) {
+                    return Err(PipelineError::Duplicate {
+                        key,
+                        name: name.clone(),
+                    });
+                }
+                out.push(*found);
+            }
+            Ok(out)
+        };
+        let section = |p: &PluginRegistration| {
+            sections
+                .get(p.name)
+                .cloned()
+                .unwrap_or(serde_json::Value::Null)
+        };
+        let bad = |p: &PluginRegistration, e: isobar_sdk::plugin::ConfigError| {
+            PipelineError::BadSetting {
+                name: p.name.to_string(),
+                message: e.0,
+            }
+        };
+
+        let mut pipeline = Pipeline {
+            filters: Vec::new(),
+            sources: Vec::new(),
+            processors: Vec::new(),
+        };
+        for p in pick("filters", PluginKind::Filter, &config.filters)? {
+            if let Factory::Filter(make) = p.factory {
+                pipeline
+                    .filters
+                    .push((p.name, make(&section(p)).map_err(|e| bad(p, e))?));
+            }
+        }
+        for p in pick("sources", PluginKind::Source, &config.sources)? {
+            if let Factory::Source(make) = p.factory {
+                pipeline
+                    .sources
+                    .push((p.name, make(&section(p)).map_err(|e| bad(p, e))?));
+            }
+        }
+        for p in pick("processors", PluginKind::Processor, &config.processors)? {
+            if let Factory::Processor(make) = p.factory {
+                pipeline
+                    .processors
+                    .push((p.name, make(&section(p)).map_err(|e| bad(p, e))?));
+            }
+        }
+        Ok(pipeline)
+    }
+
+    /// The kinds the enabled sources read: what a provider needs to watch.
+    pub fn kinds(&self) -> BTreeSet<Kind> {
+        self.sources
+            .iter()
+            .flat_map(|(_, s)| s.kinds().iter().copied())
+            .collect()
+    }
+
+    /// Filters, then sources, then processors: objects → IR and conditions.
+    pub fn build(&self, objects: &Objects) -> BuildOutput {
+        let mut status = StatusReport::default();
+        let mut rejected = BTreeSet::new();
+        if !self.filters.is_empty() {
+            let routing = objects
+                .ingresses
+                .values()
+                .map(|o| Object::Ingress(o.clone()))
+                .chain(
+                    objects
+                        .httpproxies
+                        .values()
+                        .map(|o| Object::HTTPProxy(o.clone())),
+                );
+            for object in routing {
+                for (name, filter) in &self.filters {
+                    let _span = tracing::debug_span!("filter", plugin = name).entered();
+                    if !filter.admit(&object, &mut status) {
+                        rejected.insert(object.key());
+                        break;
+                    }
+                }
+            }
+        }
+        let ctx = BuildContext::new(objects, &rejected);
+        let mut ir = Ir::default();
+        for (name, source) in &self.sources {
+            let _span = tracing::debug_span!("source", plugin = name).entered();
+            source.build(&ctx, &mut ir, &mut status);
+        }
+        for (name, processor) in &self.processors {
+            let _span = tracing::debug_span!("processor", plugin = name).entered();
+            processor.process(&ctx, &mut ir, &mut status);
+        }
+        ir.prune_clusters();
+        BuildOutput { ir, status }
+    }
+}
+
+/// Every plugin linked in, for `isobar plugins` and for tests.
+pub fn registered_plugins() -> Vec<&'static PluginRegistration> {
+    registered()
+}

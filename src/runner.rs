@@ -1,0 +1,143 @@
+//! The pipeline runner: applies provider events to the object store, waits out the
+//! hold-off, builds, translates, and publishes a snapshot when its content changed.
+//! Nothing is published before the provider has synced, so Envoy never sees a partial
+//! configuration.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use isobar_sdk::{Kind, Objects, StatusReport};
+
+use crate::metrics::{KindLabel, Metrics};
+use crate::pipeline::Pipeline;
+use crate::provider::Event;
+use crate::xds::{EnvoySettings, Snapshot, translate};
+
+pub struct Runner {
+    pub pipeline: Pipeline,
+    pub settings: EnvoySettings,
+    pub holdoff: Duration,
+    pub holdoff_max: Duration,
+    pub metrics: Arc<Metrics>,
+    pub snapshots: watch::Sender<Option<Arc<Snapshot>>>,
+}
+
+impl Runner {
+    pub async fn run(self, mut events: mpsc::Receiver<Event>) {
+        let mut objects = Objects::default();
+        let mut synced = false;
+        // When the first unbuilt change arrived, and the latest one.
+        let mut pending: Option<(Instant, Instant)> = None;
+        let mut last_status = StatusReport::default();
+        loop {
+            let deadline = pending
+                .filter(|_| synced)
+                .map(|(first, last)| (last + self.holdoff).min(first + self.holdoff_max));
+            let event = match deadline {
+                Some(at) => tokio::select! {
+                    event = events.recv() => event,
+                    () = tokio::time::sleep_until(at.into()) => {
+                        pending = None;
+                        last_status = tokio::task::block_in_place(|| self.rebuild(&objects, &last_status));
+                        continue;
+                    }
+                },
+                None => events.recv().await,
+            };
+            let Some(event) = event else { return };
+            let mut changed = self.apply(&mut objects, event, &mut synced);
+            while let Ok(event) = events.try_recv() {
+                changed |= self.apply(&mut objects, event, &mut synced);
+            }
+            if changed {
+                let now = Instant::now();
+                pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
+            }
+        }
+    }
+
+    fn apply(&self, objects: &mut Objects, event: Event, synced: &mut bool) -> bool {
+        match event {
+            Event::Apply(object) => objects.apply(object),
+            Event::Delete(key) => objects.delete(&key),
+            Event::Synced => {
+                *synced = true;
+                true
+            }
+            Event::Problem(_) => {
+                self.metrics.manifest_errors.inc();
+                false
+            }
+        }
+    }
+
+    /// One build; returns the status report for the next comparison.
+    fn rebuild(&self, objects: &Objects, previous: &StatusReport) -> StatusReport {
+        let started = Instant::now();
+        let output = self.pipeline.build(objects);
+        let resources = translate(&output.ir, objects, &self.settings);
+        let snapshot = Snapshot::new(resources);
+        let elapsed = started.elapsed();
+        self.metrics.builds.inc();
+        self.metrics.build_seconds.observe(elapsed.as_secs_f64());
+        for (kind, count) in objects.counts() {
+            let label = KindLabel {
+                kind: kind_label(kind),
+            };
+            self.metrics
+                .objects
+                .get_or_create(&label)
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        let published = self.snapshots.send_if_modified(|current| {
+            if current.as_deref() == Some(&snapshot) {
+                return false;
+            }
+            *current = Some(Arc::new(snapshot));
+            true
+        });
+        tracing::info!(
+            vhosts = output.ir.virtual_hosts.len(),
+            clusters = output.ir.clusters.len(),
+            published,
+            millis = elapsed.as_secs_f64() * 1000.0,
+            "built"
+        );
+        log_status_changes(previous, &output.status);
+        output.status
+    }
+}
+
+fn kind_label(kind: Kind) -> &'static str {
+    kind.as_str()
+}
+
+/// Logs every object whose conditions changed since the last build.
+fn log_status_changes(previous: &StatusReport, current: &StatusReport) {
+    for (key, status) in &current.objects {
+        if previous.get(key) == Some(status) {
+            continue;
+        }
+        let errors: Vec<String> = status
+            .errors
+            .iter()
+            .map(|e| format!("{}: {}", e.reason, e.message))
+            .collect();
+        let warnings: Vec<String> = status
+            .warnings
+            .iter()
+            .map(|e| format!("{}: {}", e.reason, e.message))
+            .collect();
+        tracing::info!(
+            kind = %key.kind,
+            ns = %key.namespace,
+            name = %key.name,
+            status = ?status.current(),
+            errors = ?errors,
+            warnings = ?warnings,
+            "object status"
+        );
+    }
+}

@@ -1,0 +1,36 @@
+//! `isobar translate`: the Envoy resources and conditions for a manifest directory,
+//! without Envoy or a cluster. Exits non-zero when a manifest cannot be read.
+
+use crate::cli::{Format, TranslateArgs};
+use crate::output::translation;
+use crate::pipeline::Pipeline;
+use crate::provider::files::load_dir;
+use crate::serve::envoy_settings;
+use crate::xds::translate;
+
+pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
+    let config = args.config.load(serde_json::Map::new())?;
+    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?;
+    if !args.manifests.is_dir() {
+        anyhow::bail!(
+            "manifest directory {} does not exist",
+            args.manifests.display()
+        );
+    }
+    let (objects, errors) = load_dir(&args.manifests);
+    let output = pipeline.build(&objects);
+    let resources = translate(&output.ir, &objects, &envoy_settings(&config));
+    let doc = translation(&resources, &output.status).map_err(|e| anyhow::anyhow!(e))?;
+    let text = match args.output {
+        Format::Yaml => serde_yaml::to_string(&doc)?,
+        Format::Json => serde_json::to_string_pretty(&doc)? + "\n",
+    };
+    print!("{text}");
+    if !errors.is_empty() {
+        for e in &errors {
+            eprintln!("isobar: {e}");
+        }
+        anyhow::bail!("{} manifest file(s) could not be read", errors.len());
+    }
+    Ok(())
+}

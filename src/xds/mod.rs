@@ -1,0 +1,8 @@
+//! xDS: IR → Envoy resources → versioned snapshots → ADS over gRPC.
+
+pub mod server;
+pub mod snapshot;
+pub mod translate;
+
+pub use snapshot::{Snapshot, XdsType};
+pub use translate::{EnvoySettings, Resources, translate};

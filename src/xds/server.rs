@@ -1,0 +1,277 @@
+//! The ADS server (state of the world), one task per Envoy stream.
+//!
+//! Per stream and type it tracks what was sent, under which nonce, and whether Envoy
+//! ACKed or NACKed it (xDS spec rules X1–X12 in `reference/reliability.md`):
+//! - nothing is sent before the first complete build;
+//! - a request whose nonce is not the latest sent is stale and ignored;
+//! - a NACKed version is logged, counted, and not sent again until the content changes;
+//! - a change is pushed in CDS → EDS → LDS → RDS order, each type only once the earlier
+//!   ones are ACKed, and clusters a stream may still route to are kept in CDS until the
+//!   new routes are ACKed (make before break).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use envoy_types::pb::google::protobuf::Any;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::snapshot::{Snapshot, XdsType, version_of};
+use crate::metrics::Metrics;
+
+type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// Serves the latest snapshot to every connected Envoy.
+#[derive(Clone)]
+pub struct AdsService {
+    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl AdsService {
+    pub fn new(snapshots: watch::Receiver<Option<Arc<Snapshot>>>, metrics: Arc<Metrics>) -> Self {
+        AdsService { snapshots, metrics }
+    }
+
+    pub fn into_server(self) -> AggregatedDiscoveryServiceServer<AdsService> {
+        AggregatedDiscoveryServiceServer::new(self)
+            .max_decoding_message_size(16 * 1024 * 1024)
+            .max_encoding_message_size(usize::MAX)
+    }
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for AdsService {
+    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
+    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        let requests = request.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
+        tokio::spawn(stream.run(requests));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        _request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        Err(Status::unimplemented(
+            "incremental (delta) xDS is not served yet; use state-of-the-world ADS",
+        ))
+    }
+}
+
+#[derive(Debug, Default)]
+struct TypeState {
+    /// Envoy has asked for this type at least once.
+    requested: bool,
+    wildcard: bool,
+    names: BTreeSet<String>,
+    /// The nonce of the last response; only a request carrying it is current.
+    nonce: Option<String>,
+    in_flight: bool,
+    sent_version: Option<String>,
+    sent_names: BTreeSet<String>,
+    acked_version: Option<String>,
+    rejected_version: Option<String>,
+    /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
+    sent_resources: BTreeMap<String, Any>,
+}
+
+struct AdsStream {
+    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    metrics: Arc<Metrics>,
+    tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    types: BTreeMap<XdsType, TypeState>,
+    nonce: u64,
+    node: String,
+}
+
+impl AdsStream {
+    fn new(
+        snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+        metrics: Arc<Metrics>,
+        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    ) -> Self {
+        AdsStream {
+            snapshots,
+            metrics,
+            tx,
+            types: XdsType::ORDER
+                .into_iter()
+                .map(|t| (t, TypeState::default()))
+                .collect(),
+            nonce: 0,
+            node: String::new(),
+        }
+    }
+
+    async fn run(mut self, mut requests: Streaming<DiscoveryRequest>) {
+        self.metrics.xds_streams.inc();
+        loop {
+            tokio::select! {
+                request = requests.message() => match request {
+                    Ok(Some(request)) => self.on_request(request),
+                    Ok(None) => break,
+                    Err(status) => {
+                        tracing::debug!(node = %self.node, error = %status, "xds stream ended");
+                        break;
+                    }
+                },
+                changed = self.snapshots.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+            if self.push().await.is_err() {
+                break;
+            }
+        }
+        self.metrics.xds_streams.dec();
+    }
+
+    fn on_request(&mut self, request: DiscoveryRequest) {
+        if let Some(node) = &request.node
+            && self.node.is_empty()
+        {
+            self.node = node.id.clone();
+            tracing::info!(node = %self.node, cluster = %node.cluster, "envoy connected");
+        }
+        let Some(t) = XdsType::from_type_url(&request.type_url) else {
+            tracing::debug!(type_url = %request.type_url, "request for a type isobar does not serve");
+            return;
+        };
+        let state = self.types.entry(t).or_default();
+        if !request.response_nonce.is_empty()
+            && state.nonce.as_deref() != Some(&request.response_nonce)
+        {
+            // Stale: a newer response is on its way and Envoy will answer that one.
+            return;
+        }
+        if !request.response_nonce.is_empty() {
+            state.in_flight = false;
+            match &request.error_detail {
+                Some(error) => {
+                    state.rejected_version = state.sent_version.clone();
+                    self.metrics.nack(t.short());
+                    tracing::error!(
+                        node = %self.node,
+                        xds_type = t.short(),
+                        version = state.sent_version.as_deref().unwrap_or_default(),
+                        error = %error.message,
+                        "envoy rejected an update (NACK)"
+                    );
+                }
+                None => state.acked_version = state.sent_version.clone(),
+            }
+        }
+        state.requested = true;
+        if t.is_wildcard() && (request.resource_names.is_empty() || state.wildcard) {
+            // An empty first LDS/CDS request is a wildcard, and a stream never leaves it.
+            state.wildcard = true;
+        } else {
+            state.names = request.resource_names.into_iter().collect();
+        }
+    }
+
+    /// Sends every type that has news, in order, stopping at the first one in flight.
+    async fn push(&mut self) -> Result<(), ()> {
+        let Some(snapshot) = self.snapshots.borrow().clone() else {
+            return Ok(());
+        };
+        for t in XdsType::ORDER {
+            if self.types.get(&t).is_some_and(|s| s.in_flight) {
+                return Ok(());
+            }
+            if let Some(response) = self.response_for(t, &snapshot) {
+                self.tx.send(Ok(response)).await.map_err(|_| ())?;
+                self.metrics.responses(t.short());
+            }
+        }
+        Ok(())
+    }
+
+    fn caught_up(&self, t: XdsType, snapshot: &Snapshot) -> bool {
+        let state = &self.types[&t];
+        let current = Some(&snapshot.get(t).version);
+        !state.requested
+            || (!state.wildcard && state.names.is_empty())
+            || state.acked_version.as_ref() == current
+            || state.rejected_version.as_ref() == current
+    }
+
+    fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<DiscoveryResponse> {
+        let routes_caught_up =
+            self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
+        let state = self.types.get(&t)?;
+        if !state.requested || state.in_flight {
+            return None;
+        }
+        let current = snapshot.get(t);
+        let mut resources: BTreeMap<String, Any> = if state.wildcard {
+            current.resources.clone()
+        } else {
+            state
+                .names
+                .iter()
+                .filter_map(|n| current.resources.get(n).map(|r| (n.clone(), r.clone())))
+                .collect()
+        };
+        let mut version = current.version.clone();
+        if t == XdsType::Cluster && !routes_caught_up {
+            let mut kept = false;
+            for (name, any) in &state.sent_resources {
+                if !resources.contains_key(name) {
+                    resources.insert(name.clone(), any.clone());
+                    kept = true;
+                }
+            }
+            if kept {
+                version = format!("{version}-{}", version_of(&resources));
+            }
+        }
+        let names: BTreeSet<String> = resources.keys().cloned().collect();
+        let unchanged = state.sent_version.as_ref() == Some(&version) && state.sent_names == names;
+        let rejected =
+            state.rejected_version.as_ref() == Some(&version) && state.sent_names == names;
+        if unchanged || rejected {
+            return None;
+        }
+        if !state.wildcard && state.names.is_empty() && state.sent_version.is_some() {
+            return None;
+        }
+
+        self.nonce += 1;
+        let nonce = self.nonce.to_string();
+        let state = self.types.get_mut(&t)?;
+        state.nonce = Some(nonce.clone());
+        state.in_flight = true;
+        state.sent_version = Some(version.clone());
+        state.sent_names = names;
+        if t == XdsType::Cluster {
+            state.sent_resources = resources.clone();
+        }
+        Some(DiscoveryResponse {
+            version_info: version,
+            resources: resources.into_values().collect(),
+            type_url: t.type_url().to_string(),
+            nonce,
+            ..Default::default()
+        })
+    }
+}

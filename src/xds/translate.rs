@@ -1,0 +1,441 @@
+//! IR → Envoy resources (LDS, RDS, CDS, EDS), with Contour's names and defaults.
+//!
+//! Pure functions: the same IR and objects give byte-identical resources.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::accesslog::v3::{self as accesslog, AccessLog};
+use envoy_types::pb::envoy::config::cluster::v3::{self as cluster, Cluster};
+use envoy_types::pb::envoy::config::core::v3::{
+    self as core, Address, AggregatedConfigSource, ConfigSource, HeaderValue, HeaderValueOption,
+    Metadata, SocketAddress,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    self as endpoint, ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints,
+};
+use envoy_types::pb::envoy::config::listener::v3::{self as listener, FilterChain, Listener};
+use envoy_types::pb::envoy::config::route::v3::{
+    self as route, DirectResponseAction, HeaderMatcher, RouteConfiguration, RouteMatch,
+    VirtualHost, WeightedCluster,
+};
+use envoy_types::pb::envoy::extensions::access_loggers::file::v3::FileAccessLog;
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    self as hcm, HttpConnectionManager, HttpFilter, Rds,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
+use envoy_types::pb::envoy::r#type::v3::Percent;
+use envoy_types::pb::google::protobuf::{self as pb, Any, UInt32Value};
+use envoy_types::util::pack_any;
+
+use isobar_sdk::ir::{self, PathMatch, RouteAction};
+use isobar_sdk::resolve::ready_endpoints;
+use isobar_sdk::{Ir, Objects};
+
+/// The listener and route configuration names Contour uses.
+pub const HTTP_LISTENER: &str = "ingress_http";
+pub const STATS_LISTENER: &str = "stats-health";
+/// The bootstrap's static cluster that reaches Envoy's own admin socket.
+pub const ADMIN_CLUSTER: &str = "envoy-admin";
+
+/// Where Envoy listens, and cluster defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvoySettings {
+    pub http_address: String,
+    pub http_port: u16,
+    pub stats_address: String,
+    pub stats_port: u16,
+    pub connect_timeout: Duration,
+    pub access_log_path: String,
+}
+
+/// Envoy resources by type, each by name.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Resources {
+    pub clusters: BTreeMap<String, Any>,
+    pub endpoints: BTreeMap<String, Any>,
+    pub listeners: BTreeMap<String, Any>,
+    pub routes: BTreeMap<String, Any>,
+}
+
+pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
+    let mut out = Resources::default();
+    for c in ir.clusters.values() {
+        out.clusters
+            .insert(c.name.clone(), pack_any(cluster_for(c, settings)));
+        out.endpoints
+            .entry(c.eds_name.clone())
+            .or_insert_with(|| pack_any(load_assignment(c, objects)));
+    }
+    // RDS is always published, even empty, so a listener never waits on it.
+    out.routes
+        .insert(HTTP_LISTENER.to_string(), pack_any(route_configuration(ir)));
+    if !ir.virtual_hosts.is_empty() {
+        out.listeners
+            .insert(HTTP_LISTENER.to_string(), pack_any(http_listener(settings)));
+    }
+    out.listeners.insert(
+        STATS_LISTENER.to_string(),
+        pack_any(stats_listener(settings)),
+    );
+    out
+}
+
+fn duration(d: Duration) -> pb::Duration {
+    pb::Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+fn ads() -> ConfigSource {
+    ConfigSource {
+        config_source_specifier: Some(core::config_source::ConfigSourceSpecifier::Ads(
+            AggregatedConfigSource {},
+        )),
+        resource_api_version: core::ApiVersion::V3 as i32,
+        ..Default::default()
+    }
+}
+
+fn socket_address(address: &str, port: u16) -> Address {
+    Address {
+        address: Some(core::address::Address::SocketAddress(SocketAddress {
+            address: address.to_string(),
+            port_specifier: Some(core::socket_address::PortSpecifier::PortValue(u32::from(
+                port,
+            ))),
+            ..Default::default()
+        })),
+    }
+}
+
+fn cluster_for(c: &ir::Cluster, settings: &EnvoySettings) -> Cluster {
+    Cluster {
+        name: c.name.clone(),
+        alt_stat_name: c.alt_stat_name.clone(),
+        cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
+            cluster::cluster::DiscoveryType::Eds as i32,
+        )),
+        eds_cluster_config: Some(cluster::cluster::EdsClusterConfig {
+            eds_config: Some(ads()),
+            service_name: c.eds_name.clone(),
+        }),
+        connect_timeout: Some(duration(settings.connect_timeout)),
+        common_lb_config: Some(cluster::cluster::CommonLbConfig {
+            healthy_panic_threshold: Some(Percent { value: 0.0 }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn load_assignment(c: &ir::Cluster, objects: &Objects) -> ClusterLoadAssignment {
+    let lb_endpoints: Vec<LbEndpoint> =
+        ready_endpoints(objects, &c.namespace, &c.service, &c.port_name)
+            .into_iter()
+            .map(|(address, port)| LbEndpoint {
+                host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
+                    endpoint::Endpoint {
+                        address: Some(socket_address(&address, port)),
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            })
+            .collect();
+    ClusterLoadAssignment {
+        cluster_name: c.eds_name.clone(),
+        endpoints: if lb_endpoints.is_empty() {
+            Vec::new()
+        } else {
+            vec![LocalityLbEndpoints {
+                lb_endpoints,
+                ..Default::default()
+            }]
+        },
+        ..Default::default()
+    }
+}
+
+fn route_configuration(ir: &Ir) -> RouteConfiguration {
+    RouteConfiguration {
+        name: HTTP_LISTENER.to_string(),
+        virtual_hosts: ir.virtual_hosts.values().map(virtual_host).collect(),
+        request_headers_to_add: vec![HeaderValueOption {
+            header: Some(HeaderValue {
+                key: "x-request-start".to_string(),
+                value: "t=%START_TIME(%s.%3f)%".to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ignore_port_in_host_matching: true,
+        ..Default::default()
+    }
+}
+
+fn virtual_host(vhost: &ir::VirtualHost) -> VirtualHost {
+    let mut routes: Vec<&ir::Route> = vhost.routes.values().collect();
+    routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
+    VirtualHost {
+        name: isobar_sdk::names::hashname(60, &[&vhost.fqdn]),
+        domains: vec![vhost.fqdn.clone()],
+        routes: routes.into_iter().map(envoy_route).collect(),
+        ..Default::default()
+    }
+}
+
+/// Contour's route order: exact, then regex, then prefixes; longer values first, equal
+/// lengths in descending byte order; a segment prefix before a string prefix of the same
+/// value; routes with more header matches first.
+fn route_order(
+    r: &ir::Route,
+) -> (
+    u8,
+    std::cmp::Reverse<usize>,
+    std::cmp::Reverse<&str>,
+    u8,
+    std::cmp::Reverse<usize>,
+) {
+    let (class, value, tie) = match &r.matcher.path {
+        PathMatch::Exact(v) => (0, v.as_str(), 0),
+        PathMatch::Regex(v) => (1, v.as_str(), 0),
+        PathMatch::SegmentPrefix(v) => (2, v.as_str(), 0),
+        PathMatch::Prefix(v) => (2, v.as_str(), 1),
+    };
+    let headers = usize::from(r.matcher.authority_regex.is_some());
+    (
+        class,
+        std::cmp::Reverse(value.len()),
+        std::cmp::Reverse(value),
+        tie,
+        std::cmp::Reverse(headers),
+    )
+}
+
+fn envoy_route(r: &ir::Route) -> route::Route {
+    let path_specifier = match &r.matcher.path {
+        PathMatch::Prefix(p) => route::route_match::PathSpecifier::Prefix(p.clone()),
+        PathMatch::SegmentPrefix(p) => {
+            route::route_match::PathSpecifier::PathSeparatedPrefix(p.clone())
+        }
+        PathMatch::Exact(p) => route::route_match::PathSpecifier::Path(p.clone()),
+        PathMatch::Regex(p) => route::route_match::PathSpecifier::SafeRegex(RegexMatcher {
+            regex: p.clone(),
+            ..Default::default()
+        }),
+    };
+    let headers = r
+        .matcher
+        .authority_regex
+        .iter()
+        .map(|regex| HeaderMatcher {
+            name: ":authority".to_string(),
+            header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+                StringMatcher {
+                    match_pattern: Some(string_matcher::MatchPattern::SafeRegex(RegexMatcher {
+                        regex: regex.clone(),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        })
+        .collect();
+    let action = match &r.action {
+        RouteAction::Forward(clusters) => route::route::Action::Route(forward(clusters)),
+        RouteAction::DirectResponse { status, body } => {
+            route::route::Action::DirectResponse(DirectResponseAction {
+                status: *status,
+                body: body.as_ref().map(|b| core::DataSource {
+                    specifier: Some(core::data_source::Specifier::InlineString(b.clone())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        }
+    };
+    route::Route {
+        r#match: Some(RouteMatch {
+            path_specifier: Some(path_specifier),
+            headers,
+            ..Default::default()
+        }),
+        action: Some(action),
+        metadata: Some(source_metadata(&r.source)),
+        ..Default::default()
+    }
+}
+
+fn forward(clusters: &[ir::WeightedCluster]) -> route::RouteAction {
+    let specifier = match clusters {
+        [single] => route::route_action::ClusterSpecifier::Cluster(single.cluster.clone()),
+        many => route::route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
+            clusters: many
+                .iter()
+                .map(|w| route::weighted_cluster::ClusterWeight {
+                    name: w.cluster.clone(),
+                    weight: Some(UInt32Value { value: w.weight }),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+    };
+    route::RouteAction {
+        cluster_specifier: Some(specifier),
+        ..Default::default()
+    }
+}
+
+/// The source object of a route, for access logs (Contour's keys).
+fn source_metadata(source: &isobar_sdk::ObjectKey) -> Metadata {
+    let field = |v: &str| pb::Value {
+        kind: Some(pb::value::Kind::StringValue(v.to_string())),
+    };
+    let fields = [
+        ("io.projectcontour.kind", field(source.kind.as_str())),
+        ("io.projectcontour.namespace", field(&source.namespace)),
+        ("io.projectcontour.name", field(&source.name)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    Metadata {
+        filter_metadata: HashMap::from([(
+            "envoy.access_loggers.file".to_string(),
+            pb::Struct { fields },
+        )]),
+        ..Default::default()
+    }
+}
+
+fn router_filter() -> HttpFilter {
+    HttpFilter {
+        name: "envoy.filters.http.router".to_string(),
+        config_type: Some(hcm::http_filter::ConfigType::TypedConfig(pack_any(
+            Router::default(),
+        ))),
+        ..Default::default()
+    }
+}
+
+fn file_access_log(path: &str) -> AccessLog {
+    AccessLog {
+        name: "envoy.access_loggers.file".to_string(),
+        config_type: Some(accesslog::access_log::ConfigType::TypedConfig(pack_any(
+            FileAccessLog {
+                path: path.to_string(),
+                ..Default::default()
+            },
+        ))),
+        ..Default::default()
+    }
+}
+
+fn hcm_filter(manager: HttpConnectionManager) -> listener::Filter {
+    listener::Filter {
+        name: "envoy.filters.network.http_connection_manager".to_string(),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(pack_any(manager))),
+    }
+}
+
+fn http_listener(settings: &EnvoySettings) -> Listener {
+    let manager = HttpConnectionManager {
+        stat_prefix: HTTP_LISTENER.to_string(),
+        route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: Some(ads()),
+            route_config_name: HTTP_LISTENER.to_string(),
+        })),
+        http_filters: vec![router_filter()],
+        use_remote_address: Some(pb::BoolValue { value: true }),
+        normalize_path: Some(pb::BoolValue { value: true }),
+        merge_slashes: true,
+        preserve_external_request_id: true,
+        http_protocol_options: Some(core::Http1ProtocolOptions {
+            accept_http_10: true,
+            ..Default::default()
+        }),
+        common_http_protocol_options: Some(core::HttpProtocolOptions {
+            idle_timeout: Some(duration(Duration::from_secs(60))),
+            ..Default::default()
+        }),
+        access_log: if settings.access_log_path.is_empty() {
+            Vec::new()
+        } else {
+            vec![file_access_log(&settings.access_log_path)]
+        },
+        ..Default::default()
+    };
+    Listener {
+        name: HTTP_LISTENER.to_string(),
+        address: Some(socket_address(&settings.http_address, settings.http_port)),
+        filter_chains: vec![FilterChain {
+            filters: vec![hcm_filter(manager)],
+            ..Default::default()
+        }],
+        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
+        ..Default::default()
+    }
+}
+
+/// Contour's `stats-health` listener: GET `/ready`, `/stats` and `/stats/prometheus` from
+/// Envoy's admin, and nothing else of it.
+fn stats_listener(settings: &EnvoySettings) -> Listener {
+    let get_only = HeaderMatcher {
+        name: ":method".to_string(),
+        header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+            StringMatcher {
+                match_pattern: Some(string_matcher::MatchPattern::Exact("GET".to_string())),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let routes = ["/ready", "/stats", "/stats/prometheus"]
+        .into_iter()
+        .map(|path| route::Route {
+            r#match: Some(RouteMatch {
+                path_specifier: Some(route::route_match::PathSpecifier::Path(path.to_string())),
+                headers: vec![get_only.clone()],
+                ..Default::default()
+            }),
+            action: Some(route::route::Action::Route(route::RouteAction {
+                cluster_specifier: Some(route::route_action::ClusterSpecifier::Cluster(
+                    ADMIN_CLUSTER.to_string(),
+                )),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })
+        .collect();
+    let manager = HttpConnectionManager {
+        stat_prefix: "stats".to_string(),
+        route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::RouteConfig(
+            RouteConfiguration {
+                virtual_hosts: vec![VirtualHost {
+                    name: "backend".to_string(),
+                    domains: vec!["*".to_string()],
+                    routes,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )),
+        http_filters: vec![router_filter()],
+        normalize_path: Some(pb::BoolValue { value: true }),
+        ..Default::default()
+    };
+    Listener {
+        name: STATS_LISTENER.to_string(),
+        address: Some(socket_address(&settings.stats_address, settings.stats_port)),
+        filter_chains: vec![FilterChain {
+            filters: vec![hcm_filter(manager)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
