@@ -12,6 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
@@ -27,6 +30,9 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::snapshot::{Snapshot, XdsType, version_of};
 use crate::metrics::Metrics;
+
+/// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
+const HOLD_MAX: Duration = Duration::from_secs(5);
 
 type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -99,6 +105,8 @@ struct AdsStream {
     types: BTreeMap<XdsType, TypeState>,
     nonce: u64,
     node: String,
+    /// Since when LDS/RDS have been held back waiting for EDS subscriptions.
+    holding_since: Option<Instant>,
 }
 
 impl AdsStream {
@@ -117,13 +125,16 @@ impl AdsStream {
                 .collect(),
             nonce: 0,
             node: String::new(),
+            holding_since: None,
         }
     }
 
     async fn run(mut self, mut requests: Streaming<DiscoveryRequest>) {
         self.metrics.xds_streams.inc();
         loop {
+            let hold_deadline = self.holding_since.map(|since| since + HOLD_MAX);
             tokio::select! {
+                () = tokio::time::sleep_until(hold_deadline.unwrap_or_else(Instant::now)), if hold_deadline.is_some() => {}
                 request = requests.message() => match request {
                     Ok(Some(request)) => self.on_request(request),
                     Ok(None) => break,
@@ -198,12 +209,35 @@ impl AdsStream {
             if self.types.get(&t).is_some_and(|s| s.in_flight) {
                 return Ok(());
             }
+            if matches!(t, XdsType::Listener | XdsType::Route) && self.hold_for_endpoints(&snapshot) {
+                return Ok(());
+            }
             if let Some(response) = self.response_for(t, &snapshot) {
                 self.tx.send(Ok(response)).await.map_err(|_| ())?;
                 self.metrics.responses(t.short());
             }
         }
         Ok(())
+    }
+
+    /// Routes must not reach Envoy before the endpoints of the clusters they use: a
+    /// cluster is only usable once its ClusterLoadAssignment arrived. Holds LDS/RDS
+    /// while Envoy has not yet subscribed to every current EDS name (it does so after
+    /// taking a CDS update), for at most `HOLD_MAX`.
+    fn hold_for_endpoints(&mut self, snapshot: &Snapshot) -> bool {
+        let eds = &self.types[&XdsType::Endpoint];
+        let wanted = snapshot.get(XdsType::Endpoint).resources.keys();
+        let subscribed = wanted.into_iter().all(|name| eds.names.contains(name));
+        if subscribed {
+            self.holding_since = None;
+            return false;
+        }
+        let since = *self.holding_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < HOLD_MAX {
+            return true;
+        }
+        tracing::warn!(node = %self.node, "envoy has not subscribed to every endpoint set; sending routes anyway");
+        false
     }
 
     fn caught_up(&self, t: XdsType, snapshot: &Snapshot) -> bool {
@@ -232,7 +266,16 @@ impl AdsStream {
                 .filter_map(|n| current.resources.get(n).map(|r| (n.clone(), r.clone())))
                 .collect()
         };
-        let mut version = current.version.clone();
+        if !state.wildcard && resources.is_empty() {
+            // Nothing Envoy asked for exists: removals of EDS/RDS resources are implied by
+            // their parents going away, so there is nothing to say.
+            return None;
+        }
+        let mut version = if state.wildcard || resources.len() == current.resources.len() {
+            current.version.clone()
+        } else {
+            version_of(&resources)
+        };
         if t == XdsType::Cluster && !routes_caught_up {
             let mut kept = false;
             for (name, any) in &state.sent_resources {
@@ -250,9 +293,6 @@ impl AdsStream {
         let rejected =
             state.rejected_version.as_ref() == Some(&version) && state.sent_names == names;
         if unchanged || rejected {
-            return None;
-        }
-        if !state.wildcard && state.names.is_empty() && state.sent_version.is_some() {
             return None;
         }
 

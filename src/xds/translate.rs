@@ -28,6 +28,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, s
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::{self as pb, Any, UInt32Value};
 use envoy_types::util::pack_any;
+use prost::Message;
 
 use isobar_sdk::ir::{self, PathMatch, RouteAction};
 use isobar_sdk::resolve::ready_endpoints;
@@ -70,7 +71,7 @@ pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resour
     }
     // RDS is always published, even empty, so a listener never waits on it.
     out.routes
-        .insert(HTTP_LISTENER.to_string(), pack_any(route_configuration(ir)));
+        .insert(HTTP_LISTENER.to_string(), route_configuration(ir));
     if !ir.virtual_hosts.is_empty() {
         out.listeners
             .insert(HTTP_LISTENER.to_string(), pack_any(http_listener(settings)));
@@ -159,10 +160,15 @@ fn load_assignment(c: &ir::Cluster, objects: &Objects) -> ClusterLoadAssignment 
     }
 }
 
-fn route_configuration(ir: &Ir) -> RouteConfiguration {
-    RouteConfiguration {
+/// The `ingress_http` RouteConfiguration, encoded canonically.
+///
+/// prost encodes protobuf map fields (the `Struct` of route metadata) in `HashMap` order,
+/// which differs run to run; identical input must give identical bytes (versions are
+/// content hashes). So routes are encoded one by one with their metadata appended in key
+/// order; protobuf parsers accept fields in any order and merge them.
+fn route_configuration(ir: &Ir) -> Any {
+    let shell = RouteConfiguration {
         name: HTTP_LISTENER.to_string(),
-        virtual_hosts: ir.virtual_hosts.values().map(virtual_host).collect(),
         request_headers_to_add: vec![HeaderValueOption {
             header: Some(HeaderValue {
                 key: "x-request-start".to_string(),
@@ -173,18 +179,45 @@ fn route_configuration(ir: &Ir) -> RouteConfiguration {
         }],
         ignore_port_in_host_matching: true,
         ..Default::default()
+    };
+    let mut bytes = shell.encode_to_vec();
+    for vhost in ir.virtual_hosts.values() {
+        append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, &virtual_host(vhost));
+    }
+    Any {
+        type_url: <RouteConfiguration as prost::Name>::type_url(),
+        value: bytes,
     }
 }
 
-fn virtual_host(vhost: &ir::VirtualHost) -> VirtualHost {
+const ROUTE_CONFIGURATION_VIRTUAL_HOSTS: u32 = 2;
+const VIRTUAL_HOST_ROUTES: u32 = 3;
+const ROUTE_METADATA: u32 = 4;
+const MAP_FIELD: u32 = 1;
+const MAP_KEY: u32 = 1;
+const MAP_VALUE: u32 = 2;
+
+fn append_field(buf: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
+    prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, buf);
+    prost::encoding::encode_varint(bytes.len() as u64, buf);
+    buf.extend_from_slice(bytes);
+}
+
+fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
     let mut routes: Vec<&ir::Route> = vhost.routes.values().collect();
     routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
-    VirtualHost {
+    let shell = VirtualHost {
         name: isobar_sdk::names::hashname(60, &[&vhost.fqdn]),
         domains: vec![vhost.fqdn.clone()],
-        routes: routes.into_iter().map(envoy_route).collect(),
         ..Default::default()
+    };
+    let mut bytes = shell.encode_to_vec();
+    for r in routes {
+        let mut route = envoy_route(r).encode_to_vec();
+        append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
+        append_field(&mut bytes, VIRTUAL_HOST_ROUTES, &route);
     }
+    bytes
 }
 
 /// Contour's route order: exact, then regex, then prefixes; longer values first, equal
@@ -265,7 +298,6 @@ fn envoy_route(r: &ir::Route) -> route::Route {
             ..Default::default()
         }),
         action: Some(action),
-        metadata: Some(source_metadata(&r.source)),
         ..Default::default()
     }
 }
@@ -291,26 +323,31 @@ fn forward(clusters: &[ir::WeightedCluster]) -> route::RouteAction {
     }
 }
 
-/// The source object of a route, for access logs (Contour's keys).
-fn source_metadata(source: &isobar_sdk::ObjectKey) -> Metadata {
+/// The source object of a route, for access logs (Contour's keys), as an encoded
+/// `Metadata` whose maps are written in key order.
+fn source_metadata(source: &isobar_sdk::ObjectKey) -> Vec<u8> {
     let field = |v: &str| pb::Value {
         kind: Some(pb::value::Kind::StringValue(v.to_string())),
     };
     let fields = [
         ("io.projectcontour.kind", field(source.kind.as_str())),
-        ("io.projectcontour.namespace", field(&source.namespace)),
         ("io.projectcontour.name", field(&source.name)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    Metadata {
-        filter_metadata: HashMap::from([(
-            "envoy.access_loggers.file".to_string(),
-            pb::Struct { fields },
-        )]),
-        ..Default::default()
+        ("io.projectcontour.namespace", field(&source.namespace)),
+    ];
+    // A Struct with several entries is the concatenation of single-entry Structs.
+    let mut fields_bytes = Vec::new();
+    for (key, value) in fields {
+        let single = pb::Struct {
+            fields: HashMap::from([(key.to_string(), value)]),
+        };
+        fields_bytes.extend(single.encode_to_vec());
     }
+    let mut entry = Vec::new();
+    append_field(&mut entry, MAP_KEY, b"envoy.access_loggers.file");
+    append_field(&mut entry, MAP_VALUE, &fields_bytes);
+    let mut metadata = Vec::new();
+    append_field(&mut metadata, MAP_FIELD, &entry);
+    metadata
 }
 
 fn router_filter() -> HttpFilter {

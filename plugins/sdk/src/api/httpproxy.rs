@@ -39,7 +39,7 @@ pub struct HTTPProxySpec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualHost {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub fqdn: String,
     #[serde(flatten)]
     pub unsupported: Unsupported,
@@ -85,4 +85,9 @@ pub struct RouteService {
     pub weight: Option<i64>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+/// Kubernetes treats an explicit `null` like an absent field.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }

@@ -1,0 +1,5 @@
+//! Isobar's integration tests: one test binary, one module per area.
+
+mod pipeline;
+mod support;
+mod xds;

