@@ -200,7 +200,8 @@ impl AdsStream {
         }
     }
 
-    /// Sends every type that has news, in order, stopping at the first one in flight.
+    /// Sends the first type (in warming order) that has news, unless an earlier type is
+    /// still in flight; each ACK or NACK moves the stream on to the next type.
     async fn push(&mut self) -> Result<(), ()> {
         let Some(snapshot) = self.snapshots.borrow().clone() else {
             return Ok(());
@@ -215,6 +216,8 @@ impl AdsStream {
             if let Some(response) = self.response_for(t, &snapshot) {
                 self.tx.send(Ok(response)).await.map_err(|_| ())?;
                 self.metrics.responses(t.short());
+                // Later types go out once Envoy has answered this one.
+                return Ok(());
             }
         }
         Ok(())
