@@ -43,11 +43,14 @@ pub struct ManifestDir {
     files: BTreeMap<PathBuf, FileState>,
     /// The winning definition of every object.
     merged: BTreeMap<ObjectKey, Object>,
+    /// The error last reported for each failing path, so a rescan that finds the same
+    /// broken file again stays quiet.
+    reported: BTreeMap<PathBuf, String>,
 }
 
 impl ManifestDir {
-    /// Re-reads the directory. Returns what changed, and errors for files that failed
-    /// (those keep their last good objects).
+    /// Re-reads the directory. Returns what changed, and errors for files that newly
+    /// failed or fail differently (those keep their last good objects).
     pub fn rescan(&mut self, dir: &Path) -> (Vec<Event>, Vec<ManifestError>) {
         let mut errors = Vec::new();
         let paths = manifest_paths(dir, &mut errors);
@@ -74,7 +77,17 @@ impl ManifestDir {
                 Err(e) => errors.push(e),
             }
         }
-        (self.merge(), errors)
+        let mut reported = BTreeMap::new();
+        let mut fresh = Vec::new();
+        for error in errors {
+            let message = error.to_string();
+            if self.reported.get(&error.path) != Some(&message) {
+                fresh.push(error.clone());
+            }
+            reported.insert(error.path, message);
+        }
+        self.reported = reported;
+        (self.merge(), fresh)
     }
 
     fn merge(&mut self) -> Vec<Event> {

@@ -60,7 +60,7 @@ pub async fn backend(name: &'static str) -> u16 {
 }
 
 /// A child process killed when dropped.
-pub struct Proc(pub Child, pub &'static str);
+pub struct Proc(pub Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -78,7 +78,7 @@ pub fn spawn(name: &'static str, cmd: &mut Command, log: &Path) -> Proc {
         .stderr(err)
         .spawn()
         .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-    Proc(child, name)
+    Proc(child)
 }
 
 /// Runs `isobar` with `args` and extra environment, returning (exit ok, stdout, stderr).

@@ -1,0 +1,276 @@
+//! End to end: `isobar serve` on a manifest directory, a real Envoy started from
+//! `isobar bootstrap`, and two HTTP backends, all on loopback.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::{ISOBAR, Proc, backend, envoy_bin, eventually, free_port, isobar, service_yaml, spawn, write};
+
+const STARTUP: Duration = Duration::from_secs(30);
+const CHANGE: Duration = Duration::from_secs(10);
+
+struct Stack {
+    dir: tempfile::TempDir,
+    http_port: u16,
+    stats_port: u16,
+    metrics_port: u16,
+    client: reqwest::Client,
+    _isobar: Proc,
+    _envoy: Proc,
+}
+
+impl Stack {
+    fn manifests(&self) -> PathBuf {
+        self.dir.path().join("manifests")
+    }
+
+    fn logs(&self) -> String {
+        let read = |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        format!("--- isobar.log\n{}\n--- envoy.log\n{}", read("isobar.log"), read("envoy.log"))
+    }
+
+    /// The body and status Envoy answers for `host` + `path`, or None if the request failed.
+    async fn get(&self, host: &str, path: &str) -> Option<(u16, String)> {
+        let url = format!("http://127.0.0.1:{}{path}", self.http_port);
+        let response = self.client.get(url).header("host", host).send().await.ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.text().await.ok()?))
+    }
+
+    async fn body(&self, host: &str, path: &str) -> String {
+        match self.get(host, path).await {
+            Some((200, body)) => body,
+            other => panic!("GET {host}{path}: {other:?}\n{}", self.logs()),
+        }
+    }
+
+    /// Waits until `host` + `path` answers 200 with `want`; returns how long that took.
+    async fn wait_for(&self, host: &str, path: &str, want: &str, timeout: Duration) -> Duration {
+        let start = Instant::now();
+        let seen = eventually(timeout, || async {
+            matches!(self.get(host, path).await, Some((200, ref body)) if body == want).then_some(())
+        })
+        .await;
+        if seen.is_none() {
+            panic!(
+                "GET {host}{path} never answered {want:?} (last: {:?})\n{}",
+                self.get(host, path).await,
+                self.logs()
+            );
+        }
+        start.elapsed()
+    }
+
+    /// Envoy's own stats through the `stats-health` listener Isobar configures.
+    async fn envoy_stats(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/stats", self.stats_port);
+        match self.client.get(url).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(e) => panic!("envoy stats: {e}\n{}", self.logs()),
+        }
+    }
+
+    async fn assert_nothing_rejected(&self) {
+        let stats = self.envoy_stats().await;
+        let rejected: Vec<&str> = stats.lines().filter(|l| l.contains("update_rejected")).collect();
+        assert!(!rejected.is_empty(), "no update_rejected stats in:\n{stats}");
+        let bad: Vec<&&str> = rejected.iter().filter(|l| !l.ends_with(": 0")).collect();
+        assert!(bad.is_empty(), "Envoy rejected updates: {bad:?}\n{}", self.logs());
+    }
+}
+
+fn proxy_yaml(name: &str, fqdn: &str, routes: &[(&str, &[(&str, u32)])]) -> String {
+    let mut text = format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n"
+    );
+    for (prefix, services) in routes {
+        text.push_str(&format!("    - conditions: [{{prefix: \"{prefix}\"}}]\n      services:\n"));
+        for (service, weight) in *services {
+            text.push_str(&format!("        - {{name: {service}, port: 80, weight: {weight}}}\n"));
+        }
+    }
+    text
+}
+
+const SHOP_INGRESS: &str = r#"apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: default}
+spec:
+  rules:
+    - host: shop.example.com
+      http:
+        paths:
+          - {path: /, pathType: Prefix, backend: {service: {name: echo-a, port: {name: http}}}}
+          - {path: /b, pathType: Prefix, backend: {service: {name: echo-b, port: {number: 80}}}}
+"#;
+
+async fn start() -> Stack {
+    let envoy = envoy_bin();
+    let a = backend("a").await;
+    let b = backend("b").await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let manifests = dir.path().join("manifests");
+    write(&manifests, "services/a.yaml", &service_yaml("default", "echo-a", a));
+    write(&manifests, "services/b.yaml", &service_yaml("default", "echo-b", b));
+    write(
+        &manifests,
+        "demo.yaml",
+        &proxy_yaml(
+            "demo",
+            "demo.example.com",
+            &[("/", &[("echo-a", 1)]), ("/b", &[("echo-b", 1)]), ("/split", &[("echo-a", 80), ("echo-b", 20)])],
+        ),
+    );
+    write(&manifests, "shop.yaml", SHOP_INGRESS);
+
+    let [xds_port, http_port, stats_port, metrics_port, health_port] = [(); 5].map(|()| free_port());
+    let port = |p: u16| p.to_string();
+    let isobar_proc = spawn(
+        "isobar",
+        Command::new(ISOBAR).args([
+            "serve",
+            "--insecure",
+            "--manifests",
+            &manifests.to_string_lossy(),
+            "--xds-address",
+            "127.0.0.1",
+            "--xds-port",
+            &port(xds_port),
+            "--envoy-service-http-address",
+            "127.0.0.1",
+            "--envoy-service-http-port",
+            &port(http_port),
+            "--stats-address",
+            "127.0.0.1",
+            "--stats-port",
+            &port(stats_port),
+            "--http-address",
+            "127.0.0.1",
+            "--http-port",
+            &port(metrics_port),
+            "--health-address",
+            "127.0.0.1",
+            "--health-port",
+            &port(health_port),
+        ]),
+        &dir.path().join("isobar.log"),
+    );
+    let bootstrap = dir.path().join("bootstrap.json");
+    let admin = dir.path().join("admin.sock");
+    let (ok, _, err) = isobar(
+        &[
+            "bootstrap",
+            &bootstrap.to_string_lossy(),
+            "--xds-address",
+            "127.0.0.1",
+            "--xds-port",
+            &port(xds_port),
+            "--admin-address",
+            &admin.to_string_lossy(),
+        ],
+        &[],
+    );
+    assert!(ok, "isobar bootstrap failed: {err}");
+    let envoy_proc = spawn(
+        "envoy",
+        Command::new(envoy).args([
+            "-c",
+            &bootstrap.to_string_lossy(),
+            "--use-dynamic-base-id",
+            "--log-level",
+            "warn",
+        ]),
+        &dir.path().join("envoy.log"),
+    );
+    let stack = Stack {
+        dir,
+        http_port,
+        stats_port,
+        metrics_port,
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap_or_else(|e| panic!("client: {e}")),
+        _isobar: isobar_proc,
+        _envoy: envoy_proc,
+    };
+    stack.wait_for("demo.example.com", "/", "a", STARTUP).await;
+    stack
+}
+
+fn edit(manifests: &Path, name: &str, text: &str) {
+    write(manifests, name, text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_routes_what_isobar_serves() {
+    let stack = start().await;
+
+    // Routing by host and by path.
+    assert_eq!(stack.body("demo.example.com", "/").await, "a");
+    assert_eq!(stack.body("demo.example.com", "/b").await, "b");
+    assert_eq!(stack.body("shop.example.com", "/b/x").await, "b");
+    assert_eq!(
+        stack.get("nowhere.example.com", "/").await.map(|(s, _)| s),
+        Some(404),
+        "an unknown host has no route"
+    );
+
+    // HTTPProxy prefixes are string prefixes (Contour); Ingress Prefix is per segment.
+    assert_eq!(stack.body("demo.example.com", "/bar").await, "b");
+    assert_eq!(stack.body("shop.example.com", "/bar").await, "a");
+
+    // An 80/20 split, within tolerance over 400 requests.
+    let mut to_a = 0;
+    for _ in 0..400 {
+        if stack.body("demo.example.com", "/split").await == "a" {
+            to_a += 1;
+        }
+    }
+    assert!((280..=360).contains(&to_a), "80/20 split sent {to_a}/400 to a");
+
+    // Editing a manifest changes routing without restarting Envoy.
+    edit(
+        &stack.manifests(),
+        "demo.yaml",
+        &proxy_yaml("demo", "demo.example.com", &[("/", &[("echo-b", 1)])]),
+    );
+    let took = stack.wait_for("demo.example.com", "/", "b", CHANGE).await;
+    eprintln!("hot reload: manifest written → Envoy routing changed in {took:?}");
+
+    // A broken manifest is reported, keeps its last good objects, and other files still
+    // apply.
+    edit(&stack.manifests(), "shop.yaml", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [oops\n");
+    edit(
+        &stack.manifests(),
+        "other.yaml",
+        &proxy_yaml("other", "other.example.com", &[("/", &[("echo-a", 1)])]),
+    );
+    stack.wait_for("other.example.com", "/", "a", CHANGE).await;
+    assert_eq!(stack.body("shop.example.com", "/b").await, "b");
+    assert_eq!(stack.body("demo.example.com", "/").await, "b");
+    let problems = eventually(CHANGE, || async {
+        let url = format!("http://127.0.0.1:{}/metrics", stack.metrics_port);
+        let text = stack.client.get(url).send().await.ok()?.text().await.ok()?;
+        text.lines()
+            .any(|l| l.starts_with("isobar_manifest_errors") && !l.ends_with(" 0"))
+            .then_some(())
+    })
+    .await;
+    let log = std::fs::read_to_string(stack.dir.path().join("isobar.log")).unwrap_or_default();
+    assert!(problems.is_some(), "isobar_manifest_errors did not count the broken manifest\n{}", stack.logs());
+    let reports: Vec<&str> = log.lines().filter(|l| l.contains("shop.yaml")).collect();
+    assert_eq!(reports.len(), 1, "the broken file is reported once: {reports:?}");
+    assert!(reports[0].contains("line=4"), "the report names the line: {reports:?}");
+
+    // Only Envoy's ready and stats endpoints are exposed on the stats listener.
+    let url = format!("http://127.0.0.1:{}/config_dump", stack.stats_port);
+    let status = stack.client.get(url).send().await.map(|r| r.status().as_u16()).ok();
+    assert_eq!(status, Some(404));
+    let url = format!("http://127.0.0.1:{}/ready", stack.stats_port);
+    let ready = stack.client.get(url).send().await.map(|r| r.status().as_u16()).ok();
+    assert_eq!(ready, Some(200));
+
+    stack.assert_nothing_rejected().await;
+}
