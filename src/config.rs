@@ -172,8 +172,33 @@ pub enum ConfigError {
     #[error("config file {path}: {error}")]
     Unreadable { path: String, error: std::io::Error },
     /// A key or value figment could not use; the message names the key and its source.
-    #[error("{0}")]
+    #[error("{}", describe(.0))]
     Invalid(Box<figment::Error>),
+}
+
+/// One line per problem: where the value came from, the dotted key, what is wrong.
+fn describe(error: &figment::Error) -> String {
+    error
+        .clone()
+        .into_iter()
+        .map(|e| {
+            let source = e
+                .metadata
+                .as_ref()
+                .map(|m| match &m.source {
+                    Some(figment::Source::File(path)) => path.display().to_string(),
+                    _ => m.name.to_string(),
+                })
+                .unwrap_or_else(|| "configuration".to_string());
+            let key = e.path.join(".");
+            if key.is_empty() {
+                format!("{source}: {}", e.kind)
+            } else {
+                format!("{source}: {key}: {}", e.kind)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Merges the layers; `flags` holds only the flags given on the command line.

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::config::accesslog::v3::{self as accesslog, AccessLog
 use envoy_types::pb::envoy::config::cluster::v3::{self as cluster, Cluster};
 use envoy_types::pb::envoy::config::core::v3::{
     self as core, Address, AggregatedConfigSource, ConfigSource, HeaderValue, HeaderValueOption,
-    Metadata, SocketAddress,
+    SocketAddress,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     self as endpoint, ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints,

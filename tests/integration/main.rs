@@ -1,5 +1,6 @@
 //! Isobar's integration tests: one test binary, one module per area.
 
+mod cli;
 mod e2e;
 mod pipeline;
 mod support;

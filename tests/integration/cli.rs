@@ -1,0 +1,188 @@
+//! The configuration layers, the plugin registry and the `isobar` command line, as a user
+//! meets them.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use isobar::config::Config;
+use isobar::pipeline::{Pipeline, registered_plugins};
+
+use crate::support::{envoy_bin, isobar, service_yaml, write};
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+fn quickstart() -> String {
+    format!("{REPO}/examples/quickstart")
+}
+
+fn config_file(dir: &Path, text: &str) -> String {
+    write(dir, "contour.yaml", text);
+    dir.join("contour.yaml").to_string_lossy().into_owned()
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+}
+
+#[test]
+fn the_registry_holds_exactly_the_builtin_plugins() {
+    let names: BTreeSet<&str> = registered_plugins().iter().map(|p| p.name).collect();
+    assert_eq!(names, BTreeSet::from(["httpproxy", "ingress"]));
+    let (ok, out, _) = isobar(&["plugins"], &[]);
+    assert!(ok);
+    assert!(out.contains("httpproxy") && out.contains("ingress"), "{out}");
+}
+
+#[test]
+fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
+    let config = Config::default();
+    let mut pipeline = config.pipeline.clone();
+    pipeline.sources.push("gateway".to_string());
+    let err = Pipeline::from_config(&pipeline, &config.plugins)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("pipeline.sources[2]") && err.contains("httpproxy, ingress"), "{err}");
+
+    let dir = tempdir();
+    let cases = [
+        ("plugins:\n  nope: {}\n", "plugins.nope", "httpproxy, ingress"),
+        ("plugins:\n  ingress: {colour: blue}\n", "plugins.ingress", "colour"),
+        ("pipeline:\n  filters: [ingress]\n", "pipeline.filters[0]", "unknown filter"),
+    ];
+    for (text, key, detail) in cases {
+        let path = config_file(dir.path(), text);
+        let (ok, _, err) = isobar(&["translate", "--manifests", &quickstart(), "-c", &path], &[]);
+        assert!(!ok, "{text} was accepted");
+        assert!(err.contains(key) && err.contains(detail), "{text}: {err}");
+    }
+}
+
+#[test]
+fn the_shipped_contour_yaml_is_exactly_the_defaults() {
+    let text = std::fs::read_to_string(format!("{REPO}/config/contour.yaml"))
+        .unwrap_or_else(|e| panic!("config/contour.yaml: {e}"));
+    let shipped: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let defaults = serde_yaml::to_value(Config::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shipped, defaults, "config/contour.yaml and Config::default() differ");
+    let loaded = isobar::config::load(Some(Path::new(&format!("{REPO}/config/contour.yaml"))), serde_json::json!({}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded, Config::default());
+}
+
+#[test]
+fn unknown_keys_name_the_file_and_the_key() {
+    let dir = tempdir();
+    let path = config_file(dir.path(), "envoy:\n  htp:\n    port: 1\n");
+    let (ok, _, err) = isobar(&["translate", "--manifests", &quickstart(), "-c", &path], &[]);
+    assert!(!ok);
+    assert!(err.contains(&path) && err.contains("envoy.htp"), "{err}");
+
+    let (ok, _, err) = isobar(&["translate", "--manifests", &quickstart(), "-c", "/nonexistent/contour.yaml"], &[]);
+    assert!(!ok);
+    assert!(err.contains("/nonexistent/contour.yaml"), "{err}");
+}
+
+/// The port of the `ingress_http` listener in `isobar translate -o json` output.
+fn http_port(args: &[&str], env: &[(&str, &str)]) -> u64 {
+    let mut all = vec!["translate", "-o", "json"];
+    all.extend_from_slice(args);
+    let (ok, out, err) = isobar(&all, env);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let listeners = doc["resources"]["listeners"].as_array().cloned().unwrap_or_default();
+    let listener = listeners
+        .iter()
+        .find(|l| l["name"] == "ingress_http")
+        .unwrap_or_else(|| panic!("no ingress_http in {out}"));
+    listener["address"]["socket_address"]["port_value"].as_u64().unwrap_or_default()
+}
+
+#[test]
+fn flags_beat_environment_beat_file_beat_defaults() {
+    let dir = tempdir();
+    let path = config_file(dir.path(), "envoy:\n  http:\n    port: 9000\n");
+    let qs = quickstart();
+    let base = ["--manifests", qs.as_str()];
+    assert_eq!(http_port(&base, &[]), 8080);
+    let with_file = ["--manifests", qs.as_str(), "-c", path.as_str()];
+    assert_eq!(http_port(&with_file, &[]), 9000);
+    let env = [("ISOBAR_ENVOY__HTTP__PORT", "9100")];
+    assert_eq!(http_port(&with_file, &env), 9100);
+    let with_flag = ["--manifests", qs.as_str(), "-c", path.as_str(), "--envoy-service-http-port", "9200"];
+    assert_eq!(http_port(&with_flag, &env), 9200);
+}
+
+#[test]
+fn translate_prints_resources_and_conditions() {
+    let (ok, out, err) = isobar(&["translate", "--manifests", &quickstart()], &[]);
+    assert!(ok, "{err}");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let text = serde_json::to_string(&doc).unwrap_or_default();
+    for expected in ["ingress_http", "demo.example.com", "shop.example.com", "default/echo-a/80/", "default/echo-b/http"] {
+        assert!(text.contains(expected), "{expected} missing from translate output");
+    }
+    assert!(out.contains("status:"), "{out}");
+
+    let (ok, out, _) = isobar(&["translate", "--manifests", &quickstart(), "-o", "json"], &[]);
+    assert!(ok);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let statuses = doc["status"].to_string();
+    assert!(statuses.contains("valid"), "{statuses}");
+}
+
+#[test]
+fn translate_fails_on_an_unreadable_manifest_naming_file_and_line() {
+    let dir = tempdir();
+    write(dir.path(), "svc.yaml", &service_yaml("default", "s", 8080));
+    write(dir.path(), "bad.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n");
+    let (ok, _, err) = isobar(&["translate", "--manifests", &dir.path().to_string_lossy()], &[]);
+    assert!(!ok, "a broken manifest must fail translate");
+    assert!(err.contains("bad.yaml:"), "{err}");
+
+    let (ok, _, err) = isobar(&["translate", "--manifests", "/nonexistent/dir"], &[]);
+    assert!(!ok);
+    assert!(err.contains("/nonexistent/dir"), "{err}");
+}
+
+#[test]
+fn bootstrap_is_accepted_by_real_envoy() {
+    let dir = tempdir();
+    let path = dir.path().join("bootstrap.json");
+    let admin = dir.path().join("admin.sock");
+    let (ok, _, err) = isobar(
+        &[
+            "bootstrap",
+            &path.to_string_lossy(),
+            "--xds-address",
+            "127.0.0.1",
+            "--xds-port",
+            "18001",
+            "--admin-address",
+            &admin.to_string_lossy(),
+            "--namespace",
+            "edge",
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let (ok, stdout, _) = isobar(&["bootstrap", "-", "--xds-port", "18001"], &[]);
+    assert!(ok);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert!(doc["dynamic_resources"]["ads_config"].is_object(), "{stdout}");
+
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(written.contains("\"edge\""), "the namespace is the node cluster: {written}");
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "--use-dynamic-base-id", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("envoy: {e}"));
+    assert!(
+        out.status.success(),
+        "envoy rejected the bootstrap: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
