@@ -222,5 +222,7 @@ pub fn load(path: Option<&Path>, flags: serde_json::Value) -> Result<Config, Con
 /// `ISOBAR_XDS_SERVER__PORT=9001` sets `xds-server.port`: `__` nests, `_` is a dash.
 /// `ISOBAR_LOG` is the log filter, not a key.
 fn env_provider() -> Env {
-    Env::prefixed("ISOBAR_").filter(|key| key != "log").map(|key| key.as_str().replace("__", ".").replace('_', "-").into())
+    Env::prefixed("ISOBAR_")
+        .filter(|key| key != "log")
+        .map(|key| key.as_str().replace("__", ".").replace('_', "-").into())
 }

@@ -210,7 +210,8 @@ impl AdsStream {
             if self.types.get(&t).is_some_and(|s| s.in_flight) {
                 return Ok(());
             }
-            if matches!(t, XdsType::Listener | XdsType::Route) && self.hold_for_endpoints(&snapshot) {
+            if matches!(t, XdsType::Listener | XdsType::Route) && self.hold_for_endpoints(&snapshot)
+            {
                 return Ok(());
             }
             if let Some(response) = self.response_for(t, &snapshot) {

@@ -182,7 +182,11 @@ fn route_configuration(ir: &Ir) -> Any {
     };
     let mut bytes = shell.encode_to_vec();
     for vhost in ir.virtual_hosts.values() {
-        append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, &virtual_host(vhost));
+        append_field(
+            &mut bytes,
+            ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+            &virtual_host(vhost),
+        );
     }
     Any {
         type_url: <RouteConfiguration as prost::Name>::type_url(),

@@ -31,7 +31,10 @@ fn the_registry_holds_exactly_the_builtin_plugins() {
     assert_eq!(names, BTreeSet::from(["httpproxy", "ingress"]));
     let (ok, out, _) = isobar(&["plugins"], &[]);
     assert!(ok);
-    assert!(out.contains("httpproxy") && out.contains("ingress"), "{out}");
+    assert!(
+        out.contains("httpproxy") && out.contains("ingress"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -43,17 +46,35 @@ fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(err.contains("pipeline.sources[2]") && err.contains("httpproxy, ingress"), "{err}");
+    assert!(
+        err.contains("pipeline.sources[2]") && err.contains("httpproxy, ingress"),
+        "{err}"
+    );
 
     let dir = tempdir();
     let cases = [
-        ("plugins:\n  nope: {}\n", "plugins.nope", "httpproxy, ingress"),
-        ("plugins:\n  ingress: {colour: blue}\n", "plugins.ingress", "colour"),
-        ("pipeline:\n  filters: [ingress]\n", "pipeline.filters[0]", "unknown filter"),
+        (
+            "plugins:\n  nope: {}\n",
+            "plugins.nope",
+            "httpproxy, ingress",
+        ),
+        (
+            "plugins:\n  ingress: {colour: blue}\n",
+            "plugins.ingress",
+            "colour",
+        ),
+        (
+            "pipeline:\n  filters: [ingress]\n",
+            "pipeline.filters[0]",
+            "unknown filter",
+        ),
     ];
     for (text, key, detail) in cases {
         let path = config_file(dir.path(), text);
-        let (ok, _, err) = isobar(&["translate", "--manifests", &quickstart(), "-c", &path], &[]);
+        let (ok, _, err) = isobar(
+            &["translate", "--manifests", &quickstart(), "-c", &path],
+            &[],
+        );
         assert!(!ok, "{text} was accepted");
         assert!(err.contains(key) && err.contains(detail), "{text}: {err}");
     }
@@ -65,9 +86,15 @@ fn the_shipped_contour_yaml_is_exactly_the_defaults() {
         .unwrap_or_else(|e| panic!("config/contour.yaml: {e}"));
     let shipped: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
     let defaults = serde_yaml::to_value(Config::default()).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(shipped, defaults, "config/contour.yaml and Config::default() differ");
-    let loaded = isobar::config::load(Some(Path::new(&format!("{REPO}/config/contour.yaml"))), serde_json::json!({}))
-        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        shipped, defaults,
+        "config/contour.yaml and Config::default() differ"
+    );
+    let loaded = isobar::config::load(
+        Some(Path::new(&format!("{REPO}/config/contour.yaml"))),
+        serde_json::json!({}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(loaded, Config::default());
 }
 
@@ -75,11 +102,23 @@ fn the_shipped_contour_yaml_is_exactly_the_defaults() {
 fn unknown_keys_name_the_file_and_the_key() {
     let dir = tempdir();
     let path = config_file(dir.path(), "envoy:\n  htp:\n    port: 1\n");
-    let (ok, _, err) = isobar(&["translate", "--manifests", &quickstart(), "-c", &path], &[]);
+    let (ok, _, err) = isobar(
+        &["translate", "--manifests", &quickstart(), "-c", &path],
+        &[],
+    );
     assert!(!ok);
     assert!(err.contains(&path) && err.contains("envoy.htp"), "{err}");
 
-    let (ok, _, err) = isobar(&["translate", "--manifests", &quickstart(), "-c", "/nonexistent/contour.yaml"], &[]);
+    let (ok, _, err) = isobar(
+        &[
+            "translate",
+            "--manifests",
+            &quickstart(),
+            "-c",
+            "/nonexistent/contour.yaml",
+        ],
+        &[],
+    );
     assert!(!ok);
     assert!(err.contains("/nonexistent/contour.yaml"), "{err}");
 }
@@ -90,13 +129,19 @@ fn http_port(args: &[&str], env: &[(&str, &str)]) -> u64 {
     all.extend_from_slice(args);
     let (ok, out, err) = isobar(&all, env);
     assert!(ok, "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let listeners = doc["resources"]["listeners"].as_array().cloned().unwrap_or_default();
+    let doc: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let listeners = doc["resources"]["listeners"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let listener = listeners
         .iter()
         .find(|l| l["name"] == "ingress_http")
         .unwrap_or_else(|| panic!("no ingress_http in {out}"));
-    listener["address"]["socket_address"]["port_value"].as_u64().unwrap_or_default()
+    listener["address"]["socket_address"]["port_value"]
+        .as_u64()
+        .unwrap_or_default()
 }
 
 #[test]
@@ -110,7 +155,14 @@ fn flags_beat_environment_beat_file_beat_defaults() {
     assert_eq!(http_port(&with_file, &[]), 9000);
     let env = [("ISOBAR_ENVOY__HTTP__PORT", "9100")];
     assert_eq!(http_port(&with_file, &env), 9100);
-    let with_flag = ["--manifests", qs.as_str(), "-c", path.as_str(), "--envoy-service-http-port", "9200"];
+    let with_flag = [
+        "--manifests",
+        qs.as_str(),
+        "-c",
+        path.as_str(),
+        "--envoy-service-http-port",
+        "9200",
+    ];
     assert_eq!(http_port(&with_flag, &env), 9200);
 }
 
@@ -120,12 +172,24 @@ fn translate_prints_resources_and_conditions() {
     assert!(ok, "{err}");
     let doc: serde_yaml::Value = serde_yaml::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
     let text = serde_json::to_string(&doc).unwrap_or_default();
-    for expected in ["ingress_http", "demo.example.com", "shop.example.com", "default/echo-a/80/", "default/echo-b/http"] {
-        assert!(text.contains(expected), "{expected} missing from translate output");
+    for expected in [
+        "ingress_http",
+        "demo.example.com",
+        "shop.example.com",
+        "default/echo-a/80/",
+        "default/echo-b/http",
+    ] {
+        assert!(
+            text.contains(expected),
+            "{expected} missing from translate output"
+        );
     }
     assert!(out.contains("status:"), "{out}");
 
-    let (ok, out, _) = isobar(&["translate", "--manifests", &quickstart(), "-o", "json"], &[]);
+    let (ok, out, _) = isobar(
+        &["translate", "--manifests", &quickstart(), "-o", "json"],
+        &[],
+    );
     assert!(ok);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
     let statuses = doc["status"].to_string();
@@ -136,8 +200,15 @@ fn translate_prints_resources_and_conditions() {
 fn translate_fails_on_an_unreadable_manifest_naming_file_and_line() {
     let dir = tempdir();
     write(dir.path(), "svc.yaml", &service_yaml("default", "s", 8080));
-    write(dir.path(), "bad.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n");
-    let (ok, _, err) = isobar(&["translate", "--manifests", &dir.path().to_string_lossy()], &[]);
+    write(
+        dir.path(),
+        "bad.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: [x\n",
+    );
+    let (ok, _, err) = isobar(
+        &["translate", "--manifests", &dir.path().to_string_lossy()],
+        &[],
+    );
     assert!(!ok, "a broken manifest must fail translate");
     assert!(err.contains("bad.yaml:"), "{err}");
 
@@ -170,10 +241,16 @@ fn bootstrap_is_accepted_by_real_envoy() {
     let (ok, stdout, _) = isobar(&["bootstrap", "-", "--xds-port", "18001"], &[]);
     assert!(ok);
     let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}"));
-    assert!(doc["dynamic_resources"]["ads_config"].is_object(), "{stdout}");
+    assert!(
+        doc["dynamic_resources"]["ads_config"].is_object(),
+        "{stdout}"
+    );
 
     let written = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(written.contains("\"edge\""), "the namespace is the node cluster: {written}");
+    assert!(
+        written.contains("\"edge\""),
+        "the namespace is the node cluster: {written}"
+    );
     let out = Command::new(envoy_bin())
         .args(["--mode", "validate", "--use-dynamic-base-id", "-c"])
         .arg(&path)

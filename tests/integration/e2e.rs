@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{ISOBAR, Proc, backend, envoy_bin, eventually, free_port, isobar, service_yaml, spawn, write};
+use crate::support::{
+    ISOBAR, Proc, backend, envoy_bin, eventually, free_port, isobar, service_yaml, spawn, write,
+};
 
 const STARTUP: Duration = Duration::from_secs(30);
 const CHANGE: Duration = Duration::from_secs(10);
@@ -26,14 +28,25 @@ impl Stack {
     }
 
     fn logs(&self) -> String {
-        let read = |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
-        format!("--- isobar.log\n{}\n--- envoy.log\n{}", read("isobar.log"), read("envoy.log"))
+        let read =
+            |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        format!(
+            "--- isobar.log\n{}\n--- envoy.log\n{}",
+            read("isobar.log"),
+            read("envoy.log")
+        )
     }
 
     /// The body and status Envoy answers for `host` + `path`, or None if the request failed.
     async fn get(&self, host: &str, path: &str) -> Option<(u16, String)> {
         let url = format!("http://127.0.0.1:{}{path}", self.http_port);
-        let response = self.client.get(url).header("host", host).send().await.ok()?;
+        let response = self
+            .client
+            .get(url)
+            .header("host", host)
+            .send()
+            .await
+            .ok()?;
         let status = response.status().as_u16();
         Some((status, response.text().await.ok()?))
     }
@@ -49,7 +62,8 @@ impl Stack {
     async fn wait_for(&self, host: &str, path: &str, want: &str, timeout: Duration) -> Duration {
         let start = Instant::now();
         let seen = eventually(timeout, || async {
-            matches!(self.get(host, path).await, Some((200, ref body)) if body == want).then_some(())
+            matches!(self.get(host, path).await, Some((200, ref body)) if body == want)
+                .then_some(())
         })
         .await;
         if seen.is_none() {
@@ -73,10 +87,20 @@ impl Stack {
 
     async fn assert_nothing_rejected(&self) {
         let stats = self.envoy_stats().await;
-        let rejected: Vec<&str> = stats.lines().filter(|l| l.contains("update_rejected")).collect();
-        assert!(!rejected.is_empty(), "no update_rejected stats in:\n{stats}");
+        let rejected: Vec<&str> = stats
+            .lines()
+            .filter(|l| l.contains("update_rejected"))
+            .collect();
+        assert!(
+            !rejected.is_empty(),
+            "no update_rejected stats in:\n{stats}"
+        );
         let bad: Vec<&&str> = rejected.iter().filter(|l| !l.ends_with(": 0")).collect();
-        assert!(bad.is_empty(), "Envoy rejected updates: {bad:?}\n{}", self.logs());
+        assert!(
+            bad.is_empty(),
+            "Envoy rejected updates: {bad:?}\n{}",
+            self.logs()
+        );
     }
 }
 
@@ -85,9 +109,13 @@ fn proxy_yaml(name: &str, fqdn: &str, routes: &[(&str, &[(&str, u32)])]) -> Stri
         "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n"
     );
     for (prefix, services) in routes {
-        text.push_str(&format!("    - conditions: [{{prefix: \"{prefix}\"}}]\n      services:\n"));
+        text.push_str(&format!(
+            "    - conditions: [{{prefix: \"{prefix}\"}}]\n      services:\n"
+        ));
         for (service, weight) in *services {
-            text.push_str(&format!("        - {{name: {service}, port: 80, weight: {weight}}}\n"));
+            text.push_str(&format!(
+                "        - {{name: {service}, port: 80, weight: {weight}}}\n"
+            ));
         }
     }
     text
@@ -111,20 +139,33 @@ async fn start() -> Stack {
     let b = backend("b").await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let manifests = dir.path().join("manifests");
-    write(&manifests, "services/a.yaml", &service_yaml("default", "echo-a", a));
-    write(&manifests, "services/b.yaml", &service_yaml("default", "echo-b", b));
+    write(
+        &manifests,
+        "services/a.yaml",
+        &service_yaml("default", "echo-a", a),
+    );
+    write(
+        &manifests,
+        "services/b.yaml",
+        &service_yaml("default", "echo-b", b),
+    );
     write(
         &manifests,
         "demo.yaml",
         &proxy_yaml(
             "demo",
             "demo.example.com",
-            &[("/", &[("echo-a", 1)]), ("/b", &[("echo-b", 1)]), ("/split", &[("echo-a", 80), ("echo-b", 20)])],
+            &[
+                ("/", &[("echo-a", 1)]),
+                ("/b", &[("echo-b", 1)]),
+                ("/split", &[("echo-a", 80), ("echo-b", 20)]),
+            ],
         ),
     );
     write(&manifests, "shop.yaml", SHOP_INGRESS);
 
-    let [xds_port, http_port, stats_port, metrics_port, health_port] = [(); 5].map(|()| free_port());
+    let [xds_port, http_port, stats_port, metrics_port, health_port] =
+        [(); 5].map(|()| free_port());
     let port = |p: u16| p.to_string();
     let isobar_proc = spawn(
         "isobar",
@@ -228,7 +269,10 @@ async fn real_envoy_routes_what_isobar_serves() {
             to_a += 1;
         }
     }
-    assert!((280..=360).contains(&to_a), "80/20 split sent {to_a}/400 to a");
+    assert!(
+        (280..=360).contains(&to_a),
+        "80/20 split sent {to_a}/400 to a"
+    );
 
     // Editing a manifest changes routing without restarting Envoy.
     edit(
@@ -241,7 +285,11 @@ async fn real_envoy_routes_what_isobar_serves() {
 
     // A broken manifest is reported, keeps its last good objects, and other files still
     // apply.
-    edit(&stack.manifests(), "shop.yaml", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [oops\n");
+    edit(
+        &stack.manifests(),
+        "shop.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [oops\n",
+    );
     edit(
         &stack.manifests(),
         "other.yaml",
@@ -259,17 +307,40 @@ async fn real_envoy_routes_what_isobar_serves() {
     })
     .await;
     let log = std::fs::read_to_string(stack.dir.path().join("isobar.log")).unwrap_or_default();
-    assert!(problems.is_some(), "isobar_manifest_errors did not count the broken manifest\n{}", stack.logs());
+    assert!(
+        problems.is_some(),
+        "isobar_manifest_errors did not count the broken manifest\n{}",
+        stack.logs()
+    );
     let reports: Vec<&str> = log.lines().filter(|l| l.contains("shop.yaml")).collect();
-    assert_eq!(reports.len(), 1, "the broken file is reported once: {reports:?}");
-    assert!(reports[0].contains("line=4"), "the report names the line: {reports:?}");
+    assert_eq!(
+        reports.len(),
+        1,
+        "the broken file is reported once: {reports:?}"
+    );
+    assert!(
+        reports[0].contains("line=4"),
+        "the report names the line: {reports:?}"
+    );
 
     // Only Envoy's ready and stats endpoints are exposed on the stats listener.
     let url = format!("http://127.0.0.1:{}/config_dump", stack.stats_port);
-    let status = stack.client.get(url).send().await.map(|r| r.status().as_u16()).ok();
+    let status = stack
+        .client
+        .get(url)
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok();
     assert_eq!(status, Some(404));
     let url = format!("http://127.0.0.1:{}/ready", stack.stats_port);
-    let ready = stack.client.get(url).send().await.map(|r| r.status().as_u16()).ok();
+    let ready = stack
+        .client
+        .get(url)
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok();
     assert_eq!(ready, Some(200));
 
     stack.assert_nothing_rejected().await;

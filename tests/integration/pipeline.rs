@@ -23,7 +23,8 @@ fn objects(yaml: &str) -> Objects {
 
 fn build(yaml: &str) -> (BuildOutput, Resources) {
     let config = Config::default();
-    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
     let objects = objects(yaml);
     let output = pipeline.build(&objects);
     let resources = translate(&output.ir, &objects, &envoy_settings(&config));
@@ -59,18 +60,38 @@ fn reasons(out: &BuildOutput, key: &ObjectKey) -> Vec<Reason> {
 fn route_whose_services_are_all_missing_answers_503() {
     let (out, _) = build(&proxy("default", "p", "a.example.com", "/", "missing"));
     let vhost = &out.ir.virtual_hosts["a.example.com"];
-    let route = vhost.routes.values().next().unwrap_or_else(|| panic!("no route"));
-    assert_eq!(route.action, RouteAction::DirectResponse { status: 503, body: None });
+    let route = vhost
+        .routes
+        .values()
+        .next()
+        .unwrap_or_else(|| panic!("no route"));
+    assert_eq!(
+        route.action,
+        RouteAction::DirectResponse {
+            status: 503,
+            body: None
+        }
+    );
     let k = key(Kind::HTTPProxy, "default", "p");
     assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
-    assert_eq!(out.status.get(&k).map(|s| s.current()), Some(CurrentStatus::Invalid));
+    assert_eq!(
+        out.status.get(&k).map(|s| s.current()),
+        Some(CurrentStatus::Invalid)
+    );
 }
 
 #[test]
 fn services_resolve_only_in_the_proxys_namespace() {
-    let yaml = format!("{}---\n{}", service_yaml("other", "web", 9000), proxy("default", "p", "a.example.com", "/", "web"));
+    let yaml = format!(
+        "{}---\n{}",
+        service_yaml("other", "web", 9000),
+        proxy("default", "p", "a.example.com", "/", "web")
+    );
     let (out, _) = build(&yaml);
-    assert_eq!(reasons(&out, &key(Kind::HTTPProxy, "default", "p")), vec![Reason::ServiceUnresolvedReference]);
+    assert_eq!(
+        reasons(&out, &key(Kind::HTTPProxy, "default", "p")),
+        vec![Reason::ServiceUnresolvedReference]
+    );
 }
 
 #[test]
@@ -88,10 +109,20 @@ fn duplicate_fqdn_invalidates_every_claimant_and_nothing_else() {
     assert!(!out.ir.virtual_hosts.contains_key("shared.example.com"));
     assert!(out.ir.virtual_hosts.contains_key("other.example.com"));
     for (ns, name) in [("a", "first"), ("b", "second")] {
-        assert_eq!(reasons(&out, &key(Kind::HTTPProxy, ns, name)), vec![Reason::DuplicateVhost]);
+        assert_eq!(
+            reasons(&out, &key(Kind::HTTPProxy, ns, name)),
+            vec![Reason::DuplicateVhost]
+        );
     }
-    let message = &out.status.get(&key(Kind::HTTPProxy, "a", "first")).map(|s| s.errors[0].message.clone());
-    assert!(message.as_deref().is_some_and(|m| m.contains("a/first") && m.contains("b/second")));
+    let message = &out
+        .status
+        .get(&key(Kind::HTTPProxy, "a", "first"))
+        .map(|s| s.errors[0].message.clone());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("a/first") && m.contains("b/second"))
+    );
     assert!(out.status.is_valid(&key(Kind::HTTPProxy, "c", "bystander")));
 }
 
@@ -114,8 +145,15 @@ fn an_invalid_proxy_leaves_other_resources_byte_identical() {
     for bad in bad_proxies {
         let (out, after) = build(&format!("{valid}---\n{bad}"));
         let k = key(Kind::HTTPProxy, "default", "bad");
-        assert_eq!(out.status.get(&k).map(|s| s.current()), Some(CurrentStatus::Invalid), "{bad}");
-        assert_eq!(before, after, "an invalid proxy changed the served resources:\n{bad}");
+        assert_eq!(
+            out.status.get(&k).map(|s| s.current()),
+            Some(CurrentStatus::Invalid),
+            "{bad}"
+        );
+        assert_eq!(
+            before, after,
+            "an invalid proxy changed the served resources:\n{bad}"
+        );
     }
 }
 
@@ -127,18 +165,31 @@ fn unsupported_restricting_fields_fail_closed_and_others_warn() {
     );
     let (out, _) = build(&yaml);
     assert!(!out.ir.virtual_hosts.contains_key("a.example.com"));
-    assert_eq!(reasons(&out, &key(Kind::HTTPProxy, "default", "p")), vec![Reason::IgnoredField]);
+    assert_eq!(
+        reasons(&out, &key(Kind::HTTPProxy, "default", "p")),
+        vec![Reason::IgnoredField]
+    );
     assert!(out.ir.virtual_hosts.contains_key("b.example.com"));
-    let q = out.status.get(&key(Kind::HTTPProxy, "default", "q")).cloned().unwrap_or_default();
+    let q = out
+        .status
+        .get(&key(Kind::HTTPProxy, "default", "q"))
+        .cloned()
+        .unwrap_or_default();
     assert!(q.errors.is_empty());
-    assert_eq!(q.warnings.first().map(|w| w.reason), Some(Reason::IgnoredField));
+    assert_eq!(
+        q.warnings.first().map(|w| w.reason),
+        Some(Reason::IgnoredField)
+    );
 }
 
 #[test]
 fn non_root_proxies_are_orphaned() {
     let yaml = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: child, namespace: default}\nspec:\n  routes: [{services: [{name: web, port: 80}]}]\n";
     let (out, _) = build(yaml);
-    let status = out.status.get(&key(Kind::HTTPProxy, "default", "child")).map(|s| s.current());
+    let status = out
+        .status
+        .get(&key(Kind::HTTPProxy, "default", "child"))
+        .map(|s| s.current());
     assert_eq!(status, Some(CurrentStatus::Orphaned));
 }
 
@@ -200,7 +251,12 @@ spec:
         ]
     );
     assert!(vhost.routes.keys().all(|m| m.authority_regex.is_some()));
-    assert!(out.ir.virtual_hosts["*"].routes.keys().any(|m| m.path == PathMatch::Prefix("/".into())));
+    assert!(
+        out.ir.virtual_hosts["*"]
+            .routes
+            .keys()
+            .any(|m| m.path == PathMatch::Prefix("/".into()))
+    );
     assert!(out.status.is_valid(&key(Kind::Ingress, "default", "i")));
 }
 
@@ -215,7 +271,9 @@ fn httpproxy_overrides_ingress_on_the_same_host_and_match() {
     let (out, _) = build(&yaml);
     let routes = &out.ir.virtual_hosts["a.example.com"].routes;
     assert_eq!(routes.len(), 2);
-    let root = routes.values().find(|r| r.matcher.path == PathMatch::Prefix("/".into()));
+    let root = routes
+        .values()
+        .find(|r| r.matcher.path == PathMatch::Prefix("/".into()));
     assert_eq!(root.map(|r| r.source.kind), Some(Kind::HTTPProxy));
 }
 
@@ -246,7 +304,13 @@ endpoints:
 "#;
     let objects = objects(yaml);
     let endpoints = isobar_sdk::resolve::ready_endpoints(&objects, "default", "web", "http");
-    assert_eq!(endpoints, vec![("10.0.0.1".to_string(), 8080), ("10.0.0.3".to_string(), 8080)]);
+    assert_eq!(
+        endpoints,
+        vec![
+            ("10.0.0.1".to_string(), 8080),
+            ("10.0.0.3".to_string(), 8080)
+        ]
+    );
 }
 
 #[test]

@@ -27,7 +27,10 @@ pub fn envoy_bin() -> PathBuf {
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-    listener.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("addr: {e}"))
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("addr: {e}"))
 }
 
 /// Polls `check` until it returns Some or `timeout` passes.
@@ -88,7 +91,9 @@ pub fn isobar(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("running isobar: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running isobar: {e}"));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

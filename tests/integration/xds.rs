@@ -27,7 +27,10 @@ fn any(t: XdsType, body: &str) -> Any {
 }
 
 fn map(t: XdsType, names: &[&str], tag: &str) -> BTreeMap<String, Any> {
-    names.iter().map(|n| (n.to_string(), any(t, &format!("{n}:{tag}")))).collect()
+    names
+        .iter()
+        .map(|n| (n.to_string(), any(t, &format!("{n}:{tag}"))))
+        .collect()
 }
 
 /// A snapshot with the given cluster names (one CLA each), a listener and a route table
@@ -60,7 +63,10 @@ impl Envoy {
             }),
             ..Default::default()
         };
-        self.requests.send(request).await.unwrap_or_else(|e| panic!("send: {e}"));
+        self.requests
+            .send(request)
+            .await
+            .unwrap_or_else(|e| panic!("send: {e}"));
     }
 
     async fn next(&mut self) -> Option<DiscoveryResponse> {
@@ -71,8 +77,16 @@ impl Envoy {
     }
 
     async fn expect(&mut self, t: XdsType) -> DiscoveryResponse {
-        let r = self.next().await.unwrap_or_else(|| panic!("no {t:?} response"));
-        assert_eq!(r.type_url, t.type_url(), "expected {t:?}, got {}", r.type_url);
+        let r = self
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("no {t:?} response"));
+        assert_eq!(
+            r.type_url,
+            t.type_url(),
+            "expected {t:?}, got {}",
+            r.type_url
+        );
         assert!(!r.version_info.is_empty() && !r.nonce.is_empty());
         assert!(r.resources.iter().all(|a| a.type_url == r.type_url));
         r
@@ -89,10 +103,14 @@ impl Envoy {
     }
 }
 
-async fn server(initial: Option<Arc<Snapshot>>) -> (watch::Sender<Option<Arc<Snapshot>>>, Arc<Metrics>, Envoy) {
+async fn server(
+    initial: Option<Arc<Snapshot>>,
+) -> (watch::Sender<Option<Arc<Snapshot>>>, Arc<Metrics>, Envoy) {
     let (tx, rx) = watch::channel(initial);
     let metrics = Arc::new(Metrics::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
     let service = AdsService::new(rx, metrics.clone()).into_server();
     tokio::spawn(
@@ -109,13 +127,26 @@ async fn server(initial: Option<Arc<Snapshot>>) -> (watch::Sender<Option<Arc<Sna
         .await
         .unwrap_or_else(|e| panic!("stream: {e}"))
         .into_inner();
-    (tx, metrics, Envoy { requests: req_tx, responses })
+    (
+        tx,
+        metrics,
+        Envoy {
+            requests: req_tx,
+            responses,
+        },
+    )
 }
 
 fn names(r: &DiscoveryResponse) -> Vec<String> {
     r.resources
         .iter()
-        .map(|a| String::from_utf8_lossy(&a.value).split(':').next().unwrap_or_default().to_string())
+        .map(|a| {
+            String::from_utf8_lossy(&a.value)
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect()
 }
 
@@ -151,11 +182,17 @@ async fn a_nack_is_counted_and_not_resent_until_content_changes() {
     let (tx, metrics, mut envoy) = server(Some(snapshot(&["a"], "r1"))).await;
     envoy.send(XdsType::Cluster, &[], "", "", false).await;
     let first = envoy.expect(XdsType::Cluster).await;
-    envoy.send(XdsType::Cluster, &[], "", &first.nonce, true).await;
+    envoy
+        .send(XdsType::Cluster, &[], "", &first.nonce, true)
+        .await;
     // Same clusters, different routes: nothing new for CDS.
     tx.send_replace(Some(snapshot(&["a"], "r2")));
     envoy.quiet().await;
-    assert!(metrics.encode().contains("isobar_xds_nacks_total{xds_type=\"cds\"} 1"));
+    assert!(
+        metrics
+            .encode()
+            .contains("isobar_xds_nacks_total{xds_type=\"cds\"} 1")
+    );
     tx.send_replace(Some(snapshot(&["a", "b"], "r2")));
     let second = envoy.expect(XdsType::Cluster).await;
     assert_ne!(second.version_info, first.version_info);
@@ -185,7 +222,15 @@ async fn eds_answers_per_name_and_remembers_missing_names() {
     let r = envoy.expect(XdsType::Endpoint).await;
     assert_eq!(names(&r), vec!["a"]);
     // Adding a name that does not exist yet changes nothing Envoy would receive.
-    envoy.send(XdsType::Endpoint, &["a", "c"], &r.version_info, &r.nonce, false).await;
+    envoy
+        .send(
+            XdsType::Endpoint,
+            &["a", "c"],
+            &r.version_info,
+            &r.nonce,
+            false,
+        )
+        .await;
     envoy.quiet().await;
     tx.send_replace(Some(snapshot(&["a", "b", "c"], "r1")));
     let r = envoy.expect(XdsType::Endpoint).await;
@@ -205,7 +250,9 @@ async fn removed_clusters_stay_until_routes_move_off_them() {
     envoy.send(XdsType::Listener, &[], "", "", false).await;
     let lds = envoy.expect(XdsType::Listener).await;
     envoy.ack(XdsType::Listener, &[], &lds).await;
-    envoy.send(XdsType::Route, &["ingress_http"], "", "", false).await;
+    envoy
+        .send(XdsType::Route, &["ingress_http"], "", "", false)
+        .await;
     let rds = envoy.expect(XdsType::Route).await;
     envoy.ack(XdsType::Route, &["ingress_http"], &rds).await;
     envoy.quiet().await;
@@ -213,16 +260,32 @@ async fn removed_clusters_stay_until_routes_move_off_them() {
     // Routes move from `old` to `new`.
     tx.send_replace(Some(snapshot(&["new"], "r2")));
     let cds = envoy.expect(XdsType::Cluster).await;
-    assert_eq!(names(&cds), vec!["new", "old"], "old must stay while routes use it");
+    assert_eq!(
+        names(&cds),
+        vec!["new", "old"],
+        "old must stay while routes use it"
+    );
     envoy.ack(XdsType::Cluster, &[], &cds).await;
-    envoy.send(XdsType::Endpoint, &["new", "old"], &eds.version_info, &eds.nonce, false).await;
+    envoy
+        .send(
+            XdsType::Endpoint,
+            &["new", "old"],
+            &eds.version_info,
+            &eds.nonce,
+            false,
+        )
+        .await;
     let eds = envoy.expect(XdsType::Endpoint).await;
     assert_eq!(names(&eds), vec!["new"]);
     envoy.ack(XdsType::Endpoint, &["new", "old"], &eds).await;
     let rds = envoy.expect(XdsType::Route).await;
     envoy.ack(XdsType::Route, &["ingress_http"], &rds).await;
     let cds = envoy.expect(XdsType::Cluster).await;
-    assert_eq!(names(&cds), vec!["new"], "old goes once the routes are ACKed");
+    assert_eq!(
+        names(&cds),
+        vec!["new"],
+        "old goes once the routes are ACKed"
+    );
 }
 
 #[tokio::test]

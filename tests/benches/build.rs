@@ -19,7 +19,10 @@ use isobar_sdk::Objects;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// One tenant: a namespace with a Service, an EndpointSlice (3 ready endpoints) and an
@@ -88,7 +91,8 @@ fn main() {
     }
 
     let config = Config::default();
-    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
     let settings = envoy_settings(&config);
 
     let mut build = Vec::new();
@@ -100,7 +104,11 @@ fn main() {
         let built = start.elapsed();
         let snapshot = Snapshot::new(translate(&output.ir, &objects, &settings));
         let all = start.elapsed();
-        assert_eq!(output.ir.virtual_hosts.len(), n, "every proxy becomes a vhost");
+        assert_eq!(
+            output.ir.virtual_hosts.len(),
+            n,
+            "every proxy becomes a vhost"
+        );
         if run >= 2 {
             build.push(built);
             total.push(all);
@@ -115,11 +123,24 @@ fn main() {
         .sum();
 
     println!("isobar build benchmark: {n} HTTPProxies, {n} Services, {n} EndpointSlices");
-    println!("  decode YAML (once, not part of the build): {:.1} ms", decode.as_secs_f64() * 1e3);
-    println!("  objects → IR (pipeline):                   {}", stats(build));
-    println!("  objects → IR → encoded, versioned xDS:     {}", stats(total));
-    println!("  xDS payload: {:.1} MB in {} resources", bytes as f64 / 1e6, XdsType::ORDER
-        .iter()
-        .map(|t| snapshot.get(*t).resources.len())
-        .sum::<usize>());
+    println!(
+        "  decode YAML (once, not part of the build): {:.1} ms",
+        decode.as_secs_f64() * 1e3
+    );
+    println!(
+        "  objects → IR (pipeline):                   {}",
+        stats(build)
+    );
+    println!(
+        "  objects → IR → encoded, versioned xDS:     {}",
+        stats(total)
+    );
+    println!(
+        "  xDS payload: {:.1} MB in {} resources",
+        bytes as f64 / 1e6,
+        XdsType::ORDER
+            .iter()
+            .map(|t| snapshot.get(*t).resources.len())
+            .sum::<usize>()
+    );
 }
