@@ -34,8 +34,12 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError>
         return Ok(objects);
     }
     for (start, chunk) in documents(text) {
-        let value: serde_yaml::Value = serde_yaml::from_str(chunk)
-            .map_err(|e| error(e.location().map(|l| start + l.line() - 1), e.to_string()))?;
+        // An error at the end of input is reported past the last line; name the last one.
+        let last = chunk.lines().count().max(1);
+        let value: serde_yaml::Value = serde_yaml::from_str(chunk).map_err(|e| {
+            let line = e.location().map(|l| start + l.line().min(last) - 1);
+            error(line, e.to_string())
+        })?;
         if value.is_null() {
             continue;
         }

@@ -319,7 +319,7 @@ async fn real_envoy_routes_what_isobar_serves() {
         "the broken file is reported once: {reports:?}"
     );
     assert!(
-        reports[0].contains("line=4"),
+        reports[0].contains("line=3"),
         "the report names the line: {reports:?}"
     );
 
