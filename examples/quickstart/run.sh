@@ -66,8 +66,9 @@ pids+=($!)
 
 "$isobar" bootstrap "$work/bootstrap.json" --xds-address 127.0.0.1 --xds-port "$xds_port" \
   --admin-address "$work/admin.sock" --namespace quickstart
-echo "==> starting Envoy ($("$ENVOY_BIN" --version | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | head -1))"
-"$ENVOY_BIN" -c "$work/bootstrap.json" --use-dynamic-base-id --log-level warn 2>"$work/envoy.log" &
+echo "==> starting Envoy $("$ENVOY_BIN" --version | sed -n 's|.*version: [^/]*/\([0-9.]*\)/.*|\1|p')"
+# Envoy's access log goes to its stdout: kept in envoy.log with its own log.
+"$ENVOY_BIN" -c "$work/bootstrap.json" --use-dynamic-base-id --log-level warn >"$work/envoy.log" 2>&1 &
 pids+=($!)
 
 for _ in $(seq 1 100); do

@@ -68,9 +68,10 @@ fn stats(mut samples: Vec<Duration>) -> String {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let n = samples.len();
     format!(
-        "min {:.1} ms, median {:.1} ms, max {:.1} ms ({n} runs)",
+        "min {:.1} ms, median {:.1} ms, p90 {:.1} ms, max {:.1} ms ({n} runs)",
         ms(samples[0]),
         ms(samples[n / 2]),
+        ms(samples[n * 9 / 10]),
         ms(samples[n - 1])
     )
 }
