@@ -85,6 +85,13 @@ impl Stack {
         }
     }
 
+    /// The status Envoy's `stats-health` listener answers for `path`.
+    async fn stats_status(&self, path: &str) -> Option<u16> {
+        let url = format!("http://127.0.0.1:{}{path}", self.stats_port);
+        let response = self.client.get(url).send().await.ok()?;
+        Some(response.status().as_u16())
+    }
+
     async fn assert_nothing_rejected(&self) {
         let stats = self.envoy_stats().await;
         let rejected: Vec<&str> = stats
@@ -324,24 +331,8 @@ async fn real_envoy_routes_what_isobar_serves() {
     );
 
     // Only Envoy's ready and stats endpoints are exposed on the stats listener.
-    let url = format!("http://127.0.0.1:{}/config_dump", stack.stats_port);
-    let status = stack
-        .client
-        .get(url)
-        .send()
-        .await
-        .map(|r| r.status().as_u16())
-        .ok();
-    assert_eq!(status, Some(404));
-    let url = format!("http://127.0.0.1:{}/ready", stack.stats_port);
-    let ready = stack
-        .client
-        .get(url)
-        .send()
-        .await
-        .map(|r| r.status().as_u16())
-        .ok();
-    assert_eq!(ready, Some(200));
+    assert_eq!(stack.stats_status("/config_dump").await, Some(404));
+    assert_eq!(stack.stats_status("/ready").await, Some(200));
 
     stack.assert_nothing_rejected().await;
 }
