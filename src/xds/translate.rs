@@ -226,30 +226,82 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
 
 /// Contour's route order: exact, then regex, then prefixes; longer values first, equal
 /// lengths in descending byte order; a segment prefix before a string prefix of the same
-/// value; routes with more header matches first.
-fn route_order(
-    r: &ir::Route,
-) -> (
+/// value; then routes matching `:method` first, then more header matches, then more query
+/// matches.
+/// The sort key [`route_order`] builds: smaller sorts first.
+type RouteOrder<'a> = (
     u8,
     std::cmp::Reverse<usize>,
-    std::cmp::Reverse<&str>,
+    std::cmp::Reverse<&'a str>,
     u8,
+    std::cmp::Reverse<bool>,
     std::cmp::Reverse<usize>,
-) {
+    std::cmp::Reverse<usize>,
+);
+
+fn route_order(r: &ir::Route) -> RouteOrder<'_> {
     let (class, value, tie) = match &r.matcher.path {
         PathMatch::Exact(v) => (0, v.as_str(), 0),
         PathMatch::Regex(v) => (1, v.as_str(), 0),
         PathMatch::SegmentPrefix(v) => (2, v.as_str(), 0),
         PathMatch::Prefix(v) => (2, v.as_str(), 1),
     };
-    let headers = usize::from(r.matcher.authority_regex.is_some());
+    let method = r.matcher.headers.iter().any(|h| h.name == ":method");
+    let headers = usize::from(r.matcher.authority_regex.is_some()) + r.matcher.headers.len();
     (
         class,
         std::cmp::Reverse(value.len()),
         std::cmp::Reverse(value),
         tie,
+        std::cmp::Reverse(method),
         std::cmp::Reverse(headers),
+        std::cmp::Reverse(r.matcher.query.len()),
     )
+}
+
+fn string_matcher(m: &ir::StringMatch, ignore_case: bool) -> StringMatcher {
+    use string_matcher::MatchPattern;
+    let pattern = match m {
+        ir::StringMatch::Exact(v) => MatchPattern::Exact(v.clone()),
+        ir::StringMatch::Prefix(v) => MatchPattern::Prefix(v.clone()),
+        ir::StringMatch::Suffix(v) => MatchPattern::Suffix(v.clone()),
+        ir::StringMatch::Contains(v) => MatchPattern::Contains(v.clone()),
+        ir::StringMatch::Regex(v) => MatchPattern::SafeRegex(RegexMatcher {
+            regex: v.clone(),
+            ..Default::default()
+        }),
+    };
+    StringMatcher {
+        match_pattern: Some(pattern),
+        // Envoy rejects ignore_case on a regex matcher.
+        ignore_case: ignore_case && !matches!(m, ir::StringMatch::Regex(_)),
+    }
+}
+
+fn header_matcher(h: &ir::HeaderMatch) -> HeaderMatcher {
+    use route::header_matcher::HeaderMatchSpecifier;
+    let specifier = match &h.value {
+        None => HeaderMatchSpecifier::PresentMatch(true),
+        Some(m) => HeaderMatchSpecifier::StringMatch(string_matcher(m, h.ignore_case)),
+    };
+    HeaderMatcher {
+        name: h.name.clone(),
+        header_match_specifier: Some(specifier),
+        invert_match: h.invert,
+        treat_missing_header_as_empty: h.treat_missing_as_empty,
+    }
+}
+
+fn query_matcher(q: &ir::QueryMatch) -> route::QueryParameterMatcher {
+    use route::query_parameter_matcher::QueryParameterMatchSpecifier;
+    let specifier = match &q.value {
+        None => QueryParameterMatchSpecifier::PresentMatch(true),
+        Some(m) => QueryParameterMatchSpecifier::StringMatch(string_matcher(m, q.ignore_case)),
+    };
+    route::QueryParameterMatcher {
+        name: q.name.clone(),
+        query_parameter_match_specifier: Some(specifier),
+    }
 }
 
 fn envoy_route(r: &ir::Route) -> route::Route {
@@ -264,24 +316,17 @@ fn envoy_route(r: &ir::Route) -> route::Route {
             ..Default::default()
         }),
     };
-    let headers = r
-        .matcher
-        .authority_regex
-        .iter()
-        .map(|regex| HeaderMatcher {
-            name: ":authority".to_string(),
-            header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
-                StringMatcher {
-                    match_pattern: Some(string_matcher::MatchPattern::SafeRegex(RegexMatcher {
-                        regex: regex.clone(),
-                        ..Default::default()
-                    })),
-                    ..Default::default()
-                },
-            )),
-            ..Default::default()
-        })
+    let authority = r.matcher.authority_regex.iter().map(|regex| HeaderMatcher {
+        name: ":authority".to_string(),
+        header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+            string_matcher(&ir::StringMatch::Regex(regex.clone()), false),
+        )),
+        ..Default::default()
+    });
+    let headers = authority
+        .chain(r.matcher.headers.iter().map(header_matcher))
         .collect();
+    let query_parameters = r.matcher.query.iter().map(query_matcher).collect();
     let action = match &r.action {
         RouteAction::Forward(clusters) => route::route::Action::Route(forward(clusters)),
         RouteAction::DirectResponse { status, body } => {
@@ -299,6 +344,7 @@ fn envoy_route(r: &ir::Route) -> route::Route {
         r#match: Some(RouteMatch {
             path_specifier: Some(path_specifier),
             headers,
+            query_parameters,
             ..Default::default()
         }),
         action: Some(action),

@@ -3,5 +3,6 @@
 mod cli;
 mod e2e;
 mod pipeline;
+mod routing;
 mod support;
 mod xds;

@@ -6,13 +6,19 @@
 //! `PathMatchConditionsNotValid`, `ServiceUnresolvedReference` (the route answers 503),
 //! `Orphaned` for non-roots, and `IgnoredField` for fields this version does not act on.
 //!
-//! Unsupported fields that would *restrict* traffic (TLS, auth, IP filters, header or
-//! query conditions) invalidate the proxy instead of being ignored: serving a route more
+//! Includes are followed across namespaces with their conditions concatenated down the
+//! chain; an include that cannot be followed (`IncludeNotFound`, `RootIncludesRoot`)
+//! answers 502 for its conditions, a cycle is reported with its path
+//! (`IncludeCreatesCycle`), and non-roots no root reaches are `Orphaned`.
+//!
+//! Unsupported fields that would *restrict* traffic (TLS, auth, IP filters)
+//! invalidate the proxy instead of being ignored: serving a route more
 //! openly than its author asked is worse than not serving it.
 
+mod conditions;
 mod routes;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -55,10 +61,6 @@ const FAIL_CLOSED_FIELDS: &[&str] = &[
     "jwtVerificationPolicy",
     "authPolicy",
     "tcpproxy",
-    "header",
-    "queryParameter",
-    "exact",
-    "regex",
 ];
 
 /// Reports fields this version does not act on; returns false if one must fail closed.
@@ -97,12 +99,11 @@ impl Source for HttpProxySource {
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
         let mut roots: BTreeMap<String, Vec<(ObjectKey, &HTTPProxy, Host)>> = BTreeMap::new();
+        let mut children = Vec::new();
         for (key, proxy) in ctx.httpproxies() {
             status.touch(&key);
             let Some(vhost) = &proxy.spec.virtualhost else {
-                // Non-roots are only reachable through `includes`, which this version does
-                // not follow yet.
-                status.orphan(&key);
+                children.push(key);
                 continue;
             };
             if vhost.fqdn.is_empty() {
@@ -134,6 +135,7 @@ impl Source for HttpProxySource {
             }
         }
 
+        let mut reached = BTreeSet::new();
         for (fqdn, claimants) in roots {
             if claimants.len() > 1 {
                 let names: Vec<String> = claimants
@@ -154,7 +156,24 @@ impl Source for HttpProxySource {
                 continue;
             }
             for (key, proxy, host) in claimants {
-                routes::build_root(ctx, ir, status, &key, proxy, &host);
+                let mut walk = routes::Walk {
+                    ctx,
+                    ir,
+                    status,
+                    host: &host,
+                    reached: &mut reached,
+                };
+                walk.visit(
+                    &key,
+                    proxy,
+                    &conditions::Matches::default(),
+                    &mut Vec::new(),
+                );
+            }
+        }
+        for key in children {
+            if !reached.contains(&key) {
+                status.orphan(&key);
             }
         }
     }

@@ -97,9 +97,7 @@ fn path_match(path: &HTTPIngressPath) -> Result<PathMatch, String> {
         }
         "ImplementationSpecific" | "" => {
             if raw.contains(REGEX_CHARS) {
-                regex_syntax::Parser::new()
-                    .parse(raw)
-                    .map_err(|e| format!("path {raw:?} is not a valid regular expression: {e}"))?;
+                isobar_sdk::regex::check_re2(raw).map_err(|e| format!("path {e}"))?;
                 Ok(PathMatch::Regex(raw.to_string()))
             } else {
                 require_slash(raw)?;
@@ -157,8 +155,8 @@ fn add_route(
     };
     let route = Route {
         matcher: RouteMatch {
-            path,
             authority_regex: host.authority_regex,
+            ..RouteMatch::path(path)
         },
         action,
         source: key.clone(),

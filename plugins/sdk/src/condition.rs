@@ -42,6 +42,18 @@ pub enum Reason {
     Orphaned,
     /// A host Envoy cannot match.
     HostNotValid,
+    /// A header condition that is malformed or contradicts another.
+    HeaderMatchConditionsNotValid,
+    /// A query parameter condition that is malformed.
+    QueryParameterMatchConditionsNotValid,
+    /// Two includes of one proxy with identical conditions.
+    DuplicateMatchConditions,
+    /// An include chain that returns to a proxy already on it.
+    IncludeCreatesCycle,
+    /// An include naming a proxy that does not exist.
+    IncludeNotFound,
+    /// An include naming another root proxy.
+    RootIncludesRoot,
 }
 
 impl Reason {
@@ -56,6 +68,14 @@ impl Reason {
             Reason::IgnoredField => "IgnoredField",
             Reason::Orphaned => "Orphaned",
             Reason::HostNotValid => "HostNotValid",
+            Reason::HeaderMatchConditionsNotValid => "HeaderMatchConditionsNotValid",
+            Reason::QueryParameterMatchConditionsNotValid => {
+                "QueryParameterMatchConditionsNotValid"
+            }
+            Reason::DuplicateMatchConditions => "DuplicateMatchConditions",
+            Reason::IncludeCreatesCycle => "IncludeCreatesCycle",
+            Reason::IncludeNotFound => "IncludeNotFound",
+            Reason::RootIncludesRoot => "RootIncludesRoot",
         }
     }
 }

@@ -72,6 +72,57 @@ pub struct RouteMatch {
     /// A regex the `:authority` must match (wildcard hosts match exactly one label).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_regex: Option<String>,
+    /// Header conditions, all of which must hold.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+    /// Query parameter conditions, all of which must hold.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<QueryMatch>,
+}
+
+impl RouteMatch {
+    /// A match on the path alone.
+    pub fn path(path: PathMatch) -> RouteMatch {
+        RouteMatch {
+            path,
+            authority_regex: None,
+            headers: Vec::new(),
+            query: Vec::new(),
+        }
+    }
+}
+
+/// How a string is compared.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StringMatch {
+    Exact(String),
+    Prefix(String),
+    Suffix(String),
+    Contains(String),
+    /// An RE2 regex, already checked.
+    Regex(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct HeaderMatch {
+    /// Lower-cased header name.
+    pub name: String,
+    /// `None`: the header must be present (or, inverted, absent).
+    pub value: Option<StringMatch>,
+    pub ignore_case: bool,
+    /// Negates the whole match (`notpresent`, `notexact`, `notcontains`).
+    pub invert: bool,
+    /// A missing header is compared as the empty string.
+    pub treat_missing_as_empty: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct QueryMatch {
+    pub name: String,
+    /// `None`: the parameter must be present.
+    pub value: Option<StringMatch>,
+    pub ignore_case: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -12,6 +12,7 @@ pub mod ir;
 pub mod names;
 pub mod object;
 pub mod plugin;
+pub mod regex;
 pub mod resolve;
 
 pub use condition::{ConditionType, CurrentStatus, ObjectStatus, Reason, StatusReport};

@@ -54,6 +54,19 @@ impl<'a> BuildContext<'a> {
     }
 }
 
+impl<'a> BuildContext<'a> {
+    /// One admitted HTTPProxy by namespace and name.
+    pub fn httpproxy(&self, namespace: &str, name: &str) -> Option<&'a Arc<HTTPProxy>> {
+        let key = ObjectKey::new(Kind::HTTPProxy, namespace, name);
+        if !self.admitted(&key) {
+            return None;
+        }
+        self.objects
+            .httpproxies
+            .get(&(namespace.to_string(), name.to_string()))
+    }
+}
+
 /// Turns one family of objects into IR.
 pub trait Source: Send + Sync {
     /// The kinds this source reads; providers watch exactly the union of these.

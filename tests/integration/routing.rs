@@ -1,0 +1,403 @@
+//! HTTPProxy routing: path, header and query conditions, and inclusion across namespaces.
+
+use std::path::Path;
+
+use isobar::config::Config;
+use isobar::pipeline::{BuildOutput, Pipeline};
+use isobar::provider::manifest::parse_file;
+use isobar_sdk::condition::{CurrentStatus, Reason};
+use isobar_sdk::ir::{HeaderMatch, PathMatch, QueryMatch, RouteAction, StringMatch};
+use isobar_sdk::{Kind, ObjectKey, Objects};
+
+use crate::support::service_yaml;
+
+fn build(yaml: &str) -> BuildOutput {
+    let config = Config::default();
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let mut objects = Objects::default();
+    for object in parse_file(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}")) {
+        objects.apply(object);
+    }
+    pipeline.build(&objects)
+}
+
+fn proxy(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{spec}"
+    )
+}
+
+fn key(ns: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(Kind::HTTPProxy, ns, name)
+}
+
+fn errors(out: &BuildOutput, ns: &str, name: &str) -> Vec<(Reason, String)> {
+    out.status
+        .get(&key(ns, name))
+        .map(|s| {
+            s.errors
+                .iter()
+                .map(|e| (e.reason, e.message.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn current(out: &BuildOutput, ns: &str, name: &str) -> Option<CurrentStatus> {
+    out.status.get(&key(ns, name)).map(|s| s.current())
+}
+
+/// (path, action status or first cluster's service) of every route on `fqdn`.
+fn routes(out: &BuildOutput, fqdn: &str) -> Vec<(PathMatch, String)> {
+    out.ir
+        .virtual_hosts
+        .get(fqdn)
+        .map(|v| {
+            v.routes
+                .values()
+                .map(|r| {
+                    let to = match &r.action {
+                        RouteAction::Forward(c) => c
+                            .iter()
+                            .map(|w| w.cluster.split('/').nth(1).unwrap_or_default())
+                            .collect::<Vec<_>>()
+                            .join("+"),
+                        RouteAction::DirectResponse { status, .. } => status.to_string(),
+                    };
+                    (r.matcher.path.clone(), to)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn services() -> String {
+    ["web", "api", "blog"]
+        .iter()
+        .flat_map(|s| ["default", "team"].map(|ns| service_yaml(ns, s, 9000)))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+fn prefix(p: &str) -> PathMatch {
+    PathMatch::Prefix(p.to_string())
+}
+
+#[test]
+fn path_header_and_query_conditions_reach_the_ir() {
+    let out = build(&format!(
+        "{}---\n{}",
+        services(),
+        proxy(
+            "default",
+            "p",
+            r#"  virtualhost: {fqdn: a.example.com}
+  routes:
+    - conditions: [{exact: /exact}]
+      services: [{name: web, port: 80}]
+    - conditions: [{regex: "/v[0-9]+/.*"}]
+      services: [{name: api, port: 80}]
+    - conditions: [{prefix: /h}, {header: {name: X-Tenant, notexact: blue, ignoreCase: true}}, {queryParameter: {name: debug, present: true}}]
+      services: [{name: blog, port: 80}]
+"#
+        )
+    ));
+    assert!(
+        errors(&out, "default", "p").is_empty(),
+        "{:?}",
+        errors(&out, "default", "p")
+    );
+    let vhost = &out.ir.virtual_hosts["a.example.com"];
+    let paths: Vec<&PathMatch> = vhost.routes.keys().map(|m| &m.path).collect();
+    assert!(paths.contains(&&PathMatch::Exact("/exact".to_string())));
+    assert!(paths.contains(&&PathMatch::Regex("/v[0-9]+/.*".to_string())));
+    let h = vhost
+        .routes
+        .keys()
+        .find(|m| m.path == prefix("/h"))
+        .unwrap_or_else(|| panic!("no /h route"));
+    assert_eq!(
+        h.headers,
+        vec![HeaderMatch {
+            name: "x-tenant".to_string(),
+            value: Some(StringMatch::Exact("blue".to_string())),
+            ignore_case: true,
+            invert: true,
+            treat_missing_as_empty: false,
+        }]
+    );
+    assert_eq!(
+        h.query,
+        vec![QueryMatch {
+            name: "debug".to_string(),
+            value: None,
+            ignore_case: false,
+        }]
+    );
+}
+
+#[test]
+fn bad_conditions_invalidate_their_proxy_with_contours_reasons() {
+    let cases = [
+        (
+            "conditions: [{prefix: /a}, {prefix: /b}]",
+            Reason::PathMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{prefix: /a, exact: /a}]",
+            Reason::PathMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{exact: nope}]",
+            Reason::PathMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{regex: \"/(\"}]",
+            Reason::PathMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{regex: \"/(?=lookahead)\"}]",
+            Reason::PathMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{header: {name: x}}]",
+            Reason::HeaderMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{header: {name: x, exact: a, contains: b}}]",
+            Reason::HeaderMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{header: {name: x, exact: a}}, {header: {name: X, exact: b}}]",
+            Reason::HeaderMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{header: {name: x, exact: a}}, {header: {name: x, notexact: a}}]",
+            Reason::HeaderMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{header: {name: x, regex: \"[\"}}]",
+            Reason::HeaderMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{queryParameter: {name: q}}]",
+            Reason::QueryParameterMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{queryParameter: {name: q, exact: a, prefix: b}}]",
+            Reason::QueryParameterMatchConditionsNotValid,
+        ),
+        (
+            "conditions: [{queryParameter: {name: q, regex: \"a{2000}\"}}]",
+            Reason::QueryParameterMatchConditionsNotValid,
+        ),
+    ];
+    let good = proxy(
+        "default",
+        "good",
+        "  virtualhost: {fqdn: good.example.com}\n  routes: [{services: [{name: web, port: 80}]}]\n",
+    );
+    let before = build(&format!("{}---\n{good}", services())).ir;
+    for (conditions, reason) in cases {
+        let bad = proxy(
+            "default",
+            "bad",
+            &format!(
+                "  virtualhost: {{fqdn: bad.example.com}}\n  routes:\n    - {conditions}\n      services: [{{name: web, port: 80}}]\n"
+            ),
+        );
+        let out = build(&format!("{}---\n{good}---\n{bad}", services()));
+        let found: Vec<Reason> = errors(&out, "default", "bad")
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
+        assert_eq!(found, vec![reason], "{conditions}");
+        assert_eq!(out.ir, before, "{conditions} changed other vhosts");
+    }
+}
+
+#[test]
+fn includes_delegate_across_namespaces_with_concatenated_conditions() {
+    let out = build(&format!(
+        "{}---\n{}---\n{}---\n{}",
+        services(),
+        proxy(
+            "default",
+            "root",
+            "  virtualhost: {fqdn: site.example.com}\n  routes: [{services: [{name: web, port: 80}]}]\n  includes:\n    - {name: blog, namespace: team, conditions: [{prefix: /blog}]}\n    - {name: api, namespace: team, conditions: [{prefix: /api/}, {header: {name: x-api, present: true}}]}\n"
+        ),
+        proxy(
+            "team",
+            "blog",
+            "  routes:\n    - services: [{name: blog, port: 80}]\n    - conditions: [{prefix: /admin}]\n      services: [{name: web, port: 80}]\n"
+        ),
+        proxy(
+            "team",
+            "api",
+            "  routes:\n    - conditions: [{prefix: /v1}]\n      services: [{name: api, port: 80}]\n"
+        ),
+    ));
+    let mut got = routes(&out, "site.example.com");
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (prefix("/"), "web".to_string()),
+            (prefix("/api/v1"), "api".to_string()),
+            (prefix("/blog"), "blog".to_string()),
+            (prefix("/blog/admin"), "web".to_string()),
+        ]
+    );
+    let api = out.ir.virtual_hosts["site.example.com"]
+        .routes
+        .keys()
+        .find(|m| m.path == prefix("/api/v1"))
+        .map(|m| m.headers.len());
+    assert_eq!(
+        api,
+        Some(1),
+        "include header conditions carry down the chain"
+    );
+    for (ns, name) in [("default", "root"), ("team", "blog"), ("team", "api")] {
+        assert_eq!(
+            current(&out, ns, name),
+            Some(CurrentStatus::Valid),
+            "{ns}/{name}"
+        );
+    }
+    // Services of an included proxy resolve in its own namespace.
+    assert!(
+        out.ir
+            .clusters
+            .keys()
+            .any(|c| c.starts_with("team/blog/80/"))
+    );
+}
+
+#[test]
+fn include_failures_answer_502_report_cycles_and_orphans() {
+    let out = build(&format!(
+        "{}---\n{}---\n{}---\n{}---\n{}---\n{}",
+        services(),
+        proxy(
+            "default",
+            "root",
+            "  virtualhost: {fqdn: site.example.com}\n  routes: [{services: [{name: web, port: 80}]}]\n  includes:\n    - {name: missing, conditions: [{prefix: /missing}]}\n    - {name: other-root, conditions: [{prefix: /root}]}\n    - {name: a, conditions: [{prefix: /a}]}\n"
+        ),
+        proxy(
+            "default",
+            "other-root",
+            "  virtualhost: {fqdn: other.example.com}\n  routes: [{services: [{name: web, port: 80}]}]\n"
+        ),
+        proxy(
+            "default",
+            "a",
+            "  routes: [{services: [{name: api, port: 80}]}]\n  includes: [{name: b, conditions: [{prefix: /b}]}]\n"
+        ),
+        proxy(
+            "default",
+            "b",
+            "  routes: [{services: [{name: blog, port: 80}]}]\n  includes: [{name: a, conditions: [{prefix: /again}]}]\n"
+        ),
+        proxy(
+            "default",
+            "lonely",
+            "  routes: [{services: [{name: web, port: 80}]}]\n"
+        ),
+    ));
+    let mut got = routes(&out, "site.example.com");
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (prefix("/"), "web".to_string()),
+            (prefix("/a"), "api".to_string()),
+            (prefix("/a/b"), "blog".to_string()),
+            (prefix("/missing"), "502".to_string()),
+            (prefix("/root"), "502".to_string()),
+        ]
+    );
+    let root: Vec<Reason> = errors(&out, "default", "root")
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        root,
+        vec![Reason::IncludeNotFound, Reason::RootIncludesRoot]
+    );
+    let b = errors(&out, "default", "b");
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].0, Reason::IncludeCreatesCycle);
+    assert!(
+        b[0].1.contains("default/a -> default/b -> default/a"),
+        "{}",
+        b[0].1
+    );
+    assert_eq!(
+        current(&out, "default", "lonely"),
+        Some(CurrentStatus::Orphaned)
+    );
+    // The other root keeps its own site.
+    assert_eq!(
+        routes(&out, "other.example.com"),
+        vec![(prefix("/"), "web".to_string())]
+    );
+}
+
+#[test]
+fn duplicate_include_conditions_are_rejected_and_others_still_served() {
+    let out = build(&format!(
+        "{}---\n{}---\n{}---\n{}",
+        services(),
+        proxy(
+            "default",
+            "root",
+            "  virtualhost: {fqdn: site.example.com}\n  includes:\n    - {name: a, conditions: [{prefix: /x}]}\n    - {name: b, conditions: [{prefix: /x}]}\n"
+        ),
+        proxy(
+            "default",
+            "a",
+            "  routes: [{services: [{name: api, port: 80}]}]\n"
+        ),
+        proxy(
+            "default",
+            "b",
+            "  routes: [{services: [{name: blog, port: 80}]}]\n"
+        ),
+    ));
+    let root: Vec<Reason> = errors(&out, "default", "root")
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(root, vec![Reason::DuplicateMatchConditions]);
+    assert_eq!(
+        routes(&out, "site.example.com"),
+        vec![(prefix("/x"), "api".to_string())]
+    );
+    assert_eq!(current(&out, "default", "b"), Some(CurrentStatus::Orphaned));
+}
+
+#[test]
+fn an_invalid_child_does_not_take_down_its_root() {
+    let out = build(&format!(
+        "{}---\n{}---\n{}",
+        services(),
+        proxy(
+            "default",
+            "root",
+            "  virtualhost: {fqdn: site.example.com}\n  routes: [{services: [{name: web, port: 80}]}]\n  includes: [{name: child, namespace: team, conditions: [{prefix: /c}]}]\n"
+        ),
+        proxy(
+            "team",
+            "child",
+            "  routes:\n    - conditions: [{regex: \"(\"}]\n      services: [{name: api, port: 80}]\n"
+        ),
+    ));
+    assert_eq!(current(&out, "team", "child"), Some(CurrentStatus::Invalid));
+    assert_eq!(current(&out, "default", "root"), Some(CurrentStatus::Valid));
+    assert_eq!(
+        routes(&out, "site.example.com"),
+        vec![(prefix("/"), "web".to_string())]
+    );
+}
