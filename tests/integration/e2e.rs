@@ -140,36 +140,28 @@ spec:
           - {path: /b, pathType: Prefix, backend: {service: {name: echo-b, port: {number: 80}}}}
 "#;
 
-async fn start() -> Stack {
+/// Backends `a`, `b` and `c` (answering their own name), Services `echo-a` and `echo-b`
+/// in `default` and `echo-c` in `team` pointing at them, plus `files` in the manifest
+/// directory; then isobar and Envoy, ready once `ready` = (host, path, body) answers.
+async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
     let envoy = envoy_bin();
-    let a = backend("a").await;
-    let b = backend("b").await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let manifests = dir.path().join("manifests");
-    write(
-        &manifests,
-        "services/a.yaml",
-        &service_yaml("default", "echo-a", a),
-    );
-    write(
-        &manifests,
-        "services/b.yaml",
-        &service_yaml("default", "echo-b", b),
-    );
-    write(
-        &manifests,
-        "demo.yaml",
-        &proxy_yaml(
-            "demo",
-            "demo.example.com",
-            &[
-                ("/", &[("echo-a", 1)]),
-                ("/b", &[("echo-b", 1)]),
-                ("/split", &[("echo-a", 80), ("echo-b", 20)]),
-            ],
-        ),
-    );
-    write(&manifests, "shop.yaml", SHOP_INGRESS);
+    for (ns, name, body) in [
+        ("default", "echo-a", "a"),
+        ("default", "echo-b", "b"),
+        ("team", "echo-c", "c"),
+    ] {
+        let port = backend(body).await;
+        write(
+            &manifests,
+            &format!("services/{name}.yaml"),
+            &service_yaml(ns, name, port),
+        );
+    }
+    for (name, text) in files {
+        write(&manifests, name, text);
+    }
 
     let [xds_port, http_port, stats_port, metrics_port, health_port] =
         [(); 5].map(|()| free_port());
@@ -243,8 +235,27 @@ async fn start() -> Stack {
         _isobar: isobar_proc,
         _envoy: envoy_proc,
     };
-    stack.wait_for("demo.example.com", "/", "a", STARTUP).await;
+    let (host, path, body) = ready;
+    stack.wait_for(host, path, body, STARTUP).await;
     stack
+}
+
+/// The quick-start shape: HTTPProxy `demo` and Ingress `shop`.
+async fn start_demo() -> Stack {
+    let demo = proxy_yaml(
+        "demo",
+        "demo.example.com",
+        &[
+            ("/", &[("echo-a", 1)]),
+            ("/b", &[("echo-b", 1)]),
+            ("/split", &[("echo-a", 80), ("echo-b", 20)]),
+        ],
+    );
+    start(
+        &[("demo.yaml", &demo), ("shop.yaml", SHOP_INGRESS)],
+        ("demo.example.com", "/", "a"),
+    )
+    .await
 }
 
 fn edit(manifests: &Path, name: &str, text: &str) {
@@ -253,7 +264,7 @@ fn edit(manifests: &Path, name: &str, text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_routes_what_isobar_serves() {
-    let stack = start().await;
+    let stack = start_demo().await;
 
     // Routing by host and by path.
     assert_eq!(stack.body("demo.example.com", "/").await, "a");
@@ -334,5 +345,86 @@ async fn real_envoy_routes_what_isobar_serves() {
     assert_eq!(stack.stats_status("/config_dump").await, Some(404));
     assert_eq!(stack.stats_status("/ready").await, Some(200));
 
+    stack.assert_nothing_rejected().await;
+}
+
+const SITE: &str = r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: site, namespace: default}
+spec:
+  virtualhost: {fqdn: site.example.com}
+  routes:
+    - services: [{name: echo-a, port: 80}]
+    - conditions: [{header: {name: x-canary, exact: "yes"}}]
+      services: [{name: echo-b, port: 80}]
+    - conditions: [{exact: /exact}]
+      services: [{name: echo-b, port: 80}]
+    - conditions: [{regex: "/re/[0-9]+"}]
+      services: [{name: echo-b, port: 80}]
+    - conditions: [{prefix: /q}, {queryParameter: {name: v, exact: "2"}}]
+      services: [{name: echo-b, port: 80}]
+    - conditions: [{prefix: /h}, {header: {name: x-env, notcontains: prod, treatMissingAsEmpty: true}}]
+      services: [{name: echo-b, port: 80}]
+  includes:
+    - {name: blog, namespace: team, conditions: [{prefix: /blog}]}
+    - {name: gone, namespace: team, conditions: [{prefix: /gone}]}
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: blog, namespace: team}
+spec:
+  routes:
+    - services: [{name: echo-c, port: 80}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_matches_conditions_and_follows_includes() {
+    let stack = start(&[("site.yaml", SITE)], ("site.example.com", "/", "a")).await;
+    let get = |path: &'static str, header: Option<(&'static str, &'static str)>| {
+        let stack = &stack;
+        async move {
+            let url = format!("http://127.0.0.1:{}{path}", stack.http_port);
+            let mut request = stack.client.get(url).header("host", "site.example.com");
+            if let Some((k, v)) = header {
+                request = request.header(k, v);
+            }
+            let response = request
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap_or_default())
+        }
+    };
+    let ok = |body: &str| (200, body.to_string());
+    assert_eq!(get("/", None).await, ok("a"));
+    assert_eq!(
+        get("/", Some(("x-canary", "yes"))).await,
+        ok("b"),
+        "header exact"
+    );
+    assert_eq!(get("/", Some(("x-canary", "no"))).await, ok("a"));
+    assert_eq!(get("/exact", None).await, ok("b"), "exact path");
+    assert_eq!(get("/exactly", None).await, ok("a"));
+    assert_eq!(get("/re/42", None).await, ok("b"), "regex path");
+    assert_eq!(get("/re/x", None).await, ok("a"));
+    assert_eq!(get("/q?v=2", None).await, ok("b"), "query exact");
+    assert_eq!(get("/q?v=3", None).await, ok("a"));
+    assert_eq!(
+        get("/h", None).await,
+        ok("b"),
+        "missing header is empty, so not 'prod'"
+    );
+    assert_eq!(get("/h", Some(("x-env", "prod-eu"))).await, ok("a"));
+    assert_eq!(
+        get("/blog/post", None).await,
+        ok("c"),
+        "included proxy in another namespace"
+    );
+    assert_eq!(
+        get("/gone", None).await.0,
+        502,
+        "an include that does not exist answers 502"
+    );
     stack.assert_nothing_rejected().await;
 }
