@@ -59,6 +59,12 @@ pub struct ConfigArgs {
     /// Port of Envoy's stats-health listener.
     #[arg(long)]
     pub stats_port: Option<u16>,
+    /// Ingress class names to serve, comma-separated (default: `contour` and no class).
+    #[arg(long)]
+    pub ingress_class_name: Option<String>,
+    /// Namespaces where root HTTPProxies may be defined, comma-separated (default: all).
+    #[arg(long)]
+    pub root_namespaces: Option<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -130,9 +136,18 @@ fn set(root: &mut Map<String, Value>, path: &str, value: Value) {
     }
 }
 
+/// `a,b` → `["a", "b"]`.
+fn comma_list(text: &str) -> Value {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(Value::from)
+        .collect()
+}
+
 impl ConfigArgs {
     fn flags(&self, out: &mut Map<String, Value>) {
-        let pairs: [(&str, Option<Value>); 6] = [
+        let pairs: [(&str, Option<Value>); 8] = [
             (
                 "envoy.http.address",
                 self.envoy_service_http_address.clone().map(Value::from),
@@ -154,6 +169,14 @@ impl ConfigArgs {
                 self.stats_address.clone().map(Value::from),
             ),
             ("envoy.metrics.port", self.stats_port.map(Value::from)),
+            (
+                "plugins.ingress-class.names",
+                self.ingress_class_name.as_deref().map(comma_list),
+            ),
+            (
+                "plugins.root-namespaces.namespaces",
+                self.root_namespaces.as_deref().map(comma_list),
+            ),
         ];
         for (path, value) in pairs {
             if let Some(value) = value {

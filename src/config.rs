@@ -99,10 +99,32 @@ impl Default for Config {
             envoy: EnvoyConfig::default(),
             timeouts: Timeouts::default(),
             pipeline: PipelineConfig::default(),
-            plugins: BTreeMap::new(),
+            plugins: default_plugin_sections(),
             debug: false,
         }
     }
+}
+
+/// The sections of the plugins enabled by default, at their defaults, so that
+/// `contour.yaml` shows (and the flags can set) every setting.
+fn default_plugin_sections() -> BTreeMap<String, serde_json::Value> {
+    let section = |value: Result<serde_json::Value, serde_json::Error>| {
+        value.unwrap_or_else(|_| serde_json::Value::Object(Default::default()))
+    };
+    BTreeMap::from([
+        (
+            isobar_plugin_ingress_class::NAME.to_string(),
+            section(serde_json::to_value(
+                isobar_plugin_ingress_class::IngressClassConfig::default(),
+            )),
+        ),
+        (
+            isobar_plugin_root_namespaces::NAME.to_string(),
+            section(serde_json::to_value(
+                isobar_plugin_root_namespaces::RootNamespacesConfig::default(),
+            )),
+        ),
+    ])
 }
 
 impl Default for XdsServer {
@@ -138,7 +160,10 @@ impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
             sources: vec!["ingress".to_string(), "httpproxy".to_string()],
-            filters: Vec::new(),
+            filters: vec![
+                isobar_plugin_ingress_class::NAME.to_string(),
+                isobar_plugin_root_namespaces::NAME.to_string(),
+            ],
             processors: Vec::new(),
             holdoff_delay: Dur(Duration::from_millis(100)),
             holdoff_max_delay: Dur(Duration::from_millis(500)),

@@ -12,7 +12,12 @@ use crate::config::PipelineConfig;
 
 /// The built-in plugins this binary links. Naming each crate here keeps its
 /// `inventory` registration from being dropped by the linker.
-pub const BUILTIN_PLUGINS: &[&str] = &[isobar_plugin_httpproxy::NAME, isobar_plugin_ingress::NAME];
+pub const BUILTIN_PLUGINS: &[&str] = &[
+    isobar_plugin_httpproxy::NAME,
+    isobar_plugin_ingress::NAME,
+    isobar_plugin_ingress_class::NAME,
+    isobar_plugin_root_namespaces::NAME,
+];
 
 /// A plugin name or setting that stops start-up.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

@@ -28,7 +28,10 @@ fn tempdir() -> tempfile::TempDir {
 #[test]
 fn the_registry_holds_exactly_the_builtin_plugins() {
     let names: BTreeSet<&str> = registered_plugins().iter().map(|p| p.name).collect();
-    assert_eq!(names, BTreeSet::from(["httpproxy", "ingress"]));
+    assert_eq!(
+        names,
+        BTreeSet::from(["httpproxy", "ingress", "ingress-class", "root-namespaces"])
+    );
     let (ok, out, _) = isobar(&["plugins"], &[]);
     assert!(ok);
     assert!(
@@ -47,7 +50,7 @@ fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
-        err.contains("pipeline.sources[2]") && err.contains("httpproxy, ingress"),
+        err.contains("pipeline.sources[2]") && err.contains("valid sources: httpproxy, ingress"),
         "{err}"
     );
 
@@ -261,5 +264,42 @@ fn bootstrap_is_accepted_by_real_envoy() {
         "envoy rejected the bootstrap: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn root_namespaces_and_ingress_class_flags_reach_the_filters() {
+    let (ok, out, err) = isobar(
+        &[
+            "translate",
+            "--manifests",
+            &quickstart(),
+            "--root-namespaces",
+            "edge,shared",
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("RootProxyNotAllowedInNamespace"), "{out}");
+    let (ok, out, _) = isobar(
+        &[
+            "translate",
+            "--manifests",
+            &quickstart(),
+            "--ingress-class-name",
+            "internal",
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    assert!(ok);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        doc["resources"]["routes"][0]["virtual_hosts"],
+        serde_json::Value::Null,
+        "{out}"
     );
 }

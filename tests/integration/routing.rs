@@ -12,7 +12,10 @@ use isobar_sdk::{Kind, ObjectKey, Objects};
 use crate::support::service_yaml;
 
 fn build(yaml: &str) -> BuildOutput {
-    let config = Config::default();
+    build_with(&Config::default(), yaml)
+}
+
+fn build_with(config: &Config, yaml: &str) -> BuildOutput {
     let pipeline =
         Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
     let mut objects = Objects::default();
@@ -399,5 +402,101 @@ fn an_invalid_child_does_not_take_down_its_root() {
     assert_eq!(
         routes(&out, "site.example.com"),
         vec![(prefix("/"), "web".to_string())]
+    );
+}
+
+#[test]
+fn root_proxies_outside_the_root_namespaces_are_refused() {
+    let mut config = Config::default();
+    config.plugins.insert(
+        "root-namespaces".to_string(),
+        serde_json::json!({"namespaces": ["team"]}),
+    );
+    let out = build_with(
+        &config,
+        &format!(
+            "{}---\n{}---\n{}---\n{}",
+            services(),
+            proxy(
+                "default",
+                "outside",
+                "  virtualhost: {fqdn: out.example.com}\n  routes: [{services: [{name: web, port: 80}]}]\n"
+            ),
+            proxy(
+                "team",
+                "inside",
+                "  virtualhost: {fqdn: in.example.com}\n  includes: [{name: child, namespace: default}]\n"
+            ),
+            proxy(
+                "default",
+                "child",
+                "  routes: [{services: [{name: web, port: 80}]}]\n"
+            ),
+        ),
+    );
+    assert_eq!(
+        errors(&out, "default", "outside"),
+        vec![(
+            Reason::RootProxyNotAllowedInNamespace,
+            "root HTTPProxy cannot be defined in this namespace".to_string()
+        )]
+    );
+    assert!(!out.ir.virtual_hosts.contains_key("out.example.com"));
+    assert_eq!(
+        routes(&out, "in.example.com"),
+        vec![(prefix("/"), "web".to_string())]
+    );
+    assert_eq!(
+        current(&out, "default", "child"),
+        Some(CurrentStatus::Valid)
+    );
+}
+
+#[test]
+fn only_objects_of_the_configured_ingress_class_are_served() {
+    let objects = |class: &str| {
+        let meta = match class {
+            "" => String::new(),
+            c => format!(", annotations: {{projectcontour.io/ingress.class: {c}}}"),
+        };
+        format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p-{n}, namespace: default{meta}}}\nspec:\n  virtualhost: {{fqdn: p-{n}.example.com}}\n  routes: [{{services: [{{name: web, port: 80}}]}}]\n---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: i-{n}, namespace: default}}\nspec:\n  ingressClassName: {spec}\n  rules: [{{host: i-{n}.example.com, http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}}}]\n",
+            n = if class.is_empty() { "none" } else { class },
+            spec = if class.is_empty() { "null" } else { class },
+        )
+    };
+    let yaml = format!(
+        "{}---\n{}---\n{}---\n{}",
+        services(),
+        objects(""),
+        objects("contour"),
+        objects("internal")
+    );
+    let hosts = |out: &BuildOutput| out.ir.virtual_hosts.keys().cloned().collect::<Vec<_>>();
+
+    let out = build(&yaml);
+    assert_eq!(
+        hosts(&out),
+        [
+            "i-contour.example.com",
+            "i-none.example.com",
+            "p-contour.example.com",
+            "p-none.example.com"
+        ]
+    );
+    assert!(
+        out.status.get(&key("default", "p-internal")).is_none(),
+        "another class's object gets no status"
+    );
+
+    let mut config = Config::default();
+    config.plugins.insert(
+        "ingress-class".to_string(),
+        serde_json::json!({"names": ["internal"]}),
+    );
+    let out = build_with(&config, &yaml);
+    assert_eq!(
+        hosts(&out),
+        ["i-internal.example.com", "p-internal.example.com"]
     );
 }

@@ -19,6 +19,7 @@ pub enum ConditionType {
     SpecError,
     IncludeError,
     Orphaned,
+    RootNamespaceError,
 }
 
 /// Why a condition was raised; Contour's reason names where Contour has one.
@@ -54,6 +55,8 @@ pub enum Reason {
     IncludeNotFound,
     /// An include naming another root proxy.
     RootIncludesRoot,
+    /// A root HTTPProxy outside the configured root namespaces.
+    RootProxyNotAllowedInNamespace,
 }
 
 impl Reason {
@@ -76,6 +79,7 @@ impl Reason {
             Reason::IncludeCreatesCycle => "IncludeCreatesCycle",
             Reason::IncludeNotFound => "IncludeNotFound",
             Reason::RootIncludesRoot => "RootIncludesRoot",
+            Reason::RootProxyNotAllowedInNamespace => "RootProxyNotAllowedInNamespace",
         }
     }
 }
