@@ -25,7 +25,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     self as hcm, HttpConnectionManager, HttpFilter, Rds,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
-use envoy_types::pb::envoy::r#type::v3::Percent;
+use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, Percent};
 use envoy_types::pb::google::protobuf::{self as pb, Any, UInt32Value};
 use envoy_types::util::pack_any;
 use prost::Message;
@@ -328,7 +328,7 @@ fn envoy_route(r: &ir::Route) -> route::Route {
         .collect();
     let query_parameters = r.matcher.query.iter().map(query_matcher).collect();
     let action = match &r.action {
-        RouteAction::Forward(clusters) => route::route::Action::Route(forward(clusters)),
+        RouteAction::Forward(clusters) => route::route::Action::Route(forward(clusters, &r.policy)),
         RouteAction::DirectResponse { status, body } => {
             route::route::Action::DirectResponse(DirectResponseAction {
                 status: *status,
@@ -339,7 +339,11 @@ fn envoy_route(r: &ir::Route) -> route::Route {
                 ..Default::default()
             })
         }
+        RouteAction::Redirect(redirect) => {
+            route::route::Action::Redirect(redirect_action(redirect))
+        }
     };
+    let policy = &r.policy;
     route::Route {
         r#match: Some(RouteMatch {
             path_specifier: Some(path_specifier),
@@ -348,19 +352,79 @@ fn envoy_route(r: &ir::Route) -> route::Route {
             ..Default::default()
         }),
         action: Some(action),
+        request_headers_to_add: headers_to_add(&policy.request_headers),
+        request_headers_to_remove: policy.request_headers.remove.clone(),
+        response_headers_to_add: headers_to_add(&policy.response_headers),
+        response_headers_to_remove: policy.response_headers.remove.clone(),
         ..Default::default()
     }
 }
 
-fn forward(clusters: &[ir::WeightedCluster]) -> route::RouteAction {
+fn headers_to_add(policy: &ir::HeadersPolicy) -> Vec<HeaderValueOption> {
+    policy
+        .set
+        .iter()
+        .map(|(key, value)| HeaderValueOption {
+            header: Some(HeaderValue {
+                key: key.clone(),
+                value: value.clone(),
+                ..Default::default()
+            }),
+            append_action: core::header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
+                as i32,
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn redirect_action(r: &ir::Redirect) -> route::RedirectAction {
+    use route::redirect_action::{
+        PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier,
+    };
+    let path = match (&r.path, &r.prefix) {
+        (Some(path), _) => Some(PathRewriteSpecifier::PathRedirect(path.clone())),
+        (None, Some(prefix)) => Some(PathRewriteSpecifier::PrefixRewrite(prefix.clone())),
+        (None, None) => None,
+    };
+    let code = if r.status == 302 {
+        RedirectResponseCode::Found
+    } else {
+        RedirectResponseCode::MovedPermanently
+    };
+    route::RedirectAction {
+        host_redirect: r.host.clone().unwrap_or_default(),
+        port_redirect: r.port.unwrap_or_default(),
+        response_code: code as i32,
+        scheme_rewrite_specifier: r.scheme.clone().map(SchemeRewriteSpecifier::SchemeRedirect),
+        path_rewrite_specifier: path,
+        ..Default::default()
+    }
+}
+
+fn forward(clusters: &[ir::WeightedCluster], policy: &ir::RoutePolicy) -> route::RouteAction {
+    use route::weighted_cluster::cluster_weight;
     let specifier = match clusters {
-        [single] => route::route_action::ClusterSpecifier::Cluster(single.cluster.clone()),
+        [single]
+            if single.request_headers.is_empty()
+                && single.response_headers.is_empty()
+                && single.host_rewrite.is_none() =>
+        {
+            route::route_action::ClusterSpecifier::Cluster(single.cluster.clone())
+        }
         many => route::route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
             clusters: many
                 .iter()
                 .map(|w| route::weighted_cluster::ClusterWeight {
                     name: w.cluster.clone(),
                     weight: Some(UInt32Value { value: w.weight }),
+                    request_headers_to_add: headers_to_add(&w.request_headers),
+                    request_headers_to_remove: w.request_headers.remove.clone(),
+                    response_headers_to_add: headers_to_add(&w.response_headers),
+                    response_headers_to_remove: w.response_headers.remove.clone(),
+                    host_rewrite_specifier: w
+                        .host_rewrite
+                        .clone()
+                        .map(cluster_weight::HostRewriteSpecifier::HostRewriteLiteral),
                     ..Default::default()
                 })
                 .collect(),
@@ -369,6 +433,45 @@ fn forward(clusters: &[ir::WeightedCluster]) -> route::RouteAction {
     };
     route::RouteAction {
         cluster_specifier: Some(specifier),
+        prefix_rewrite: policy.prefix_rewrite.clone().unwrap_or_default(),
+        host_rewrite_specifier: policy
+            .host_rewrite
+            .clone()
+            .map(route::route_action::HostRewriteSpecifier::HostRewriteLiteral),
+        timeout: policy.timeout.map(duration),
+        idle_timeout: policy.idle_timeout.map(duration),
+        retry_policy: policy.retry.as_ref().map(|r| route::RetryPolicy {
+            retry_on: r.retry_on.clone(),
+            num_retries: Some(UInt32Value {
+                value: r.num_retries,
+            }),
+            per_try_timeout: r.per_try_timeout.map(duration),
+            retriable_status_codes: r.retriable_status_codes.clone(),
+            ..Default::default()
+        }),
+        upgrade_configs: if policy.websockets {
+            vec![route::route_action::UpgradeConfig {
+                upgrade_type: "websocket".to_string(),
+                ..Default::default()
+            }]
+        } else {
+            Vec::new()
+        },
+        request_mirror_policies: policy
+            .mirror
+            .iter()
+            .map(|m| route::route_action::RequestMirrorPolicy {
+                cluster: m.cluster.clone(),
+                runtime_fraction: Some(core::RuntimeFractionalPercent {
+                    default_value: Some(FractionalPercent {
+                        numerator: m.percent,
+                        denominator: 0,
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect(),
         ..Default::default()
     }
 }

@@ -5,8 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::support::{
-    ISOBAR, Proc, backend, envoy_bin, eventually, free_port, isobar, service_yaml, spawn, write,
+    Behaviour, ISOBAR, Proc, backend_with, envoy_bin, eventually, free_port, isobar, service_yaml,
+    spawn, write,
 };
 
 const STARTUP: Duration = Duration::from_secs(30);
@@ -18,6 +23,8 @@ struct Stack {
     stats_port: u16,
     metrics_port: u16,
     client: reqwest::Client,
+    /// Requests each backend has seen, by Service name.
+    hits: BTreeMap<&'static str, Arc<AtomicUsize>>,
     _isobar: Proc,
     _envoy: Proc,
 }
@@ -147,12 +154,17 @@ async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
     let envoy = envoy_bin();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let manifests = dir.path().join("manifests");
-    for (ns, name, body) in [
-        ("default", "echo-a", "a"),
-        ("default", "echo-b", "b"),
-        ("team", "echo-c", "c"),
+    let mut hits = BTreeMap::new();
+    for (ns, name, body, behaviour) in [
+        ("default", "echo-a", "a", Behaviour::Echo),
+        ("default", "echo-b", "b", Behaviour::Echo),
+        ("team", "echo-c", "c", Behaviour::Echo),
+        ("default", "flaky", "flaky", Behaviour::Flaky),
+        ("default", "slow", "slow", Behaviour::Slow),
+        ("default", "mirror", "mirror", Behaviour::Echo),
     ] {
-        let port = backend(body).await;
+        let (port, count) = backend_with(body, behaviour).await;
+        hits.insert(name, count);
         write(
             &manifests,
             &format!("services/{name}.yaml"),
@@ -228,8 +240,10 @@ async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
         http_port,
         stats_port,
         metrics_port,
+        hits,
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|e| panic!("client: {e}")),
         _isobar: isobar_proc,
@@ -426,5 +440,122 @@ async fn real_envoy_matches_conditions_and_follows_includes() {
         502,
         "an include that does not exist answers 502"
     );
+    stack.assert_nothing_rejected().await;
+}
+
+const POLICIES: &str = r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: policies, namespace: default}
+spec:
+  virtualhost: {fqdn: policy.example.com}
+  routes:
+    - services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /app}]
+      pathRewritePolicy:
+        replacePrefix: [{replacement: /}]
+      services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /headers}]
+      requestHeadersPolicy:
+        set: [{name: X-Hello, value: "100% %CONTOUR_NAMESPACE%"}, {name: Host, value: rewritten.internal}]
+      responseHeadersPolicy:
+        set: [{name: X-Served-By, value: isobar}]
+        remove: [x-seen-path]
+      services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /service-headers}]
+      services:
+        - name: echo-b
+          port: 80
+          requestHeadersPolicy:
+            set: [{name: x-hello, value: "%CONTOUR_SERVICE_NAME%:%CONTOUR_SERVICE_PORT%"}]
+    - conditions: [{prefix: /moved}]
+      requestRedirectPolicy: {scheme: https, hostname: new.example.com, statusCode: 302, path: /there}
+    - conditions: [{prefix: /teapot}]
+      directResponsePolicy: {statusCode: 418, body: "short and stout"}
+    - conditions: [{prefix: /flaky}]
+      retryPolicy: {count: 3, retryOn: [5xx]}
+      services: [{name: flaky, port: 80}]
+    - conditions: [{prefix: /slow}]
+      timeoutPolicy: {response: 300ms}
+      services: [{name: slow, port: 80}]
+    - conditions: [{prefix: /mirrored}]
+      services:
+        - {name: echo-b, port: 80}
+        - {name: mirror, port: 80, mirror: true}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_applies_route_policies() {
+    let stack = start(
+        &[("policies.yaml", POLICIES)],
+        ("policy.example.com", "/", "a"),
+    )
+    .await;
+    let get = |path: &'static str| {
+        let stack = &stack;
+        async move {
+            let url = format!("http://127.0.0.1:{}{path}", stack.http_port);
+            let response = stack
+                .client
+                .get(url)
+                .header("host", "policy.example.com")
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            let status = response.status().as_u16();
+            let headers = response.headers().clone();
+            let header = move |name: &str| {
+                headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            (status, header, response.text().await.unwrap_or_default())
+        }
+    };
+
+    // Prefix rewrite, with Contour's trailing-slash twin: `/app/x` → `/x`, `/app` → `/`.
+    let (_, seen, _) = get("/app/x?q=1").await;
+    assert_eq!(seen("x-seen-path").as_deref(), Some("/x?q=1"));
+    let (_, seen, _) = get("/app").await;
+    assert_eq!(seen("x-seen-path").as_deref(), Some("/"));
+
+    // Request and response header policies; `%` escaped, Contour's variables expanded.
+    let (status, seen, _) = get("/headers").await;
+    assert_eq!(status, 200);
+    assert_eq!(seen("x-seen-hello").as_deref(), Some("100% default"));
+    assert_eq!(seen("x-seen-host").as_deref(), Some("rewritten.internal"));
+    assert_eq!(seen("x-served-by").as_deref(), Some("isobar"));
+    assert_eq!(seen("x-seen-path"), None, "removed from the response");
+    let (_, seen, body) = get("/service-headers").await;
+    assert_eq!(body, "b");
+    assert_eq!(seen("x-seen-hello").as_deref(), Some("echo-b:80"));
+
+    // Redirects and direct responses.
+    let (status, seen, _) = get("/moved").await;
+    assert_eq!(status, 302);
+    assert_eq!(
+        seen("location").as_deref(),
+        Some("https://new.example.com/there")
+    );
+    let (status, _, body) = get("/teapot").await;
+    assert_eq!((status, body.as_str()), (418, "short and stout"));
+
+    // Retries hide a backend failing every other request; a timeout answers 504.
+    for _ in 0..6 {
+        assert_eq!(get("/flaky").await.0, 200, "retried");
+    }
+    assert_eq!(get("/slow").await.0, 504);
+
+    // Mirroring: the mirror sees the requests, the client sees the primary.
+    let before = stack.hits["mirror"].load(Ordering::SeqCst);
+    for _ in 0..5 {
+        assert_eq!(get("/mirrored").await.2, "b");
+    }
+    let mirrored = eventually(CHANGE, || async {
+        (stack.hits["mirror"].load(Ordering::SeqCst) >= before + 5).then_some(())
+    })
+    .await;
+    assert!(mirrored.is_some(), "the mirror saw no requests");
+
     stack.assert_nothing_rejected().await;
 }

@@ -67,6 +67,7 @@ fn routes(out: &BuildOutput, fqdn: &str) -> Vec<(PathMatch, String)> {
                             .collect::<Vec<_>>()
                             .join("+"),
                         RouteAction::DirectResponse { status, .. } => status.to_string(),
+                        RouteAction::Redirect(r) => format!("redirect {}", r.status),
                     };
                     (r.matcher.path.clone(), to)
                 })

@@ -51,15 +51,72 @@ where
     }
 }
 
-/// An HTTP server on a loopback port that answers every request with `name`.
-pub async fn backend(name: &'static str) -> u16 {
+/// How a test backend answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// 200 with its name as the body; the request's path, `Host` and `x-hello` header
+    /// come back as `x-seen-path`, `x-seen-host` and `x-seen-hello`.
+    Echo,
+    /// 503 on every other request.
+    Flaky,
+    /// Answers after two seconds.
+    Slow,
+}
+
+/// An HTTP server on a loopback port; returns its port and a count of requests seen.
+pub async fn backend_with(
+    name: &'static str,
+    behaviour: Behaviour,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .unwrap_or_else(|e| panic!("bind: {e}"));
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-    let app = axum::Router::new().fallback(move || async move { name });
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = hits.clone();
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let seen = seen.clone();
+        async move {
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            let (path, host, hello) = seen_request(request);
+            let status = match behaviour {
+                Behaviour::Flaky if n.is_multiple_of(2) => 503,
+                Behaviour::Slow => {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    200
+                }
+                _ => 200,
+            };
+            axum::response::Response::builder()
+                .status(status)
+                .header("x-seen-path", path)
+                .header("x-seen-host", host)
+                .header("x-seen-hello", hello)
+                .body(axum::body::Body::from(name))
+                .unwrap_or_default()
+        }
+    });
     tokio::spawn(async move { axum::serve(listener, app).await });
-    port
+    (port, hits)
+}
+
+/// The path, `Host` and `x-hello` of a request.
+fn seen_request(request: axum::extract::Request) -> (String, String, String) {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let path = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    (path, header("host"), header("x-hello"))
 }
 
 /// A child process killed when dropped.

@@ -16,6 +16,7 @@
 //! openly than its author asked is worse than not serving it.
 
 mod conditions;
+mod policy;
 mod routes;
 
 use std::collections::{BTreeMap, BTreeSet};

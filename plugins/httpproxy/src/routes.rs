@@ -2,15 +2,18 @@
 
 use std::collections::BTreeSet;
 
-use isobar_sdk::api::{HTTPProxy, Include, Route as ProxyRoute};
+use isobar_sdk::api::{HTTPProxy, Include, ReplacePrefix, Route as ProxyRoute};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::Host;
-use isobar_sdk::ir::{Route, RouteAction, WeightedCluster};
+use isobar_sdk::ir::{
+    Mirror, PathMatch, Route, RouteAction, RouteMatch, RoutePolicy, WeightedCluster,
+};
 use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, StatusReport};
 
 use crate::check_unsupported;
 use crate::conditions::Matches;
+use crate::policy::{self, PolicyError};
 
 /// One root's walk: adds routes to the root's vhost and records which proxies it reached.
 pub(crate) struct Walk<'c, 'a> {
@@ -84,7 +87,7 @@ impl Walk<'_, '_> {
         if !valid {
             return;
         }
-        for route in routes {
+        for route in routes.into_iter().flatten() {
             self.ir.add_route(&self.host.fqdn, route);
         }
         chain.push(key.clone());
@@ -156,19 +159,21 @@ impl Walk<'_, '_> {
                         body: None,
                     },
                     source: source.clone(),
+                    policy: RoutePolicy::default(),
                 },
             );
         }
     }
 
-    /// One route, or `None` when it makes the proxy invalid.
+    /// One route (two when a prefix rewrite needs its trailing-slash twin), or `None`
+    /// when it makes the proxy invalid.
     fn route(
         &mut self,
         key: &ObjectKey,
         index: usize,
         route: &ProxyRoute,
         matches: &Matches,
-    ) -> Option<Route> {
+    ) -> Option<Vec<Route>> {
         let at = format!("spec.routes[{index}]");
         let mut ok = check_unsupported(self.status, key, &at, &route.unsupported);
         for (i, cond) in route.conditions.iter().enumerate() {
@@ -179,29 +184,84 @@ impl Walk<'_, '_> {
                 &cond.unsupported,
             );
         }
+        if let Some(timeouts) = &route.timeout_policy {
+            ok &= check_unsupported(
+                self.status,
+                key,
+                &format!("{at}.timeoutPolicy"),
+                &timeouts.unsupported,
+            );
+        }
+        let mut errors: Vec<PolicyError> = Vec::new();
         let matcher = matches
             .and(&route.conditions, false)
-            .and_then(|m| m.route_match(self.host.authority_regex.clone()));
-        let matcher = match matcher {
-            Ok(m) => Some(m),
-            Err((reason, message)) => {
-                self.status.error(
-                    key,
-                    ConditionType::RouteError,
-                    reason,
-                    format!("{at}: {message}"),
-                );
-                None
+            .and_then(|m| m.route_match(self.host.authority_regex.clone()))
+            .map_err(|(reason, message)| errors.push((ConditionType::RouteError, reason, message)))
+            .ok();
+
+        let actions = usize::from(!route.services.is_empty())
+            + usize::from(route.request_redirect_policy.is_some())
+            + usize::from(route.direct_response_policy.is_some());
+        if actions != 1 {
+            errors.push((
+                ConditionType::RouteError,
+                Reason::RouteActionCountNotValid,
+                "must set exactly one of route.services or route.requestRedirectPolicy or route.directResponsePolicy".to_string(),
+            ));
+        }
+        let mut policy = RoutePolicy {
+            websockets: route.enable_websockets,
+            ..Default::default()
+        };
+        let mut collect = |result: Result<(), PolicyError>| {
+            if let Err(e) = result {
+                errors.push(e);
             }
         };
-        if route.services.is_empty() {
-            self.status.error(
-                key,
-                ConditionType::RouteError,
-                Reason::NothingDefined,
-                format!("{at}: route.services must have at least one entry"),
+        let route_scope = |field: &'static str, response: bool| policy::HeaderScope {
+            field,
+            namespace: &key.namespace,
+            service: None,
+            response,
+        };
+        if let Some(h) = &route.request_headers_policy {
+            collect(
+                policy::headers(h, &route_scope("route.requestHeadersPolicy", false)).map(|h| {
+                    policy.request_headers = h.policy;
+                    policy.host_rewrite = h.host;
+                }),
             );
-            ok = false;
+        }
+        if let Some(h) = &route.response_headers_policy {
+            collect(
+                policy::headers(h, &route_scope("route.responseHeadersPolicy", true))
+                    .map(|h| policy.response_headers = h.policy),
+            );
+        }
+        if let Some(t) = &route.timeout_policy {
+            collect(policy::timeouts(t).map(|(response, idle)| {
+                policy.timeout = response;
+                policy.idle_timeout = idle;
+            }));
+        }
+        if let Some(r) = &route.retry_policy {
+            collect(policy::retry(r).map(|r| policy.retry = Some(r)));
+        }
+        let mut action = None;
+        if let Some(r) = &route.request_redirect_policy {
+            collect(policy::redirect(r).map(|r| action = Some(RouteAction::Redirect(r))));
+        }
+        if let Some(d) = &route.direct_response_policy {
+            collect(policy::direct_response(d).map(|a| action = Some(a)));
+        }
+
+        let mirrors = route.services.iter().filter(|s| s.mirror).count();
+        if mirrors > 1 {
+            errors.push((
+                ConditionType::ServiceError,
+                Reason::OnlyOneMirror,
+                "only one service per route may be nominated as mirror".to_string(),
+            ));
         }
         let mut weighted = Vec::new();
         for (i, service) in route.services.iter().enumerate() {
@@ -210,16 +270,14 @@ impl Walk<'_, '_> {
             let port = match i32::try_from(service.port) {
                 Ok(p) if (1..=65535).contains(&p) => p,
                 _ => {
-                    self.status.error(
-                        key,
+                    errors.push((
                         ConditionType::ServiceError,
                         Reason::ServiceUnresolvedReference,
                         format!(
                             "{sat}: service port must be in the range 1-65535, {} was supplied",
                             service.port
                         ),
-                    );
-                    ok = false;
+                    ));
                     continue;
                 }
             };
@@ -227,16 +285,39 @@ impl Walk<'_, '_> {
                 None => 0,
                 Some(Ok(w)) => w,
                 Some(Err(_)) => {
-                    self.status.error(
-                        key,
+                    errors.push((
                         ConditionType::ServiceError,
                         Reason::RouteNotValid,
                         format!("{sat}: weight must not be negative"),
-                    );
-                    ok = false;
+                    ));
                     continue;
                 }
             };
+            let service_scope = |field: &'static str, response: bool| policy::HeaderScope {
+                field,
+                namespace: &key.namespace,
+                service: Some((&service.name, service.port)),
+                response,
+            };
+            let mut target = WeightedCluster {
+                weight,
+                ..Default::default()
+            };
+            if let Some(h) = &service.request_headers_policy {
+                match policy::headers(h, &service_scope("service.requestHeadersPolicy", false)) {
+                    Ok(h) => {
+                        target.request_headers = h.policy;
+                        target.host_rewrite = h.host;
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+            if let Some(h) = &service.response_headers_policy {
+                match policy::headers(h, &service_scope("service.responseHeadersPolicy", true)) {
+                    Ok(h) => target.response_headers = h.policy,
+                    Err(e) => errors.push(e),
+                }
+            }
             match service_cluster(
                 self.ctx.objects,
                 &key.namespace,
@@ -244,11 +325,20 @@ impl Walk<'_, '_> {
                 PortRef::Number(port),
             ) {
                 Ok(cluster) => {
-                    weighted.push(WeightedCluster {
-                        cluster: cluster.name.clone(),
-                        weight,
-                    });
+                    target.cluster = cluster.name.clone();
                     self.ir.add_cluster(cluster);
+                    if service.mirror {
+                        let percent = match weight {
+                            0 => 100,
+                            w => w.min(100),
+                        };
+                        policy.mirror = Some(Mirror {
+                            cluster: target.cluster,
+                            percent,
+                        });
+                    } else {
+                        weighted.push(target);
+                    }
                 }
                 Err(e) => self.status.error(
                     key,
@@ -258,16 +348,114 @@ impl Walk<'_, '_> {
                 ),
             }
         }
+
+        let rewrites = route
+            .path_rewrite_policy
+            .as_ref()
+            .map(|p| p.replace_prefix.as_slice())
+            .unwrap_or_default();
+        let mut twin = None;
+        if let Some(matcher) = &matcher
+            && !rewrites.is_empty()
+        {
+            match prefix_rewrite(&matcher.path, rewrites) {
+                Ok(Some((replacement, slash_twin))) => {
+                    policy.prefix_rewrite = Some(replacement);
+                    twin = slash_twin;
+                }
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+
+        for (type_, reason, message) in &errors {
+            self.status
+                .error(key, *type_, *reason, format!("{at}: {message}"));
+        }
         let matcher = matcher?;
-        if !ok {
+        if !ok || !errors.is_empty() {
             return None;
         }
-        Some(Route {
+        let action = action.unwrap_or_else(|| forward_or_503(weighted));
+        let mut out = Vec::with_capacity(2);
+        if let Some((prefix, replacement)) = twin {
+            out.push(Route {
+                matcher: RouteMatch {
+                    path: PathMatch::Prefix(prefix),
+                    ..matcher.clone()
+                },
+                action: action.clone(),
+                source: key.clone(),
+                policy: RoutePolicy {
+                    prefix_rewrite: Some(replacement),
+                    ..policy.clone()
+                },
+            });
+        }
+        out.push(Route {
             matcher,
-            action: forward_or_503(weighted),
+            action,
             source: key.clone(),
-        })
+            policy,
+        });
+        Some(out)
     }
+}
+
+/// Contour's `replacePrefix`: the entry whose `prefix` equals the route's prefix wins,
+/// else the entry without a prefix. A prefix `/p` (not ending in `/`) rewritten to `R`
+/// also gets a twin route `/p/` → `R/`, so `/p/x` does not become `R//x`.
+type Rewrite = (String, Option<(String, String)>);
+
+fn prefix_rewrite(
+    path: &PathMatch,
+    entries: &[ReplacePrefix],
+) -> Result<Option<Rewrite>, PolicyError> {
+    let PathMatch::Prefix(prefix) = path else {
+        return Err((
+            ConditionType::PrefixReplaceError,
+            Reason::MustHavePrefix,
+            "cannot specify prefix replacements without a prefix condition".to_string(),
+        ));
+    };
+    for (i, a) in entries.iter().enumerate() {
+        if entries[..i].iter().any(|b| b.prefix == a.prefix) {
+            return Err((
+                ConditionType::PrefixReplaceError,
+                Reason::DuplicateReplacement,
+                format!("duplicate replacement prefix {:?}", a.prefix),
+            ));
+        }
+        if !a.replacement.starts_with('/') || (!a.prefix.is_empty() && !a.prefix.starts_with('/')) {
+            return Err((
+                ConditionType::PrefixReplaceError,
+                Reason::MustHavePrefix,
+                "prefix and replacement must start with /".to_string(),
+            ));
+        }
+    }
+    let chosen = entries
+        .iter()
+        .find(|e| {
+            e.prefix.trim_end_matches('/') == prefix.trim_end_matches('/') && !e.prefix.is_empty()
+        })
+        .or_else(|| entries.iter().find(|e| e.prefix.is_empty()));
+    let Some(entry) = chosen else {
+        return Ok(None);
+    };
+    let replacement = entry.replacement.clone();
+    if prefix.ends_with('/') {
+        return Ok(Some((replacement, None)));
+    }
+    let twin_replacement = if replacement.ends_with('/') {
+        replacement.clone()
+    } else {
+        format!("{replacement}/")
+    };
+    Ok(Some((
+        replacement,
+        Some((format!("{prefix}/"), twin_replacement)),
+    )))
 }
 
 /// Contour's weights: all zero (or unset) means an even split; otherwise zero-weight

@@ -146,6 +146,7 @@ fn add_route(
             RouteAction::Forward(vec![WeightedCluster {
                 cluster: name,
                 weight: 1,
+                ..Default::default()
             }])
         }
         None => RouteAction::DirectResponse {
@@ -160,6 +161,7 @@ fn add_route(
         },
         action,
         source: key.clone(),
+        policy: Default::default(),
     };
     ir.add_route(&host.fqdn, route);
 }

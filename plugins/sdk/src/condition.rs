@@ -20,6 +20,7 @@ pub enum ConditionType {
     IncludeError,
     Orphaned,
     RootNamespaceError,
+    PrefixReplaceError,
 }
 
 /// Why a condition was raised; Contour's reason names where Contour has one.
@@ -57,6 +58,26 @@ pub enum Reason {
     RootIncludesRoot,
     /// A root HTTPProxy outside the configured root namespaces.
     RootProxyNotAllowedInNamespace,
+    /// A request headers policy Envoy could not apply.
+    RequestHeadersPolicyInvalid,
+    /// A response headers policy Envoy could not apply.
+    ResponseHeadersPolicyInvalid,
+    /// A timeout that does not parse.
+    TimeoutPolicyNotValid,
+    /// A retry policy with an unknown condition or count.
+    RetryPolicyNotValid,
+    /// A redirect with a bad scheme, port, status or path.
+    RequestRedirectPolicyNotValid,
+    /// A direct response with a bad status code.
+    DirectResponsePolicyNotValid,
+    /// A route with not exactly one of services, redirect or direct response.
+    RouteActionCountNotValid,
+    /// More than one mirror service on a route.
+    OnlyOneMirror,
+    /// A prefix rewrite on a route without a prefix condition.
+    MustHavePrefix,
+    /// Two prefix replacements for the same prefix.
+    DuplicateReplacement,
 }
 
 impl Reason {
@@ -80,6 +101,16 @@ impl Reason {
             Reason::IncludeNotFound => "IncludeNotFound",
             Reason::RootIncludesRoot => "RootIncludesRoot",
             Reason::RootProxyNotAllowedInNamespace => "RootProxyNotAllowedInNamespace",
+            Reason::RequestHeadersPolicyInvalid => "RequestHeadersPolicyInvalid",
+            Reason::ResponseHeadersPolicyInvalid => "ResponseHeadersPolicyInvalid",
+            Reason::TimeoutPolicyNotValid => "TimeoutPolicyNotValid",
+            Reason::RetryPolicyNotValid => "RetryPolicyNotValid",
+            Reason::RequestRedirectPolicyNotValid => "RequestRedirectPolicyNotValid",
+            Reason::DirectResponsePolicyNotValid => "DirectResponsePolicyNotValid",
+            Reason::RouteActionCountNotValid => "RouteActionCountNotValid",
+            Reason::OnlyOneMirror => "OnlyOneMirror",
+            Reason::MustHavePrefix => "MustHavePrefix",
+            Reason::DuplicateReplacement => "DuplicateReplacement",
         }
     }
 }

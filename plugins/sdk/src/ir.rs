@@ -40,8 +40,12 @@ impl Ir {
             .values()
             .flat_map(|v| v.routes.values())
             .flat_map(|r| match &r.action {
-                RouteAction::Forward(w) => w.iter().map(|c| c.cluster.as_str()).collect(),
-                RouteAction::DirectResponse { .. } => Vec::new(),
+                RouteAction::Forward(w) => w
+                    .iter()
+                    .map(|c| c.cluster.as_str())
+                    .chain(r.policy.mirror.iter().map(|m| m.cluster.as_str()))
+                    .collect(),
+                RouteAction::DirectResponse { .. } | RouteAction::Redirect(_) => Vec::new(),
             })
             .collect();
         let keep: std::collections::BTreeSet<String> =
@@ -143,6 +147,9 @@ pub struct Route {
     pub action: RouteAction,
     /// The object this route came from.
     pub source: ObjectKey,
+    /// What happens to a request on its way (only meaningful for `Forward`).
+    #[serde(skip_serializing_if = "RoutePolicy::is_default")]
+    pub policy: RoutePolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -152,12 +159,98 @@ pub enum RouteAction {
     Forward(Vec<WeightedCluster>),
     /// Answer directly (503 when every backend is missing).
     DirectResponse { status: u32, body: Option<String> },
+    /// Answer with a redirect.
+    Redirect(Redirect),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct WeightedCluster {
     pub cluster: String,
     pub weight: u32,
+    /// Header changes for requests sent to this cluster.
+    #[serde(skip_serializing_if = "HeadersPolicy::is_empty")]
+    pub request_headers: HeadersPolicy,
+    #[serde(skip_serializing_if = "HeadersPolicy::is_empty")]
+    pub response_headers: HeadersPolicy,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_rewrite: Option<String>,
+}
+
+/// Headers to set (overwriting) and to remove. Values are already escaped for Envoy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HeadersPolicy {
+    pub set: BTreeMap<String, String>,
+    pub remove: Vec<String>,
+}
+
+impl HeadersPolicy {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RoutePolicy {
+    #[serde(skip_serializing_if = "HeadersPolicy::is_empty")]
+    pub request_headers: HeadersPolicy,
+    #[serde(skip_serializing_if = "HeadersPolicy::is_empty")]
+    pub response_headers: HeadersPolicy,
+    /// A literal `Host` for upstream requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_rewrite: Option<String>,
+    /// Replaces the matched path prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_rewrite: Option<String>,
+    /// Whole-response timeout; zero disables it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<std::time::Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<std::time::Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Retry>,
+    pub websockets: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<Mirror>,
+}
+
+impl RoutePolicy {
+    pub fn is_default(&self) -> bool {
+        *self == RoutePolicy::default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Retry {
+    /// Envoy `retry_on` conditions, comma-joined.
+    pub retry_on: String,
+    pub num_retries: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<std::time::Duration>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retriable_status_codes: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mirror {
+    pub cluster: String,
+    /// Share of requests mirrored, 1–100.
+    pub percent: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Redirect {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// 301 or 302.
+    pub status: u32,
 }
 
 /// An upstream: one port of one Service.

@@ -62,8 +62,110 @@ pub struct Route {
     pub conditions: Vec<MatchCondition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<RouteService>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enable_websockets: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub permit_insecure: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_policy: Option<TimeoutPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_rewrite_policy: Option<PathRewritePolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_headers_policy: Option<HeadersPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_headers_policy: Option<HeadersPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_redirect_policy: Option<RedirectPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct_response_policy: Option<DirectResponsePolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeoutPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<String>,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retry_on: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retriable_status_codes: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathRewritePolicy {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replace_prefix: Vec<ReplacePrefix>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplacePrefix {
+    #[serde(default)]
+    pub prefix: String,
+    #[serde(default)]
+    pub replacement: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeadersPolicy {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<HeaderValue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderValue {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedirectPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectResponsePolicy {
+    #[serde(default)]
+    pub status_code: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
 }
 
 /// One entry of `conditions`: a path condition (`prefix`, `exact` or `regex`), a header
@@ -138,6 +240,12 @@ pub struct RouteService {
     pub port: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mirror: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_headers_policy: Option<HeadersPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_headers_policy: Option<HeadersPolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }

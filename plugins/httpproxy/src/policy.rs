@@ -1,0 +1,341 @@
+//! Route and service policies: HTTPProxy fields → IR, validated with Contour's rules.
+
+use std::time::Duration;
+
+use isobar_sdk::api::{self, HeadersPolicy, RedirectPolicy, RetryPolicy, TimeoutPolicy};
+use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
+use isobar_sdk::ir::{self, Redirect, Retry};
+
+/// A policy that cannot be used: the sub-condition type, reason and message.
+pub(crate) type PolicyError = (ConditionType, Reason, String);
+
+/// Header changes and an optional literal `Host` rewrite.
+pub(crate) struct Headers {
+    pub policy: ir::HeadersPolicy,
+    pub host: Option<String>,
+}
+
+/// Where a headers policy sits, for Contour's variables and error messages.
+pub(crate) struct HeaderScope<'a> {
+    pub field: &'a str,
+    pub namespace: &'a str,
+    /// The service (name, port) of a service-level policy.
+    pub service: Option<(&'a str, i64)>,
+    /// Response policies may not touch `Host`.
+    pub response: bool,
+}
+
+pub(crate) fn headers(
+    policy: &HeadersPolicy,
+    scope: &HeaderScope<'_>,
+) -> Result<Headers, PolicyError> {
+    let reason = if scope.response {
+        Reason::ResponseHeadersPolicyInvalid
+    } else {
+        Reason::RequestHeadersPolicyInvalid
+    };
+    let invalid = |message: String| {
+        (
+            ConditionType::RouteError,
+            reason,
+            format!("{}: {message}", scope.field),
+        )
+    };
+    let mut out = Headers {
+        policy: ir::HeadersPolicy::default(),
+        host: None,
+    };
+    for header in &policy.set {
+        let name = header.name.to_ascii_lowercase();
+        if !is_header_value(&header.value) {
+            return Err(invalid(format!(
+                "header {:?} has a control character in its value",
+                header.name
+            )));
+        }
+        if name == "host" {
+            if scope.response {
+                return Err(invalid(
+                    "rewriting the Host header is not supported on responses".to_string(),
+                ));
+            }
+            if header.value.contains('%') {
+                return Err(invalid(
+                    "the Host header must be a literal host name".to_string(),
+                ));
+            }
+            out.host = Some(header.value.clone());
+            continue;
+        }
+        if !is_header_name(&name) {
+            return Err(invalid(format!(
+                "{:?} is not a header name that can be set",
+                header.name
+            )));
+        }
+        let value = escape_header_value(&substitute(&header.value, scope));
+        if out.policy.set.insert(name, value).is_some() {
+            return Err(invalid(format!(
+                "duplicate header addition: {:?}",
+                header.name
+            )));
+        }
+    }
+    for name in &policy.remove {
+        let lower = name.to_ascii_lowercase();
+        if lower == "host" || !is_header_name(&lower) {
+            return Err(invalid(format!(
+                "{name:?} is not a header name that can be removed"
+            )));
+        }
+        if !out.policy.remove.contains(&lower) {
+            out.policy.remove.push(lower);
+        }
+    }
+    Ok(out)
+}
+
+/// Contour's own variables: `%CONTOUR_NAMESPACE%`, and for service policies
+/// `%CONTOUR_SERVICE_NAME%` and `%CONTOUR_SERVICE_PORT%`.
+fn substitute(value: &str, scope: &HeaderScope<'_>) -> String {
+    let mut out = value.replace("%CONTOUR_NAMESPACE%", scope.namespace);
+    if let Some((name, port)) = scope.service {
+        out = out
+            .replace("%CONTOUR_SERVICE_NAME%", name)
+            .replace("%CONTOUR_SERVICE_PORT%", &port.to_string());
+    }
+    out
+}
+
+/// `timeoutPolicy`: `response` → route timeout, `idle` → route idle timeout;
+/// `infinity` disables either.
+pub(crate) fn timeouts(
+    policy: &TimeoutPolicy,
+) -> Result<(Option<Duration>, Option<Duration>), PolicyError> {
+    let parse = |field: &str, value: &Option<String>| match value.as_deref() {
+        None => Ok(None),
+        Some(text) => timeout(text).map(Some).map_err(|e| {
+            (
+                ConditionType::RouteError,
+                Reason::TimeoutPolicyNotValid,
+                format!("route.timeoutPolicy.{field} failed to parse: {e}"),
+            )
+        }),
+    };
+    Ok((
+        parse("response", &policy.response)?,
+        parse("idle", &policy.idle)?,
+    ))
+}
+
+/// A timeout in Go's duration syntax (`1s`, `1m30s`, `250ms`, `1.5h`), or `infinity`
+/// (zero: disabled).
+pub(crate) fn timeout(text: &str) -> Result<Duration, String> {
+    match text.trim() {
+        "infinity" | "infinite" => Ok(Duration::ZERO),
+        other => go_duration(other),
+    }
+}
+
+fn go_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("{text:?} is not a duration like 1s, 500ms or 1m30s");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += number * seconds;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+const RETRY_ON: &[&str] = &[
+    "5xx",
+    "gateway-error",
+    "reset",
+    "connect-failure",
+    "retriable-4xx",
+    "refused-stream",
+    "retriable-status-codes",
+    "retriable-headers",
+    "cancelled",
+    "deadline-exceeded",
+    "internal",
+    "resource-exhausted",
+    "unavailable",
+];
+
+/// Contour's retry semantics: `count` unset, 0 or 1 → 1 retry, −1 → none; `retryOn`
+/// empty → `5xx`.
+pub(crate) fn retry(policy: &RetryPolicy) -> Result<Retry, PolicyError> {
+    let invalid = |m: String| (ConditionType::RouteError, Reason::RetryPolicyNotValid, m);
+    let num_retries = match policy.count {
+        None | Some(0) | Some(1) => 1,
+        Some(-1) => 0,
+        Some(n) => u32::try_from(n)
+            .map_err(|_| invalid(format!("route.retryPolicy.count {n} is not valid")))?,
+    };
+    for on in &policy.retry_on {
+        if !RETRY_ON.contains(&on.as_str()) {
+            return Err(invalid(format!(
+                "route.retryPolicy.retryOn {on:?} is not one of {}",
+                RETRY_ON.join(", ")
+            )));
+        }
+    }
+    if let Some(code) = policy
+        .retriable_status_codes
+        .iter()
+        .find(|c| !(100..=599).contains(*c))
+    {
+        return Err(invalid(format!(
+            "route.retryPolicy.retriableStatusCodes {code} is not an HTTP status"
+        )));
+    }
+    let per_try_timeout = match &policy.per_try_timeout {
+        None => None,
+        Some(text) => Some(
+            timeout(text).map_err(|e| invalid(format!("route.retryPolicy.perTryTimeout: {e}")))?,
+        ),
+    };
+    let retry_on = if policy.retry_on.is_empty() {
+        "5xx".to_string()
+    } else {
+        policy.retry_on.join(",")
+    };
+    Ok(Retry {
+        retry_on,
+        num_retries,
+        per_try_timeout: per_try_timeout.filter(|d| !d.is_zero()),
+        retriable_status_codes: policy.retriable_status_codes.clone(),
+    })
+}
+
+pub(crate) fn redirect(policy: &RedirectPolicy) -> Result<Redirect, PolicyError> {
+    let invalid = |m: &str| {
+        (
+            ConditionType::RouteError,
+            Reason::RequestRedirectPolicyNotValid,
+            format!("route.requestRedirectPolicy: {m}"),
+        )
+    };
+    let scheme = match policy.scheme.as_deref() {
+        None | Some("") => None,
+        Some(s @ ("http" | "https")) => Some(s.to_string()),
+        Some(_) => return Err(invalid("scheme must be http or https")),
+    };
+    let status = match policy.status_code {
+        None => 301,
+        Some(code @ (301 | 302)) => code,
+        Some(_) => return Err(invalid("statusCode must be 301 or 302")),
+    };
+    let port = match policy.port {
+        None => None,
+        Some(p) => Some(
+            u32::try_from(p)
+                .ok()
+                .filter(|p| (1..=65535).contains(p))
+                .ok_or_else(|| invalid("port must be 1-65535"))?,
+        ),
+    };
+    if policy.path.is_some() && policy.prefix.is_some() {
+        return Err(invalid("path and prefix cannot both be set"));
+    }
+    for value in [&policy.path, &policy.prefix].into_iter().flatten() {
+        if !value.starts_with('/') || !is_header_value(value) {
+            return Err(invalid("path and prefix must start with /"));
+        }
+    }
+    if let Some(host) = &policy.hostname
+        && (host.is_empty()
+            || !host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'))
+    {
+        return Err(invalid("hostname must be a DNS name"));
+    }
+    Ok(Redirect {
+        scheme,
+        host: policy.hostname.clone(),
+        port,
+        path: policy.path.clone(),
+        prefix: policy.prefix.clone(),
+        status,
+    })
+}
+
+pub(crate) fn direct_response(
+    policy: &api::DirectResponsePolicy,
+) -> Result<ir::RouteAction, PolicyError> {
+    if !(200..=599).contains(&policy.status_code) {
+        return Err((
+            ConditionType::RouteError,
+            Reason::DirectResponsePolicyNotValid,
+            format!(
+                "route.directResponsePolicy.statusCode {} must be between 200 and 599",
+                policy.status_code
+            ),
+        ));
+    }
+    Ok(ir::RouteAction::DirectResponse {
+        status: policy.status_code,
+        body: policy.body.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(timeout("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(timeout("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(timeout("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(timeout("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(timeout("infinity"), Ok(Duration::ZERO));
+        assert!(timeout("forever").is_err());
+        assert!(timeout("10").is_err());
+        assert!(timeout("-1s").is_err());
+    }
+
+    #[test]
+    fn retry_counts_follow_contour() {
+        let count = |c: Option<i64>| {
+            retry(&RetryPolicy {
+                count: c,
+                ..Default::default()
+            })
+            .map(|r| r.num_retries)
+            .ok()
+        };
+        assert_eq!(count(None), Some(1));
+        assert_eq!(count(Some(0)), Some(1));
+        assert_eq!(count(Some(-1)), Some(0));
+        assert_eq!(count(Some(3)), Some(3));
+        assert_eq!(count(Some(-2)), None);
+    }
+}

@@ -1,0 +1,119 @@
+//! Header names and values from users, made safe for Envoy.
+//!
+//! Envoy treats `%` in a header value as the start of a formatter command and rejects
+//! the whole RouteConfiguration when the command is unknown. A user's `%` is therefore
+//! escaped as `%%`, except in the Envoy variables Contour lets users write (`%REQ(X-Foo)%`,
+//! `%DOWNSTREAM_REMOTE_ADDRESS%`, …), which are kept as they are.
+
+/// Envoy command operators kept verbatim, without arguments.
+const PLAIN_VARIABLES: &[&str] = &[
+    "DOWNSTREAM_REMOTE_ADDRESS",
+    "DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT",
+    "DOWNSTREAM_REMOTE_PORT",
+    "DOWNSTREAM_DIRECT_REMOTE_ADDRESS",
+    "DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT",
+    "DOWNSTREAM_LOCAL_ADDRESS",
+    "DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT",
+    "DOWNSTREAM_LOCAL_PORT",
+    "DOWNSTREAM_LOCAL_URI_SAN",
+    "DOWNSTREAM_PEER_URI_SAN",
+    "DOWNSTREAM_LOCAL_SUBJECT",
+    "DOWNSTREAM_PEER_SUBJECT",
+    "DOWNSTREAM_PEER_ISSUER",
+    "DOWNSTREAM_TLS_SESSION_ID",
+    "DOWNSTREAM_TLS_CIPHER",
+    "DOWNSTREAM_TLS_VERSION",
+    "DOWNSTREAM_PEER_FINGERPRINT_256",
+    "DOWNSTREAM_PEER_FINGERPRINT_1",
+    "DOWNSTREAM_PEER_SERIAL",
+    "DOWNSTREAM_PEER_CERT",
+    "DOWNSTREAM_PEER_CERT_V_START",
+    "DOWNSTREAM_PEER_CERT_V_END",
+    "HOSTNAME",
+    "PROTOCOL",
+    "REQUESTED_SERVER_NAME",
+    "UPSTREAM_REMOTE_ADDRESS",
+    "UPSTREAM_LOCAL_ADDRESS",
+    "RESPONSE_FLAGS",
+    "RESPONSE_CODE_DETAILS",
+    "TLS_JA3_FINGERPRINT",
+    "START_TIME",
+];
+
+/// Escapes `value` for an Envoy header value: `%` becomes `%%` unless it starts an
+/// allowed variable (`%NAME%` from the list, `%REQ(header-name)%`).
+pub fn escape_header_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        match allowed_variable(tail) {
+            Some(len) => {
+                out.push_str(&tail[..len]);
+                rest = &tail[len..];
+            }
+            None => {
+                out.push_str("%%");
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The length of the allowed variable `text` starts with, if it does.
+fn allowed_variable(text: &str) -> Option<usize> {
+    let body = text.strip_prefix('%')?;
+    let end = body.find('%')?;
+    let inner = &body[..end];
+    let allowed = if let Some(args) = inner.strip_prefix("REQ(").and_then(|a| a.strip_suffix(')')) {
+        let (name, len) = args.split_once(':').unwrap_or((args, ""));
+        is_header_name(name) && len.chars().all(|c| c.is_ascii_digit())
+    } else {
+        PLAIN_VARIABLES.contains(&inner)
+    };
+    allowed.then_some(end + 2)
+}
+
+/// An HTTP header name (RFC 7230 token) that Envoy lets a route add or remove: not a
+/// pseudo-header (`:path`) and not `host` (which is rewritten, not set).
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b))
+}
+
+/// A header value Envoy accepts: no control characters other than tab.
+pub fn is_header_value(value: &str) -> bool {
+    value.chars().all(|c| c == '\t' || !c.is_control())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_is_escaped_except_in_allowed_variables() {
+        assert_eq!(escape_header_value("100%"), "100%%");
+        assert_eq!(escape_header_value("%HOSTNAME%"), "%HOSTNAME%");
+        assert_eq!(escape_header_value("a %REQ(X-Foo)% b"), "a %REQ(X-Foo)% b");
+        assert_eq!(escape_header_value("%REQ(X-Foo:10)%"), "%REQ(X-Foo:10)%");
+        assert_eq!(
+            escape_header_value("%DYNAMIC_METADATA(x)%"),
+            "%%DYNAMIC_METADATA(x)%%"
+        );
+        assert_eq!(escape_header_value("%REQ(a b)%"), "%%REQ(a b)%%");
+        assert_eq!(escape_header_value("%%"), "%%%%");
+    }
+
+    #[test]
+    fn header_names() {
+        assert!(is_header_name("x-request-id"));
+        assert!(!is_header_name(":path"));
+        assert!(!is_header_name("bad name"));
+        assert!(!is_header_name(""));
+    }
+}
