@@ -17,12 +17,12 @@ use crate::support::{
 const STARTUP: Duration = Duration::from_secs(30);
 const CHANGE: Duration = Duration::from_secs(10);
 
-struct Stack {
+pub(crate) struct Stack {
     dir: tempfile::TempDir,
     http_port: u16,
     stats_port: u16,
-    metrics_port: u16,
-    client: reqwest::Client,
+    pub(crate) metrics_port: u16,
+    pub(crate) client: reqwest::Client,
     /// Requests each backend has seen, by Service name.
     hits: BTreeMap<&'static str, Arc<AtomicUsize>>,
     _isobar: Proc,
@@ -30,11 +30,11 @@ struct Stack {
 }
 
 impl Stack {
-    fn manifests(&self) -> PathBuf {
+    pub(crate) fn manifests(&self) -> PathBuf {
         self.dir.path().join("manifests")
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let read =
             |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
         format!(
@@ -84,7 +84,7 @@ impl Stack {
     }
 
     /// Envoy's own stats through the `stats-health` listener Isobar configures.
-    async fn envoy_stats(&self) -> String {
+    pub(crate) async fn envoy_stats(&self) -> String {
         let url = format!("http://127.0.0.1:{}/stats", self.stats_port);
         match self.client.get(url).send().await {
             Ok(r) => r.text().await.unwrap_or_default(),
@@ -99,7 +99,7 @@ impl Stack {
         Some(response.status().as_u16())
     }
 
-    async fn assert_nothing_rejected(&self) {
+    pub(crate) async fn assert_nothing_rejected(&self) {
         let stats = self.envoy_stats().await;
         let rejected: Vec<&str> = stats
             .lines()
@@ -150,7 +150,7 @@ spec:
 /// Backends `a`, `b` and `c` (answering their own name), Services `echo-a` and `echo-b`
 /// in `default` and `echo-c` in `team` pointing at them, plus `files` in the manifest
 /// directory; then isobar and Envoy, ready once `ready` = (host, path, body) answers.
-async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
+pub(crate) async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
     let envoy = envoy_bin();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let manifests = dir.path().join("manifests");

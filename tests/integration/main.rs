@@ -2,6 +2,7 @@
 
 mod cli;
 mod e2e;
+mod golden;
 mod pipeline;
 mod routing;
 mod support;

@@ -122,12 +122,24 @@ impl fmt::Display for Reason {
 }
 
 /// One error or warning on an object.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SubCondition {
-    #[serde(rename = "type")]
     pub type_: ConditionType,
     pub reason: Reason,
     pub message: String,
+}
+
+/// Contour's shape: `{type, status: "True", reason, message}`.
+impl Serialize for SubCondition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = s.serialize_struct("SubCondition", 4)?;
+        out.serialize_field("type", &self.type_)?;
+        out.serialize_field("status", "True")?;
+        out.serialize_field("reason", &self.reason)?;
+        out.serialize_field("message", &self.message)?;
+        out.end()
+    }
 }
 
 /// Contour's `currentStatus`.
