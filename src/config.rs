@@ -113,6 +113,12 @@ fn default_plugin_sections() -> BTreeMap<String, serde_json::Value> {
     };
     BTreeMap::from([
         (
+            isobar_plugin_conflicts::NAME.to_string(),
+            section(serde_json::to_value(
+                isobar_plugin_conflicts::ConflictsConfig::default(),
+            )),
+        ),
+        (
             isobar_plugin_ingress_class::NAME.to_string(),
             section(serde_json::to_value(
                 isobar_plugin_ingress_class::IngressClassConfig::default(),
@@ -164,7 +170,7 @@ impl Default for PipelineConfig {
                 isobar_plugin_ingress_class::NAME.to_string(),
                 isobar_plugin_root_namespaces::NAME.to_string(),
             ],
-            processors: Vec::new(),
+            processors: vec![isobar_plugin_conflicts::NAME.to_string()],
             holdoff_delay: Dur(Duration::from_millis(100)),
             holdoff_max_delay: Dur(Duration::from_millis(500)),
         }

@@ -13,6 +13,7 @@ use crate::config::PipelineConfig;
 /// The built-in plugins this binary links. Naming each crate here keeps its
 /// `inventory` registration from being dropped by the linker.
 pub const BUILTIN_PLUGINS: &[&str] = &[
+    isobar_plugin_conflicts::NAME,
     isobar_plugin_httpproxy::NAME,
     isobar_plugin_ingress::NAME,
     isobar_plugin_ingress_class::NAME,
@@ -174,6 +175,11 @@ impl Pipeline {
                     }
                 }
             }
+        }
+        for (name, processor) in &self.processors {
+            let _span = tracing::debug_span!("processor", plugin = name).entered();
+            let more = processor.reject(&BuildContext::new(objects, &rejected), &mut status);
+            rejected.extend(more);
         }
         let ctx = BuildContext::new(objects, &rejected);
         let mut ir = Ir::default();

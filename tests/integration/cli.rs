@@ -30,7 +30,13 @@ fn the_registry_holds_exactly_the_builtin_plugins() {
     let names: BTreeSet<&str> = registered_plugins().iter().map(|p| p.name).collect();
     assert_eq!(
         names,
-        BTreeSet::from(["httpproxy", "ingress", "ingress-class", "root-namespaces"])
+        BTreeSet::from([
+            "conflicts",
+            "httpproxy",
+            "ingress",
+            "ingress-class",
+            "root-namespaces"
+        ])
     );
     let (ok, out, _) = isobar(&["plugins"], &[]);
     assert!(ok);

@@ -501,3 +501,69 @@ fn only_objects_of_the_configured_ingress_class_are_served() {
         ["i-internal.example.com", "p-internal.example.com"]
     );
 }
+
+#[test]
+fn duplicate_fqdns_follow_the_conflicts_mode() {
+    let claim = |ns: &str, name: &str, fqdn: &str, created: &str, service: &str| {
+        format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{created}\"}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes: [{{services: [{{name: {service}, port: 80}}]}}]\n"
+        )
+    };
+    let yaml = format!(
+        "{}---\n{}---\n{}---\n{}",
+        services(),
+        claim(
+            "team",
+            "newcomer",
+            "Site.Example.com.",
+            "2026-02-01T00:00:00Z",
+            "api"
+        ),
+        claim(
+            "default",
+            "original",
+            "site.example.com",
+            "2025-01-01T00:00:00Z",
+            "web"
+        ),
+        claim(
+            "default",
+            "other",
+            "other.example.com",
+            "2026-03-01T00:00:00Z",
+            "blog"
+        ),
+    );
+
+    let out = build(&yaml);
+    assert!(
+        !out.ir.virtual_hosts.contains_key("site.example.com"),
+        "Contour: nobody serves it"
+    );
+    for (ns, name) in [("team", "newcomer"), ("default", "original")] {
+        let found: Vec<Reason> = errors(&out, ns, name).into_iter().map(|e| e.0).collect();
+        assert_eq!(found, vec![Reason::DuplicateVhost], "{ns}/{name}");
+    }
+    assert_eq!(
+        routes(&out, "other.example.com"),
+        vec![(prefix("/"), "blog".to_string())]
+    );
+
+    let mut config = Config::default();
+    config.plugins.insert(
+        "conflicts".to_string(),
+        serde_json::json!({"mode": "oldest-wins"}),
+    );
+    let out = build_with(&config, &yaml);
+    assert_eq!(
+        routes(&out, "site.example.com"),
+        vec![(prefix("/"), "web".to_string())]
+    );
+    assert_eq!(
+        current(&out, "default", "original"),
+        Some(CurrentStatus::Valid)
+    );
+    let lost = errors(&out, "team", "newcomer");
+    assert_eq!(lost.len(), 1);
+    assert!(lost[0].1.contains("default/original"), "{}", lost[0].1);
+}

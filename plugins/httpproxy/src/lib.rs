@@ -2,7 +2,7 @@
 //!
 //! Reads: HTTPProxy, Service. Writes: one virtual host per valid root (`spec.virtualhost`),
 //! its routes and clusters. Conditions: `FQDNNotSpecified`, `HostNotValid`,
-//! `DuplicateVhost` (every claimant of an FQDN, as Contour), `NothingDefined`,
+//! `NothingDefined`,
 //! `PathMatchConditionsNotValid`, `ServiceUnresolvedReference` (the route answers 503),
 //! `Orphaned` for non-roots, and `IgnoredField` for fields this version does not act on.
 //!
@@ -137,25 +137,9 @@ impl Source for HttpProxySource {
         }
 
         let mut reached = BTreeSet::new();
-        for (fqdn, claimants) in roots {
-            if claimants.len() > 1 {
-                let names: Vec<String> = claimants
-                    .iter()
-                    .map(|(k, _, _)| format!("{}/{}", k.namespace, k.name))
-                    .collect();
-                for (key, _, _) in &claimants {
-                    status.error(
-                        key,
-                        ConditionType::VirtualHostError,
-                        Reason::DuplicateVhost,
-                        format!(
-                            "fqdn {fqdn:?} is used in multiple HTTPProxies: {}",
-                            names.join(", ")
-                        ),
-                    );
-                }
-                continue;
-            }
+        for claimants in roots.into_values() {
+            // Several roots on one FQDN are the `conflicts` processor's to settle: it
+            // turns the losers away before this source runs. Without it, they merge.
             for (key, proxy, host) in claimants {
                 let mut walk = routes::Walk {
                     ctx,

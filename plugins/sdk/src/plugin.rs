@@ -80,9 +80,16 @@ pub trait Filter: Send + Sync {
     fn admit(&self, object: &Object, status: &mut StatusReport) -> bool;
 }
 
-/// Transforms or validates the whole IR after the sources ran.
+/// Validates or transforms the build as a whole: `reject` runs before the sources, with
+/// a view of every admitted object (to settle conflicts between them), and `process`
+/// after them, on the IR.
 pub trait Processor: Send + Sync {
-    fn process(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport);
+    /// Objects the sources must not see; the processor says why in `status`.
+    fn reject(&self, _ctx: &BuildContext<'_>, _status: &mut StatusReport) -> BTreeSet<ObjectKey> {
+        BTreeSet::new()
+    }
+
+    fn process(&self, _ctx: &BuildContext<'_>, _ir: &mut Ir, _status: &mut StatusReport) {}
 }
 
 /// A plugin setting that cannot be used; the message names the field and the valid choices.
