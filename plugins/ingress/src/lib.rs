@@ -14,10 +14,14 @@ use serde::Deserialize;
 
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::parse_host;
-use isobar_sdk::ir::{PathMatch, Route, RouteAction, RouteMatch, WeightedCluster};
+use isobar_sdk::ir::{
+    PathMatch, Redirect, Route, RouteAction, RouteMatch, RoutePolicy, WeightedCluster,
+};
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, Source, StatusReport};
+
+mod annotations;
 
 pub const NAME: &str = "ingress";
 
@@ -55,16 +59,32 @@ impl Source for IngressSource {
             let Some(spec) = ingress.spec.as_ref() else {
                 continue;
             };
+            let notes = annotations::read(&ingress.metadata, &key, status);
+            if !notes.allow_http {
+                // Served only over TLS, which this version does not terminate yet.
+                status.warning(
+                    &key,
+                    ConditionType::SpecError,
+                    Reason::IgnoredField,
+                    "kubernetes.io/ingress.allow-http is \"false\": the Ingress is not served over HTTP",
+                );
+                continue;
+            }
+            let route = RouteBuilder {
+                key: &key,
+                notes: &notes,
+            };
             if let Some(backend) = &spec.default_backend {
                 let path = PathMatch::Prefix("/".to_string());
-                add_route(ctx, ir, status, &key, "", path, backend);
+                route.add(ctx, ir, status, "", path, "/", backend);
             }
             for rule in spec.rules.iter().flatten() {
                 let host = rule.host.as_deref().unwrap_or_default();
                 let Some(http) = &rule.http else { continue };
                 for path in &http.paths {
+                    let raw = path.path.as_deref().unwrap_or("/");
                     match path_match(path) {
-                        Ok(m) => add_route(ctx, ir, status, &key, host, m, &path.backend),
+                        Ok(m) => route.add(ctx, ir, status, host, m, raw, &path.backend),
                         Err(message) => status.error(
                             &key,
                             ConditionType::RouteError,
@@ -118,52 +138,72 @@ fn require_slash(path: &str) -> Result<(), String> {
     }
 }
 
-fn add_route(
-    ctx: &BuildContext<'_>,
-    ir: &mut Ir,
-    status: &mut StatusReport,
-    key: &ObjectKey,
-    host: &str,
-    path: PathMatch,
-    backend: &IngressBackend,
-) {
-    let host = match parse_host(host) {
-        Ok(host) => host,
-        Err(message) => {
-            status.error(
-                key,
-                ConditionType::VirtualHostError,
-                Reason::HostNotValid,
-                message,
-            );
-            return;
-        }
-    };
-    let action = match backend_cluster(ctx, status, key, backend) {
-        Some(cluster) => {
-            let name = cluster.name.clone();
-            ir.add_cluster(cluster);
-            RouteAction::Forward(vec![WeightedCluster {
-                cluster: name,
-                weight: 1,
+/// One Ingress's routes: its annotations apply to each.
+struct RouteBuilder<'a> {
+    key: &'a ObjectKey,
+    notes: &'a annotations::Annotations,
+}
+
+impl RouteBuilder<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &self,
+        ctx: &BuildContext<'_>,
+        ir: &mut Ir,
+        status: &mut StatusReport,
+        host: &str,
+        path: PathMatch,
+        raw_path: &str,
+        backend: &IngressBackend,
+    ) {
+        let key = self.key;
+        let host = match parse_host(host) {
+            Ok(host) => host,
+            Err(message) => {
+                status.error(
+                    key,
+                    ConditionType::VirtualHostError,
+                    Reason::HostNotValid,
+                    message,
+                );
+                return;
+            }
+        };
+        let action = match backend_cluster(ctx, status, key, backend) {
+            _ if self.notes.force_ssl_redirect => RouteAction::Redirect(Redirect {
+                scheme: Some("https".to_string()),
+                status: 301,
                 ..Default::default()
-            }])
-        }
-        None => RouteAction::DirectResponse {
-            status: 503,
-            body: None,
-        },
-    };
-    let route = Route {
-        matcher: RouteMatch {
-            authority_regex: host.authority_regex,
-            ..RouteMatch::path(path)
-        },
-        action,
-        source: key.clone(),
-        policy: Default::default(),
-    };
-    ir.add_route(&host.fqdn, route);
+            }),
+            Some(cluster) => {
+                let name = cluster.name.clone();
+                ir.add_cluster(cluster);
+                RouteAction::Forward(vec![WeightedCluster {
+                    cluster: name,
+                    weight: 1,
+                    ..Default::default()
+                }])
+            }
+            None => RouteAction::DirectResponse {
+                status: 503,
+                body: None,
+            },
+        };
+        let policy = RoutePolicy {
+            websockets: self.notes.websocket_routes.contains(raw_path),
+            ..self.notes.policy.clone()
+        };
+        let route = Route {
+            matcher: RouteMatch {
+                authority_regex: host.authority_regex,
+                ..RouteMatch::path(path)
+            },
+            action,
+            source: key.clone(),
+            policy,
+        };
+        ir.add_route(&host.fqdn, route);
+    }
 }
 
 fn backend_cluster(

@@ -13,6 +13,7 @@ pub mod ir;
 pub mod names;
 pub mod object;
 pub mod plugin;
+pub mod policy;
 pub mod regex;
 pub mod resolve;
 
