@@ -208,7 +208,7 @@ fn append_field(buf: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
 }
 
 fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
-    let mut routes: Vec<&ir::Route> = vhost.routes.values().collect();
+    let mut routes: Vec<&ir::Route> = vhost.routes.values().map(|r| &**r).collect();
     routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
     let shell = VirtualHost {
         name: isobar_sdk::names::hashname(60, &[&vhost.fqdn]),

@@ -76,26 +76,53 @@ fn stats(mut samples: Vec<Duration>) -> String {
     )
 }
 
-fn main() {
-    // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
-    let benching = std::env::args().any(|a| a == "--bench");
-    let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
-    let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
+/// The inclusion profile's tenant: a root in `ns-{i}` with its own route, including two
+/// children in `team-{i}` (another namespace, with its own Service).
+fn tenant_with_includes(i: usize) -> String {
+    let own = tenant(i).replace(
+        "    - conditions: [{prefix: /api}]\n      services: [{name: app, port: 80, weight: 100}]\n",
+        &format!(
+            "  includes:\n    - {{name: child-a, namespace: team-{i}, conditions: [{{prefix: /a}}]}}\n    - {{name: child-b, namespace: team-{i}, conditions: [{{prefix: /b}}, {{header: {{name: x-b, present: true}}}}]}}\n"
+        ),
+    );
+    let team = tenant(i)
+        .replace(
+            &format!("namespace: ns-{i}"),
+            &format!("namespace: team-{i}"),
+        )
+        .split("---\napiVersion: projectcontour.io/v1")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let child = |name: &str| {
+        format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: team-{i}}}\nspec:\n  routes:\n    - services: [{{name: app, port: 80}}]\n    - conditions: [{{prefix: /v2}}]\n      services: [{{name: app, port: 80}}]\n"
+        )
+    };
+    format!(
+        "{own}---\n{team}---\n{}---\n{}",
+        child("child-a"),
+        child("child-b")
+    )
+}
 
-    let text: String = (0..n).map(tenant).collect::<Vec<_>>().join("---\n");
+/// Decodes `text` and times `runs` full builds of it; returns (decode, pipeline, total,
+/// vhosts, payload bytes, resources).
+fn measure(
+    text: &str,
+    runs: usize,
+) -> (Duration, Vec<Duration>, Vec<Duration>, usize, usize, usize) {
     let start = Instant::now();
-    let parsed = parse_file(Path::new("bench.yaml"), &text).unwrap_or_else(|e| panic!("{e}"));
+    let parsed = parse_file(Path::new("bench.yaml"), text).unwrap_or_else(|e| panic!("{e}"));
     let decode = start.elapsed();
     let mut objects = Objects::default();
     for object in parsed {
         objects.apply(object);
     }
-
     let config = Config::default();
     let pipeline =
         Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
     let settings = envoy_settings(&config);
-
     let mut build = Vec::new();
     let mut total = Vec::new();
     let mut last = None;
@@ -105,25 +132,34 @@ fn main() {
         let built = start.elapsed();
         let snapshot = Snapshot::new(translate(&output.ir, &objects, &settings));
         let all = start.elapsed();
-        assert_eq!(
-            output.ir.virtual_hosts.len(),
-            n,
-            "every proxy becomes a vhost"
-        );
         if run >= 2 {
             build.push(built);
             total.push(all);
         }
-        last = Some(snapshot);
+        last = Some((output.ir.virtual_hosts.len(), snapshot));
     }
-    let snapshot = last.unwrap_or_else(|| panic!("no runs"));
-    let bytes: usize = XdsType::ORDER
+    let (vhosts, snapshot) = last.unwrap_or_else(|| panic!("no runs"));
+    let bytes = XdsType::ORDER
         .iter()
         .flat_map(|t| snapshot.get(*t).resources.values())
         .map(|a| a.value.len())
         .sum();
+    let resources = XdsType::ORDER
+        .iter()
+        .map(|t| snapshot.get(*t).resources.len())
+        .sum();
+    (decode, build, total, vhosts, bytes, resources)
+}
 
-    println!("isobar build benchmark: {n} HTTPProxies, {n} Services, {n} EndpointSlices");
+fn report(title: &str, text: &str, runs: usize, vhosts_expected: usize) -> Duration {
+    let (decode, build, total, vhosts, bytes, resources) = measure(text, runs);
+    assert_eq!(vhosts, vhosts_expected, "every root becomes a vhost");
+    let median = {
+        let mut t = total.clone();
+        t.sort();
+        t[t.len() / 2]
+    };
+    println!("{title}");
     println!(
         "  decode YAML (once, not part of the build): {:.1} ms",
         decode.as_secs_f64() * 1e3
@@ -137,11 +173,41 @@ fn main() {
         stats(total)
     );
     println!(
-        "  xDS payload: {:.1} MB in {} resources",
-        bytes as f64 / 1e6,
-        XdsType::ORDER
-            .iter()
-            .map(|t| snapshot.get(*t).resources.len())
-            .sum::<usize>()
+        "  xDS payload: {:.1} MB in {resources} resources",
+        bytes as f64 / 1e6
+    );
+    median
+}
+
+fn main() {
+    // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
+    let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
+
+    let flat: String = (0..n).map(tenant).collect::<Vec<_>>().join("---\n");
+    let flat_median = report(
+        &format!("flat: {n} HTTPProxies, {n} Services, {n} EndpointSlices"),
+        &flat,
+        runs,
+        n,
+    );
+    let nested: String = (0..n)
+        .map(tenant_with_includes)
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let nested_median = report(
+        &format!(
+            "inclusion: {n} roots each including 2 children in another namespace ({} HTTPProxies, {} Services)",
+            3 * n,
+            2 * n
+        ),
+        &nested,
+        runs,
+        n,
+    );
+    println!(
+        "inclusion / flat (median, full build): {:.2}x",
+        nested_median.as_secs_f64() / flat_median.as_secs_f64()
     );
 }

@@ -68,7 +68,7 @@ const FAIL_CLOSED_FIELDS: &[&str] = &[
 pub(crate) fn check_unsupported(
     status: &mut StatusReport,
     key: &ObjectKey,
-    at: &str,
+    at: impl Fn() -> String,
     fields: &Unsupported,
 ) -> bool {
     let mut ok = true;
@@ -79,14 +79,17 @@ pub(crate) fn check_unsupported(
                 key,
                 ConditionType::SpecError,
                 Reason::IgnoredField,
-                format!("{at}.{field} is not supported by this version of Isobar; the proxy is not served"),
+                format!("{}.{field} is not supported by this version of Isobar; the proxy is not served", at()),
             );
         } else {
             status.warning(
                 key,
                 ConditionType::SpecError,
                 Reason::IgnoredField,
-                format!("{at}.{field} is not supported by this version of Isobar and is ignored"),
+                format!(
+                    "{}.{field} is not supported by this version of Isobar and is ignored",
+                    at()
+                ),
             );
         }
     }

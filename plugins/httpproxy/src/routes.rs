@@ -37,9 +37,15 @@ impl Walk<'_, '_> {
         chain: &mut Vec<ObjectKey>,
     ) {
         let spec = &proxy.spec;
-        let mut valid = check_unsupported(self.status, key, "spec", &spec.unsupported);
+        let mut valid =
+            check_unsupported(self.status, key, || "spec".to_string(), &spec.unsupported);
         if let Some(vhost) = &spec.virtualhost {
-            valid &= check_unsupported(self.status, key, "spec.virtualhost", &vhost.unsupported);
+            valid &= check_unsupported(
+                self.status,
+                key,
+                || "spec.virtualhost".to_string(),
+                &vhost.unsupported,
+            );
         }
         if spec.routes.is_empty() && spec.includes.is_empty() {
             self.status.error(
@@ -174,13 +180,13 @@ impl Walk<'_, '_> {
         route: &ProxyRoute,
         matches: &Matches,
     ) -> Option<Vec<Route>> {
-        let at = format!("spec.routes[{index}]");
-        let mut ok = check_unsupported(self.status, key, &at, &route.unsupported);
+        let at = || format!("spec.routes[{index}]");
+        let mut ok = check_unsupported(self.status, key, at, &route.unsupported);
         for (i, cond) in route.conditions.iter().enumerate() {
             ok &= check_unsupported(
                 self.status,
                 key,
-                &format!("{at}.conditions[{i}]"),
+                || format!("{}.conditions[{i}]", at()),
                 &cond.unsupported,
             );
         }
@@ -188,7 +194,7 @@ impl Walk<'_, '_> {
             ok &= check_unsupported(
                 self.status,
                 key,
-                &format!("{at}.timeoutPolicy"),
+                || format!("{}.timeoutPolicy", at()),
                 &timeouts.unsupported,
             );
         }
@@ -249,7 +255,7 @@ impl Walk<'_, '_> {
         }
         let mut action = None;
         if let Some(r) = &route.request_redirect_policy {
-            collect(policy::redirect(r).map(|r| action = Some(RouteAction::Redirect(r))));
+            collect(policy::redirect(r).map(|r| action = Some(RouteAction::Redirect(Box::new(r)))));
         }
         if let Some(d) = &route.direct_response_policy {
             collect(policy::direct_response(d).map(|a| action = Some(a)));
@@ -265,8 +271,8 @@ impl Walk<'_, '_> {
         }
         let mut weighted = Vec::new();
         for (i, service) in route.services.iter().enumerate() {
-            let sat = format!("{at}.services[{i}]");
-            ok &= check_unsupported(self.status, key, &sat, &service.unsupported);
+            let sat = || format!("{}.services[{i}]", at());
+            ok &= check_unsupported(self.status, key, sat, &service.unsupported);
             let port = match i32::try_from(service.port) {
                 Ok(p) if (1..=65535).contains(&p) => p,
                 _ => {
@@ -274,7 +280,8 @@ impl Walk<'_, '_> {
                         ConditionType::ServiceError,
                         Reason::ServiceUnresolvedReference,
                         format!(
-                            "{sat}: service port must be in the range 1-65535, {} was supplied",
+                            "{}: service port must be in the range 1-65535, {} was supplied",
+                            sat(),
                             service.port
                         ),
                     ));
@@ -288,7 +295,7 @@ impl Walk<'_, '_> {
                     errors.push((
                         ConditionType::ServiceError,
                         Reason::RouteNotValid,
-                        format!("{sat}: weight must not be negative"),
+                        format!("{}: weight must not be negative", sat()),
                     ));
                     continue;
                 }
@@ -344,7 +351,7 @@ impl Walk<'_, '_> {
                     key,
                     ConditionType::ServiceError,
                     Reason::ServiceUnresolvedReference,
-                    format!("{sat}: {e}"),
+                    format!("{}: {e}", sat()),
                 ),
             }
         }
@@ -370,7 +377,7 @@ impl Walk<'_, '_> {
 
         for (type_, reason, message) in &errors {
             self.status
-                .error(key, *type_, *reason, format!("{at}: {message}"));
+                .error(key, *type_, *reason, format!("{}: {message}", at()));
         }
         let matcher = matcher?;
         if !ok || !errors.is_empty() {

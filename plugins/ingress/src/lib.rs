@@ -170,11 +170,11 @@ impl RouteBuilder<'_> {
             }
         };
         let action = match backend_cluster(ctx, status, key, backend) {
-            _ if self.notes.force_ssl_redirect => RouteAction::Redirect(Redirect {
+            _ if self.notes.force_ssl_redirect => RouteAction::Redirect(Box::new(Redirect {
                 scheme: Some("https".to_string()),
                 status: 301,
                 ..Default::default()
-            }),
+            })),
             Some(cluster) => {
                 let name = cluster.name.clone();
                 ir.add_cluster(cluster);

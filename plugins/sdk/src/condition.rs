@@ -188,7 +188,9 @@ impl StatusReport {
         if !self.objects.contains_key(key) {
             self.objects.insert(key.clone(), ObjectStatus::default());
         }
-        self.objects.entry(key.clone()).or_default()
+        self.objects
+            .get_mut(key)
+            .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
     pub fn error(

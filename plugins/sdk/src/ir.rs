@@ -19,14 +19,18 @@ impl Ir {
     /// Adds a route to a vhost; a route with an identical match replaces the earlier one,
     /// as Contour does (later sources win).
     pub fn add_route(&mut self, fqdn: &str, route: Route) {
-        let vhost = self
-            .virtual_hosts
-            .entry(fqdn.to_string())
-            .or_insert_with(|| VirtualHost {
-                fqdn: fqdn.to_string(),
-                routes: BTreeMap::new(),
-            });
-        vhost.routes.insert(route.matcher.clone(), route);
+        if !self.virtual_hosts.contains_key(fqdn) {
+            self.virtual_hosts.insert(
+                fqdn.to_string(),
+                VirtualHost {
+                    fqdn: fqdn.to_string(),
+                    routes: BTreeMap::new(),
+                },
+            );
+        }
+        if let Some(vhost) = self.virtual_hosts.get_mut(fqdn) {
+            vhost.routes.insert(route.matcher.clone(), Box::new(route));
+        }
     }
 
     pub fn add_cluster(&mut self, cluster: Cluster) {
@@ -57,13 +61,14 @@ impl Ir {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VirtualHost {
     pub fqdn: String,
-    /// Routes keyed by their match; Envoy order is applied when translating.
+    /// Routes keyed by their match; Envoy order is applied when translating. Boxed: a
+    /// map node holds eleven entries, and most vhosts have only a few routes.
     #[serde(serialize_with = "routes_as_list")]
-    pub routes: BTreeMap<RouteMatch, Route>,
+    pub routes: BTreeMap<RouteMatch, Box<Route>>,
 }
 
 fn routes_as_list<S: serde::Serializer>(
-    routes: &BTreeMap<RouteMatch, Route>,
+    routes: &BTreeMap<RouteMatch, Box<Route>>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
     s.collect_seq(routes.values())
@@ -160,7 +165,7 @@ pub enum RouteAction {
     /// Answer directly (503 when every backend is missing).
     DirectResponse { status: u32, body: Option<String> },
     /// Answer with a redirect.
-    Redirect(Redirect),
+    Redirect(Box<Redirect>),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

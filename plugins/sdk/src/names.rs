@@ -3,8 +3,14 @@
 use sha1::{Digest, Sha1};
 
 fn sha1_hex(data: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha1::digest(data);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(40);
+    for b in digest {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// Joins parts with `/`; a result longer than `limit` is cut and given a short hash suffix
@@ -25,7 +31,15 @@ pub fn hashname(limit: usize, parts: &[&str]) -> String {
 /// `ns/svc/port/<10 hex of sha1(options)>`; options that change the cluster's Envoy
 /// config go into `options`, so two routes needing different clusters never share one.
 pub fn cluster_name(namespace: &str, service: &str, port: i32, options: &str) -> String {
-    let hash = &sha1_hex(options.as_bytes())[..10];
+    /// The first 10 hex digits of sha1(""): most clusters have no options.
+    const NO_OPTIONS: &str = "da39a3ee5e";
+    let digest;
+    let hash = if options.is_empty() {
+        NO_OPTIONS
+    } else {
+        digest = sha1_hex(options.as_bytes());
+        &digest[..10]
+    };
     hashname(60, &[namespace, service, &port.to_string(), hash])
 }
 
