@@ -219,9 +219,99 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
     for r in routes {
         let mut route = envoy_route(r).encode_to_vec();
         append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
+        if let Some(filter) = &r.policy.ip_filter {
+            append_filter_config(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                RBAC_FILTER,
+                &rbac_per_route(filter),
+            );
+        }
         append_field(&mut bytes, VIRTUAL_HOST_ROUTES, &route);
     }
+    if let Some(filter) = &vhost.ip_filter {
+        append_filter_config(
+            &mut bytes,
+            VHOST_FILTER_CONFIG,
+            RBAC_FILTER,
+            &rbac_per_route(filter),
+        );
+    }
     bytes
+}
+
+/// `typed_per_filter_config` of a Route and of a VirtualHost: maps, written entry by entry
+/// (one filter name per call, callers in name order) so the bytes stay deterministic.
+const ROUTE_FILTER_CONFIG: u32 = 13;
+const VHOST_FILTER_CONFIG: u32 = 15;
+const RBAC_FILTER: &str = "envoy.filters.http.rbac";
+
+fn append_filter_config(buf: &mut Vec<u8>, tag: u32, filter: &str, config: &Any) {
+    let mut entry = Vec::new();
+    append_field(&mut entry, MAP_KEY, filter.as_bytes());
+    append_field(&mut entry, MAP_VALUE, &config.encode_to_vec());
+    append_field(buf, tag, &entry);
+}
+
+/// An IP allow or deny list as Envoy's per-route RBAC: any request from a listed range
+/// (peer or `X-Forwarded-For` address) is allowed, or denied.
+fn rbac_per_route(filter: &ir::IpFilter) -> Any {
+    use envoy_types::pb::envoy::config::rbac::v3 as rbac;
+    use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as rbac_filter;
+    let principals = filter
+        .rules
+        .iter()
+        .map(|r| {
+            let range = core::CidrRange {
+                address_prefix: r.address.clone(),
+                prefix_len: Some(UInt32Value {
+                    value: r.prefix_len,
+                }),
+            };
+            rbac::Principal {
+                identifier: Some(if r.remote {
+                    rbac::principal::Identifier::RemoteIp(range)
+                } else {
+                    rbac::principal::Identifier::DirectRemoteIp(range)
+                }),
+            }
+        })
+        .collect();
+    let action = if filter.allow {
+        rbac::rbac::Action::Allow
+    } else {
+        rbac::rbac::Action::Deny
+    };
+    pack_any(rbac_filter::RbacPerRoute {
+        rbac: Some(rbac_filter::Rbac {
+            rules: Some(rbac::Rbac {
+                action: action as i32,
+                policies: HashMap::from([(
+                    "ip-rules".to_string(),
+                    rbac::Policy {
+                        permissions: vec![rbac::Permission {
+                            rule: Some(rbac::permission::Rule::Any(true)),
+                        }],
+                        principals,
+                        ..Default::default()
+                    },
+                )]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    })
+}
+
+/// The RBAC filter with no rules of its own: it enforces only the per-route configs.
+fn rbac_filter() -> HttpFilter {
+    HttpFilter {
+        name: RBAC_FILTER.to_string(),
+        config_type: Some(hcm::http_filter::ConfigType::TypedConfig(pack_any(
+            envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::default(),
+        ))),
+        ..Default::default()
+    }
 }
 
 /// Contour's route order: exact, then regex, then prefixes; longer values first, equal
@@ -540,7 +630,7 @@ fn http_listener(settings: &EnvoySettings) -> Listener {
             config_source: Some(ads()),
             route_config_name: HTTP_LISTENER.to_string(),
         })),
-        http_filters: vec![router_filter()],
+        http_filters: vec![rbac_filter(), router_filter()],
         use_remote_address: Some(pb::BoolValue { value: true }),
         normalize_path: Some(pb::BoolValue { value: true }),
         merge_slashes: true,

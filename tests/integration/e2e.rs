@@ -559,3 +559,48 @@ async fn real_envoy_applies_route_policies() {
 
     stack.assert_nothing_rejected().await;
 }
+
+const IP_FILTERS: &str = r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: ips, namespace: default}
+spec:
+  virtualhost:
+    fqdn: ips.example.com
+    ipAllowPolicy: [{source: Peer, cidr: 10.0.0.0/8}]
+  routes:
+    - services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /loopback}]
+      ipAllowPolicy: [{source: Peer, cidr: 127.0.0.0/8}]
+      services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /denied}]
+      ipDenyPolicy: [{source: Peer, cidr: 127.0.0.1}]
+      services: [{name: echo-a, port: 80}]
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: open, namespace: default}
+spec:
+  virtualhost: {fqdn: open.example.com}
+  routes: [{services: [{name: echo-b, port: 80}]}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_enforces_ip_allow_and_deny() {
+    let stack = start(&[("ips.yaml", IP_FILTERS)], ("open.example.com", "/", "b")).await;
+    let stack = &stack;
+    let status = |path: &'static str| async move {
+        stack.get("ips.example.com", path).await.map(|(s, _)| s)
+    };
+    assert_eq!(status("/").await, Some(403), "vhost allows only 10.0.0.0/8");
+    assert_eq!(
+        status("/loopback").await,
+        Some(200),
+        "the route's own allow list wins"
+    );
+    assert_eq!(
+        status("/denied").await,
+        Some(403),
+        "the route denies 127.0.0.1"
+    );
+    stack.assert_nothing_rejected().await;
+}

@@ -11,7 +11,7 @@
 //! answers 502 for its conditions, a cycle is reported with its path
 //! (`IncludeCreatesCycle`), and non-roots no root reaches are `Orphaned`.
 //!
-//! Unsupported fields that would *restrict* traffic (TLS, auth, IP filters)
+//! Unsupported fields that would *restrict* traffic (TLS, auth, JWT)
 //! invalidate the proxy instead of being ignored: serving a route more
 //! openly than its author asked is worse than not serving it.
 
@@ -56,8 +56,6 @@ isobar_sdk::inventory::submit! {
 const FAIL_CLOSED_FIELDS: &[&str] = &[
     "tls",
     "authorization",
-    "ipAllowPolicy",
-    "ipDenyPolicy",
     "jwtProviders",
     "jwtVerificationPolicy",
     "authPolicy",

@@ -269,3 +269,63 @@ mod tests {
         assert_eq!(count(Some(-2)), None);
     }
 }
+
+/// `ipAllowPolicy` / `ipDenyPolicy` of a vhost or route (at most one of the two).
+pub(crate) fn ip_filter(
+    field: &str,
+    allow: &[api::IpFilterPolicy],
+    deny: &[api::IpFilterPolicy],
+) -> Result<Option<ir::IpFilter>, PolicyError> {
+    let invalid = |m: String| {
+        (
+            ConditionType::IPFilterError,
+            Reason::IPFilterPolicyNotValid,
+            format!("{field}: {m}"),
+        )
+    };
+    let (is_allow, list) = match (allow.is_empty(), deny.is_empty()) {
+        (true, true) => return Ok(None),
+        (false, false) => {
+            return Err(invalid(
+                "cannot specify both ipAllowPolicy and ipDenyPolicy".to_string(),
+            ));
+        }
+        (false, true) => (true, allow),
+        (true, false) => (false, deny),
+    };
+    let mut rules = Vec::with_capacity(list.len());
+    for entry in list {
+        let remote = match entry.source.as_str() {
+            "Peer" => false,
+            "Remote" => true,
+            other => return Err(invalid(format!("source {other:?} must be Peer or Remote"))),
+        };
+        let (address, len) = match entry.cidr.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (entry.cidr.as_str(), None),
+        };
+        let ip: std::net::IpAddr = address.parse().map_err(|_| {
+            invalid(format!(
+                "{:?} is not an IP address or CIDR range",
+                entry.cidr
+            ))
+        })?;
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        let prefix_len =
+            match len {
+                None => max,
+                Some(l) => l.parse::<u32>().ok().filter(|l| *l <= max).ok_or_else(|| {
+                    invalid(format!("{:?} has an invalid prefix length", entry.cidr))
+                })?,
+            };
+        rules.push(ir::IpRule {
+            address: ip.to_string(),
+            prefix_len,
+            remote,
+        });
+    }
+    Ok(Some(ir::IpFilter {
+        allow: is_allow,
+        rules,
+    }))
+}

@@ -39,7 +39,19 @@ impl Walk<'_, '_> {
         let spec = &proxy.spec;
         let mut valid =
             check_unsupported(self.status, key, || "spec".to_string(), &spec.unsupported);
+        let mut vhost_filter = None;
         if let Some(vhost) = &spec.virtualhost {
+            match policy::ip_filter(
+                "spec.virtualhost",
+                &vhost.ip_allow_policy,
+                &vhost.ip_deny_policy,
+            ) {
+                Ok(filter) => vhost_filter = filter,
+                Err((type_, reason, message)) => {
+                    self.status.error(key, type_, reason, message);
+                    valid = false;
+                }
+            }
             valid &= check_unsupported(
                 self.status,
                 key,
@@ -101,6 +113,11 @@ impl Walk<'_, '_> {
             self.include(key, include, &narrowed, chain);
         }
         chain.pop();
+        if let Some(filter) = vhost_filter
+            && let Some(vhost) = self.ir.virtual_hosts.get_mut(&self.host.fqdn)
+        {
+            vhost.ip_filter = Some(filter);
+        }
     }
 
     fn include(
@@ -250,6 +267,10 @@ impl Walk<'_, '_> {
                 policy.idle_timeout = idle;
             }));
         }
+        collect(
+            policy::ip_filter("route", &route.ip_allow_policy, &route.ip_deny_policy)
+                .map(|f| policy.ip_filter = f),
+        );
         if let Some(r) = &route.retry_policy {
             collect(policy::retry(r).map(|r| policy.retry = Some(r)));
         }

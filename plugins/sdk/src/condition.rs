@@ -21,6 +21,7 @@ pub enum ConditionType {
     Orphaned,
     RootNamespaceError,
     PrefixReplaceError,
+    IPFilterError,
 }
 
 /// Why a condition was raised; Contour's reason names where Contour has one.
@@ -78,6 +79,8 @@ pub enum Reason {
     MustHavePrefix,
     /// Two prefix replacements for the same prefix.
     DuplicateReplacement,
+    /// An IP allow/deny policy with a bad CIDR or source, or both kinds at once.
+    IPFilterPolicyNotValid,
 }
 
 impl Reason {
@@ -111,6 +114,7 @@ impl Reason {
             Reason::OnlyOneMirror => "OnlyOneMirror",
             Reason::MustHavePrefix => "MustHavePrefix",
             Reason::DuplicateReplacement => "DuplicateReplacement",
+            Reason::IPFilterPolicyNotValid => "IPFilterPolicyNotValid",
         }
     }
 }

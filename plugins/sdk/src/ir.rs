@@ -24,6 +24,7 @@ impl Ir {
                 fqdn.to_string(),
                 VirtualHost {
                     fqdn: fqdn.to_string(),
+                    ip_filter: None,
                     routes: BTreeMap::new(),
                 },
             );
@@ -61,6 +62,9 @@ impl Ir {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VirtualHost {
     pub fqdn: String,
+    /// Client address filter of the whole vhost; a route's own filter overrides it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_filter: Option<IpFilter>,
     /// Routes keyed by their match; Envoy order is applied when translating. Boxed: a
     /// map node holds eleven entries, and most vhosts have only a few routes.
     #[serde(serialize_with = "routes_as_list")]
@@ -216,6 +220,25 @@ pub struct RoutePolicy {
     pub websockets: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mirror: Option<Mirror>,
+    /// Overrides the vhost's IP filter for this route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip_filter: Option<IpFilter>,
+}
+
+/// Who may reach a vhost or route, by client address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IpFilter {
+    /// Allow only the listed ranges (else: deny the listed ranges).
+    pub allow: bool,
+    pub rules: Vec<IpRule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IpRule {
+    pub address: String,
+    pub prefix_len: u32,
+    /// Match the client address from `X-Forwarded-For` rather than the peer's.
+    pub remote: bool,
 }
 
 impl RoutePolicy {

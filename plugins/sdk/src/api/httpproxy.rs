@@ -41,6 +41,10 @@ pub struct HTTPProxySpec {
 pub struct VirtualHost {
     #[serde(default, deserialize_with = "null_as_empty")]
     pub fqdn: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_allow_policy: Vec<IpFilterPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_deny_policy: Vec<IpFilterPolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
@@ -80,8 +84,23 @@ pub struct Route {
     pub request_redirect_policy: Option<RedirectPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direct_response_policy: Option<DirectResponsePolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_allow_policy: Vec<IpFilterPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_deny_policy: Vec<IpFilterPolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+/// One CIDR of an `ipAllowPolicy` / `ipDenyPolicy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpFilterPolicy {
+    /// `Peer` (the directly connected client) or `Remote` (from `X-Forwarded-For`).
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub cidr: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
