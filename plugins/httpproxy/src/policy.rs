@@ -248,28 +248,6 @@ pub(crate) fn direct_response(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_counts_follow_contour() {
-        let count = |c: Option<i64>| {
-            retry(&RetryPolicy {
-                count: c,
-                ..Default::default()
-            })
-            .map(|r| r.num_retries)
-            .ok()
-        };
-        assert_eq!(count(None), Some(1));
-        assert_eq!(count(Some(0)), Some(1));
-        assert_eq!(count(Some(-1)), Some(0));
-        assert_eq!(count(Some(3)), Some(3));
-        assert_eq!(count(Some(-2)), None);
-    }
-}
-
 /// `ipAllowPolicy` / `ipDenyPolicy` of a vhost or route (at most one of the two).
 pub(crate) fn ip_filter(
     field: &str,
@@ -328,4 +306,26 @@ pub(crate) fn ip_filter(
         allow: is_allow,
         rules,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_counts_follow_contour() {
+        let count = |c: Option<i64>| {
+            retry(&RetryPolicy {
+                count: c,
+                ..Default::default()
+            })
+            .map(|r| r.num_retries)
+            .ok()
+        };
+        assert_eq!(count(None), Some(1));
+        assert_eq!(count(Some(0)), Some(1));
+        assert_eq!(count(Some(-1)), Some(0));
+        assert_eq!(count(Some(3)), Some(3));
+        assert_eq!(count(Some(-2)), None);
+    }
 }
