@@ -128,7 +128,135 @@ fn cluster_for(c: &ir::Cluster, settings: &EnvoySettings) -> Cluster {
             healthy_panic_threshold: Some(Percent { value: 0.0 }),
             ..Default::default()
         }),
+        lb_policy: match c.options.lb_policy {
+            ir::LbPolicy::RoundRobin => cluster::cluster::LbPolicy::RoundRobin,
+            ir::LbPolicy::LeastRequest => cluster::cluster::LbPolicy::LeastRequest,
+            ir::LbPolicy::Random => cluster::cluster::LbPolicy::Random,
+            ir::LbPolicy::RingHash => cluster::cluster::LbPolicy::RingHash,
+        } as i32,
+        health_checks: c.options.health_check.iter().map(health_check).collect(),
+        circuit_breakers: c.options.circuit_breakers.as_ref().map(circuit_breakers),
+        typed_extension_protocol_options: c
+            .options
+            .protocol
+            .map(|_| {
+                HashMap::from([(
+                    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
+                    http2_protocol_options(),
+                )])
+            })
+            .unwrap_or_default(),
         ..Default::default()
+    }
+}
+
+fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
+    use core::health_check::{HealthChecker, HttpHealthCheck};
+    let seconds = |s: u64| duration(Duration::from_secs(s));
+    core::HealthCheck {
+        timeout: Some(seconds(h.timeout_seconds)),
+        interval: Some(seconds(h.interval_seconds)),
+        unhealthy_threshold: Some(UInt32Value {
+            value: h.unhealthy_threshold,
+        }),
+        healthy_threshold: Some(UInt32Value {
+            value: h.healthy_threshold,
+        }),
+        health_checker: Some(HealthChecker::HttpHealthCheck(HttpHealthCheck {
+            host: h.host.clone(),
+            path: h.path.clone(),
+            expected_statuses: h
+                .expected_statuses
+                .iter()
+                .map(
+                    |(start, end)| envoy_types::pb::envoy::r#type::v3::Int64Range {
+                        start: *start,
+                        end: *end,
+                    },
+                )
+                .collect(),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreakers {
+    let limit = |v: Option<u32>| v.map(|value| UInt32Value { value });
+    cluster::CircuitBreakers {
+        thresholds: vec![cluster::circuit_breakers::Thresholds {
+            max_connections: limit(b.max_connections),
+            max_pending_requests: limit(b.max_pending_requests),
+            max_requests: limit(b.max_requests),
+            max_retries: limit(b.max_retries),
+            ..Default::default()
+        }],
+        per_host_thresholds: b
+            .per_host_max_connections
+            .map(|max| {
+                vec![cluster::circuit_breakers::Thresholds {
+                    max_connections: limit(Some(max)),
+                    ..Default::default()
+                }]
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Upstream HTTP/2 (`h2`, `h2c`).
+fn http2_protocol_options() -> Any {
+    use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+        HttpProtocolOptions, http_protocol_options,
+    };
+    pack_any(HttpProtocolOptions {
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(
+                        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                            core::Http2ProtocolOptions::default(),
+                        ),
+                    ),
+                },
+            ),
+        ),
+        ..Default::default()
+    })
+}
+
+fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
+    use route::route_action::hash_policy::{self, PolicySpecifier};
+    let (specifier, terminal) = match h {
+        ir::HashPolicy::Cookie => (
+            PolicySpecifier::Cookie(hash_policy::Cookie {
+                name: "X-Contour-Session-Affinity".to_string(),
+                ttl: Some(duration(Duration::ZERO)),
+                path: "/".to_string(),
+                ..Default::default()
+            }),
+            false,
+        ),
+        ir::HashPolicy::Header { name, terminal } => (
+            PolicySpecifier::Header(hash_policy::Header {
+                header_name: name.clone(),
+                ..Default::default()
+            }),
+            *terminal,
+        ),
+        ir::HashPolicy::QueryParameter { name, terminal } => (
+            PolicySpecifier::QueryParameter(hash_policy::QueryParameter { name: name.clone() }),
+            *terminal,
+        ),
+        ir::HashPolicy::SourceIp { terminal } => (
+            PolicySpecifier::ConnectionProperties(hash_policy::ConnectionProperties {
+                source_ip: true,
+            }),
+            *terminal,
+        ),
+    };
+    route::route_action::HashPolicy {
+        policy_specifier: Some(specifier),
+        terminal,
     }
 }
 
@@ -547,6 +675,7 @@ fn forward(clusters: &[ir::WeightedCluster], policy: &ir::RoutePolicy) -> route:
         } else {
             Vec::new()
         },
+        hash_policy: policy.hash_policies.iter().map(hash_policy).collect(),
         request_mirror_policies: policy
             .mirror
             .iter()

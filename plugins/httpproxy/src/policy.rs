@@ -308,6 +308,136 @@ pub(crate) fn ip_filter(
     }))
 }
 
+/// `loadBalancerPolicy`: the clusters' balancing and, for hashing strategies, the route's
+/// hash policies. An unknown strategy, or `RequestHash` without a usable hash policy,
+/// falls back to round robin, as in Contour (with a warning here).
+pub(crate) fn load_balancer(
+    policy: &api::LoadBalancerPolicy,
+) -> (ir::LbPolicy, Vec<ir::HashPolicy>, Option<String>) {
+    match policy.strategy.as_str() {
+        "" | "RoundRobin" => (ir::LbPolicy::RoundRobin, Vec::new(), None),
+        "WeightedLeastRequest" => (ir::LbPolicy::LeastRequest, Vec::new(), None),
+        "Random" => (ir::LbPolicy::Random, Vec::new(), None),
+        "Cookie" => (ir::LbPolicy::RingHash, vec![ir::HashPolicy::Cookie], None),
+        "RequestHash" => {
+            let mut hashes = Vec::new();
+            for p in &policy.request_hash_policies {
+                let terminal = p.terminal;
+                if let Some(h) = &p.header_hash_options
+                    && is_header_name(&h.header_name.to_ascii_lowercase())
+                {
+                    hashes.push(ir::HashPolicy::Header {
+                        name: h.header_name.to_ascii_lowercase(),
+                        terminal,
+                    });
+                } else if let Some(q) = &p.query_parameter_hash_options
+                    && !q.parameter_name.is_empty()
+                {
+                    hashes.push(ir::HashPolicy::QueryParameter {
+                        name: q.parameter_name.clone(),
+                        terminal,
+                    });
+                } else if p.hash_source_ip {
+                    hashes.push(ir::HashPolicy::SourceIp { terminal });
+                }
+            }
+            if hashes.is_empty() {
+                (
+                    ir::LbPolicy::RoundRobin,
+                    Vec::new(),
+                    Some("loadBalancerPolicy RequestHash has no valid requestHashPolicies; using RoundRobin".to_string()),
+                )
+            } else {
+                (ir::LbPolicy::RingHash, hashes, None)
+            }
+        }
+        other => (
+            ir::LbPolicy::RoundRobin,
+            Vec::new(),
+            Some(format!(
+                "loadBalancerPolicy strategy {other:?} is unknown; using RoundRobin"
+            )),
+        ),
+    }
+}
+
+/// `healthCheckPolicy` with Contour's defaults (5 s interval, 2 s timeout, 3 unhealthy,
+/// 2 healthy, Host `contour-envoy-healthcheck`).
+pub(crate) fn health_check(
+    policy: &api::HealthCheckPolicy,
+) -> Result<ir::HealthCheck, PolicyError> {
+    let invalid = |m: String| {
+        (
+            ConditionType::RouteError,
+            Reason::HealthCheckPolicyNotValid,
+            format!("route.healthCheckPolicy: {m}"),
+        )
+    };
+    if !policy.path.starts_with('/') || !is_header_value(&policy.path) {
+        return Err(invalid("path must start with /".to_string()));
+    }
+    let positive = |value: Option<i64>, default: u64, field: &str| match value {
+        None => Ok(default),
+        Some(v) => u64::try_from(v)
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| invalid(format!("{field} must be positive"))),
+    };
+    let host = policy
+        .host
+        .clone()
+        .unwrap_or_else(|| "contour-envoy-healthcheck".to_string());
+    if host.is_empty() || !is_header_value(&host) {
+        return Err(invalid("host must be a host name".to_string()));
+    }
+    let mut expected = Vec::new();
+    for range in &policy.expected_statuses {
+        if !(100..=599).contains(&range.start)
+            || !(101..=600).contains(&range.end)
+            || range.start >= range.end
+        {
+            return Err(invalid(format!(
+                "expectedStatuses {}-{} is not a range of HTTP statuses",
+                range.start, range.end
+            )));
+        }
+        expected.push((range.start, range.end));
+    }
+    Ok(ir::HealthCheck {
+        path: policy.path.clone(),
+        host,
+        interval_seconds: positive(policy.interval_seconds, 5, "intervalSeconds")?,
+        timeout_seconds: positive(policy.timeout_seconds, 2, "timeoutSeconds")?,
+        unhealthy_threshold: u32::try_from(positive(
+            policy.unhealthy_threshold_count,
+            3,
+            "unhealthyThresholdCount",
+        )?)
+        .unwrap_or(u32::MAX),
+        healthy_threshold: u32::try_from(positive(
+            policy.healthy_threshold_count,
+            2,
+            "healthyThresholdCount",
+        )?)
+        .unwrap_or(u32::MAX),
+        expected_statuses: expected,
+    })
+}
+
+/// A service's `protocol`: `h2` and `h2c` speak HTTP/2 upstream; `tls` needs upstream TLS,
+/// which this version does not have.
+pub(crate) fn protocol(value: &str) -> Result<ir::UpstreamProtocol, PolicyError> {
+    match value {
+        "h2" => Ok(ir::UpstreamProtocol::H2),
+        "h2c" => Ok(ir::UpstreamProtocol::H2c),
+        other => Err((
+            ConditionType::ServiceError,
+            Reason::UnsupportedProtocol,
+            format!("protocol {other:?} is not supported (h2, h2c; tls comes with upstream TLS)"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use isobar_sdk::api::{HTTPProxy, Include, ReplacePrefix, Route as ProxyRoute};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::Host;
 use isobar_sdk::ir::{
-    Mirror, PathMatch, Route, RouteAction, RouteMatch, RoutePolicy, WeightedCluster,
+    ClusterOptions, Mirror, PathMatch, Route, RouteAction, RouteMatch, RoutePolicy, WeightedCluster,
 };
 use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, StatusReport};
@@ -290,6 +290,26 @@ impl Walk<'_, '_> {
                 "only one service per route may be nominated as mirror".to_string(),
             ));
         }
+        let mut cluster_options = ClusterOptions::default();
+        if let Some(lb) = &route.load_balancer_policy {
+            let (lb_policy, hashes, warning) = policy::load_balancer(lb);
+            cluster_options.lb_policy = lb_policy;
+            policy.hash_policies = hashes;
+            if let Some(message) = warning {
+                self.status.warning(
+                    key,
+                    ConditionType::RouteError,
+                    Reason::IgnoredField,
+                    format!("{}: {message}", at()),
+                );
+            }
+        }
+        if let Some(h) = &route.health_check_policy {
+            match policy::health_check(h) {
+                Ok(h) => cluster_options.health_check = Some(h),
+                Err(e) => errors.push(e),
+            }
+        }
         let mut weighted = Vec::new();
         for (i, service) in route.services.iter().enumerate() {
             let sat = || format!("{}.services[{i}]", at());
@@ -346,11 +366,22 @@ impl Walk<'_, '_> {
                     Err(e) => errors.push(e),
                 }
             }
+            let mut options = cluster_options.clone();
+            if let Some(p) = &service.protocol {
+                match policy::protocol(p) {
+                    Ok(p) => options.protocol = Some(p),
+                    Err(e) => {
+                        errors.push(e);
+                        continue;
+                    }
+                }
+            }
             match service_cluster(
                 self.ctx.objects,
                 &key.namespace,
                 &service.name,
                 PortRef::Number(port),
+                options,
             ) {
                 Ok(cluster) => {
                     target.cluster = cluster.name.clone();

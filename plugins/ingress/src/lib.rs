@@ -238,7 +238,13 @@ fn backend_cluster(
             return None;
         }
     };
-    match service_cluster(ctx.objects, &key.namespace, &service.name, port) {
+    match service_cluster(
+        ctx.objects,
+        &key.namespace,
+        &service.name,
+        port,
+        Default::default(),
+    ) {
         Ok(cluster) => Some(cluster),
         Err(e) => {
             status.error(

@@ -81,6 +81,10 @@ pub enum Reason {
     DuplicateReplacement,
     /// An IP allow/deny policy with a bad CIDR or source, or both kinds at once.
     IPFilterPolicyNotValid,
+    /// A health check policy with a bad path, host, count or status range.
+    HealthCheckPolicyNotValid,
+    /// A service protocol this version cannot speak.
+    UnsupportedProtocol,
 }
 
 impl Reason {
@@ -115,6 +119,8 @@ impl Reason {
             Reason::MustHavePrefix => "MustHavePrefix",
             Reason::DuplicateReplacement => "DuplicateReplacement",
             Reason::IPFilterPolicyNotValid => "IPFilterPolicyNotValid",
+            Reason::HealthCheckPolicyNotValid => "HealthCheckPolicyNotValid",
+            Reason::UnsupportedProtocol => "UnsupportedProtocol",
         }
     }
 }

@@ -223,6 +223,9 @@ pub struct RoutePolicy {
     /// Overrides the vhost's IP filter for this route.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ip_filter: Option<IpFilter>,
+    /// Hash policies of a RingHash route.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hash_policies: Vec<HashPolicy>,
 }
 
 /// Who may reach a vhost or route, by client address.
@@ -294,4 +297,83 @@ pub struct Cluster {
     pub eds_name: String,
     /// `ns_svc_port`, Envoy's stat name for the cluster.
     pub alt_stat_name: String,
+    /// Settings that change the Envoy cluster; they are part of its name's hash.
+    #[serde(skip_serializing_if = "ClusterOptions::is_default")]
+    pub options: ClusterOptions,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClusterOptions {
+    pub lb_policy: LbPolicy,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<UpstreamProtocol>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuit_breakers: Option<CircuitBreakers>,
+}
+
+impl ClusterOptions {
+    pub fn is_default(&self) -> bool {
+        *self == ClusterOptions::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LbPolicy {
+    #[default]
+    RoundRobin,
+    LeastRequest,
+    Random,
+    /// Consistent hashing on the route's hash policies (Cookie, RequestHash).
+    RingHash,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamProtocol {
+    /// HTTP/2 (without TLS until upstream TLS exists: the same as h2c).
+    H2,
+    H2c,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthCheck {
+    pub path: String,
+    pub host: String,
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+    pub unhealthy_threshold: u32,
+    pub healthy_threshold: u32,
+    /// `[start, end)` ranges of healthy statuses; empty: 200 only.
+    pub expected_statuses: Vec<(i64, i64)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CircuitBreakers {
+    pub max_connections: Option<u32>,
+    pub max_pending_requests: Option<u32>,
+    pub max_requests: Option<u32>,
+    pub max_retries: Option<u32>,
+    pub per_host_max_connections: Option<u32>,
+}
+
+/// How a RingHash route picks the hash of a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HashPolicy {
+    /// Contour's session affinity cookie `X-Contour-Session-Affinity`.
+    Cookie,
+    Header {
+        name: String,
+        terminal: bool,
+    },
+    QueryParameter {
+        name: String,
+        terminal: bool,
+    },
+    SourceIp {
+        terminal: bool,
+    },
 }

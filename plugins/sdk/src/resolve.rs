@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::ServicePort;
 
-use crate::ir::Cluster;
+use crate::ir::{CircuitBreakers, Cluster, ClusterOptions, UpstreamProtocol};
 use crate::names;
 use crate::object::Objects;
 
@@ -25,6 +25,12 @@ pub enum Unresolved {
         name: String,
         port: String,
     },
+    /// The Service asks for something this version cannot do.
+    Unsupported {
+        namespace: String,
+        name: String,
+        what: String,
+    },
 }
 
 impl std::fmt::Display for Unresolved {
@@ -43,16 +49,29 @@ impl std::fmt::Display for Unresolved {
                     "port \"{port}\" on Service \"{namespace}/{name}\" not matched"
                 )
             }
+            Unresolved::Unsupported {
+                namespace,
+                name,
+                what,
+            } => write!(
+                f,
+                "Service \"{namespace}/{name}\" needs {what}, which this version of Isobar does not support"
+            ),
         }
     }
 }
 
-/// The cluster for one port of a Service in `namespace`.
+/// The cluster for one port of a Service in `namespace`, with the route's `options`
+/// plus what the Service itself asks for: an upstream protocol (its port's `appProtocol`
+/// or a `projectcontour.io/upstream-protocol.{h2,h2c}` annotation naming the port) and
+/// circuit breakers (`projectcontour.io/max-connections`, `max-pending-requests`,
+/// `max-requests`, `max-retries`, `per-host-max-connections`).
 pub fn service_cluster(
     objects: &Objects,
     namespace: &str,
     name: &str,
     port: PortRef<'_>,
+    mut options: ClusterOptions,
 ) -> Result<Cluster, Unresolved> {
     let service = objects
         .service(namespace, name)
@@ -78,8 +97,54 @@ pub fn service_cluster(
         },
     })?;
     let port_name = found.name.clone().unwrap_or_default();
+    let annotations = service.metadata.annotations.as_ref();
+    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
+    let names_port = |list: &str| {
+        list.split(',')
+            .map(str::trim)
+            .any(|p| p == found.port.to_string() || (!port_name.is_empty() && p == port_name))
+    };
+    if options.protocol.is_none() {
+        let app = found.app_protocol.as_deref();
+        options.protocol =
+            if annotation("projectcontour.io/upstream-protocol.h2").is_some_and(names_port) {
+                Some(UpstreamProtocol::H2)
+            } else if annotation("projectcontour.io/upstream-protocol.h2c").is_some_and(names_port)
+                || app == Some("kubernetes.io/h2c")
+            {
+                Some(UpstreamProtocol::H2c)
+            } else {
+                None
+            };
+        let tls = annotation("projectcontour.io/upstream-protocol.tls").is_some_and(names_port)
+            || app == Some("https");
+        if tls {
+            return Err(Unresolved::Unsupported {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                what: "upstream TLS".to_string(),
+            });
+        }
+    }
+    let limit = |key: &str| annotation(key).and_then(|v| v.trim().parse::<u32>().ok());
+    let breakers = CircuitBreakers {
+        max_connections: limit("projectcontour.io/max-connections"),
+        max_pending_requests: limit("projectcontour.io/max-pending-requests"),
+        max_requests: limit("projectcontour.io/max-requests"),
+        max_retries: limit("projectcontour.io/max-retries"),
+        per_host_max_connections: limit("projectcontour.io/per-host-max-connections"),
+    };
+    if breakers != CircuitBreakers::default() {
+        options.circuit_breakers = Some(breakers);
+    }
+    let hashed = if options.is_default() {
+        String::new()
+    } else {
+        serde_json::to_string(&options).unwrap_or_default()
+    };
     Ok(Cluster {
-        name: names::cluster_name(namespace, name, found.port, ""),
+        options,
+        name: names::cluster_name(namespace, name, found.port, &hashed),
         namespace: namespace.to_string(),
         service: name.to_string(),
         port: found.port,

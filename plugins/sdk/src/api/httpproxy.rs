@@ -88,8 +88,78 @@ pub struct Route {
     pub ip_allow_policy: Vec<IpFilterPolicy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ip_deny_policy: Vec<IpFilterPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancer_policy: Option<LoadBalancerPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_policy: Option<HealthCheckPolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancerPolicy {
+    #[serde(default)]
+    pub strategy: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_hash_policies: Vec<RequestHashPolicy>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestHashPolicy {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_hash_options: Option<HeaderHashOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_parameter_hash_options: Option<QueryParameterHashOptions>,
+    #[serde(
+        default,
+        rename = "hashSourceIP",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub hash_source_ip: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderHashOptions {
+    #[serde(default)]
+    pub header_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryParameterHashOptions {
+    #[serde(default)]
+    pub parameter_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckPolicy {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_threshold_count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_threshold_count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_statuses: Vec<StatusRange>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusRange {
+    pub start: i64,
+    pub end: i64,
 }
 
 /// One CIDR of an `ipAllowPolicy` / `ipDenyPolicy`.
@@ -261,6 +331,9 @@ pub struct RouteService {
     pub weight: Option<i64>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mirror: bool,
+    /// `h2`, `h2c` or `tls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_headers_policy: Option<HeadersPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
