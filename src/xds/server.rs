@@ -174,6 +174,15 @@ impl AdsStream {
             // Stale: a newer response is on its way and Envoy will answer that one.
             return;
         }
+        tracing::debug!(
+            node = %self.node,
+            xds_type = t.short(),
+            version = %request.version_info,
+            nonce = %request.response_nonce,
+            names = request.resource_names.len(),
+            nack = request.error_detail.is_some(),
+            "request"
+        );
         if !request.response_nonce.is_empty() {
             state.in_flight = false;
             match &request.error_detail {
@@ -200,25 +209,28 @@ impl AdsStream {
         }
     }
 
-    /// Sends the first type (in warming order) that has news, unless an earlier type is
-    /// still in flight; each ACK or NACK moves the stream on to the next type.
+    /// Sends every type that has news, in warming order. Clusters and endpoints go out
+    /// whenever they change: Envoy asks for a new cluster's endpoints *before* it ACKs the
+    /// CDS update that added it (the cluster warms on them), so EDS must never wait for
+    /// that ACK. Listeners and routes wait until Envoy has ACKed (or NACKed) the clusters
+    /// and endpoints in flight, and has subscribed to every current endpoint set: a
+    /// route never reaches Envoy before the clusters it names (make before break).
     async fn push(&mut self) -> Result<(), ()> {
         let Some(snapshot) = self.snapshots.borrow().clone() else {
             return Ok(());
         };
         for t in XdsType::ORDER {
-            if self.types.get(&t).is_some_and(|s| s.in_flight) {
-                return Ok(());
-            }
-            if matches!(t, XdsType::Listener | XdsType::Route) && self.hold_for_endpoints(&snapshot)
-            {
-                return Ok(());
+            if matches!(t, XdsType::Listener | XdsType::Route) {
+                let upstream_in_flight = [XdsType::Cluster, XdsType::Endpoint]
+                    .iter()
+                    .any(|d| self.types.get(d).is_some_and(|s| s.in_flight));
+                if upstream_in_flight || self.hold_for_endpoints(&snapshot) {
+                    return Ok(());
+                }
             }
             if let Some(response) = self.response_for(t, &snapshot) {
                 self.tx.send(Ok(response)).await.map_err(|_| ())?;
                 self.metrics.responses(t.short());
-                // Later types go out once Envoy has answered this one.
-                return Ok(());
             }
         }
         Ok(())
@@ -310,6 +322,7 @@ impl AdsStream {
         if t == XdsType::Cluster {
             state.sent_resources = resources.clone();
         }
+        tracing::debug!(node = %self.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
         Some(DiscoveryResponse {
             version_info: version,
             resources: resources.into_values().collect(),

@@ -151,9 +151,20 @@ spec:
 /// in `default` and `echo-c` in `team` pointing at them, plus `files` in the manifest
 /// directory; then isobar and Envoy, ready once `ready` = (host, path, body) answers.
 pub(crate) async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
+    start_with(None, files, ready).await
+}
+
+/// [`start`], with `contour.yaml` given to `isobar serve -c` when set.
+pub(crate) async fn start_with(
+    config: Option<&str>,
+    files: &[(&str, &str)],
+    ready: (&str, &str, &str),
+) -> Stack {
     let envoy = envoy_bin();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let manifests = dir.path().join("manifests");
+    let config_path = dir.path().join("contour.yaml");
+    std::fs::write(&config_path, config.unwrap_or("{}\n")).unwrap_or_else(|e| panic!("{e}"));
     let mut hits = BTreeMap::new();
     for (ns, name, body, behaviour) in [
         ("default", "echo-a", "a", Behaviour::Echo),
@@ -182,6 +193,8 @@ pub(crate) async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> 
         "isobar",
         Command::new(ISOBAR).args([
             "serve",
+            "-c",
+            &config_path.to_string_lossy(),
             "--insecure",
             "--manifests",
             &manifests.to_string_lossy(),
@@ -602,5 +615,150 @@ async fn real_envoy_enforces_ip_allow_and_deny() {
         Some(403),
         "the route denies 127.0.0.1"
     );
+    stack.assert_nothing_rejected().await;
+}
+
+fn root(ns: &str, name: &str, fqdn: &str, created: &str, service: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{created}\"}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes: [{{services: [{{name: {service}, port: 80}}]}}]\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_duplicate_fqdns_contour_mode() {
+    let original = root(
+        "default",
+        "original",
+        "site.example.com",
+        "2025-01-01T00:00:00Z",
+        "echo-a",
+    );
+    let stack = start(
+        &[
+            ("original.yaml", &original),
+            (
+                "open.yaml",
+                &root(
+                    "default",
+                    "open",
+                    "open.example.com",
+                    "2025-01-01T00:00:00Z",
+                    "echo-b",
+                ),
+            ),
+        ],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    // A newcomer claims the same FQDN: Contour takes the site down for both.
+    let newcomer = root(
+        "team",
+        "newcomer",
+        "SITE.example.com.",
+        "2026-01-01T00:00:00Z",
+        "echo-c",
+    );
+    write(&stack.manifests(), "newcomer.yaml", &newcomer);
+    let gone = eventually(CHANGE, || async {
+        matches!(stack.get("site.example.com", "/").await, Some((404, _))).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "both claimants invalid: the FQDN is not served\n{}",
+        stack.logs()
+    );
+    assert_eq!(
+        stack.body("open.example.com", "/").await,
+        "b",
+        "other sites are untouched"
+    );
+    stack.assert_nothing_rejected().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_oldest_wins_and_root_namespaces() {
+    let config = "plugins:\n  conflicts: {mode: oldest-wins}\n  root-namespaces: {namespaces: [default, team]}\n";
+    let original = root(
+        "default",
+        "original",
+        "site.example.com",
+        "2025-01-01T00:00:00Z",
+        "echo-a",
+    );
+    let stack = start_with(
+        Some(config),
+        &[("original.yaml", &original)],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    let newcomer = root(
+        "team",
+        "newcomer",
+        "site.example.com",
+        "2026-01-01T00:00:00Z",
+        "echo-c",
+    );
+    write(&stack.manifests(), "newcomer.yaml", &newcomer);
+    // A root outside the root namespaces is refused; one inside is served.
+    write(
+        &stack.manifests(),
+        "rogue.yaml",
+        &root(
+            "rogue",
+            "rogue",
+            "rogue.example.com",
+            "2026-01-01T00:00:00Z",
+            "echo-b",
+        ),
+    );
+    write(
+        &stack.manifests(),
+        "later.yaml",
+        &root(
+            "team",
+            "later",
+            "later.example.com",
+            "2026-01-01T00:00:00Z",
+            "echo-c",
+        ),
+    );
+    stack.wait_for("later.example.com", "/", "c", CHANGE).await;
+    assert_eq!(
+        stack.body("site.example.com", "/").await,
+        "a",
+        "the oldest claimant keeps the site"
+    );
+    assert_eq!(
+        stack.get("rogue.example.com", "/").await.map(|r| r.0),
+        Some(404)
+    );
+    stack.assert_nothing_rejected().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_allows_websocket_upgrades_only_where_enabled() {
+    let proxy = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: ws, namespace: default}\nspec:\n  virtualhost: {fqdn: ws.example.com}\n  routes:\n    - services: [{name: echo-a, port: 80}]\n    - conditions: [{prefix: /ws}]\n      enableWebsockets: true\n      services: [{name: echo-a, port: 80}]\n";
+    let stack = start(&[("ws.yaml", proxy)], ("ws.example.com", "/", "a")).await;
+    let upgrade = |path: &'static str| {
+        let stack = &stack;
+        async move {
+            let url = format!("http://127.0.0.1:{}{path}", stack.http_port);
+            stack
+                .client
+                .get(url)
+                .header("host", "ws.example.com")
+                .header("connection", "upgrade")
+                .header("upgrade", "websocket")
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .ok()
+        }
+    };
+    // Envoy refuses an upgrade on a route without websockets, and passes it on where
+    // they are enabled (the test backend then answers without upgrading).
+    assert_eq!(upgrade("/").await, Some(403));
+    assert_eq!(upgrade("/ws").await, Some(200));
     stack.assert_nothing_rejected().await;
 }
