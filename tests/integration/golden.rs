@@ -167,6 +167,20 @@ fn invalid_objects_leave_other_sites_unchanged() {
     }
 }
 
+/// The virtual host domains a case's expected output serves.
+fn domains(case: &Path) -> Vec<String> {
+    let dir = manifests(case, &[]);
+    let doc: Value = serde_json::from_str(&translate(dir.path(), "json")).unwrap_or_default();
+    doc["resources"]["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["virtual_hosts"].as_array().cloned().unwrap_or_default())
+        .flat_map(|v| v["domains"].as_array().cloned().unwrap_or_default())
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_accepts_every_golden_case() {
     let services =
@@ -207,8 +221,19 @@ async fn real_envoy_accepts_every_golden_case() {
             "{name}: isobar did not rebuild\n{}",
             stack.logs()
         );
-        // Let Envoy take the update through CDS, EDS, LDS and RDS.
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        // Envoy must end up running the case's virtual hosts (through CDS, EDS, LDS, RDS).
+        let wanted = domains(&path);
+        let applied = eventually(Duration::from_secs(10), || async {
+            let running = stack.envoy_domains().await;
+            wanted.iter().all(|d| running.contains(d)).then_some(())
+        })
+        .await;
+        assert!(
+            applied.is_some(),
+            "{name}: Envoy never ran {wanted:?} (has {:?})\n{}",
+            stack.envoy_domains().await,
+            stack.logs()
+        );
         let stats = stack.envoy_stats().await;
         let rejected: Vec<&str> = stats
             .lines()
