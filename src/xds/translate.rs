@@ -347,6 +347,15 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
     for r in routes {
         let mut route = envoy_route(r).encode_to_vec();
         append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
+        // Per-filter configs in filter-name order: local_ratelimit, rbac.
+        if let Some(limit) = &r.policy.rate_limit {
+            append_filter_config(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                RATE_LIMIT_FILTER,
+                &local_rate_limit(limit),
+            );
+        }
         if let Some(filter) = &r.policy.ip_filter {
             append_filter_config(
                 &mut route,
@@ -357,6 +366,23 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
         }
         append_field(&mut bytes, VIRTUAL_HOST_ROUTES, &route);
     }
+    // In filter-name order: cors, local_ratelimit, rbac.
+    if let Some(cors) = &vhost.cors {
+        append_filter_config(
+            &mut bytes,
+            VHOST_FILTER_CONFIG,
+            CORS_FILTER,
+            &cors_policy(cors),
+        );
+    }
+    if let Some(limit) = &vhost.rate_limit {
+        append_filter_config(
+            &mut bytes,
+            VHOST_FILTER_CONFIG,
+            RATE_LIMIT_FILTER,
+            &local_rate_limit(limit),
+        );
+    }
     if let Some(filter) = &vhost.ip_filter {
         append_filter_config(
             &mut bytes,
@@ -366,6 +392,108 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
         );
     }
     bytes
+}
+
+const CORS_FILTER: &str = "envoy.filters.http.cors";
+const RATE_LIMIT_FILTER: &str = "envoy.filters.http.local_ratelimit";
+
+fn cors_policy(c: &ir::Cors) -> Any {
+    use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
+    pack_any(CorsPolicy {
+        allow_origin_string_match: c
+            .allow_origin
+            .iter()
+            .map(|m| string_matcher(m, false))
+            .collect(),
+        allow_methods: c.allow_methods.clone(),
+        allow_headers: c.allow_headers.clone(),
+        expose_headers: c.expose_headers.clone(),
+        max_age: c.max_age_seconds.map(|s| s.to_string()).unwrap_or_default(),
+        allow_credentials: Some(pb::BoolValue {
+            value: c.allow_credentials,
+        }),
+        allow_private_network_access: Some(pb::BoolValue {
+            value: c.allow_private_network,
+        }),
+        ..Default::default()
+    })
+}
+
+fn local_rate_limit(l: &ir::LocalRateLimit) -> Any {
+    use envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit;
+    use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, HttpStatus, TokenBucket};
+    let always = || {
+        Some(core::RuntimeFractionalPercent {
+            default_value: Some(FractionalPercent {
+                numerator: 100,
+                denominator: 0,
+            }),
+            ..Default::default()
+        })
+    };
+    pack_any(LocalRateLimit {
+        stat_prefix: "http_local_rate_limiter".to_string(),
+        status: Some(HttpStatus {
+            code: i32::try_from(l.status).unwrap_or(429),
+        }),
+        token_bucket: Some(TokenBucket {
+            max_tokens: l.requests.saturating_add(l.burst),
+            tokens_per_fill: Some(UInt32Value { value: l.requests }),
+            fill_interval: Some(duration(Duration::from_secs(l.fill_interval_seconds))),
+        }),
+        filter_enabled: always(),
+        filter_enforced: always(),
+        response_headers_to_add: l
+            .response_headers
+            .iter()
+            .map(|(key, value)| HeaderValueOption {
+                header: Some(HeaderValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                    ..Default::default()
+                }),
+                append_action: core::header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
+                    as i32,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    })
+}
+
+fn internal_redirect_policy(r: &ir::InternalRedirect) -> route::InternalRedirectPolicy {
+    use envoy_types::pb::envoy::extensions::internal_redirect::previous_routes::v3::PreviousRoutesConfig;
+    use envoy_types::pb::envoy::extensions::internal_redirect::safe_cross_scheme::v3::SafeCrossSchemeConfig;
+    let mut predicates = Vec::new();
+    if r.safe_cross_scheme_only {
+        predicates.push(core::TypedExtensionConfig {
+            name: "envoy.internal_redirect_predicates.safe_cross_scheme".to_string(),
+            typed_config: Some(pack_any(SafeCrossSchemeConfig {})),
+        });
+    }
+    if r.deny_repeated_route {
+        predicates.push(core::TypedExtensionConfig {
+            name: "envoy.internal_redirect_predicates.previous_routes".to_string(),
+            typed_config: Some(pack_any(PreviousRoutesConfig {})),
+        });
+    }
+    route::InternalRedirectPolicy {
+        max_internal_redirects: Some(UInt32Value {
+            value: r.max_internal_redirects,
+        }),
+        redirect_response_codes: r.response_codes.clone(),
+        predicates,
+        allow_cross_scheme_redirect: r.allow_cross_scheme,
+        ..Default::default()
+    }
+}
+
+fn empty_filter(name: &str, config: Any) -> HttpFilter {
+    HttpFilter {
+        name: name.to_string(),
+        config_type: Some(hcm::http_filter::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    }
 }
 
 /// `typed_per_filter_config` of a Route and of a VirtualHost: maps, written entry by entry
@@ -433,13 +561,10 @@ fn rbac_per_route(filter: &ir::IpFilter) -> Any {
 
 /// The RBAC filter with no rules of its own: it enforces only the per-route configs.
 fn rbac_filter() -> HttpFilter {
-    HttpFilter {
-        name: RBAC_FILTER.to_string(),
-        config_type: Some(hcm::http_filter::ConfigType::TypedConfig(pack_any(
-            envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::default(),
-        ))),
-        ..Default::default()
-    }
+    empty_filter(
+        RBAC_FILTER,
+        pack_any(envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::default()),
+    )
 }
 
 /// Contour's route order: exact, then regex, then prefixes; longer values first, equal
@@ -676,6 +801,10 @@ fn forward(clusters: &[ir::WeightedCluster], policy: &ir::RoutePolicy) -> route:
             Vec::new()
         },
         hash_policy: policy.hash_policies.iter().map(hash_policy).collect(),
+        internal_redirect_policy: policy
+            .internal_redirect
+            .as_ref()
+            .map(internal_redirect_policy),
         request_mirror_policies: policy
             .mirror
             .iter()
@@ -759,7 +888,24 @@ fn http_listener(settings: &EnvoySettings) -> Listener {
             config_source: Some(ads()),
             route_config_name: HTTP_LISTENER.to_string(),
         })),
-        http_filters: vec![rbac_filter(), router_filter()],
+        // Filters that act only where a vhost or route configures them.
+        http_filters: vec![
+            empty_filter(
+                CORS_FILTER,
+                pack_any(envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default()),
+            ),
+            empty_filter(
+                RATE_LIMIT_FILTER,
+                pack_any(
+                    envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit {
+                        stat_prefix: "http_local_rate_limiter".to_string(),
+                        ..Default::default()
+                    },
+                ),
+            ),
+            rbac_filter(),
+            router_filter(),
+        ],
         use_remote_address: Some(pb::BoolValue { value: true }),
         normalize_path: Some(pb::BoolValue { value: true }),
         merge_slashes: true,

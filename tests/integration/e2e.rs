@@ -820,3 +820,70 @@ async fn real_envoy_allows_websocket_upgrades_only_where_enabled() {
     assert_eq!(upgrade("/ws").await, Some(200));
     stack.assert_nothing_rejected().await;
 }
+
+const CORS_AND_LIMITS: &str = r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: cors, namespace: default}
+spec:
+  virtualhost:
+    fqdn: cors.example.com
+    corsPolicy:
+      allowOrigin: ["https://app.example.com"]
+      allowMethods: [GET, PUT]
+      maxAge: 1m
+  routes:
+    - services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /limited}]
+      rateLimitPolicy:
+        local: {requests: 2, unit: minute, responseHeadersToAdd: [{name: x-limited, value: "yes"}]}
+      services: [{name: echo-a, port: 80}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_answers_cors_and_enforces_local_rate_limits() {
+    let stack = start(
+        &[("cors.yaml", CORS_AND_LIMITS)],
+        ("cors.example.com", "/", "a"),
+    )
+    .await;
+    let preflight = |origin: &'static str| {
+        let stack = &stack;
+        async move {
+            let url = format!("http://127.0.0.1:{}/", stack.http_port);
+            let r = stack
+                .client
+                .request(reqwest::Method::OPTIONS, url)
+                .header("host", "cors.example.com")
+                .header("origin", origin)
+                .header("access-control-request-method", "PUT")
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("preflight: {e}"));
+            r.headers()
+                .get("access-control-allow-origin")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        }
+    };
+    assert_eq!(
+        preflight("https://app.example.com").await.as_deref(),
+        Some("https://app.example.com")
+    );
+    assert_eq!(preflight("https://evil.example.com").await, None);
+
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(stack.get("cors.example.com", "/limited").await.map(|r| r.0));
+    }
+    assert_eq!(
+        statuses,
+        vec![Some(200), Some(200), Some(429), Some(429)],
+        "2 per minute"
+    );
+    assert_eq!(
+        stack.body("cors.example.com", "/").await,
+        "a",
+        "other routes are not limited"
+    );
+    stack.assert_nothing_rejected().await;
+}

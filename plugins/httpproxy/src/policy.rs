@@ -438,6 +438,183 @@ pub(crate) fn protocol(value: &str) -> Result<ir::UpstreamProtocol, PolicyError>
     }
 }
 
+/// `corsPolicy` of a vhost. Origins are exact (`*` allowed) unless they hold regex
+/// characters, in which case they must be valid RE2.
+pub(crate) fn cors(policy: &api::CorsPolicy) -> Result<ir::Cors, PolicyError> {
+    let invalid = |m: String| {
+        (
+            ConditionType::CORSError,
+            Reason::CORSPolicyNotValid,
+            format!("spec.virtualhost.corsPolicy: {m}"),
+        )
+    };
+    if policy.allow_origin.is_empty() {
+        return Err(invalid(
+            "allowOrigin must list at least one origin".to_string(),
+        ));
+    }
+    if policy.allow_methods.is_empty() {
+        return Err(invalid(
+            "allowMethods must list at least one method".to_string(),
+        ));
+    }
+    let mut origins = Vec::new();
+    for origin in &policy.allow_origin {
+        if origin == "*" {
+            origins.push(ir::StringMatch::Exact("*".to_string()));
+        } else if origin.contains(['^', '$', '(', ')', '[', ']', '+', '?', '\\', '|', '{', '}'])
+            || origin.contains(".*")
+        {
+            isobar_sdk::regex::check_re2(origin)
+                .map_err(|e| invalid(format!("allowOrigin {e}")))?;
+            origins.push(ir::StringMatch::Regex(origin.clone()));
+        } else if origin.contains("://") && is_header_value(origin) {
+            origins.push(ir::StringMatch::Exact(origin.clone()));
+        } else {
+            return Err(invalid(format!(
+                "allowOrigin {origin:?} is not *, scheme://host[:port] or a regex"
+            )));
+        }
+    }
+    let list = |items: &[String], what: &str| -> Result<String, PolicyError> {
+        for item in items {
+            if !(item == "*" || is_header_name(item)) {
+                return Err(invalid(format!("{what} entry {item:?} is not a token")));
+            }
+        }
+        Ok(items.join(","))
+    };
+    let max_age_seconds = match &policy.max_age {
+        None => None,
+        Some(text) => Some(
+            timeout(text)
+                .map_err(|e| invalid(format!("maxAge: {e}")))?
+                .as_secs(),
+        ),
+    };
+    Ok(ir::Cors {
+        allow_origin: origins,
+        allow_methods: list(&policy.allow_methods, "allowMethods")?,
+        allow_headers: list(&policy.allow_headers, "allowHeaders")?,
+        expose_headers: list(&policy.expose_headers, "exposeHeaders")?,
+        max_age_seconds,
+        allow_credentials: policy.allow_credentials,
+        allow_private_network: policy.allow_private_network,
+    })
+}
+
+/// `rateLimitPolicy.local` of a vhost or route: a token bucket of `requests` per `unit`
+/// plus `burst`, answering `responseStatusCode` (429) when empty.
+pub(crate) fn local_rate_limit(
+    field: &str,
+    policy: &api::RateLimitPolicy,
+) -> Result<Option<ir::LocalRateLimit>, PolicyError> {
+    let invalid = |m: String| {
+        (
+            ConditionType::RouteError,
+            Reason::RateLimitPolicyNotValid,
+            format!("{field}.rateLimitPolicy: {m}"),
+        )
+    };
+    if let Some(other) = policy.unsupported.keys().next() {
+        // A global limit this version cannot enforce must not leave the route unlimited.
+        return Err(invalid(format!(
+            "{other} rate limiting is not supported by this version of Isobar"
+        )));
+    }
+    let Some(local) = &policy.local else {
+        return Ok(None);
+    };
+    let requests = u32::try_from(local.requests)
+        .ok()
+        .filter(|r| *r > 0)
+        .ok_or_else(|| invalid("local.requests must be positive".to_string()))?;
+    let burst = u32::try_from(local.burst)
+        .map_err(|_| invalid("local.burst must not be negative".to_string()))?;
+    let fill_interval_seconds = match local.unit.as_str() {
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3600,
+        other => {
+            return Err(invalid(format!(
+                "local.unit {other:?} must be second, minute or hour"
+            )));
+        }
+    };
+    let status = match local.response_status_code {
+        None => 429,
+        Some(code) if (400..=599).contains(&code) => code,
+        Some(code) => {
+            return Err(invalid(format!(
+                "local.responseStatusCode {code} must be 400-599"
+            )));
+        }
+    };
+    let mut response_headers = std::collections::BTreeMap::new();
+    for header in &local.response_headers_to_add {
+        let name = header.name.to_ascii_lowercase();
+        if !is_header_name(&name) || name == "host" || !is_header_value(&header.value) {
+            return Err(invalid(format!(
+                "local.responseHeadersToAdd {:?} is not a header that can be set",
+                header.name
+            )));
+        }
+        response_headers.insert(name, escape_header_value(&header.value));
+    }
+    Ok(Some(ir::LocalRateLimit {
+        requests,
+        burst,
+        fill_interval_seconds,
+        status,
+        response_headers,
+    }))
+}
+
+/// `internalRedirectPolicy`: Envoy follows the upstream's redirect itself.
+pub(crate) fn internal_redirect(
+    policy: &api::InternalRedirectPolicy,
+) -> Result<ir::InternalRedirect, PolicyError> {
+    let invalid = |m: String| {
+        (
+            ConditionType::RouteError,
+            Reason::InternalRedirectPolicyNotValid,
+            format!("route.internalRedirectPolicy: {m}"),
+        )
+    };
+    let max_internal_redirects = match policy.max_internal_redirects {
+        None => 1,
+        Some(n) => u32::try_from(n)
+            .map_err(|_| invalid("maxInternalRedirects must not be negative".to_string()))?,
+    };
+    if let Some(code) = policy
+        .redirect_response_codes
+        .iter()
+        .find(|c| ![301, 302, 303, 307, 308].contains(*c))
+    {
+        return Err(invalid(format!(
+            "redirectResponseCodes {code} must be 301, 302, 303, 307 or 308"
+        )));
+    }
+    let (allow_cross_scheme, safe_cross_scheme_only) =
+        match policy.allow_cross_scheme_redirect.as_deref() {
+            None | Some("Never") => (false, false),
+            Some("Always") => (true, false),
+            Some("SafeOnly") => (true, true),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "allowCrossSchemeRedirect {other:?} must be Always, Never or SafeOnly"
+                )));
+            }
+        };
+    Ok(ir::InternalRedirect {
+        max_internal_redirects,
+        response_codes: policy.redirect_response_codes.clone(),
+        allow_cross_scheme,
+        safe_cross_scheme_only,
+        deny_repeated_route: policy.deny_repeated_route_redirect,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

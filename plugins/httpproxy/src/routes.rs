@@ -40,17 +40,33 @@ impl Walk<'_, '_> {
         let mut valid =
             check_unsupported(self.status, key, || "spec".to_string(), &spec.unsupported);
         let mut vhost_filter = None;
+        let mut vhost_cors = None;
+        let mut vhost_limit = None;
         if let Some(vhost) = &spec.virtualhost {
+            let mut problems = Vec::new();
             match policy::ip_filter(
                 "spec.virtualhost",
                 &vhost.ip_allow_policy,
                 &vhost.ip_deny_policy,
             ) {
                 Ok(filter) => vhost_filter = filter,
-                Err((type_, reason, message)) => {
-                    self.status.error(key, type_, reason, message);
-                    valid = false;
+                Err(e) => problems.push(e),
+            }
+            if let Some(c) = &vhost.cors_policy {
+                match policy::cors(c) {
+                    Ok(c) => vhost_cors = Some(c),
+                    Err(e) => problems.push(e),
                 }
+            }
+            if let Some(r) = &vhost.rate_limit_policy {
+                match policy::local_rate_limit("spec.virtualhost", r) {
+                    Ok(r) => vhost_limit = r,
+                    Err(e) => problems.push(e),
+                }
+            }
+            for (type_, reason, message) in problems {
+                self.status.error(key, type_, reason, message);
+                valid = false;
             }
             valid &= check_unsupported(
                 self.status,
@@ -113,10 +129,12 @@ impl Walk<'_, '_> {
             self.include(key, include, &narrowed, chain);
         }
         chain.pop();
-        if let Some(filter) = vhost_filter
-            && let Some(vhost) = self.ir.virtual_hosts.get_mut(&self.host.fqdn)
+        if let Some(vhost) = self.ir.virtual_hosts.get_mut(&self.host.fqdn)
+            && spec.virtualhost.is_some()
         {
-            vhost.ip_filter = Some(filter);
+            vhost.ip_filter = vhost_filter;
+            vhost.cors = vhost_cors;
+            vhost.rate_limit = vhost_limit;
         }
     }
 
@@ -271,6 +289,12 @@ impl Walk<'_, '_> {
             policy::ip_filter("route", &route.ip_allow_policy, &route.ip_deny_policy)
                 .map(|f| policy.ip_filter = f),
         );
+        if let Some(r) = &route.rate_limit_policy {
+            collect(policy::local_rate_limit("route", r).map(|r| policy.rate_limit = r));
+        }
+        if let Some(r) = &route.internal_redirect_policy {
+            collect(policy::internal_redirect(r).map(|r| policy.internal_redirect = Some(r)));
+        }
         if let Some(r) = &route.retry_policy {
             collect(policy::retry(r).map(|r| policy.retry = Some(r)));
         }

@@ -22,6 +22,7 @@ pub enum ConditionType {
     RootNamespaceError,
     PrefixReplaceError,
     IPFilterError,
+    CORSError,
 }
 
 /// Why a condition was raised; Contour's reason names where Contour has one.
@@ -85,6 +86,12 @@ pub enum Reason {
     HealthCheckPolicyNotValid,
     /// A service protocol this version cannot speak.
     UnsupportedProtocol,
+    /// A CORS policy with a bad origin, method or max age.
+    CORSPolicyNotValid,
+    /// A rate limit policy with a bad count, unit or status.
+    RateLimitPolicyNotValid,
+    /// An internal redirect policy with a bad code or scheme setting.
+    InternalRedirectPolicyNotValid,
 }
 
 impl Reason {
@@ -121,6 +128,9 @@ impl Reason {
             Reason::IPFilterPolicyNotValid => "IPFilterPolicyNotValid",
             Reason::HealthCheckPolicyNotValid => "HealthCheckPolicyNotValid",
             Reason::UnsupportedProtocol => "UnsupportedProtocol",
+            Reason::CORSPolicyNotValid => "CORSPolicyNotValid",
+            Reason::RateLimitPolicyNotValid => "RateLimitPolicyNotValid",
+            Reason::InternalRedirectPolicyNotValid => "InternalRedirectPolicyNotValid",
         }
     }
 }

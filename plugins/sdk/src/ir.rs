@@ -25,6 +25,8 @@ impl Ir {
                 VirtualHost {
                     fqdn: fqdn.to_string(),
                     ip_filter: None,
+                    cors: None,
+                    rate_limit: None,
                     routes: BTreeMap::new(),
                 },
             );
@@ -65,6 +67,11 @@ pub struct VirtualHost {
     /// Client address filter of the whole vhost; a route's own filter overrides it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ip_filter: Option<IpFilter>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+    /// A route's own rate limit overrides it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<LocalRateLimit>,
     /// Routes keyed by their match; Envoy order is applied when translating. Boxed: a
     /// map node holds eleven entries, and most vhosts have only a few routes.
     #[serde(serialize_with = "routes_as_list")]
@@ -226,6 +233,45 @@ pub struct RoutePolicy {
     /// Hash policies of a RingHash route.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hash_policies: Vec<HashPolicy>,
+    /// Overrides the vhost's local rate limit for this route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<LocalRateLimit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub internal_redirect: Option<InternalRedirect>,
+}
+
+/// A token bucket shared by every request to a vhost or route, per Envoy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LocalRateLimit {
+    pub requests: u32,
+    pub burst: u32,
+    pub fill_interval_seconds: u64,
+    pub status: u32,
+    /// Headers added to limited responses, already escaped.
+    pub response_headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InternalRedirect {
+    pub max_internal_redirects: u32,
+    pub response_codes: Vec<u32>,
+    pub allow_cross_scheme: bool,
+    /// Only redirects from http to https (Contour's `SafeOnly`).
+    pub safe_cross_scheme_only: bool,
+    pub deny_repeated_route: bool,
+}
+
+/// Cross-origin requests a vhost answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cors {
+    /// Exact origins, or RE2 regexes (already checked).
+    pub allow_origin: Vec<StringMatch>,
+    pub allow_methods: String,
+    pub allow_headers: String,
+    pub expose_headers: String,
+    pub max_age_seconds: Option<u64>,
+    pub allow_credentials: bool,
+    pub allow_private_network: bool,
 }
 
 /// Who may reach a vhost or route, by client address.

@@ -45,8 +45,68 @@ pub struct VirtualHost {
     pub ip_allow_policy: Vec<IpFilterPolicy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ip_deny_policy: Vec<IpFilterPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors_policy: Option<CorsPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_policy: Option<RateLimitPolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorsPolicy {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_credentials: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private_network: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_origin: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_methods: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalRateLimitPolicy>,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalRateLimitPolicy {
+    #[serde(default)]
+    pub requests: i64,
+    #[serde(default)]
+    pub unit: String,
+    #[serde(default)]
+    pub burst: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_status_code: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub response_headers_to_add: Vec<HeaderValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InternalRedirectPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_internal_redirects: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redirect_response_codes: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_cross_scheme_redirect: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deny_repeated_route_redirect: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -92,6 +152,10 @@ pub struct Route {
     pub load_balancer_policy: Option<LoadBalancerPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check_policy: Option<HealthCheckPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_policy: Option<RateLimitPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_redirect_policy: Option<InternalRedirectPolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
