@@ -136,17 +136,36 @@ fn cluster_for(c: &ir::Cluster, settings: &EnvoySettings) -> Cluster {
         } as i32,
         health_checks: c.options.health_check.iter().map(health_check).collect(),
         circuit_breakers: c.options.circuit_breakers.as_ref().map(circuit_breakers),
-        typed_extension_protocol_options: c
+        typed_extension_protocol_options: upstream_http_options(&c.options),
+        lb_config: c
             .options
-            .protocol
-            .map(|_| {
-                HashMap::from([(
-                    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
-                    http2_protocol_options(),
-                )])
-            })
-            .unwrap_or_default(),
+            .slow_start
+            .as_ref()
+            .map(|s| slow_start(s, c.options.lb_policy)),
         ..Default::default()
+    }
+}
+
+fn slow_start(s: &ir::SlowStart, lb: ir::LbPolicy) -> cluster::cluster::LbConfig {
+    use cluster::cluster::{LbConfig, LeastRequestLbConfig, RoundRobinLbConfig, SlowStartConfig};
+    let config = SlowStartConfig {
+        slow_start_window: Some(duration(s.window)),
+        aggression: Some(core::RuntimeDouble {
+            default_value: s.aggression.parse().unwrap_or(1.0),
+            runtime_key: "upstream.slowstart.aggression".to_string(),
+        }),
+        min_weight_percent: Some(Percent {
+            value: f64::from(s.min_weight_percent),
+        }),
+    };
+    match lb {
+        ir::LbPolicy::LeastRequest => LbConfig::LeastRequestLbConfig(LeastRequestLbConfig {
+            slow_start_config: Some(config),
+            ..Default::default()
+        }),
+        _ => LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
+            slow_start_config: Some(config),
+        }),
     }
 }
 
@@ -203,25 +222,40 @@ fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreakers {
     }
 }
 
-/// Upstream HTTP/2 (`h2`, `h2c`).
-fn http2_protocol_options() -> Any {
+/// Upstream HTTP/2 (`h2`, `h2c`) and the idle timeout of upstream connections, as
+/// Envoy's `HttpProtocolOptions` (one entry, so the map encodes deterministically).
+fn upstream_http_options(options: &ir::ClusterOptions) -> HashMap<String, Any> {
     use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
         HttpProtocolOptions, http_protocol_options,
     };
-    pack_any(HttpProtocolOptions {
+    use http_protocol_options::explicit_http_config::ProtocolConfig;
+    if options.protocol.is_none() && options.idle_connection_timeout.is_none() {
+        return HashMap::new();
+    }
+    let protocol = match options.protocol {
+        Some(_) => ProtocolConfig::Http2ProtocolOptions(core::Http2ProtocolOptions::default()),
+        None => ProtocolConfig::HttpProtocolOptions(core::Http1ProtocolOptions::default()),
+    };
+    let value = pack_any(HttpProtocolOptions {
+        common_http_protocol_options: options.idle_connection_timeout.map(|d| {
+            core::HttpProtocolOptions {
+                idle_timeout: Some(duration(d)),
+                ..Default::default()
+            }
+        }),
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
                 http_protocol_options::ExplicitHttpConfig {
-                    protocol_config: Some(
-                        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
-                            core::Http2ProtocolOptions::default(),
-                        ),
-                    ),
+                    protocol_config: Some(protocol),
                 },
             ),
         ),
         ..Default::default()
-    })
+    });
+    HashMap::from([(
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
+        value,
+    )])
 }
 
 fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {

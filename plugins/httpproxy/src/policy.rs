@@ -615,6 +615,50 @@ pub(crate) fn internal_redirect(
     })
 }
 
+/// A service's `slowStartPolicy` (Contour: only with RoundRobin or WeightedLeastRequest).
+pub(crate) fn slow_start(
+    policy: &api::SlowStartPolicy,
+    lb: ir::LbPolicy,
+) -> Result<ir::SlowStart, PolicyError> {
+    let invalid = |m: String| {
+        (
+            ConditionType::ServiceError,
+            Reason::SlowStartInvalid,
+            format!("slowStartPolicy: {m}"),
+        )
+    };
+    if !matches!(lb, ir::LbPolicy::RoundRobin | ir::LbPolicy::LeastRequest) {
+        return Err(invalid(
+            "only RoundRobin and WeightedLeastRequest balancing support slow start".to_string(),
+        ));
+    }
+    let window = timeout(&policy.window).map_err(|e| invalid(format!("window: {e}")))?;
+    let aggression = policy
+        .aggression
+        .clone()
+        .unwrap_or_else(|| "1.0".to_string());
+    if !aggression
+        .parse::<f64>()
+        .is_ok_and(|a| a.is_finite() && a > 0.0)
+    {
+        return Err(invalid(format!(
+            "aggression {aggression:?} must be a positive number"
+        )));
+    }
+    let min_weight_percent = match policy.min_weight_percent {
+        None => 10,
+        Some(p) => u32::try_from(p)
+            .ok()
+            .filter(|p| *p <= 100)
+            .ok_or_else(|| invalid("minWeightPercent must be 0-100".to_string()))?,
+    };
+    Ok(ir::SlowStart {
+        window,
+        aggression,
+        min_weight_percent,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -328,6 +328,20 @@ impl Walk<'_, '_> {
                 );
             }
         }
+        if let Some(idle) = route
+            .timeout_policy
+            .as_ref()
+            .and_then(|t| t.idle_connection.as_ref())
+        {
+            match isobar_sdk::policy::timeout(idle) {
+                Ok(d) => cluster_options.idle_connection_timeout = Some(d),
+                Err(e) => errors.push((
+                    ConditionType::RouteError,
+                    Reason::TimeoutPolicyNotValid,
+                    format!("route.timeoutPolicy.idleConnection failed to parse: {e}"),
+                )),
+            }
+        }
         if let Some(h) = &route.health_check_policy {
             match policy::health_check(h) {
                 Ok(h) => cluster_options.health_check = Some(h),
@@ -391,6 +405,15 @@ impl Walk<'_, '_> {
                 }
             }
             let mut options = cluster_options.clone();
+            if let Some(slow) = &service.slow_start_policy {
+                match policy::slow_start(slow, options.lb_policy) {
+                    Ok(slow) => options.slow_start = Some(slow),
+                    Err(e) => {
+                        errors.push(e);
+                        continue;
+                    }
+                }
+            }
             if let Some(p) = &service.protocol {
                 match policy::protocol(p) {
                     Ok(p) => options.protocol = Some(p),

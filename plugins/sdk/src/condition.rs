@@ -92,6 +92,8 @@ pub enum Reason {
     RateLimitPolicyNotValid,
     /// An internal redirect policy with a bad code or scheme setting.
     InternalRedirectPolicyNotValid,
+    /// A slow start policy that does not parse or cannot apply to the balancing strategy.
+    SlowStartInvalid,
 }
 
 impl Reason {
@@ -131,6 +133,7 @@ impl Reason {
             Reason::CORSPolicyNotValid => "CORSPolicyNotValid",
             Reason::RateLimitPolicyNotValid => "RateLimitPolicyNotValid",
             Reason::InternalRedirectPolicyNotValid => "InternalRedirectPolicyNotValid",
+            Reason::SlowStartInvalid => "SlowStartInvalid",
         }
     }
 }

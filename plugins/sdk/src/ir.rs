@@ -357,6 +357,20 @@ pub struct ClusterOptions {
     pub health_check: Option<HealthCheck>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub circuit_breakers: Option<CircuitBreakers>,
+    /// New endpoints get traffic gradually (round robin and least request only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_start: Option<SlowStart>,
+    /// Upstream connections idle this long are closed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_connection_timeout: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlowStart {
+    pub window: std::time::Duration,
+    /// A positive decimal, kept as written (validated) so options stay `Eq`.
+    pub aggression: String,
+    pub min_weight_percent: u32,
 }
 
 impl ClusterOptions {

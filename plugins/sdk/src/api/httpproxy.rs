@@ -226,6 +226,17 @@ pub struct StatusRange {
     pub end: i64,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlowStartPolicy {
+    #[serde(default)]
+    pub window: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_weight_percent: Option<i64>,
+}
+
 /// One CIDR of an `ipAllowPolicy` / `ipDenyPolicy`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -244,6 +255,8 @@ pub struct TimeoutPolicy {
     pub response: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_connection: Option<String>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
@@ -398,6 +411,8 @@ pub struct RouteService {
     /// `h2`, `h2c` or `tls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_start_policy: Option<SlowStartPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_headers_policy: Option<HeadersPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
