@@ -477,20 +477,7 @@ fn local_rate_limit(l: &ir::LocalRateLimit) -> Any {
         }),
         filter_enabled: always(),
         filter_enforced: always(),
-        response_headers_to_add: l
-            .response_headers
-            .iter()
-            .map(|(key, value)| HeaderValueOption {
-                header: Some(HeaderValue {
-                    key: key.clone(),
-                    value: value.clone(),
-                    ..Default::default()
-                }),
-                append_action: core::header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
-                    as i32,
-                ..Default::default()
-            })
-            .collect(),
+        response_headers_to_add: overwrite_headers(&l.response_headers),
         ..Default::default()
     })
 }
@@ -738,8 +725,12 @@ fn envoy_route(r: &ir::Route) -> route::Route {
 }
 
 fn headers_to_add(policy: &ir::HeadersPolicy) -> Vec<HeaderValueOption> {
-    policy
-        .set
+    overwrite_headers(&policy.set)
+}
+
+/// Headers set with Envoy's overwrite-or-add, in name order.
+fn overwrite_headers(headers: &BTreeMap<String, String>) -> Vec<HeaderValueOption> {
+    headers
         .iter()
         .map(|(key, value)| HeaderValueOption {
             header: Some(HeaderValue {

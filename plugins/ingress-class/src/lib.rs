@@ -35,14 +35,7 @@ pub struct IngressClassFilter {
 impl IngressClassFilter {
     pub fn new(config: IngressClassConfig) -> Self {
         // `--ingress-class-name a,b` arrives as one string.
-        let names = config
-            .names
-            .iter()
-            .flat_map(|n| n.split(','))
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string)
-            .collect();
+        let names = isobar_sdk::plugin::comma_separated(&config.names);
         IngressClassFilter { names }
     }
 

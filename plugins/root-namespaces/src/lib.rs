@@ -28,14 +28,7 @@ pub struct RootNamespacesFilter {
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Filter>, ConfigError> {
     let config: RootNamespacesConfig = parse_config(config)?;
-    let namespaces = config
-        .namespaces
-        .iter()
-        .flat_map(|n| n.split(','))
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(str::to_string)
-        .collect();
+    let namespaces = isobar_sdk::plugin::comma_separated(&config.namespaces);
     Ok(Box::new(RootNamespacesFilter { namespaces }))
 }
 

@@ -163,3 +163,15 @@ pub fn parse_config<T: DeserializeOwned + Default>(
     }
     serde_json::from_value(value.clone()).map_err(|e| ConfigError(e.to_string()))
 }
+
+/// Names from a list setting whose entries may themselves be comma-separated (as a
+/// `--flag a,b` arrives), trimmed, without empty ones.
+pub fn comma_separated(entries: &[String]) -> Vec<String> {
+    entries
+        .iter()
+        .flat_map(|n| n.split(','))
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
