@@ -381,13 +381,21 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
     for r in routes {
         let mut route = envoy_route(r).encode_to_vec();
         append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
-        // Per-filter configs in filter-name order: local_ratelimit, rbac.
+        // Per-filter configs in filter-name order: local_ratelimit, lua, rbac.
         if let Some(limit) = &r.policy.rate_limit {
             append_filter_config(
                 &mut route,
                 ROUTE_FILTER_CONFIG,
                 RATE_LIMIT_FILTER,
                 &local_rate_limit(limit),
+            );
+        }
+        if !r.policy.cookie_rewrites.is_empty() {
+            append_filter_config(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                LUA_FILTER,
+                &cookie_rewrite_context(&r.policy.cookie_rewrites),
             );
         }
         if let Some(filter) = &r.policy.ip_filter {
@@ -429,6 +437,83 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
 }
 
 const CORS_FILTER: &str = "envoy.filters.http.cors";
+const LUA_FILTER: &str = "envoy.filters.http.lua";
+
+/// The fixed cookie-rewriting script; rules reach it as the route's filter context.
+const COOKIE_REWRITE_LUA: &str = include_str!("cookie_rewrite.lua");
+
+/// A `google.protobuf.Value` built by hand, so maps are written in key order.
+enum PbValue<'a> {
+    Str(&'a str),
+    Bool(bool),
+    List(Vec<PbValue<'a>>),
+    Struct(Vec<(&'a str, PbValue<'a>)>),
+}
+
+impl PbValue<'_> {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            PbValue::Str(s) => append_field(&mut out, 3, s.as_bytes()),
+            PbValue::Bool(b) => {
+                prost::encoding::bool::encode(4, b, &mut out);
+            }
+            PbValue::List(items) => {
+                let mut list = Vec::new();
+                for item in items {
+                    append_field(&mut list, 1, &item.encode());
+                }
+                append_field(&mut out, 6, &list);
+            }
+            PbValue::Struct(fields) => append_field(&mut out, 5, &struct_bytes(fields)),
+        }
+        out
+    }
+}
+
+/// A `google.protobuf.Struct` with its fields in the given (sorted) order.
+fn struct_bytes(fields: &[(&str, PbValue<'_>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (key, value) in fields {
+        let mut entry = Vec::new();
+        append_field(&mut entry, MAP_KEY, key.as_bytes());
+        append_field(&mut entry, MAP_VALUE, &value.encode());
+        append_field(&mut out, MAP_FIELD, &entry);
+    }
+    out
+}
+
+fn cookie_rewrite_context(rewrites: &[ir::CookieRewrite]) -> Any {
+    use envoy_types::pb::envoy::extensions::filters::http::lua::v3::LuaPerRoute;
+    let rules = rewrites
+        .iter()
+        .map(|c| {
+            let mut fields = Vec::new();
+            if let Some(domain) = &c.domain {
+                fields.push(("domain", PbValue::Str(domain)));
+            }
+            fields.push(("name", PbValue::Str(&c.name)));
+            if let Some(path) = &c.path {
+                fields.push(("path", PbValue::Str(path)));
+            }
+            if let Some(same_site) = &c.same_site {
+                fields.push(("same_site", PbValue::Str(same_site)));
+            }
+            if let Some(secure) = c.secure {
+                fields.push(("secure", PbValue::Bool(secure)));
+            }
+            PbValue::Struct(fields)
+        })
+        .collect();
+    let context = struct_bytes(&[("cookies", PbValue::List(rules))]);
+    // LuaPerRoute.filter_context is field 4.
+    let mut value = Vec::new();
+    append_field(&mut value, 4, &context);
+    Any {
+        type_url: <LuaPerRoute as prost::Name>::type_url(),
+        value,
+    }
+}
 const RATE_LIMIT_FILTER: &str = "envoy.filters.http.local_ratelimit";
 
 fn cors_policy(c: &ir::Cors) -> Any {
@@ -927,6 +1012,18 @@ fn http_listener(settings: &EnvoySettings) -> Listener {
                         ..Default::default()
                     },
                 ),
+            ),
+            empty_filter(
+                LUA_FILTER,
+                pack_any(envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua {
+                    default_source_code: Some(core::DataSource {
+                        specifier: Some(core::data_source::Specifier::InlineString(
+                            COOKIE_REWRITE_LUA.to_string(),
+                        )),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
             ),
             rbac_filter(),
             router_filter(),

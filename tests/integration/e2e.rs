@@ -548,6 +548,14 @@ spec:
     - conditions: [{prefix: /slow}]
       timeoutPolicy: {response: 300ms}
       services: [{name: slow, port: 80}]
+    - conditions: [{prefix: /cookies}]
+      cookieRewritePolicies:
+        - name: session
+          pathRewrite: {value: /}
+          domainRewrite: {value: example.com}
+          secure: false
+          sameSite: Lax
+      services: [{name: echo-a, port: 80}]
     - conditions: [{prefix: /mirrored}]
       services:
         - {name: echo-b, port: 80}
@@ -616,6 +624,29 @@ async fn real_envoy_applies_route_policies() {
         assert_eq!(get("/flaky").await.0, 200, "retried");
     }
     assert_eq!(get("/slow").await.0, 504);
+
+    // Cookie rewriting: only the named cookie's attributes change.
+    let url = format!("http://127.0.0.1:{}/cookies", stack.http_port);
+    let response = stack
+        .client
+        .get(url)
+        .header("host", "policy.example.com")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("cookies: {e}"));
+    let cookies: Vec<String> = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    assert_eq!(
+        cookies,
+        vec![
+            "session=abc; Path=/; Domain=example.com; SameSite=Lax".to_string(),
+            "other=1; Path=/".to_string()
+        ]
+    );
 
     // Mirroring: the mirror sees the requests, the client sees the primary.
     let before = stack.hits["mirror"].load(Ordering::SeqCst);

@@ -160,7 +160,7 @@ fn an_invalid_proxy_leaves_other_resources_byte_identical() {
 #[test]
 fn unsupported_restricting_fields_fail_closed_and_others_warn() {
     let yaml = format!(
-        "{}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p, namespace: default}}\nspec:\n  virtualhost: {{fqdn: a.example.com}}\n  routes:\n    - jwtVerificationPolicy: {{require: provider}}\n      services: [{{name: web, port: 80}}]\n---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: q, namespace: default}}\nspec:\n  virtualhost: {{fqdn: b.example.com}}\n  routes:\n    - services: [{{name: web, port: 80}}]\n      cookieRewritePolicies: [{{name: session, pathRewrite: {{value: /}}}}]\n",
+        "{}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p, namespace: default}}\nspec:\n  virtualhost: {{fqdn: a.example.com}}\n  routes:\n    - jwtVerificationPolicy: {{require: provider}}\n      services: [{{name: web, port: 80}}]\n---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: q, namespace: default}}\nspec:\n  virtualhost: {{fqdn: b.example.com}}\n  routes:\n    - services: [{{name: web, port: 80}}]\n      futureRoutingFeature: {{enabled: true}}\n",
         service_yaml("default", "web", 9000)
     );
     let (out, _) = build(&yaml);

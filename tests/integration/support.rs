@@ -93,6 +93,8 @@ pub async fn backend_with(
                 .header("x-seen-path", path)
                 .header("x-seen-host", host)
                 .header("x-seen-hello", hello)
+                .header("set-cookie", "session=abc; Path=/app; Secure")
+                .header("set-cookie", "other=1; Path=/")
                 .body(axum::body::Body::from(name))
                 .unwrap_or_default()
         }

@@ -659,6 +659,71 @@ pub(crate) fn slow_start(
     })
 }
 
+/// `cookieRewritePolicies` of a route. Every value is checked to be a plain cookie
+/// attribute; the rewrite itself runs in a fixed Lua script that reads them as data.
+pub(crate) fn cookie_rewrites(
+    policies: &[api::CookieRewritePolicy],
+) -> Result<Vec<ir::CookieRewrite>, PolicyError> {
+    let invalid = |m: String| {
+        (
+            ConditionType::RouteError,
+            Reason::CookieRewritePolicyNotValid,
+            format!("route.cookieRewritePolicies: {m}"),
+        )
+    };
+    let attribute = |v: &str| {
+        !v.is_empty()
+            && v.bytes()
+                .all(|b| b.is_ascii_graphic() && b != b';' && b != b',')
+    };
+    let mut out = Vec::with_capacity(policies.len());
+    for p in policies {
+        if !is_header_name(&p.name) || p.name.contains(['=', ';']) {
+            return Err(invalid(format!("{:?} is not a cookie name", p.name)));
+        }
+        if out.iter().any(|c: &ir::CookieRewrite| c.name == p.name) {
+            return Err(invalid(format!("cookie {:?} is rewritten twice", p.name)));
+        }
+        let path = p.path_rewrite.as_ref().map(|v| v.value.clone());
+        if let Some(path) = &path
+            && (!path.starts_with('/') || !attribute(path))
+        {
+            return Err(invalid(format!(
+                "path {path:?} must start with / and hold no ; or spaces"
+            )));
+        }
+        let domain = p.domain_rewrite.as_ref().map(|v| v.value.clone());
+        if let Some(domain) = &domain
+            && (!attribute(domain) || isobar_sdk::host::parse_host(domain).is_err())
+        {
+            return Err(invalid(format!("domain {domain:?} is not a host name")));
+        }
+        let same_site = match p.same_site.as_deref() {
+            None => None,
+            Some(v @ ("Strict" | "Lax" | "None")) => Some(v.to_string()),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "sameSite {other:?} must be Strict, Lax or None"
+                )));
+            }
+        };
+        if path.is_none() && domain.is_none() && p.secure.is_none() && same_site.is_none() {
+            return Err(invalid(format!(
+                "cookie {:?} has nothing to rewrite",
+                p.name
+            )));
+        }
+        out.push(ir::CookieRewrite {
+            name: p.name.clone(),
+            path,
+            domain,
+            secure: p.secure,
+            same_site,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

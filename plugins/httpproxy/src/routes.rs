@@ -292,6 +292,12 @@ impl Walk<'_, '_> {
         if let Some(r) = &route.rate_limit_policy {
             collect(policy::local_rate_limit("route", r).map(|r| policy.rate_limit = r));
         }
+        if !route.cookie_rewrite_policies.is_empty() {
+            collect(
+                policy::cookie_rewrites(&route.cookie_rewrite_policies)
+                    .map(|c| policy.cookie_rewrites = c),
+            );
+        }
         if let Some(r) = &route.internal_redirect_policy {
             collect(policy::internal_redirect(r).map(|r| policy.internal_redirect = Some(r)));
         }

@@ -94,6 +94,8 @@ pub enum Reason {
     InternalRedirectPolicyNotValid,
     /// A slow start policy that does not parse or cannot apply to the balancing strategy.
     SlowStartInvalid,
+    /// A cookie rewrite with a bad name, path, domain or SameSite value.
+    CookieRewritePolicyNotValid,
 }
 
 impl Reason {
@@ -134,6 +136,7 @@ impl Reason {
             Reason::RateLimitPolicyNotValid => "RateLimitPolicyNotValid",
             Reason::InternalRedirectPolicyNotValid => "InternalRedirectPolicyNotValid",
             Reason::SlowStartInvalid => "SlowStartInvalid",
+            Reason::CookieRewritePolicyNotValid => "CookieRewritePolicyNotValid",
         }
     }
 }

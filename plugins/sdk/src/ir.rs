@@ -238,6 +238,23 @@ pub struct RoutePolicy {
     pub rate_limit: Option<LocalRateLimit>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub internal_redirect: Option<InternalRedirect>,
+    /// `Set-Cookie` attributes rewritten in responses, by cookie name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cookie_rewrites: Vec<CookieRewrite>,
+}
+
+/// Validated cookie attribute values; they reach Envoy as data, never as code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CookieRewrite {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secure: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_site: Option<String>,
 }
 
 /// A token bucket shared by every request to a vhost or route, per Envoy.

@@ -156,8 +156,32 @@ pub struct Route {
     pub rate_limit_policy: Option<RateLimitPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub internal_redirect_policy: Option<InternalRedirectPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cookie_rewrite_policies: Vec<CookieRewritePolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CookieRewritePolicy {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_rewrite: Option<ValueRewrite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain_rewrite: Option<ValueRewrite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_site: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueRewrite {
+    #[serde(default)]
+    pub value: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
