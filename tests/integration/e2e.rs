@@ -45,6 +45,25 @@ impl Stack {
     }
 
     /// The body and status Envoy answers for `host` + `path`, or None if the request failed.
+    /// Sends `method` `path` to Envoy's HTTP listener with `Host: host` and `headers`.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let url = format!("http://127.0.0.1:{}{path}", self.http_port);
+        let mut request = self.client.request(method, url).header("host", host);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{host}{path}: {e}\n{}", self.logs()))
+    }
+
     async fn get(&self, host: &str, path: &str) -> Option<(u16, String)> {
         let url = format!("http://127.0.0.1:{}{path}", self.http_port);
         let response = self
@@ -468,15 +487,10 @@ async fn real_envoy_matches_conditions_and_follows_includes() {
     let get = |path: &'static str, header: Option<(&'static str, &'static str)>| {
         let stack = &stack;
         async move {
-            let url = format!("http://127.0.0.1:{}{path}", stack.http_port);
-            let mut request = stack.client.get(url).header("host", "site.example.com");
-            if let Some((k, v)) = header {
-                request = request.header(k, v);
-            }
-            let response = request
-                .send()
-                .await
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            let headers: Vec<(&str, &str)> = header.into_iter().collect();
+            let response = stack
+                .send(reqwest::Method::GET, "site.example.com", path, &headers)
+                .await;
             let status = response.status().as_u16();
             (status, response.text().await.unwrap_or_default())
         }
@@ -572,14 +586,9 @@ async fn real_envoy_applies_route_policies() {
     let get = |path: &'static str| {
         let stack = &stack;
         async move {
-            let url = format!("http://127.0.0.1:{}{path}", stack.http_port);
             let response = stack
-                .client
-                .get(url)
-                .header("host", "policy.example.com")
-                .send()
-                .await
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
+                .send(reqwest::Method::GET, "policy.example.com", path, &[])
+                .await;
             let status = response.status().as_u16();
             let headers = response.headers().clone();
             let header = move |name: &str| {
@@ -626,14 +635,9 @@ async fn real_envoy_applies_route_policies() {
     assert_eq!(get("/slow").await.0, 504);
 
     // Cookie rewriting: only the named cookie's attributes change.
-    let url = format!("http://127.0.0.1:{}/cookies", stack.http_port);
     let response = stack
-        .client
-        .get(url)
-        .header("host", "policy.example.com")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("cookies: {e}"));
+        .send(reqwest::Method::GET, "policy.example.com", "/cookies", &[])
+        .await;
     let cookies: Vec<String> = response
         .headers()
         .get_all("set-cookie")
@@ -832,17 +836,11 @@ async fn real_envoy_allows_websocket_upgrades_only_where_enabled() {
     let upgrade = |path: &'static str| {
         let stack = &stack;
         async move {
-            let url = format!("http://127.0.0.1:{}{path}", stack.http_port);
-            stack
-                .client
-                .get(url)
-                .header("host", "ws.example.com")
-                .header("connection", "upgrade")
-                .header("upgrade", "websocket")
-                .send()
-                .await
-                .map(|r| r.status().as_u16())
-                .ok()
+            let headers = [("connection", "upgrade"), ("upgrade", "websocket")];
+            let response = stack
+                .send(reqwest::Method::GET, "ws.example.com", path, &headers)
+                .await;
+            Some(response.status().as_u16())
         }
     };
     // Envoy refuses an upgrade on a route without websockets, and passes it on where
@@ -880,16 +878,10 @@ async fn real_envoy_answers_cors_and_enforces_local_rate_limits() {
     let preflight = |origin: &'static str| {
         let stack = &stack;
         async move {
-            let url = format!("http://127.0.0.1:{}/", stack.http_port);
+            let headers = [("origin", origin), ("access-control-request-method", "PUT")];
             let r = stack
-                .client
-                .request(reqwest::Method::OPTIONS, url)
-                .header("host", "cors.example.com")
-                .header("origin", origin)
-                .header("access-control-request-method", "PUT")
-                .send()
-                .await
-                .unwrap_or_else(|e| panic!("preflight: {e}"));
+                .send(reqwest::Method::OPTIONS, "cors.example.com", "/", &headers)
+                .await;
             r.headers()
                 .get("access-control-allow-origin")
                 .and_then(|v| v.to_str().ok())
