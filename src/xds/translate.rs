@@ -382,7 +382,7 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
         let mut route = envoy_route(r).encode_to_vec();
         append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
         // Per-filter configs in filter-name order: local_ratelimit, lua, rbac.
-        if let Some(limit) = &r.policy.rate_limit {
+        if let Some(limit) = &r.policy().rate_limit {
             append_filter_config(
                 &mut route,
                 ROUTE_FILTER_CONFIG,
@@ -390,15 +390,15 @@ fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
                 &local_rate_limit(limit),
             );
         }
-        if !r.policy.cookie_rewrites.is_empty() {
+        if !r.policy().cookie_rewrites.is_empty() {
             append_filter_config(
                 &mut route,
                 ROUTE_FILTER_CONFIG,
                 LUA_FILTER,
-                &cookie_rewrite_context(&r.policy.cookie_rewrites),
+                &cookie_rewrite_context(&r.policy().cookie_rewrites),
             );
         }
-        if let Some(filter) = &r.policy.ip_filter {
+        if let Some(filter) = &r.policy().ip_filter {
             append_filter_config(
                 &mut route,
                 ROUTE_FILTER_CONFIG,
@@ -777,7 +777,7 @@ fn envoy_route(r: &ir::Route) -> route::Route {
         .collect();
     let query_parameters = r.matcher.query.iter().map(query_matcher).collect();
     let action = match &r.action {
-        RouteAction::Forward(clusters) => route::route::Action::Route(forward(clusters, &r.policy)),
+        RouteAction::Forward(clusters) => route::route::Action::Route(forward(clusters, r.policy())),
         RouteAction::DirectResponse { status, body } => {
             route::route::Action::DirectResponse(DirectResponseAction {
                 status: *status,
@@ -792,7 +792,7 @@ fn envoy_route(r: &ir::Route) -> route::Route {
             route::route::Action::Redirect(redirect_action(redirect))
         }
     };
-    let policy = &r.policy;
+    let policy = r.policy();
     route::Route {
         r#match: Some(RouteMatch {
             path_specifier: Some(path_specifier),

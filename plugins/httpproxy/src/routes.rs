@@ -200,7 +200,7 @@ impl Walk<'_, '_> {
                         body: None,
                     },
                     source: source.clone(),
-                    policy: RoutePolicy::default(),
+                    policy: None,
                 },
             );
         }
@@ -501,14 +501,15 @@ impl Walk<'_, '_> {
                 policy: RoutePolicy {
                     prefix_rewrite: Some(replacement),
                     ..policy.clone()
-                },
+                }
+                .boxed(),
             });
         }
         out.push(Route {
             matcher,
             action,
             source: key.clone(),
-            policy,
+            policy: policy.boxed(),
         });
         Some(out)
     }

@@ -200,7 +200,7 @@ impl RouteBuilder<'_> {
             },
             action,
             source: key.clone(),
-            policy,
+            policy: policy.boxed(),
         };
         ir.add_route(&host.fqdn, route);
     }

@@ -50,7 +50,7 @@ impl Ir {
                 RouteAction::Forward(w) => w
                     .iter()
                     .map(|c| c.cluster.as_str())
-                    .chain(r.policy.mirror.iter().map(|m| m.cluster.as_str()))
+                    .chain(r.policy().mirror.iter().map(|m| m.cluster.as_str()))
                     .collect(),
                 RouteAction::DirectResponse { .. } | RouteAction::Redirect(_) => Vec::new(),
             })
@@ -163,9 +163,19 @@ pub struct Route {
     pub action: RouteAction,
     /// The object this route came from.
     pub source: ObjectKey,
-    /// What happens to a request on its way (only meaningful for `Forward`).
-    #[serde(skip_serializing_if = "RoutePolicy::is_default")]
-    pub policy: RoutePolicy,
+    /// What happens to a request on its way (only meaningful for `Forward`); `None`
+    /// for the default, which most routes have (a policy is large).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Box<RoutePolicy>>,
+}
+
+impl Route {
+    /// The route's policy (the default when it has none of its own).
+    pub fn policy(&self) -> &RoutePolicy {
+        static DEFAULT: std::sync::LazyLock<RoutePolicy> =
+            std::sync::LazyLock::new(RoutePolicy::default);
+        self.policy.as_deref().unwrap_or(&DEFAULT)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -310,6 +320,11 @@ pub struct IpRule {
 impl RoutePolicy {
     pub fn is_default(&self) -> bool {
         *self == RoutePolicy::default()
+    }
+
+    /// The policy as a route holds it: `None` when it is the default.
+    pub fn boxed(self) -> Option<Box<RoutePolicy>> {
+        (!self.is_default()).then(|| Box::new(self))
     }
 }
 
