@@ -777,7 +777,9 @@ fn envoy_route(r: &ir::Route) -> route::Route {
         .collect();
     let query_parameters = r.matcher.query.iter().map(query_matcher).collect();
     let action = match &r.action {
-        RouteAction::Forward(clusters) => route::route::Action::Route(forward(clusters, r.policy())),
+        RouteAction::Forward(clusters) => {
+            route::route::Action::Route(forward(clusters, r.policy()))
+        }
         RouteAction::DirectResponse { status, body } => {
             route::route::Action::DirectResponse(DirectResponseAction {
                 status: *status,
