@@ -862,7 +862,8 @@ fn forward(clusters: &[ir::WeightedCluster], policy: &ir::RoutePolicy) -> route:
         [single]
             if single.request_headers.is_empty()
                 && single.response_headers.is_empty()
-                && single.host_rewrite.is_none() =>
+                && single.host_rewrite.is_none()
+                && single.cookie_rewrites.is_empty() =>
         {
             route::route_action::ClusterSpecifier::Cluster(single.cluster.clone())
         }
@@ -880,6 +881,15 @@ fn forward(clusters: &[ir::WeightedCluster], policy: &ir::RoutePolicy) -> route:
                         .host_rewrite
                         .clone()
                         .map(cluster_weight::HostRewriteSpecifier::HostRewriteLiteral),
+                    // One entry at most, so the map encodes deterministically.
+                    typed_per_filter_config: if w.cookie_rewrites.is_empty() {
+                        HashMap::new()
+                    } else {
+                        HashMap::from([(
+                            LUA_FILTER.to_string(),
+                            cookie_rewrite_context(&w.cookie_rewrites),
+                        )])
+                    },
                     ..Default::default()
                 })
                 .collect(),

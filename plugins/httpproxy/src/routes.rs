@@ -404,6 +404,12 @@ impl Walk<'_, '_> {
                     Err(e) => errors.push(e),
                 }
             }
+            if !service.cookie_rewrite_policies.is_empty() {
+                match policy::cookie_rewrites(&service.cookie_rewrite_policies) {
+                    Ok(c) => target.cookie_rewrites = c,
+                    Err(e) => errors.push(e),
+                }
+            }
             if let Some(h) = &service.response_headers_policy {
                 match policy::headers(h, &service_scope("service.responseHeadersPolicy", true)) {
                     Ok(h) => target.response_headers = h.policy,

@@ -200,6 +200,9 @@ pub struct WeightedCluster {
     pub response_headers: HeadersPolicy,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_rewrite: Option<String>,
+    /// Cookie rewrites for responses from this cluster (override the route's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cookie_rewrites: Vec<CookieRewrite>,
 }
 
 /// Headers to set (overwriting) and to remove. Values are already escaped for Envoy.

@@ -437,6 +437,8 @@ pub struct RouteService {
     pub protocol: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_start_policy: Option<SlowStartPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cookie_rewrite_policies: Vec<CookieRewritePolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_headers_policy: Option<HeadersPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
