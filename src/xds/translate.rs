@@ -949,25 +949,17 @@ fn forward(clusters: &[ir::WeightedCluster], policy: &ir::RoutePolicy) -> route:
 /// The source object of a route, for access logs (Contour's keys), as an encoded
 /// `Metadata` whose maps are written in key order.
 fn source_metadata(source: &isobar_sdk::ObjectKey) -> Vec<u8> {
-    let field = |v: &str| pb::Value {
-        kind: Some(pb::value::Kind::StringValue(v.to_string())),
-    };
-    let fields = [
-        ("io.projectcontour.kind", field(source.kind.as_str())),
-        ("io.projectcontour.name", field(&source.name)),
-        ("io.projectcontour.namespace", field(&source.namespace)),
-    ];
-    // A Struct with several entries is the concatenation of single-entry Structs.
-    let mut fields_bytes = Vec::new();
-    for (key, value) in fields {
-        let single = pb::Struct {
-            fields: HashMap::from([(key.to_string(), value)]),
-        };
-        fields_bytes.extend(single.encode_to_vec());
-    }
+    let fields = struct_bytes(&[
+        ("io.projectcontour.kind", PbValue::Str(source.kind.as_str())),
+        ("io.projectcontour.name", PbValue::Str(&source.name)),
+        (
+            "io.projectcontour.namespace",
+            PbValue::Str(&source.namespace),
+        ),
+    ]);
     let mut entry = Vec::new();
     append_field(&mut entry, MAP_KEY, b"envoy.access_loggers.file");
-    append_field(&mut entry, MAP_VALUE, &fields_bytes);
+    append_field(&mut entry, MAP_VALUE, &fields);
     let mut metadata = Vec::new();
     append_field(&mut metadata, MAP_FIELD, &entry);
     metadata
