@@ -23,6 +23,8 @@ pub struct Config {
     pub health: Endpoint,
     pub envoy: EnvoyConfig,
     pub timeouts: Timeouts,
+    /// Downstream TLS defaults (Contour's `tls` section).
+    pub tls: TlsConfig,
     pub pipeline: PipelineConfig,
     /// One section per plugin, by plugin name.
     pub plugins: BTreeMap<String, serde_json::Value>,
@@ -37,6 +39,123 @@ pub struct XdsServer {
     pub port: u16,
     /// Serve xDS without TLS (`--insecure`). Required for now: xDS over TLS comes with certgen.
     pub insecure: bool,
+}
+
+/// Contour's `tls` section: bounds and parameters of every TLS vhost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct TlsConfig {
+    /// `"1.2"` or `"1.3"`; a vhost may ask for more, never for less.
+    pub minimum_protocol_version: String,
+    /// `"1.2"` or `"1.3"`; a vhost may ask for less, never for more.
+    pub maximum_protocol_version: String,
+    /// TLS 1.2 cipher suites, BoringSSL names; `[A|B]` is an equal-preference group.
+    pub cipher_suites: Vec<String>,
+    /// Key exchange groups; empty: Envoy's defaults.
+    pub ecdh_curves: Vec<String>,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            minimum_protocol_version: "1.2".to_string(),
+            maximum_protocol_version: "1.3".to_string(),
+            cipher_suites: [
+                "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]",
+                "[ECDHE-RSA-AES128-GCM-SHA256|ECDHE-RSA-CHACHA20-POLY1305]",
+                "ECDHE-ECDSA-AES256-GCM-SHA384",
+                "ECDHE-RSA-AES256-GCM-SHA384",
+            ]
+            .map(str::to_string)
+            .to_vec(),
+            ecdh_curves: Vec::new(),
+        }
+    }
+}
+
+/// Cipher suites Envoy (BoringSSL) accepts by name for TLS 1.2.
+const KNOWN_CIPHERS: &[&str] = &[
+    "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "ECDHE-RSA-CHACHA20-POLY1305",
+    "ECDHE-PSK-CHACHA20-POLY1305",
+    "ECDHE-ECDSA-AES128-SHA",
+    "ECDHE-RSA-AES128-SHA",
+    "ECDHE-PSK-AES128-CBC-SHA",
+    "ECDHE-ECDSA-AES256-SHA",
+    "ECDHE-RSA-AES256-SHA",
+    "ECDHE-PSK-AES256-CBC-SHA",
+    "AES128-GCM-SHA256",
+    "AES256-GCM-SHA384",
+    "AES128-SHA",
+    "AES256-SHA",
+    "PSK-AES128-CBC-SHA",
+    "PSK-AES256-CBC-SHA",
+    "DES-CBC3-SHA",
+];
+
+const KNOWN_CURVES: &[&str] = &["X25519", "P-256", "P-384", "P-521", "X25519MLKEM768"];
+
+impl TlsConfig {
+    /// Settings Envoy would reject are refused at start-up, never sent.
+    fn validate(&self) -> Result<(), String> {
+        for (key, value) in [
+            (
+                "tls.minimum-protocol-version",
+                &self.minimum_protocol_version,
+            ),
+            (
+                "tls.maximum-protocol-version",
+                &self.maximum_protocol_version,
+            ),
+        ] {
+            if isobar_sdk::ir::TlsVersion::parse(value).is_none() {
+                return Err(format!("{key}: {value:?} is not \"1.2\" or \"1.3\""));
+            }
+        }
+        if self.min_version() > self.max_version() {
+            return Err(format!(
+                "tls: minimum-protocol-version {:?} is above maximum-protocol-version {:?}",
+                self.minimum_protocol_version, self.maximum_protocol_version
+            ));
+        }
+        for (i, suite) in self.cipher_suites.iter().enumerate() {
+            let inner = suite
+                .strip_prefix('[')
+                .and_then(|s| s.strip_suffix(']'))
+                .unwrap_or(suite);
+            for name in inner.split('|') {
+                if !KNOWN_CIPHERS.contains(&name) {
+                    return Err(format!(
+                        "tls.cipher-suites[{i}]: unknown cipher suite {name:?}; valid: {}",
+                        KNOWN_CIPHERS.join(", ")
+                    ));
+                }
+            }
+        }
+        for (i, curve) in self.ecdh_curves.iter().enumerate() {
+            if !KNOWN_CURVES.contains(&curve.as_str()) {
+                return Err(format!(
+                    "tls.ecdh-curves[{i}]: unknown curve {curve:?}; valid: {}",
+                    KNOWN_CURVES.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn min_version(&self) -> isobar_sdk::ir::TlsVersion {
+        isobar_sdk::ir::TlsVersion::parse(&self.minimum_protocol_version)
+            .unwrap_or(isobar_sdk::ir::TlsVersion::V1_2)
+    }
+
+    pub fn max_version(&self) -> isobar_sdk::ir::TlsVersion {
+        isobar_sdk::ir::TlsVersion::parse(&self.maximum_protocol_version)
+            .unwrap_or(isobar_sdk::ir::TlsVersion::V1_3)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,6 +217,7 @@ impl Default for Config {
             health: Endpoint::new("0.0.0.0", 8000),
             envoy: EnvoyConfig::default(),
             timeouts: Timeouts::default(),
+            tls: TlsConfig::default(),
             pipeline: PipelineConfig::default(),
             plugins: default_plugin_sections(),
             debug: false,
@@ -128,6 +248,12 @@ fn default_plugin_sections() -> BTreeMap<String, serde_json::Value> {
             isobar_plugin_root_namespaces::NAME.to_string(),
             section(serde_json::to_value(
                 isobar_plugin_root_namespaces::RootNamespacesConfig::default(),
+            )),
+        ),
+        (
+            isobar_plugin_tls_delegation::NAME.to_string(),
+            section(serde_json::to_value(
+                isobar_plugin_tls_delegation::TlsDelegationConfig::default(),
             )),
         ),
     ])
@@ -170,7 +296,10 @@ impl Default for PipelineConfig {
                 isobar_plugin_ingress_class::NAME.to_string(),
                 isobar_plugin_root_namespaces::NAME.to_string(),
             ],
-            processors: vec![isobar_plugin_conflicts::NAME.to_string()],
+            processors: vec![
+                isobar_plugin_conflicts::NAME.to_string(),
+                isobar_plugin_tls_delegation::NAME.to_string(),
+            ],
             holdoff_delay: Dur(Duration::from_millis(100)),
             holdoff_max_delay: Dur(Duration::from_millis(500)),
         }
@@ -205,6 +334,9 @@ pub enum ConfigError {
     /// A key or value figment could not use; the message names the key and its source.
     #[error("{}", describe(.0))]
     Invalid(Box<figment::Error>),
+    /// A value that parses but cannot be used.
+    #[error("{0}")]
+    Setting(String),
 }
 
 /// One line per problem: where the value came from, the dotted key, what is wrong.
@@ -245,9 +377,11 @@ pub fn load(path: Option<&Path>, flags: serde_json::Value) -> Result<Config, Con
     figment = figment
         .merge(env_provider())
         .merge(Serialized::globals(flags));
-    figment
+    let config: Config = figment
         .extract()
-        .map_err(|e| ConfigError::Invalid(Box::new(e)))
+        .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+    config.tls.validate().map_err(ConfigError::Setting)?;
+    Ok(config)
 }
 
 /// `ISOBAR_XDS_SERVER__PORT=9001` sets `xds-server.port`: `__` nests, `_` is a dash.

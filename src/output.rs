@@ -53,6 +53,32 @@ struct TypedResources {
     routes: Vec<serde_json::Value>,
     clusters: Vec<serde_json::Value>,
     endpoints: Vec<serde_json::Value>,
+    /// SDS secrets, by name, with the certificate replaced by its fingerprint and the key
+    /// withheld: secret material is never printed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    secrets: Vec<serde_json::Value>,
+}
+
+/// Replaces every inline certificate and key of an SDS secret's JSON.
+fn redact(mut value: serde_json::Value) -> serde_json::Value {
+    if let Some(cert) = value.get_mut("tls_certificate") {
+        if let Some(chain) = cert
+            .get_mut("certificate_chain")
+            .and_then(|c| c.get_mut("inline_string"))
+        {
+            let pem = chain.as_str().unwrap_or_default();
+            let fingerprints: Vec<String> = pem::parse_many(pem)
+                .unwrap_or_default()
+                .iter()
+                .map(|b| format!("sha256:{}", isobar_sdk::secret::fingerprint(b.contents())))
+                .collect();
+            *chain = serde_json::Value::String(fingerprints.join(" "));
+        }
+        if let Some(key) = cert.get_mut("private_key") {
+            *key = serde_json::json!({"inline_string": "[redacted]"});
+        }
+    }
+    value
 }
 
 #[derive(Serialize)]
@@ -79,6 +105,7 @@ pub fn translation(
             routes: all(&resources.routes)?,
             clusters: all(&resources.clusters)?,
             endpoints: all(&resources.endpoints)?,
+            secrets: all(&resources.secrets)?.into_iter().map(redact).collect(),
         },
         status: status
             .objects

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use isobar_sdk::plugin::{Factory, PluginKind, PluginRegistration, registered};
+use isobar_sdk::plugin::{Factory, PluginKind, PluginRegistration, SecretGrants, registered};
 use isobar_sdk::{
     BuildContext, Filter, Ir, Kind, Object, Objects, Processor, Source, StatusReport,
 };
@@ -18,6 +18,7 @@ pub const BUILTIN_PLUGINS: &[&str] = &[
     isobar_plugin_ingress::NAME,
     isobar_plugin_ingress_class::NAME,
     isobar_plugin_root_namespaces::NAME,
+    isobar_plugin_tls_delegation::NAME,
 ];
 
 /// A plugin name or setting that stops start-up.
@@ -181,7 +182,12 @@ impl Pipeline {
             let more = processor.reject(&BuildContext::new(objects, &rejected), &mut status);
             rejected.extend(more);
         }
-        let ctx = BuildContext::new(objects, &rejected);
+        let mut grants = SecretGrants::default();
+        for (name, processor) in &self.processors {
+            let _span = tracing::debug_span!("processor", plugin = name).entered();
+            processor.grant(&BuildContext::new(objects, &rejected), &mut grants);
+        }
+        let ctx = BuildContext::new(objects, &rejected).with_grants(&grants);
         let mut ir = Ir::default();
         for (name, source) in &self.sources {
             let _span = tracing::debug_span!("source", plugin = name).entered();

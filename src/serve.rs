@@ -21,6 +21,14 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
     EnvoySettings {
         http_address: config.envoy.http.address.clone(),
         http_port: config.envoy.http.port,
+        https_address: config.envoy.https.address.clone(),
+        https_port: config.envoy.https.port,
+        tls: crate::xds::translate::TlsSettings {
+            min_version: config.tls.min_version(),
+            max_version: config.tls.max_version(),
+            cipher_suites: config.tls.cipher_suites.clone(),
+            ecdh_curves: config.tls.ecdh_curves.clone(),
+        },
         stats_address: config.envoy.metrics.address.clone(),
         stats_port: config.envoy.metrics.port,
         connect_timeout: config.timeouts.connect_timeout.0,

@@ -133,6 +133,9 @@ fn same_object(a: &Object, b: &Object) -> bool {
         (Object::Secret(x), Object::Secret(y)) => Arc::ptr_eq(x, y),
         (Object::Ingress(x), Object::Ingress(y)) => Arc::ptr_eq(x, y),
         (Object::HTTPProxy(x), Object::HTTPProxy(y)) => Arc::ptr_eq(x, y),
+        (Object::TLSCertificateDelegation(x), Object::TLSCertificateDelegation(y)) => {
+            Arc::ptr_eq(x, y)
+        }
         _ => false,
     }
 }

@@ -111,6 +111,7 @@ fn decode_value(value: serde_json::Value, out: &mut Vec<Object>) -> Result<(), S
         Kind::Secret => Object::Secret(typed(value, what)?),
         Kind::Ingress => Object::Ingress(typed(value, what)?),
         Kind::HTTPProxy => Object::HTTPProxy(typed(value, what)?),
+        Kind::TLSCertificateDelegation => Object::TLSCertificateDelegation(typed(value, what)?),
     };
     out.push(object);
     Ok(())

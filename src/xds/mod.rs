@@ -2,6 +2,7 @@
 
 pub mod server;
 pub mod snapshot;
+pub mod tls;
 pub mod translate;
 
 pub use snapshot::{Snapshot, XdsType};

@@ -12,19 +12,22 @@ use sha1::{Digest, Sha1};
 use super::translate::Resources;
 
 /// The xDS resource types Isobar serves, in the order a change is pushed: clusters before
-/// their endpoints, both before the listeners and routes that use them (make before break).
+/// their endpoints, both (and certificates) before the listeners and routes that use them
+/// (make before break).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum XdsType {
     Cluster,
     Endpoint,
+    Secret,
     Listener,
     Route,
 }
 
 impl XdsType {
-    pub const ORDER: [XdsType; 4] = [
+    pub const ORDER: [XdsType; 5] = [
         XdsType::Cluster,
         XdsType::Endpoint,
+        XdsType::Secret,
         XdsType::Listener,
         XdsType::Route,
     ];
@@ -34,6 +37,9 @@ impl XdsType {
             XdsType::Cluster => "type.googleapis.com/envoy.config.cluster.v3.Cluster",
             XdsType::Endpoint => {
                 "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+            }
+            XdsType::Secret => {
+                "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
             }
             XdsType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             XdsType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
@@ -53,6 +59,7 @@ impl XdsType {
         match self {
             XdsType::Cluster => "cds",
             XdsType::Endpoint => "eds",
+            XdsType::Secret => "sds",
             XdsType::Listener => "lds",
             XdsType::Route => "rds",
         }
@@ -71,7 +78,7 @@ pub struct TypeSnapshot {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
-    types: [TypeSnapshot; 4],
+    types: [TypeSnapshot; 5],
 }
 
 impl Snapshot {
@@ -80,6 +87,7 @@ impl Snapshot {
         for (t, map) in [
             (XdsType::Cluster, resources.clusters),
             (XdsType::Endpoint, resources.endpoints),
+            (XdsType::Secret, resources.secrets),
             (XdsType::Listener, resources.listeners),
             (XdsType::Route, resources.routes),
         ] {

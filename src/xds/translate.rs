@@ -34,6 +34,8 @@ use isobar_sdk::ir::{self, PathMatch, RouteAction};
 use isobar_sdk::resolve::ready_endpoints;
 use isobar_sdk::{Ir, Objects};
 
+use super::tls;
+
 /// The listener and route configuration names Contour uses.
 pub const HTTP_LISTENER: &str = "ingress_http";
 pub const STATS_LISTENER: &str = "stats-health";
@@ -45,10 +47,22 @@ pub const ADMIN_CLUSTER: &str = "envoy-admin";
 pub struct EnvoySettings {
     pub http_address: String,
     pub http_port: u16,
+    pub https_address: String,
+    pub https_port: u16,
+    pub tls: TlsSettings,
     pub stats_address: String,
     pub stats_port: u16,
     pub connect_timeout: Duration,
     pub access_log_path: String,
+}
+
+/// Bounds and parameters of every downstream TLS context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    pub min_version: ir::TlsVersion,
+    pub max_version: ir::TlsVersion,
+    pub cipher_suites: Vec<String>,
+    pub ecdh_curves: Vec<String>,
 }
 
 /// Envoy resources by type, each by name.
@@ -56,6 +70,7 @@ pub struct EnvoySettings {
 pub struct Resources {
     pub clusters: BTreeMap<String, Any>,
     pub endpoints: BTreeMap<String, Any>,
+    pub secrets: BTreeMap<String, Any>,
     pub listeners: BTreeMap<String, Any>,
     pub routes: BTreeMap<String, Any>,
 }
@@ -70,8 +85,32 @@ pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resour
             .or_insert_with(|| pack_any(load_assignment(c, objects)));
     }
     // RDS is always published, even empty, so a listener never waits on it.
-    out.routes
-        .insert(HTTP_LISTENER.to_string(), route_configuration(ir));
+    out.routes.insert(
+        HTTP_LISTENER.to_string(),
+        route_configuration(HTTP_LISTENER, ir.virtual_hosts.values(), false),
+    );
+    for (name, secret) in &ir.secrets {
+        out.secrets
+            .insert(name.clone(), pack_any(tls::secret(name, secret)));
+    }
+    for vhost in ir.secure_virtual_hosts.values() {
+        if vhost.tcp_proxy.is_none() {
+            out.routes.insert(
+                tls::route_config_name(&vhost.fqdn),
+                route_configuration(
+                    &tls::route_config_name(&vhost.fqdn),
+                    std::iter::once(&vhost.http),
+                    true,
+                ),
+            );
+        }
+    }
+    if !ir.secure_virtual_hosts.is_empty() {
+        out.listeners.insert(
+            tls::HTTPS_LISTENER.to_string(),
+            pack_any(tls::https_listener(ir, settings)),
+        );
+    }
     if !ir.virtual_hosts.is_empty() {
         out.listeners
             .insert(HTTP_LISTENER.to_string(), pack_any(http_listener(settings)));
@@ -83,14 +122,14 @@ pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resour
     out
 }
 
-fn duration(d: Duration) -> pb::Duration {
+pub(super) fn duration(d: Duration) -> pb::Duration {
     pb::Duration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
     }
 }
 
-fn ads() -> ConfigSource {
+pub(super) fn ads() -> ConfigSource {
     ConfigSource {
         config_source_specifier: Some(core::config_source::ConfigSourceSpecifier::Ads(
             AggregatedConfigSource {},
@@ -100,7 +139,7 @@ fn ads() -> ConfigSource {
     }
 }
 
-fn socket_address(address: &str, port: u16) -> Address {
+pub(super) fn socket_address(address: &str, port: u16) -> Address {
     Address {
         address: Some(core::address::Address::SocketAddress(SocketAddress {
             address: address.to_string(),
@@ -134,7 +173,13 @@ fn cluster_for(c: &ir::Cluster, settings: &EnvoySettings) -> Cluster {
             ir::LbPolicy::Random => cluster::cluster::LbPolicy::Random,
             ir::LbPolicy::RingHash => cluster::cluster::LbPolicy::RingHash,
         } as i32,
-        health_checks: c.options.health_check.iter().map(health_check).collect(),
+        health_checks: c
+            .options
+            .health_check
+            .iter()
+            .map(health_check)
+            .chain(c.options.tcp_health_check.iter().map(tcp_health_check))
+            .collect(),
         circuit_breakers: c.options.circuit_breakers.as_ref().map(circuit_breakers),
         typed_extension_protocol_options: upstream_http_options(&c.options),
         lb_config: c
@@ -166,6 +211,23 @@ fn slow_start(s: &ir::SlowStart, lb: ir::LbPolicy) -> cluster::cluster::LbConfig
         _ => LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
             slow_start_config: Some(config),
         }),
+    }
+}
+
+fn tcp_health_check(h: &ir::TcpHealthCheck) -> core::HealthCheck {
+    use core::health_check::{HealthChecker, TcpHealthCheck};
+    let seconds = |s: u64| duration(Duration::from_secs(s));
+    core::HealthCheck {
+        timeout: Some(seconds(h.timeout_seconds)),
+        interval: Some(seconds(h.interval_seconds)),
+        unhealthy_threshold: Some(UInt32Value {
+            value: h.unhealthy_threshold,
+        }),
+        healthy_threshold: Some(UInt32Value {
+            value: h.healthy_threshold,
+        }),
+        health_checker: Some(HealthChecker::TcpHealthCheck(TcpHealthCheck::default())),
+        ..Default::default()
     }
 }
 
@@ -328,9 +390,13 @@ fn load_assignment(c: &ir::Cluster, objects: &Objects) -> ClusterLoadAssignment 
 /// which differs run to run; identical input must give identical bytes (versions are
 /// content hashes). So routes are encoded one by one with their metadata appended in key
 /// order; protobuf parsers accept fields in any order and merge them.
-fn route_configuration(ir: &Ir) -> Any {
+fn route_configuration<'a>(
+    name: &str,
+    vhosts: impl Iterator<Item = &'a ir::VirtualHost>,
+    misdirected: bool,
+) -> Any {
     let shell = RouteConfiguration {
-        name: HTTP_LISTENER.to_string(),
+        name: name.to_string(),
         request_headers_to_add: vec![HeaderValueOption {
             header: Some(HeaderValue {
                 key: "x-request-start".to_string(),
@@ -343,11 +409,20 @@ fn route_configuration(ir: &Ir) -> Any {
         ..Default::default()
     };
     let mut bytes = shell.encode_to_vec();
-    for vhost in ir.virtual_hosts.values() {
+    for vhost in vhosts {
         append_field(
             &mut bytes,
             ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
             &virtual_host(vhost),
+        );
+    }
+    if misdirected {
+        // A request whose Host is not the vhost its SNI chose is answered 421, as
+        // Contour's Lua filter does, without any code: a catch-all vhost.
+        append_field(
+            &mut bytes,
+            ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+            &tls::misdirected_vhost().encode_to_vec(),
         );
     }
     Any {
@@ -975,7 +1050,7 @@ fn router_filter() -> HttpFilter {
     }
 }
 
-fn file_access_log(path: &str) -> AccessLog {
+pub(super) fn file_access_log(path: &str) -> AccessLog {
     AccessLog {
         name: "envoy.access_loggers.file".to_string(),
         config_type: Some(accesslog::access_log::ConfigType::TypedConfig(pack_any(
@@ -988,19 +1063,24 @@ fn file_access_log(path: &str) -> AccessLog {
     }
 }
 
-fn hcm_filter(manager: HttpConnectionManager) -> listener::Filter {
+pub(super) fn hcm_filter(manager: HttpConnectionManager) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".to_string(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(pack_any(manager))),
     }
 }
 
-fn http_listener(settings: &EnvoySettings) -> Listener {
-    let manager = HttpConnectionManager {
-        stat_prefix: HTTP_LISTENER.to_string(),
+/// The HTTP connection manager of `ingress_http` and of each HTTPS filter chain.
+pub(super) fn connection_manager(
+    settings: &EnvoySettings,
+    stat_prefix: &str,
+    rds_name: &str,
+) -> HttpConnectionManager {
+    HttpConnectionManager {
+        stat_prefix: stat_prefix.to_string(),
         route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(Rds {
             config_source: Some(ads()),
-            route_config_name: HTTP_LISTENER.to_string(),
+            route_config_name: rds_name.to_string(),
         })),
         // Filters that act only where a vhost or route configures them.
         http_filters: vec![
@@ -1050,7 +1130,11 @@ fn http_listener(settings: &EnvoySettings) -> Listener {
             vec![file_access_log(&settings.access_log_path)]
         },
         ..Default::default()
-    };
+    }
+}
+
+fn http_listener(settings: &EnvoySettings) -> Listener {
+    let manager = connection_manager(settings, HTTP_LISTENER, HTTP_LISTENER);
     Listener {
         name: HTTP_LISTENER.to_string(),
         address: Some(socket_address(&settings.http_address, settings.http_port)),

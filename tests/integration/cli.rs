@@ -35,7 +35,8 @@ fn the_registry_holds_exactly_the_builtin_plugins() {
             "httpproxy",
             "ingress",
             "ingress-class",
-            "root-namespaces"
+            "root-namespaces",
+            "tls-delegation"
         ])
     );
     let (ok, out, _) = isobar(&["plugins"], &[]);

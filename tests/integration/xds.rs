@@ -41,6 +41,7 @@ fn snapshot(clusters: &[&str], tag: &str) -> Arc<Snapshot> {
         endpoints: map(XdsType::Endpoint, clusters, "e"),
         listeners: map(XdsType::Listener, &["ingress_http"], "l"),
         routes: map(XdsType::Route, &["ingress_http"], tag),
+        ..Default::default()
     }))
 }
 

@@ -18,6 +18,7 @@
 mod conditions;
 mod policy;
 mod routes;
+mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -54,12 +55,10 @@ isobar_sdk::inventory::submit! {
 
 /// Fields whose absence would widen who reaches a route: not acting on them must fail closed.
 const FAIL_CLOSED_FIELDS: &[&str] = &[
-    "tls",
     "authorization",
     "jwtProviders",
     "jwtVerificationPolicy",
     "authPolicy",
-    "tcpproxy",
 ];
 
 /// Reports fields this version does not act on; returns false if one must fail closed.
@@ -142,19 +141,37 @@ impl Source for HttpProxySource {
             // Several roots on one FQDN are the `conflicts` processor's to settle: it
             // turns the losers away before this source runs. Without it, they merge.
             for (key, proxy, host) in claimants {
+                let Ok(plan) = tls::plan(ctx, ir, status, &key, proxy, &host, &mut reached) else {
+                    continue;
+                };
+                let added_secure = match plan.secure {
+                    Some(secure) if !ir.secure_virtual_hosts.contains_key(&host.fqdn) => {
+                        ir.secure_virtual_hosts.insert(host.fqdn.clone(), secure);
+                        true
+                    }
+                    _ => false,
+                };
                 let mut walk = routes::Walk {
                     ctx,
                     ir,
                     status,
                     host: &host,
                     reached: &mut reached,
+                    mode: plan.mode,
                 };
-                walk.visit(
+                let valid = walk.visit(
                     &key,
                     proxy,
                     &conditions::Matches::default(),
                     &mut Vec::new(),
                 );
+                if valid {
+                    if let Some((sds, secret)) = plan.secret {
+                        ir.add_secret(&sds, secret);
+                    }
+                } else if added_secure {
+                    ir.secure_virtual_hosts.remove(&host.fqdn);
+                }
             }
         }
         for key in children {

@@ -363,6 +363,38 @@ pub(crate) fn load_balancer(
 
 /// `healthCheckPolicy` with Contour's defaults (5 s interval, 2 s timeout, 3 unhealthy,
 /// 2 healthy, Host `contour-envoy-healthcheck`).
+/// `tcpproxy.healthCheckPolicy`: a TCP connect check with Contour's defaults.
+pub(crate) fn tcp_health_check(
+    policy: &api::TcpHealthCheckPolicy,
+) -> Result<ir::TcpHealthCheck, PolicyError> {
+    let positive = |value: Option<i64>, default: u64, field: &str| match value {
+        None => Ok(default),
+        Some(v) => u64::try_from(v).ok().filter(|v| *v > 0).ok_or_else(|| {
+            (
+                ConditionType::TCPProxyError,
+                Reason::HealthCheckPolicyNotValid,
+                format!("spec.tcpproxy.healthCheckPolicy: {field} must be positive"),
+            )
+        }),
+    };
+    Ok(ir::TcpHealthCheck {
+        interval_seconds: positive(policy.interval_seconds, 5, "intervalSeconds")?,
+        timeout_seconds: positive(policy.timeout_seconds, 2, "timeoutSeconds")?,
+        unhealthy_threshold: u32::try_from(positive(
+            policy.unhealthy_threshold_count,
+            3,
+            "unhealthyThresholdCount",
+        )?)
+        .unwrap_or(u32::MAX),
+        healthy_threshold: u32::try_from(positive(
+            policy.healthy_threshold_count,
+            2,
+            "healthyThresholdCount",
+        )?)
+        .unwrap_or(u32::MAX),
+    })
+}
+
 pub(crate) fn health_check(
     policy: &api::HealthCheckPolicy,
 ) -> Result<ir::HealthCheck, PolicyError> {

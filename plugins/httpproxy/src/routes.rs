@@ -14,6 +14,7 @@ use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, StatusReport};
 use crate::check_unsupported;
 use crate::conditions::Matches;
 use crate::policy::{self, PolicyError};
+use crate::tls::RouteMode;
 
 /// One root's walk: adds routes to the root's vhost and records which proxies it reached.
 pub(crate) struct Walk<'c, 'a> {
@@ -23,19 +24,22 @@ pub(crate) struct Walk<'c, 'a> {
     pub host: &'c Host,
     /// Non-root proxies reached through an include (the others are orphans).
     pub reached: &'c mut BTreeSet<ObjectKey>,
+    /// Where the root's routes go (plain HTTP, HTTPS, or redirects only).
+    pub mode: RouteMode,
 }
 
 impl Walk<'_, '_> {
     /// Adds `proxy`'s routes, narrowed by `matches`, and walks its includes. An error in
     /// the proxy itself drops everything it would add; errors of included proxies stay
-    /// with them. Missing Services do not invalidate: their route answers 503.
+    /// with them. Missing Services do not invalidate: their route answers 503. Returns
+    /// whether the proxy itself was valid.
     pub(crate) fn visit(
         &mut self,
         key: &ObjectKey,
         proxy: &HTTPProxy,
         matches: &Matches,
         chain: &mut Vec<ObjectKey>,
-    ) {
+    ) -> bool {
         let spec = &proxy.spec;
         let mut valid =
             check_unsupported(self.status, key, || "spec".to_string(), &spec.unsupported);
@@ -75,19 +79,19 @@ impl Walk<'_, '_> {
                 &vhost.unsupported,
             );
         }
-        if spec.routes.is_empty() && spec.includes.is_empty() {
+        if spec.routes.is_empty() && spec.includes.is_empty() && spec.tcpproxy.is_none() {
             self.status.error(
                 key,
                 ConditionType::SpecError,
                 Reason::NothingDefined,
                 "HTTPProxy.Spec.Routes unspecified",
             );
-            return;
+            return false;
         }
         let mut routes = Vec::with_capacity(spec.routes.len());
         for (index, route) in spec.routes.iter().enumerate() {
             match self.route(key, index, route, matches) {
-                Some(route) => routes.push(route),
+                Some(r) => routes.push((route.permit_insecure, r)),
                 None => valid = false,
             }
         }
@@ -119,22 +123,71 @@ impl Walk<'_, '_> {
             }
         }
         if !valid {
-            return;
+            return false;
         }
-        for route in routes.into_iter().flatten() {
-            self.ir.add_route(&self.host.fqdn, route);
+        for (permit_insecure, batch) in routes {
+            for route in batch {
+                self.add(route, permit_insecure);
+            }
         }
         chain.push(key.clone());
         for (include, narrowed) in includes {
             self.include(key, include, &narrowed, chain);
         }
         chain.pop();
-        if let Some(vhost) = self.ir.virtual_hosts.get_mut(&self.host.fqdn)
-            && spec.virtualhost.is_some()
-        {
-            vhost.ip_filter = vhost_filter;
-            vhost.cors = vhost_cors;
-            vhost.rate_limit = vhost_limit;
+        if spec.virtualhost.is_some() {
+            let fqdn = &self.host.fqdn;
+            let secure = self
+                .ir
+                .secure_virtual_hosts
+                .get_mut(fqdn)
+                .map(|v| &mut v.http);
+            let plain = self.ir.virtual_hosts.get_mut(fqdn);
+            for vhost in [plain, secure].into_iter().flatten() {
+                vhost.ip_filter = vhost_filter.clone();
+                vhost.cors = vhost_cors.clone();
+                vhost.rate_limit = vhost_limit.clone();
+            }
+        }
+        true
+    }
+
+    /// Adds a route where the root's mode puts it: on a TLS vhost, the plain HTTP side
+    /// answers with a redirect to HTTPS unless the route permits insecure access.
+    fn add(&mut self, route: Route, permit_insecure: bool) {
+        let fqdn = &self.host.fqdn;
+        let upgrade = |route: &Route| Route {
+            matcher: route.matcher.clone(),
+            action: RouteAction::Redirect(Box::new(isobar_sdk::ir::Redirect {
+                scheme: Some("https".to_string()),
+                host: None,
+                port: None,
+                path: None,
+                prefix: None,
+                status: 301,
+            })),
+            source: route.source.clone(),
+            policy: None,
+        };
+        match self.mode {
+            RouteMode::Plain => self.ir.add_route(fqdn, route),
+            RouteMode::Secure => {
+                let plain = if permit_insecure {
+                    route.clone()
+                } else {
+                    upgrade(&route)
+                };
+                self.ir.add_route(fqdn, plain);
+                self.ir.add_secure_route(fqdn, route);
+            }
+            RouteMode::RedirectOnly => {
+                let plain = if permit_insecure {
+                    route
+                } else {
+                    upgrade(&route)
+                };
+                self.ir.add_route(fqdn, plain);
+            }
         }
     }
 
@@ -191,8 +244,7 @@ impl Walk<'_, '_> {
     /// Contour answers 502 for the conditions of an include that cannot be followed.
     fn bad_gateway(&mut self, source: &ObjectKey, matches: &Matches) {
         if let Ok(matcher) = matches.route_match(self.host.authority_regex.clone()) {
-            self.ir.add_route(
-                &self.host.fqdn,
+            self.add(
                 Route {
                     matcher,
                     action: RouteAction::DirectResponse {
@@ -202,6 +254,7 @@ impl Walk<'_, '_> {
                     source: source.clone(),
                     policy: None,
                 },
+                false,
             );
         }
     }

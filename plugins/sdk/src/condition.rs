@@ -23,6 +23,9 @@ pub enum ConditionType {
     PrefixReplaceError,
     IPFilterError,
     CORSError,
+    TLSError,
+    TCPProxyError,
+    TCPProxyIncludeError,
 }
 
 /// Why a condition was raised; Contour's reason names where Contour has one.
@@ -96,6 +99,18 @@ pub enum Reason {
     SlowStartInvalid,
     /// A cookie rewrite with a bad name, path, domain or SameSite value.
     CookieRewritePolicyNotValid,
+    /// A secret that is missing, of the wrong type, or whose PEM Envoy could not load.
+    SecretNotValid,
+    /// A secret in another namespace with no TLSCertificateDelegation naming this one.
+    DelegationNotPermitted,
+    /// TLS versions or settings that do not make sense together.
+    TLSConfigNotValid,
+    /// TLS features that cannot be combined (passthrough with a certificate, …).
+    TLSIncompatibleFeatures,
+    /// A `tcpproxy` on a vhost without TLS.
+    TLSMustBeConfigured,
+    /// A `tcpproxy` with neither services nor an include, or with both.
+    NoServicesAndIncludes,
 }
 
 impl Reason {
@@ -137,6 +152,12 @@ impl Reason {
             Reason::InternalRedirectPolicyNotValid => "InternalRedirectPolicyNotValid",
             Reason::SlowStartInvalid => "SlowStartInvalid",
             Reason::CookieRewritePolicyNotValid => "CookieRewritePolicyNotValid",
+            Reason::SecretNotValid => "SecretNotValid",
+            Reason::DelegationNotPermitted => "DelegationNotPermitted",
+            Reason::TLSConfigNotValid => "TLSConfigNotValid",
+            Reason::TLSIncompatibleFeatures => "TLSIncompatibleFeatures",
+            Reason::TLSMustBeConfigured => "TLSMustBeConfigured",
+            Reason::NoServicesAndIncludes => "NoServicesAndIncludes",
         }
     }
 }

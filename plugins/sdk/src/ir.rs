@@ -11,8 +11,164 @@ use crate::object::ObjectKey;
 pub struct Ir {
     /// Virtual hosts served on the plain HTTP listener, by lower-cased FQDN (`*` for any).
     pub virtual_hosts: BTreeMap<String, VirtualHost>,
+    /// Virtual hosts served on the HTTPS listener (one SNI filter chain each), by FQDN.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub secure_virtual_hosts: BTreeMap<String, SecureVirtualHost>,
     /// Upstream clusters by name.
     pub clusters: BTreeMap<String, Cluster>,
+    /// Certificates (with their keys) served over SDS, by SDS name; only what a served
+    /// vhost uses. Serialized as names and fingerprints, never as key material.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, ServedSecret>,
+}
+
+/// A vhost on the HTTPS listener: TLS terminated with a certificate, or passed through.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecureVirtualHost {
+    pub fqdn: String,
+    /// `None`: TLS passthrough; Envoy only reads the SNI and forwards the bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<DownstreamTls>,
+    /// TCP forwarding instead of HTTP routing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_proxy: Option<TcpProxy>,
+    /// The HTTP routes and vhost policies (unused with `tcp_proxy`).
+    pub http: VirtualHost,
+}
+
+impl SecureVirtualHost {
+    pub fn new(fqdn: &str, tls: Option<DownstreamTls>) -> SecureVirtualHost {
+        SecureVirtualHost {
+            fqdn: fqdn.to_string(),
+            tls,
+            tcp_proxy: None,
+            http: VirtualHost::new(fqdn),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum TlsVersion {
+    #[serde(rename = "1.2")]
+    V1_2,
+    #[serde(rename = "1.3")]
+    V1_3,
+}
+
+impl TlsVersion {
+    /// `"1.2"` or `"1.3"`; anything else is `None`.
+    pub fn parse(s: &str) -> Option<TlsVersion> {
+        match s.trim() {
+            "1.2" => Some(TlsVersion::V1_2),
+            "1.3" => Some(TlsVersion::V1_3),
+            _ => None,
+        }
+    }
+}
+
+/// How the HTTPS listener terminates TLS for one vhost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DownstreamTls {
+    /// The SDS name of the certificate (a key of `Ir::secrets`).
+    pub secret: String,
+    /// Versions the vhost asks for; the global settings bound them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_version: Option<TlsVersion>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_version: Option<TlsVersion>,
+    /// HTTP/2 and HTTP/1.1 are offered over ALPN (not for TCP proxying).
+    pub alpn_http: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_validation: Option<ClientValidation>,
+}
+
+/// Downstream client certificates (mTLS).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClientValidation {
+    /// Trusted CAs; `None` only when verification is skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PemBundle>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crl: Option<PemBundle>,
+    pub crl_only_verify_leaf: bool,
+    /// Ask for a certificate but accept any (or none, with `optional`).
+    pub skip_verification: bool,
+    /// Accept clients without a certificate.
+    pub optional: bool,
+    /// Parts of the client certificate forwarded in `X-Forwarded-Client-Cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward: Option<ForwardClientCertificate>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ForwardClientCertificate {
+    pub subject: bool,
+    pub cert: bool,
+    pub chain: bool,
+    pub dns: bool,
+    pub uri: bool,
+}
+
+/// Public PEM (CA certificates, CRLs); serialized as its fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PemBundle {
+    pub pem: String,
+    pub fingerprint: String,
+}
+
+impl Serialize for PemBundle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("sha256:{}", self.fingerprint))
+    }
+}
+
+impl From<crate::secret::PemBundle> for PemBundle {
+    fn from(b: crate::secret::PemBundle) -> PemBundle {
+        PemBundle {
+            pem: b.pem,
+            fingerprint: b.fingerprint,
+        }
+    }
+}
+
+/// TCP forwarding of a secure vhost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TcpProxy {
+    pub clusters: Vec<WeightedCluster>,
+    pub source: ObjectKey,
+}
+
+/// A certificate and key Envoy gets over SDS.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServedSecret {
+    pub namespace: String,
+    pub name: String,
+    pub certificate: crate::secret::TlsCertificate,
+}
+
+impl std::fmt::Debug for ServedSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServedSecret")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("certificate", &self.certificate)
+            .finish()
+    }
+}
+
+impl Serialize for ServedSecret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("ServedSecret", 4)?;
+        st.serialize_field("namespace", &self.namespace)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field(
+            "fingerprint",
+            &format!("sha256:{}", self.certificate.fingerprint),
+        )?;
+        st.serialize_field("names", &self.certificate.names)?;
+        st.end()
+    }
 }
 
 impl Ir {
@@ -20,19 +176,32 @@ impl Ir {
     /// as Contour does (later sources win).
     pub fn add_route(&mut self, fqdn: &str, route: Route) {
         if !self.virtual_hosts.contains_key(fqdn) {
-            self.virtual_hosts.insert(
-                fqdn.to_string(),
-                VirtualHost {
-                    fqdn: fqdn.to_string(),
-                    ip_filter: None,
-                    cors: None,
-                    rate_limit: None,
-                    routes: BTreeMap::new(),
-                },
-            );
+            self.virtual_hosts
+                .insert(fqdn.to_string(), VirtualHost::new(fqdn));
         }
         if let Some(vhost) = self.virtual_hosts.get_mut(fqdn) {
             vhost.routes.insert(route.matcher.clone(), Box::new(route));
+        }
+    }
+
+    /// Adds a route to a secure vhost, which must exist (`false` when it does not).
+    pub fn add_secure_route(&mut self, fqdn: &str, route: Route) -> bool {
+        match self.secure_virtual_hosts.get_mut(fqdn) {
+            Some(vhost) => {
+                vhost
+                    .http
+                    .routes
+                    .insert(route.matcher.clone(), Box::new(route));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Serves a certificate over SDS under its SDS name (once, however many vhosts use it).
+    pub fn add_secret(&mut self, sds_name: &str, secret: ServedSecret) {
+        if !self.secrets.contains_key(sds_name) {
+            self.secrets.insert(sds_name.to_string(), secret);
         }
     }
 
@@ -42,9 +211,15 @@ impl Ir {
 
     /// Drops clusters no route forwards to.
     pub fn prune_clusters(&mut self) {
+        let tcp = self
+            .secure_virtual_hosts
+            .values()
+            .filter_map(|v| v.tcp_proxy.as_ref())
+            .flat_map(|t| t.clusters.iter().map(|c| c.cluster.as_str()));
         let used: std::collections::BTreeSet<&str> = self
             .virtual_hosts
             .values()
+            .chain(self.secure_virtual_hosts.values().map(|v| &v.http))
             .flat_map(|v| v.routes.values())
             .flat_map(|r| match &r.action {
                 RouteAction::Forward(w) => w
@@ -54,6 +229,7 @@ impl Ir {
                     .collect(),
                 RouteAction::DirectResponse { .. } | RouteAction::Redirect(_) => Vec::new(),
             })
+            .chain(tcp)
             .collect();
         let keep: std::collections::BTreeSet<String> =
             used.into_iter().map(str::to_string).collect();
@@ -76,6 +252,18 @@ pub struct VirtualHost {
     /// map node holds eleven entries, and most vhosts have only a few routes.
     #[serde(serialize_with = "routes_as_list")]
     pub routes: BTreeMap<RouteMatch, Box<Route>>,
+}
+
+impl VirtualHost {
+    pub fn new(fqdn: &str) -> VirtualHost {
+        VirtualHost {
+            fqdn: fqdn.to_string(),
+            ip_filter: None,
+            cors: None,
+            rate_limit: None,
+            routes: BTreeMap::new(),
+        }
+    }
 }
 
 fn routes_as_list<S: serde::Serializer>(
@@ -398,6 +586,17 @@ pub struct ClusterOptions {
     /// Upstream connections idle this long are closed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_connection_timeout: Option<std::time::Duration>,
+    /// A TCP connect health check (`tcpproxy.healthCheckPolicy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_health_check: Option<TcpHealthCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TcpHealthCheck {
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+    pub unhealthy_threshold: u32,
+    pub healthy_threshold: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

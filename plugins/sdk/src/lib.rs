@@ -16,6 +16,7 @@ pub mod plugin;
 pub mod policy;
 pub mod regex;
 pub mod resolve;
+pub mod secret;
 
 pub use condition::{ConditionType, CurrentStatus, ObjectStatus, Reason, StatusReport};
 pub use ir::Ir;

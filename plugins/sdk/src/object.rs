@@ -5,14 +5,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde::Serialize;
 
-use crate::api::HTTPProxy;
+use crate::api::{HTTPProxy, TLSCertificateDelegation};
+use crate::secret::SecretCheck;
 
 /// The kinds of object Isobar understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -22,15 +23,17 @@ pub enum Kind {
     Secret,
     Ingress,
     HTTPProxy,
+    TLSCertificateDelegation,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Secret,
         Kind::Ingress,
         Kind::HTTPProxy,
+        Kind::TLSCertificateDelegation,
     ];
 
     /// The kind for a manifest's `apiVersion` and `kind`, if Isobar reads it.
@@ -41,6 +44,9 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("networking.k8s.io/v1", "Ingress") => Some(Kind::Ingress),
             ("projectcontour.io/v1", "HTTPProxy") => Some(Kind::HTTPProxy),
+            ("projectcontour.io/v1", "TLSCertificateDelegation") => {
+                Some(Kind::TLSCertificateDelegation)
+            }
             _ => None,
         }
     }
@@ -52,6 +58,7 @@ impl Kind {
             Kind::Secret => "Secret",
             Kind::Ingress => "Ingress",
             Kind::HTTPProxy => "HTTPProxy",
+            Kind::TLSCertificateDelegation => "TLSCertificateDelegation",
         }
     }
 }
@@ -94,6 +101,7 @@ pub enum Object {
     Secret(Arc<Secret>),
     Ingress(Arc<Ingress>),
     HTTPProxy(Arc<HTTPProxy>),
+    TLSCertificateDelegation(Arc<TLSCertificateDelegation>),
 }
 
 impl Object {
@@ -104,6 +112,7 @@ impl Object {
             Object::Secret(_) => Kind::Secret,
             Object::Ingress(_) => Kind::Ingress,
             Object::HTTPProxy(_) => Kind::HTTPProxy,
+            Object::TLSCertificateDelegation(_) => Kind::TLSCertificateDelegation,
         }
     }
 
@@ -114,6 +123,7 @@ impl Object {
             Object::Secret(o) => &o.metadata,
             Object::Ingress(o) => &o.metadata,
             Object::HTTPProxy(o) => &o.metadata,
+            Object::TLSCertificateDelegation(o) => &o.metadata,
         }
     }
 
@@ -138,6 +148,9 @@ pub struct Objects {
     pub secrets: BTreeMap<NsName, Arc<Secret>>,
     pub ingresses: BTreeMap<NsName, Arc<Ingress>>,
     pub httpproxies: BTreeMap<NsName, Arc<HTTPProxy>>,
+    pub delegations: BTreeMap<NsName, Arc<TLSCertificateDelegation>>,
+    /// Each stored secret's check, computed on first use and dropped with its version.
+    secret_checks: BTreeMap<NsName, Arc<OnceLock<SecretCheck>>>,
     /// EndpointSlice names by the (namespace, service) they belong to.
     slices_by_service: BTreeMap<NsName, BTreeSet<String>>,
 }
@@ -155,9 +168,16 @@ impl Objects {
         let id = (key.namespace, key.name);
         match object {
             Object::Service(o) => replace(&mut self.services, id, o),
-            Object::Secret(o) => replace(&mut self.secrets, id, o),
+            Object::Secret(o) => {
+                let changed = replace(&mut self.secrets, id.clone(), o);
+                if changed {
+                    self.secret_checks.insert(id, Arc::default());
+                }
+                changed
+            }
             Object::Ingress(o) => replace(&mut self.ingresses, id, o),
             Object::HTTPProxy(o) => replace(&mut self.httpproxies, id, o),
+            Object::TLSCertificateDelegation(o) => replace(&mut self.delegations, id, o),
             Object::EndpointSlice(o) => {
                 self.unindex_slice(&id);
                 if let Some(svc) = slice_service(&o) {
@@ -176,9 +196,13 @@ impl Objects {
         let id = (key.namespace.clone(), key.name.clone());
         match key.kind {
             Kind::Service => self.services.remove(&id).is_some(),
-            Kind::Secret => self.secrets.remove(&id).is_some(),
+            Kind::Secret => {
+                self.secret_checks.remove(&id);
+                self.secrets.remove(&id).is_some()
+            }
             Kind::Ingress => self.ingresses.remove(&id).is_some(),
             Kind::HTTPProxy => self.httpproxies.remove(&id).is_some(),
+            Kind::TLSCertificateDelegation => self.delegations.remove(&id).is_some(),
             Kind::EndpointSlice => {
                 self.unindex_slice(&id);
                 self.endpoint_slices.remove(&id).is_some()
@@ -224,6 +248,15 @@ impl Objects {
             .map(|s| s.as_ref())
     }
 
+    /// Whether a stored secret can serve as a certificate, CA bundle or CRL; `None` when
+    /// there is no such secret. Checked once per stored version.
+    pub fn secret_check(&self, namespace: &str, name: &str) -> Option<&SecretCheck> {
+        let id = (namespace.to_string(), name.to_string());
+        let secret = self.secrets.get(&id)?;
+        let cell = self.secret_checks.get(&id)?;
+        Some(cell.get_or_init(|| SecretCheck::of(secret)))
+    }
+
     /// How many objects of each kind are stored.
     pub fn counts(&self) -> BTreeMap<Kind, usize> {
         BTreeMap::from([
@@ -232,6 +265,7 @@ impl Objects {
             (Kind::Secret, self.secrets.len()),
             (Kind::Ingress, self.ingresses.len()),
             (Kind::HTTPProxy, self.httpproxies.len()),
+            (Kind::TLSCertificateDelegation, self.delegations.len()),
         ])
     }
 }

@@ -4,7 +4,7 @@
 //! every source (each adds IR fragments and conditions), then every processor over the
 //! whole IR.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
@@ -15,16 +15,62 @@ use crate::condition::StatusReport;
 use crate::ir::Ir;
 use crate::object::{Kind, Object, ObjectKey, Objects};
 
+/// Which namespaces may use which secrets of other namespaces. Processors fill it
+/// (`tls-delegation`, from TLSCertificateDelegations) before the sources run; with none,
+/// no secret is usable outside its own namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretGrants {
+    /// (secret namespace, secret name) → namespaces allowed to use it (`*`: all).
+    map: BTreeMap<(String, String), BTreeSet<String>>,
+}
+
+static NO_GRANTS: SecretGrants = SecretGrants {
+    map: BTreeMap::new(),
+};
+
+impl SecretGrants {
+    pub fn grant(&mut self, namespace: &str, name: &str, to: &str) {
+        self.map
+            .entry((namespace.to_string(), name.to_string()))
+            .or_default()
+            .insert(to.to_string());
+    }
+
+    /// Whether objects in `user_namespace` may use secret `namespace/name`; always true
+    /// within one namespace.
+    pub fn permits(&self, namespace: &str, name: &str, user_namespace: &str) -> bool {
+        namespace == user_namespace
+            || self
+                .map
+                .get(&(namespace.to_string(), name.to_string()))
+                .is_some_and(|to| to.contains("*") || to.contains(user_namespace))
+    }
+}
+
 /// What a build reads: every stored object, less those a filter turned away.
 #[derive(Debug, Clone, Copy)]
 pub struct BuildContext<'a> {
     pub objects: &'a Objects,
     rejected: &'a BTreeSet<ObjectKey>,
+    grants: &'a SecretGrants,
 }
 
 impl<'a> BuildContext<'a> {
+    /// A context without secret grants.
     pub fn new(objects: &'a Objects, rejected: &'a BTreeSet<ObjectKey>) -> Self {
-        BuildContext { objects, rejected }
+        BuildContext {
+            objects,
+            rejected,
+            grants: &NO_GRANTS,
+        }
+    }
+
+    pub fn with_grants(self, grants: &'a SecretGrants) -> Self {
+        BuildContext { grants, ..self }
+    }
+
+    pub fn grants(&self) -> &'a SecretGrants {
+        self.grants
     }
 
     pub fn admitted(&self, key: &ObjectKey) -> bool {
@@ -67,6 +113,101 @@ impl<'a> BuildContext<'a> {
     }
 }
 
+impl BuildContext<'_> {
+    /// The secret `reference` (`name` or `namespace/name`) as seen from `user_namespace`:
+    /// its namespace and name when it may be used there.
+    fn secret_ref<'r>(
+        &self,
+        user_namespace: &'r str,
+        reference: &'r str,
+    ) -> Result<(&'r str, &'r str), (crate::Reason, String)> {
+        let (ns, name) =
+            crate::secret::split_reference(reference, user_namespace).ok_or_else(|| {
+                (
+                    crate::Reason::SecretNotValid,
+                    format!(
+                        "Secret \"{reference}\" is not a valid reference (name or namespace/name)"
+                    ),
+                )
+            })?;
+        if !self.grants.permits(ns, name, user_namespace) {
+            return Err((
+                crate::Reason::DelegationNotPermitted,
+                format!("Secret \"{ns}/{name}\" certificate delegation not permitted"),
+            ));
+        }
+        Ok((ns, name))
+    }
+
+    fn secret_check<'r>(
+        &self,
+        user_namespace: &'r str,
+        reference: &'r str,
+    ) -> Result<(&'r str, &'r str, &'_ crate::secret::SecretCheck), (crate::Reason, String)> {
+        let (ns, name) = self.secret_ref(user_namespace, reference)?;
+        let check = self.objects.secret_check(ns, name).ok_or_else(|| {
+            (
+                crate::Reason::SecretNotValid,
+                format!("Secret \"{ns}/{name}\" is invalid: not found"),
+            )
+        })?;
+        Ok((ns, name, check))
+    }
+
+    /// A certificate and key for serving TLS: its SDS name and what goes over SDS.
+    pub fn certificate(
+        &self,
+        user_namespace: &str,
+        reference: &str,
+    ) -> Result<(String, crate::ir::ServedSecret), (crate::Reason, String)> {
+        let (ns, name, check) = self.secret_check(user_namespace, reference)?;
+        match &check.certificate {
+            Ok(cert) => Ok((
+                crate::secret::sds_name(ns, name),
+                crate::ir::ServedSecret {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                    certificate: cert.clone(),
+                },
+            )),
+            Err(e) => Err((
+                crate::Reason::SecretNotValid,
+                format!("Secret \"{ns}/{name}\" is invalid: {e}"),
+            )),
+        }
+    }
+
+    /// A CA bundle (`ca.crt`).
+    pub fn ca_bundle(
+        &self,
+        user_namespace: &str,
+        reference: &str,
+    ) -> Result<crate::ir::PemBundle, (crate::Reason, String)> {
+        let (ns, name, check) = self.secret_check(user_namespace, reference)?;
+        check.ca.clone().map(Into::into).map_err(|e| {
+            (
+                crate::Reason::SecretNotValid,
+                format!("Secret \"{ns}/{name}\" is invalid: {e}"),
+            )
+        })
+    }
+
+    /// Certificate revocation lists (`crl.pem`).
+    pub fn crl(
+        &self,
+        user_namespace: &str,
+        reference: &str,
+    ) -> Result<crate::ir::PemBundle, (crate::Reason, String)> {
+        let (ns, name, check) = self.secret_check(user_namespace, reference)?;
+        check.crl.clone().map(Into::into).map_err(|e| {
+            (
+                crate::Reason::SecretNotValid,
+                format!("Secret \"{ns}/{name}\" is invalid: {e}"),
+            )
+        })
+    }
+}
+
 /// Turns one family of objects into IR.
 pub trait Source: Send + Sync {
     /// The kinds this source reads; providers watch exactly the union of these.
@@ -88,6 +229,10 @@ pub trait Processor: Send + Sync {
     fn reject(&self, _ctx: &BuildContext<'_>, _status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         BTreeSet::new()
     }
+
+    /// Grants objects of some namespaces the use of secrets in others; runs after
+    /// `reject`, before the sources.
+    fn grant(&self, _ctx: &BuildContext<'_>, _grants: &mut SecretGrants) {}
 
     fn process(&self, _ctx: &BuildContext<'_>, _ir: &mut Ir, _status: &mut StatusReport) {}
 }

@@ -32,8 +32,143 @@ pub struct HTTPProxySpec {
     pub includes: Vec<Include>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_class_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcpproxy: Option<TcpProxy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+/// `spec.tcpproxy`: TCP forwarding for a TLS vhost (terminated or passed through).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpProxy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancer_policy: Option<LoadBalancerPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<RouteService>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<TcpProxyInclude>,
+    /// Deprecated spelling of `include`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub includes: Option<TcpProxyInclude>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check_policy: Option<TcpHealthCheckPolicy>,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpProxyInclude {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpHealthCheckPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_threshold_count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_threshold_count: Option<i64>,
+}
+
+/// `spec.virtualhost.tls`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tls {
+    /// `name` (the proxy's namespace) or `namespace/name` (needs a delegation).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub secret_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_protocol_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum_protocol_version: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub passthrough: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_validation: Option<ClientValidation>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enable_fallback_certificate: bool,
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientValidation {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub ca_secret: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_client_cert_validation: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_client_certificate: Option<ClientCertificateDetails>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional_client_certificate: bool,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub crl_secret: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub crl_only_verify_leaf_cert: bool,
+}
+
+/// Which parts of a client certificate go upstream in `X-Forwarded-Client-Cert`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCertificateDetails {
+    #[serde(default)]
+    pub subject: bool,
+    #[serde(default)]
+    pub cert: bool,
+    #[serde(default)]
+    pub chain: bool,
+    #[serde(default)]
+    pub dns: bool,
+    #[serde(default)]
+    pub uri: bool,
+}
+
+/// Upstream certificate verification of a `tls`/`h2` service.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamValidation {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub ca_secret: String,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub subject_name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_names: Vec<String>,
+}
+
+/// `TLSCertificateDelegation` (`projectcontour.io/v1`): lets other namespaces use secrets
+/// of this one.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TLSCertificateDelegation {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: TLSCertificateDelegationSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TLSCertificateDelegationSpec {
+    #[serde(default)]
+    pub delegations: Vec<CertificateDelegation>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateDelegation {
+    pub secret_name: String,
+    /// Namespaces allowed to use the secret; `*` allows all.
+    #[serde(default)]
+    pub target_namespaces: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -49,6 +184,8 @@ pub struct VirtualHost {
     pub cors_policy: Option<CorsPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_policy: Option<RateLimitPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
@@ -435,6 +572,8 @@ pub struct RouteService {
     /// `h2`, `h2c` or `tls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<UpstreamValidation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_start_policy: Option<SlowStartPolicy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

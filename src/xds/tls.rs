@@ -1,0 +1,233 @@
+//! The HTTPS side: the `ingress_https` listener (one SNI filter chain per secure vhost),
+//! certificates over SDS, and the `https/<fqdn>` route configurations.
+
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::{self as core, DataSource, TransportSocket};
+use envoy_types::pb::envoy::config::listener::v3::{
+    self as listener, FilterChain, FilterChainMatch, Listener, ListenerFilter,
+};
+use envoy_types::pb::envoy::config::route::v3::{self as route, DirectResponseAction, VirtualHost};
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    self as hcm, http_connection_manager::ForwardClientCertDetails,
+};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    self as tls, CertificateValidationContext, CommonTlsContext, DownstreamTlsContext,
+    SdsSecretConfig, TlsCertificate, TlsParameters,
+};
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+use envoy_types::util::pack_any;
+
+use isobar_sdk::Ir;
+use isobar_sdk::ir;
+
+use super::translate::{
+    EnvoySettings, TlsSettings, ads, connection_manager, duration, hcm_filter, socket_address,
+};
+
+/// Contour's HTTPS listener name; also the stat prefix of every filter on it.
+pub const HTTPS_LISTENER: &str = "ingress_https";
+
+/// The RouteConfiguration of one secure vhost.
+pub fn route_config_name(fqdn: &str) -> String {
+    format!("https/{fqdn}")
+}
+
+fn inline(text: &str) -> DataSource {
+    DataSource {
+        specifier: Some(core::data_source::Specifier::InlineString(text.to_string())),
+        ..Default::default()
+    }
+}
+
+/// The SDS resource of a certificate and its key.
+pub fn secret(name: &str, secret: &ir::ServedSecret) -> tls::Secret {
+    tls::Secret {
+        name: name.to_string(),
+        r#type: Some(tls::secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: Some(inline(&secret.certificate.chain_pem)),
+            private_key: Some(inline(&secret.certificate.key_pem)),
+            ..Default::default()
+        })),
+    }
+}
+
+/// Answers 421 Misdirected Request to any Host no other vhost of the configuration has.
+pub fn misdirected_vhost() -> VirtualHost {
+    VirtualHost {
+        name: "misdirected".to_string(),
+        domains: vec!["*".to_string()],
+        routes: vec![route::Route {
+            r#match: Some(route::RouteMatch {
+                path_specifier: Some(route::route_match::PathSpecifier::Prefix("/".to_string())),
+                ..Default::default()
+            }),
+            action: Some(route::route::Action::DirectResponse(DirectResponseAction {
+                status: 421,
+                ..Default::default()
+            })),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn protocol(v: ir::TlsVersion) -> i32 {
+    match v {
+        ir::TlsVersion::V1_2 => tls::tls_parameters::TlsProtocol::TlSv12 as i32,
+        ir::TlsVersion::V1_3 => tls::tls_parameters::TlsProtocol::TlSv13 as i32,
+    }
+}
+
+/// The vhost's versions within the global bounds: it may narrow them, never widen them.
+fn versions(t: &ir::DownstreamTls, global: &TlsSettings) -> (ir::TlsVersion, ir::TlsVersion) {
+    let min = t
+        .min_version
+        .map_or(global.min_version, |v| v.max(global.min_version));
+    let max = t
+        .max_version
+        .map_or(global.max_version, |v| v.min(global.max_version));
+    (min, max.max(min))
+}
+
+fn downstream_context(t: &ir::DownstreamTls, settings: &EnvoySettings) -> DownstreamTlsContext {
+    let (min, max) = versions(t, &settings.tls);
+    let validation = t.client_validation.as_ref().map(|v| {
+        tls::common_tls_context::ValidationContextType::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: v.ca.as_ref().map(|ca| inline(&ca.pem)),
+                crl: v.crl.as_ref().map(|crl| inline(&crl.pem)),
+                only_verify_leaf_cert_crl: v.crl_only_verify_leaf,
+                trust_chain_verification: if v.skip_verification {
+                    tls::certificate_validation_context::TrustChainVerification::AcceptUntrusted
+                        as i32
+                } else {
+                    0
+                },
+                ..Default::default()
+            },
+        )
+    });
+    DownstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: protocol(min),
+                tls_maximum_protocol_version: protocol(max),
+                cipher_suites: settings.tls.cipher_suites.clone(),
+                ecdh_curves: settings.tls.ecdh_curves.clone(),
+                ..Default::default()
+            }),
+            tls_certificate_sds_secret_configs: vec![SdsSecretConfig {
+                name: t.secret.clone(),
+                sds_config: Some(ads()),
+            }],
+            alpn_protocols: if t.alpn_http {
+                vec!["h2".to_string(), "http/1.1".to_string()]
+            } else {
+                Vec::new()
+            },
+            validation_context_type: validation,
+            ..Default::default()
+        }),
+        require_client_certificate: t
+            .client_validation
+            .as_ref()
+            .map(|v| BoolValue { value: !v.optional }),
+        ..Default::default()
+    }
+}
+
+fn tcp_proxy_filter(t: &ir::TcpProxy) -> listener::Filter {
+    let cluster = match t.clusters.as_slice() {
+        [one] => tcp::tcp_proxy::ClusterSpecifier::Cluster(one.cluster.clone()),
+        many => {
+            tcp::tcp_proxy::ClusterSpecifier::WeightedClusters(tcp::tcp_proxy::WeightedCluster {
+                clusters: many
+                    .iter()
+                    .map(|c| tcp::tcp_proxy::weighted_cluster::ClusterWeight {
+                        name: c.cluster.clone(),
+                        weight: c.weight,
+                        ..Default::default()
+                    })
+                    .collect(),
+            })
+        }
+    };
+    listener::Filter {
+        name: "envoy.filters.network.tcp_proxy".to_string(),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(pack_any(
+            tcp::TcpProxy {
+                stat_prefix: HTTPS_LISTENER.to_string(),
+                cluster_specifier: Some(cluster),
+                idle_timeout: Some(duration(Duration::from_secs(9001))),
+                ..Default::default()
+            },
+        ))),
+    }
+}
+
+fn filter_chain(vhost: &ir::SecureVirtualHost, settings: &EnvoySettings) -> FilterChain {
+    let filter = match &vhost.tcp_proxy {
+        Some(t) => tcp_proxy_filter(t),
+        None => {
+            let mut manager =
+                connection_manager(settings, HTTPS_LISTENER, &route_config_name(&vhost.fqdn));
+            let forward = vhost
+                .tls
+                .as_ref()
+                .and_then(|t| t.client_validation.as_ref())
+                .and_then(|v| v.forward);
+            if let Some(f) = forward {
+                manager.forward_client_cert_details = ForwardClientCertDetails::SanitizeSet as i32;
+                manager.set_current_client_cert_details =
+                    Some(hcm::http_connection_manager::SetCurrentClientCertDetails {
+                        subject: Some(BoolValue { value: f.subject }),
+                        cert: f.cert,
+                        chain: f.chain,
+                        dns: f.dns,
+                        uri: f.uri,
+                        ..Default::default()
+                    });
+            }
+            hcm_filter(manager)
+        }
+    };
+    FilterChain {
+        filter_chain_match: Some(FilterChainMatch {
+            server_names: vec![vhost.fqdn.clone()],
+            ..Default::default()
+        }),
+        transport_socket: vhost.tls.as_ref().map(|t| TransportSocket {
+            name: "envoy.transport_sockets.tls".to_string(),
+            config_type: Some(core::transport_socket::ConfigType::TypedConfig(pack_any(
+                downstream_context(t, settings),
+            ))),
+        }),
+        filters: vec![filter],
+        ..Default::default()
+    }
+}
+
+/// `ingress_https`: TLS inspection, then one filter chain per secure vhost by SNI.
+pub fn https_listener(ir: &Ir, settings: &EnvoySettings) -> Listener {
+    Listener {
+        name: HTTPS_LISTENER.to_string(),
+        address: Some(socket_address(&settings.https_address, settings.https_port)),
+        listener_filters: vec![ListenerFilter {
+            name: "envoy.filters.listener.tls_inspector".to_string(),
+            config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
+                pack_any(TlsInspector::default()),
+            )),
+            ..Default::default()
+        }],
+        filter_chains: ir
+            .secure_virtual_hosts
+            .values()
+            .map(|v| filter_chain(v, settings))
+            .collect(),
+        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
+        ..Default::default()
+    }
+}
