@@ -149,6 +149,11 @@ impl Pipeline {
         self.sources
             .iter()
             .flat_map(|(_, s)| s.kinds().iter().copied())
+            .chain(
+                self.processors
+                    .iter()
+                    .flat_map(|(_, p)| p.kinds().iter().copied()),
+            )
             .collect()
     }
 

@@ -20,6 +20,7 @@ const CHANGE: Duration = Duration::from_secs(10);
 pub(crate) struct Stack {
     dir: tempfile::TempDir,
     http_port: u16,
+    pub(crate) https_port: u16,
     stats_port: u16,
     pub(crate) metrics_port: u16,
     pub(crate) client: reqwest::Client,
@@ -263,8 +264,14 @@ pub(crate) async fn start_with(
         write(&manifests, name, text);
     }
 
-    let [xds_port, http_port, stats_port, metrics_port, health_port] =
-        [(); 5].map(|()| free_port());
+    let [
+        xds_port,
+        http_port,
+        https_port,
+        stats_port,
+        metrics_port,
+        health_port,
+    ] = [(); 6].map(|()| free_port());
     let port = |p: u16| p.to_string();
     let isobar_proc = spawn(
         "isobar",
@@ -283,6 +290,10 @@ pub(crate) async fn start_with(
             "127.0.0.1",
             "--envoy-service-http-port",
             &port(http_port),
+            "--envoy-service-https-address",
+            "127.0.0.1",
+            "--envoy-service-https-port",
+            &port(https_port),
             "--stats-address",
             "127.0.0.1",
             "--stats-port",
@@ -328,6 +339,7 @@ pub(crate) async fn start_with(
     let stack = Stack {
         dir,
         http_port,
+        https_port,
         stats_port,
         metrics_port,
         hits,

@@ -1,5 +1,5 @@
 //! Golden cases: `tests/golden/<case>/input/*.yaml` (plus the shared
-//! `tests/golden/services.yaml`) → `isobar translate` → `tests/golden/<case>/expected.yaml`
+//! `tests/golden/services.yaml` and `secrets.yaml`, made by `fixtures/make.sh`) → `isobar translate` → `tests/golden/<case>/expected.yaml`
 //! (the Envoy resources and every object's conditions).
 //!
 //! `UPDATE_GOLDEN=1 cargo test --test integration golden` rewrites the expected
@@ -46,6 +46,7 @@ fn manifests(case: &Path, extra: &[&Path]) -> tempfile::TempDir {
         write(dir.path(), to, &text);
     };
     copy(&Path::new(GOLDEN).join("services.yaml"), "services.yaml");
+    copy(&Path::new(GOLDEN).join("secrets.yaml"), "secrets.yaml");
     for (i, source) in std::iter::once(case)
         .chain(extra.iter().copied())
         .enumerate()
@@ -186,8 +187,14 @@ async fn real_envoy_accepts_every_golden_case() {
     let services =
         std::fs::read_to_string(Path::new(GOLDEN).join("services.yaml")).unwrap_or_default();
     let ready = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: ready, namespace: default}\nspec:\n  virtualhost: {fqdn: ready.example.com}\n  routes: [{services: [{name: echo-a, port: 80}]}]\n";
+    let secrets =
+        std::fs::read_to_string(Path::new(GOLDEN).join("secrets.yaml")).unwrap_or_default();
     let stack = crate::e2e::start(
-        &[("golden-services.yaml", &services), ("ready.yaml", ready)],
+        &[
+            ("golden-services.yaml", &services),
+            ("golden-secrets.yaml", &secrets),
+            ("ready.yaml", ready),
+        ],
         ("ready.example.com", "/", "a"),
     )
     .await;

@@ -1,6 +1,6 @@
 //! The `httpproxy` source: Contour's `projectcontour.io/v1` HTTPProxy → IR.
 //!
-//! Reads: HTTPProxy, Service. Writes: one virtual host per valid root (`spec.virtualhost`),
+//! Reads: HTTPProxy, Service, EndpointSlice, Secret. Writes: one virtual host per valid root (`spec.virtualhost`),
 //! its routes and clusters. Conditions: `FQDNNotSpecified`, `HostNotValid`,
 //! `NothingDefined`,
 //! `PathMatchConditionsNotValid`, `ServiceUnresolvedReference` (the route answers 503),
@@ -95,7 +95,12 @@ pub(crate) fn check_unsupported(
 
 impl Source for HttpProxySource {
     fn kinds(&self) -> &'static [Kind] {
-        &[Kind::HTTPProxy, Kind::Service, Kind::EndpointSlice]
+        &[
+            Kind::HTTPProxy,
+            Kind::Service,
+            Kind::EndpointSlice,
+            Kind::Secret,
+        ]
     }
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {

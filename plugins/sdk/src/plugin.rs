@@ -225,6 +225,11 @@ pub trait Filter: Send + Sync {
 /// a view of every admitted object (to settle conflicts between them), and `process`
 /// after them, on the IR.
 pub trait Processor: Send + Sync {
+    /// Kinds this processor reads beyond what the sources read.
+    fn kinds(&self) -> &'static [Kind] {
+        &[]
+    }
+
     /// Objects the sources must not see; the processor says why in `status`.
     fn reject(&self, _ctx: &BuildContext<'_>, _status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         BTreeSet::new()

@@ -124,7 +124,12 @@ fn pem_blocks(data: &BTreeMap<String, Vec<u8>>, key: &str) -> Result<Vec<pem::Pe
         .ok_or_else(|| format!("missing or empty \"{key}\""))?;
     let blocks = pem::parse_many(raw).map_err(|e| format!("\"{key}\" is not valid PEM: {e}"))?;
     if blocks.is_empty() {
-        return Err(format!("\"{key}\" holds no PEM block"));
+        let begins = raw.windows(10).any(|w| w == b"-----BEGIN");
+        return Err(if begins {
+            format!("\"{key}\" holds a truncated or malformed PEM block")
+        } else {
+            format!("\"{key}\" holds no PEM block")
+        });
     }
     Ok(blocks)
 }

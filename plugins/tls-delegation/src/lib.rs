@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, SecretGrants, parse_config};
-use isobar_sdk::{BuildContext, Processor};
+use isobar_sdk::{BuildContext, Kind, Processor};
 
 pub const NAME: &str = "tls-delegation";
 
@@ -35,6 +35,10 @@ isobar_sdk::inventory::submit! {
 }
 
 impl Processor for TlsDelegation {
+    fn kinds(&self) -> &'static [Kind] {
+        &[Kind::TLSCertificateDelegation]
+    }
+
     fn grant(&self, ctx: &BuildContext<'_>, grants: &mut SecretGrants) {
         for ((namespace, _), delegation) in &ctx.objects.delegations {
             for d in &delegation.spec.delegations {
