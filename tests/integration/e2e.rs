@@ -31,6 +31,10 @@ pub(crate) struct Stack {
 }
 
 impl Stack {
+    pub(crate) fn http_port(&self) -> u16 {
+        self.http_port
+    }
+
     pub(crate) fn manifests(&self) -> PathBuf {
         self.dir.path().join("manifests")
     }

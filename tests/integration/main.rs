@@ -6,4 +6,5 @@ mod golden;
 mod pipeline;
 mod routing;
 mod support;
+mod tls;
 mod xds;
