@@ -21,6 +21,11 @@ pub(crate) struct Annotations {
     pub force_ssl_redirect: bool,
     /// `kubernetes.io/ingress.allow-http: "false"` turns the HTTP listener off.
     pub allow_http: bool,
+    /// `projectcontour.io/tls-minimum-protocol-version` / `-maximum-`.
+    pub tls_min: Option<isobar_sdk::ir::TlsVersion>,
+    pub tls_max: Option<isobar_sdk::ir::TlsVersion>,
+    /// `projectcontour.io/tls-cert-namespace`: where `tls[].secretName` lives.
+    pub tls_cert_namespace: Option<String>,
 }
 
 pub(crate) fn read(meta: &ObjectMeta, key: &ObjectKey, status: &mut StatusReport) -> Annotations {
@@ -122,7 +127,26 @@ pub(crate) fn read(meta: &ObjectMeta, key: &ObjectKey, status: &mut StatusReport
     })
     .unwrap_or_default();
 
+    let mut version = |name: &str| {
+        let value = get(&[name])?;
+        let parsed = isobar_sdk::ir::TlsVersion::parse(&value);
+        if parsed.is_none() {
+            warn(
+                Reason::TLSConfigNotValid,
+                format!("{name} ignored: {value:?} is not \"1.2\" or \"1.3\""),
+            );
+        }
+        parsed
+    };
+    let tls_min = version("projectcontour.io/tls-minimum-protocol-version");
+    let tls_max = version("projectcontour.io/tls-maximum-protocol-version");
+    let tls_cert_namespace =
+        get(&["projectcontour.io/tls-cert-namespace"]).filter(|n| !n.is_empty());
+
     Annotations {
+        tls_min,
+        tls_max,
+        tls_cert_namespace,
         policy,
         websocket_routes,
         force_ssl_redirect: get(&["ingress.kubernetes.io/force-ssl-redirect"]).as_deref()

@@ -1,21 +1,34 @@
 //! The `ingress` source: `networking.k8s.io/v1` Ingress → IR.
 //!
-//! Reads: Ingress, Service. Writes: virtual hosts (one per rule host, `*` for none),
-//! routes, clusters. Conditions: `HostNotValid`, `PathMatchConditionsNotValid`,
-//! `ServiceUnresolvedReference` (the route then answers 503), `IgnoredField`.
+//! Reads: Ingress, Service, EndpointSlice, Secret. Writes: virtual hosts (one per rule
+//! host, `*` for none), secure virtual hosts for the hosts of `spec.tls`, routes,
+//! clusters. Conditions: `HostNotValid`, `PathMatchConditionsNotValid`,
+//! `ServiceUnresolvedReference` (the route then answers 503), `SecretNotValid` and
+//! `DelegationNotPermitted` (the host is then not served over HTTPS; plain HTTP is
+//! unaffected), `IgnoredField`.
+//!
+//! TLS follows Contour: a `tls[]` entry serves its hosts (each must also be a rule host,
+//! never `*`) over HTTPS with `secretName` (in the Ingress's namespace, or the one named
+//! by `projectcontour.io/tls-cert-namespace`, or written `namespace/name`; another
+//! namespace needs a TLSCertificateDelegation). Plain HTTP keeps serving the routes
+//! unless `kubernetes.io/ingress.allow-http: "false"`; `ingress.kubernetes.io/
+//! force-ssl-redirect: "true"` turns them into 301 redirects to HTTPS.
 //!
 //! Path types follow Contour: `Exact` is an exact match; `Prefix` is a segment prefix
 //! (`/foo` matches `/foo/bar`, not `/foobar`), with `/` a plain prefix;
 //! `ImplementationSpecific` (the default) is a regex when the path holds any of `^+*[]%`,
 //! else a string prefix.
 
-use k8s_openapi::api::networking::v1::{HTTPIngressPath, IngressBackend};
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::networking::v1::{HTTPIngressPath, IngressBackend, IngressSpec};
 use serde::Deserialize;
 
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::parse_host;
 use isobar_sdk::ir::{
-    PathMatch, Redirect, Route, RouteAction, RouteMatch, RoutePolicy, WeightedCluster,
+    DownstreamTls, PathMatch, Redirect, Route, RouteAction, RouteMatch, RoutePolicy,
+    SecureVirtualHost, ServedSecret, WeightedCluster,
 };
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::resolve::{PortRef, service_cluster};
@@ -50,7 +63,12 @@ const REGEX_CHARS: &[char] = &['^', '+', '*', '[', ']', '%'];
 
 impl Source for IngressSource {
     fn kinds(&self) -> &'static [Kind] {
-        &[Kind::Ingress, Kind::Service, Kind::EndpointSlice]
+        &[
+            Kind::Ingress,
+            Kind::Service,
+            Kind::EndpointSlice,
+            Kind::Secret,
+        ]
     }
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
@@ -60,19 +78,19 @@ impl Source for IngressSource {
                 continue;
             };
             let notes = annotations::read(&ingress.metadata, &key, status);
-            if !notes.allow_http {
-                // Served only over TLS, which this version does not terminate yet.
+            let secure = secure_hosts(ctx, status, &key, spec, &notes);
+            if !notes.allow_http && secure.is_empty() {
                 status.warning(
                     &key,
                     ConditionType::SpecError,
                     Reason::IgnoredField,
-                    "kubernetes.io/ingress.allow-http is \"false\": the Ingress is not served over HTTP",
+                    "kubernetes.io/ingress.allow-http is \"false\" and no host has TLS: the Ingress is served neither over HTTP nor over HTTPS",
                 );
-                continue;
             }
             let route = RouteBuilder {
                 key: &key,
                 notes: &notes,
+                secure: &secure,
             };
             if let Some(backend) = &spec.default_backend {
                 let path = PathMatch::Prefix("/".to_string());
@@ -138,10 +156,72 @@ fn require_slash(path: &str) -> Result<(), String> {
     }
 }
 
+/// The hosts an Ingress serves over HTTPS, each with its TLS and certificate.
+type SecureHosts = BTreeMap<String, (DownstreamTls, ServedSecret)>;
+
+fn secure_hosts(
+    ctx: &BuildContext<'_>,
+    status: &mut StatusReport,
+    key: &ObjectKey,
+    spec: &IngressSpec,
+    notes: &annotations::Annotations,
+) -> SecureHosts {
+    let rule_hosts: BTreeSet<String> = spec
+        .rules
+        .iter()
+        .flatten()
+        .filter_map(|r| r.host.as_deref())
+        .filter_map(|h| parse_host(h).ok())
+        .map(|h| h.fqdn)
+        .collect();
+    let mut out = SecureHosts::new();
+    for (index, tls) in spec.tls.iter().flatten().enumerate() {
+        let Some(secret_name) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let reference = match (&notes.tls_cert_namespace, secret_name.contains('/')) {
+            (Some(ns), false) => format!("{ns}/{secret_name}"),
+            _ => secret_name.to_string(),
+        };
+        let (sds, served) = match ctx.certificate(&key.namespace, &reference) {
+            Ok(found) => found,
+            Err((reason, message)) => {
+                status.error(
+                    key,
+                    ConditionType::TLSError,
+                    reason,
+                    format!("spec.tls[{index}]: {message}; its hosts are not served over HTTPS"),
+                );
+                continue;
+            }
+        };
+        for host in tls.hosts.iter().flatten() {
+            let Ok(host) = parse_host(host) else { continue };
+            if host.fqdn == "*" || !rule_hosts.contains(&host.fqdn) {
+                continue;
+            }
+            out.entry(host.fqdn).or_insert_with(|| {
+                (
+                    DownstreamTls {
+                        secret: sds.clone(),
+                        min_version: notes.tls_min,
+                        max_version: notes.tls_max,
+                        alpn_http: true,
+                        client_validation: None,
+                    },
+                    served.clone(),
+                )
+            });
+        }
+    }
+    out
+}
+
 /// One Ingress's routes: its annotations apply to each.
 struct RouteBuilder<'a> {
     key: &'a ObjectKey,
     notes: &'a annotations::Annotations,
+    secure: &'a SecureHosts,
 }
 
 impl RouteBuilder<'_> {
@@ -170,11 +250,6 @@ impl RouteBuilder<'_> {
             }
         };
         let action = match backend_cluster(ctx, status, key, backend) {
-            _ if self.notes.force_ssl_redirect => RouteAction::Redirect(Box::new(Redirect {
-                scheme: Some("https".to_string()),
-                status: 301,
-                ..Default::default()
-            })),
             Some(cluster) => {
                 let name = cluster.name.clone();
                 ir.add_cluster(cluster);
@@ -202,7 +277,32 @@ impl RouteBuilder<'_> {
             source: key.clone(),
             policy: policy.boxed(),
         };
-        ir.add_route(&host.fqdn, route);
+        if let Some((tls, secret)) = self.secure.get(&host.fqdn) {
+            if !ir.secure_virtual_hosts.contains_key(&host.fqdn) {
+                ir.secure_virtual_hosts.insert(
+                    host.fqdn.clone(),
+                    SecureVirtualHost::new(&host.fqdn, Some(tls.clone())),
+                );
+            }
+            ir.add_secret(&tls.secret, secret.clone());
+            ir.add_secure_route(&host.fqdn, route.clone());
+        }
+        if self.notes.force_ssl_redirect {
+            ir.add_route(
+                &host.fqdn,
+                Route {
+                    action: RouteAction::Redirect(Box::new(Redirect {
+                        scheme: Some("https".to_string()),
+                        status: 301,
+                        ..Default::default()
+                    })),
+                    policy: None,
+                    ..route
+                },
+            );
+        } else if self.notes.allow_http {
+            ir.add_route(&host.fqdn, route);
+        }
     }
 }
 
