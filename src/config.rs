@@ -53,6 +53,16 @@ pub struct TlsConfig {
     pub cipher_suites: Vec<String>,
     /// Key exchange groups; empty: Envoy's defaults.
     pub ecdh_curves: Vec<String>,
+    /// The secret Envoy presents to upstreams spoken to over TLS; empty name: none.
+    pub envoy_client_certificate: NamespacedName,
+}
+
+/// A secret named by namespace and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct NamespacedName {
+    pub name: String,
+    pub namespace: String,
 }
 
 impl Default for TlsConfig {
@@ -69,6 +79,7 @@ impl Default for TlsConfig {
             .map(str::to_string)
             .to_vec(),
             ecdh_curves: Vec::new(),
+            envoy_client_certificate: NamespacedName::default(),
         }
     }
 }
@@ -135,6 +146,12 @@ impl TlsConfig {
                     ));
                 }
             }
+        }
+        let client = &self.envoy_client_certificate;
+        if client.name.is_empty() != client.namespace.is_empty() {
+            return Err(
+                "tls.envoy-client-certificate: set both name and namespace, or neither".to_string(),
+            );
         }
         for (i, curve) in self.ecdh_curves.iter().enumerate() {
             if !KNOWN_CURVES.contains(&curve.as_str()) {

@@ -18,7 +18,10 @@ use crate::xds::EnvoySettings;
 use crate::xds::server::AdsService;
 
 pub fn envoy_settings(config: &Config) -> EnvoySettings {
+    let client = &config.tls.envoy_client_certificate;
     EnvoySettings {
+        client_certificate: (!client.name.is_empty())
+            .then(|| (client.namespace.clone(), client.name.clone())),
         http_address: config.envoy.http.address.clone(),
         http_port: config.envoy.http.port,
         https_address: config.envoy.https.address.clone(),

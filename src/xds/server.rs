@@ -96,6 +96,8 @@ struct TypeState {
     rejected_version: Option<String>,
     /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
     sent_resources: BTreeMap<String, Any>,
+    /// Send again even if unchanged (EDS after new clusters: see `response_for`).
+    resend: bool,
 }
 
 struct AdsStream {
@@ -305,7 +307,9 @@ impl AdsStream {
             }
         }
         let names: BTreeSet<String> = resources.keys().cloned().collect();
-        let unchanged = state.sent_version.as_ref() == Some(&version) && state.sent_names == names;
+        let unchanged = state.sent_version.as_ref() == Some(&version)
+            && state.sent_names == names
+            && !state.resend;
         let rejected =
             state.rejected_version.as_ref() == Some(&version) && state.sent_names == names;
         if unchanged || rejected {
@@ -319,8 +323,19 @@ impl AdsStream {
         state.in_flight = true;
         state.sent_version = Some(version.clone());
         state.sent_names = names;
+        state.resend = false;
+        let mut new_clusters = false;
         if t == XdsType::Cluster {
+            new_clusters = resources
+                .keys()
+                .any(|name| !state.sent_resources.contains_key(name));
             state.sent_resources = resources.clone();
+        }
+        if new_clusters && let Some(eds) = self.types.get_mut(&XdsType::Endpoint) {
+            // A new cluster warms on an EDS response, even when its endpoint set is one
+            // Envoy already subscribes to (a cluster with other options, same Service):
+            // Envoy asks again after taking the CDS update, and must get an answer.
+            eds.resend = eds.requested;
         }
         tracing::debug!(node = %self.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
         Some(DiscoveryResponse {

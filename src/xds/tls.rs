@@ -74,7 +74,7 @@ pub fn misdirected_vhost() -> VirtualHost {
     }
 }
 
-fn protocol(v: ir::TlsVersion) -> i32 {
+fn protocol_version(v: ir::TlsVersion) -> i32 {
     match v {
         ir::TlsVersion::V1_2 => tls::tls_parameters::TlsProtocol::TlSv12 as i32,
         ir::TlsVersion::V1_3 => tls::tls_parameters::TlsProtocol::TlSv13 as i32,
@@ -113,8 +113,8 @@ fn downstream_context(t: &ir::DownstreamTls, settings: &EnvoySettings) -> Downst
     DownstreamTlsContext {
         common_tls_context: Some(CommonTlsContext {
             tls_params: Some(TlsParameters {
-                tls_minimum_protocol_version: protocol(min),
-                tls_maximum_protocol_version: protocol(max),
+                tls_minimum_protocol_version: protocol_version(min),
+                tls_maximum_protocol_version: protocol_version(max),
                 cipher_suites: settings.tls.cipher_suites.clone(),
                 ecdh_curves: settings.tls.ecdh_curves.clone(),
                 ..Default::default()
@@ -208,6 +208,72 @@ fn filter_chain(vhost: &ir::SecureVirtualHost, settings: &EnvoySettings) -> Filt
         filters: vec![filter],
         ..Default::default()
     }
+}
+
+/// The transport socket of a cluster spoken to over TLS (`tls` and `h2`): ALPN `h2` for
+/// HTTP/2, the route's Host as SNI, the CA and names to verify the upstream against, and
+/// Envoy's own client certificate when one is configured.
+pub fn upstream_transport_socket(
+    options: &ir::ClusterOptions,
+    settings: &EnvoySettings,
+    client_certificate: Option<&str>,
+) -> Option<TransportSocket> {
+    let protocol = options.protocol.filter(|p| p.is_tls())?;
+    let validation = options.upstream_validation.as_ref().map(|v| {
+        tls::common_tls_context::ValidationContextType::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: Some(inline(&v.ca.pem)),
+                match_typed_subject_alt_names: v
+                    .subject_names
+                    .iter()
+                    .map(|name| tls::SubjectAltNameMatcher {
+                        san_type: tls::subject_alt_name_matcher::SanType::Dns as i32,
+                        matcher: Some(envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher {
+                            match_pattern: Some(
+                                envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern::Exact(
+                                    name.clone(),
+                                ),
+                            ),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        )
+    });
+    let context = tls::UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: protocol_version(settings.tls.min_version),
+                tls_maximum_protocol_version: protocol_version(settings.tls.max_version),
+                ..Default::default()
+            }),
+            alpn_protocols: if protocol.is_http2() {
+                vec!["h2".to_string()]
+            } else {
+                Vec::new()
+            },
+            validation_context_type: validation,
+            tls_certificate_sds_secret_configs: client_certificate
+                .map(|name| SdsSecretConfig {
+                    name: name.to_string(),
+                    sds_config: Some(ads()),
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }),
+        sni: options.sni.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    Some(TransportSocket {
+        name: "envoy.transport_sockets.tls".to_string(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(pack_any(
+            context,
+        ))),
+    })
 }
 
 /// `ingress_https`: TLS inspection, then one filter chain per secure vhost by SNI.

@@ -45,6 +45,9 @@ pub const ADMIN_CLUSTER: &str = "envoy-admin";
 /// Where Envoy listens, and cluster defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvoySettings {
+    /// `tls.envoy-client-certificate`: (namespace, name) of the secret Envoy presents
+    /// to TLS upstreams.
+    pub client_certificate: Option<(String, String)>,
     pub http_address: String,
     pub http_port: u16,
     pub https_address: String,
@@ -77,9 +80,39 @@ pub struct Resources {
 
 pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
     let mut out = Resources::default();
+    // Envoy's client certificate for upstream TLS, served over SDS when it is valid.
+    let client_certificate = settings.client_certificate.as_ref().and_then(|(ns, name)| {
+        let check = objects.secret_check(ns, name)?;
+        match &check.certificate {
+            Ok(certificate) => {
+                let sds = isobar_sdk::secret::sds_name(ns, name);
+                let served = ir::ServedSecret {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    certificate: certificate.clone(),
+                };
+                out.secrets
+                    .insert(sds.clone(), pack_any(tls::secret(&sds, &served)));
+                Some(sds)
+            }
+            Err(e) => {
+                tracing::error!(secret = %format!("{ns}/{name}"), error = %e, "tls.envoy-client-certificate is not usable; upstream TLS goes without a client certificate");
+                None
+            }
+        }
+    });
+    let uses_tls = ir
+        .clusters
+        .values()
+        .any(|c| c.options.protocol.is_some_and(ir::UpstreamProtocol::is_tls));
+    if !uses_tls && let Some(name) = &client_certificate {
+        out.secrets.remove(name);
+    }
     for c in ir.clusters.values() {
-        out.clusters
-            .insert(c.name.clone(), pack_any(cluster_for(c, settings)));
+        out.clusters.insert(
+            c.name.clone(),
+            pack_any(cluster_for(c, settings, client_certificate.as_deref())),
+        );
         out.endpoints
             .entry(c.eds_name.clone())
             .or_insert_with(|| pack_any(load_assignment(c, objects)));
@@ -151,7 +184,11 @@ pub(super) fn socket_address(address: &str, port: u16) -> Address {
     }
 }
 
-fn cluster_for(c: &ir::Cluster, settings: &EnvoySettings) -> Cluster {
+fn cluster_for(
+    c: &ir::Cluster,
+    settings: &EnvoySettings,
+    client_certificate: Option<&str>,
+) -> Cluster {
     Cluster {
         name: c.name.clone(),
         alt_stat_name: c.alt_stat_name.clone(),
@@ -187,6 +224,7 @@ fn cluster_for(c: &ir::Cluster, settings: &EnvoySettings) -> Cluster {
             .slow_start
             .as_ref()
             .map(|s| slow_start(s, c.options.lb_policy)),
+        transport_socket: tls::upstream_transport_socket(&c.options, settings, client_certificate),
         ..Default::default()
     }
 }
@@ -294,9 +332,14 @@ fn upstream_http_options(options: &ir::ClusterOptions) -> HashMap<String, Any> {
     if options.protocol.is_none() && options.idle_connection_timeout.is_none() {
         return HashMap::new();
     }
-    let protocol = match options.protocol {
-        Some(_) => ProtocolConfig::Http2ProtocolOptions(core::Http2ProtocolOptions::default()),
-        None => ProtocolConfig::HttpProtocolOptions(core::Http1ProtocolOptions::default()),
+    let http2 = options.protocol.is_some_and(ir::UpstreamProtocol::is_http2);
+    if !http2 && options.idle_connection_timeout.is_none() {
+        return HashMap::new();
+    }
+    let protocol = if http2 {
+        ProtocolConfig::Http2ProtocolOptions(core::Http2ProtocolOptions::default())
+    } else {
+        ProtocolConfig::HttpProtocolOptions(core::Http1ProtocolOptions::default())
     };
     let value = pack_any(HttpProtocolOptions {
         common_http_protocol_options: options.idle_connection_timeout.map(|d| {

@@ -2,7 +2,8 @@
 //! HTTPS by SNI, the HTTP → HTTPS redirect and `permitInsecure`, 421 for a Host that is
 //! not the SNI's vhost, a TLS 1.3-only vhost refusing TLS 1.2, a delegation added live,
 //! a certificate rotation that never touches the listener, passthrough to a TLS backend,
-//! a TLS-terminating TCP proxy, client certificates, and a broken secret Envoy never sees.
+//! a TLS-terminating TCP proxy, client certificates, upstream TLS with validation, and a
+//! broken secret Envoy never sees.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -315,6 +316,10 @@ async fn https_through_envoy() {
             ),
         ),
         (
+            "proxies/upstream.yaml".to_string(),
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: upstream, namespace: default}\nspec:\n  virtualhost: {fqdn: up.example.com}\n  routes:\n    - services: [{name: tls-backend, port: 80, protocol: tls, validation: {caSecret: client-ca, subjectName: pass.example.com}}]\n    - conditions: [{prefix: /wrong-name}]\n      services: [{name: tls-backend, port: 80, protocol: tls, validation: {caSecret: client-ca, subjectName: other.example.com}}]\n".to_string(),
+        ),
+        (
             "proxies/broken.yaml".to_string(),
             proxy(
                 "default",
@@ -440,6 +445,26 @@ async fn https_through_envoy() {
         none.is_err(),
         "no client certificate was accepted: {none:?}"
     );
+
+    // Upstream TLS: verified against the CA and the expected name; a name the backend's
+    // certificate does not carry fails the handshake (503), never falls back to plain.
+    let upstream = stack
+        .client
+        .get(format!("http://127.0.0.1:{}/", stack.http_port()))
+        .header("host", "up.example.com")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(upstream.status().as_u16(), 200);
+    assert_eq!(upstream.text().await.unwrap_or_default(), "passthrough");
+    let wrong = stack
+        .client
+        .get(format!("http://127.0.0.1:{}/wrong-name", stack.http_port()))
+        .header("host", "up.example.com")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(wrong.status().as_u16(), 503);
 
     // The broken secret (key of another certificate) is never served.
     let broken_answer = client

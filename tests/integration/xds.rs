@@ -298,3 +298,34 @@ async fn an_unchanged_rebuild_sends_nothing() {
     tx.send_replace(Some(snapshot(&["a"], "r1")));
     envoy.quiet().await;
 }
+
+/// A new cluster whose endpoint set Envoy already subscribes to (same Service, other
+/// options) warms only on an EDS response: Envoy asks again with the same version after
+/// taking the CDS update, and must get one, or the CDS update never completes.
+#[tokio::test]
+async fn a_new_cluster_on_known_endpoints_gets_them_again() {
+    let (tx, _, mut envoy) = server(Some(snapshot(&["a"], "r1"))).await;
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    envoy.send(XdsType::Endpoint, &["a"], "", "", false).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    envoy.ack(XdsType::Cluster, &[], &cds).await;
+    envoy.ack(XdsType::Endpoint, &["a"], &eds).await;
+    envoy.quiet().await;
+    // Same endpoints ("a"), one more cluster that uses them.
+    let mut next = Resources {
+        clusters: map(XdsType::Cluster, &["a", "a-tls"], "c"),
+        endpoints: map(XdsType::Endpoint, &["a"], "e"),
+        listeners: map(XdsType::Listener, &["ingress_http"], "l"),
+        routes: map(XdsType::Route, &["ingress_http"], "r1"),
+        ..Default::default()
+    };
+    next.clusters.remove("a");
+    tx.send_replace(Some(Arc::new(Snapshot::new(next))));
+    let cds = envoy.expect(XdsType::Cluster).await;
+    assert!(names(&cds).contains(&"a-tls".to_string()));
+    let again = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&again), vec!["a"]);
+    assert_eq!(again.version_info, eds.version_info);
+    assert_ne!(again.nonce, eds.nonce);
+}

@@ -458,14 +458,48 @@ pub(crate) fn health_check(
 
 /// A service's `protocol`: `h2` and `h2c` speak HTTP/2 upstream; `tls` needs upstream TLS,
 /// which this version does not have.
+/// `services[].validation`: the CA (a secret with `ca.crt`, delegation rules apply) and
+/// the names the upstream certificate must carry.
+pub(crate) fn upstream_validation(
+    ctx: &isobar_sdk::BuildContext<'_>,
+    namespace: &str,
+    v: &api::UpstreamValidation,
+) -> Result<ir::UpstreamValidation, PolicyError> {
+    let mut names: Vec<String> = v.subject_names.clone();
+    if !v.subject_name.is_empty() && !names.contains(&v.subject_name) {
+        names.insert(0, v.subject_name.clone());
+    }
+    if names.is_empty() || names.iter().any(|n| n.is_empty() || !is_header_value(n)) {
+        return Err((
+            ConditionType::ServiceError,
+            Reason::TLSConfigNotValid,
+            "validation needs subjectName (or subjectNames) of host names".to_string(),
+        ));
+    }
+    let ca = ctx
+        .ca_bundle(namespace, &v.ca_secret)
+        .map_err(|(reason, message)| {
+            (
+                ConditionType::ServiceError,
+                reason,
+                format!("validation.caSecret: {message}"),
+            )
+        })?;
+    Ok(ir::UpstreamValidation {
+        ca,
+        subject_names: names,
+    })
+}
+
 pub(crate) fn protocol(value: &str) -> Result<ir::UpstreamProtocol, PolicyError> {
     match value {
         "h2" => Ok(ir::UpstreamProtocol::H2),
         "h2c" => Ok(ir::UpstreamProtocol::H2c),
+        "tls" => Ok(ir::UpstreamProtocol::Tls),
         other => Err((
             ConditionType::ServiceError,
             Reason::UnsupportedProtocol,
-            format!("protocol {other:?} is not supported (h2, h2c; tls comes with upstream TLS)"),
+            format!("protocol {other:?} is not one of h2, h2c, tls"),
         )),
     }
 }

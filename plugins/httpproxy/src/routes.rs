@@ -488,6 +488,22 @@ impl Walk<'_, '_> {
                     }
                 }
             }
+            if let Some(v) = &service.validation {
+                match policy::upstream_validation(self.ctx, &key.namespace, v) {
+                    Ok(v) => options.upstream_validation = Some(v),
+                    Err((type_, reason, message)) => {
+                        errors.push((type_, reason, format!("services[{i}]: {message}")));
+                        continue;
+                    }
+                }
+            }
+            // Contour's SNI: the Host the upstream is sent (service-level rewrite first).
+            options.sni = target
+                .host_rewrite
+                .as_ref()
+                .or(policy.host_rewrite.as_ref())
+                .filter(|h| !h.starts_with('%'))
+                .cloned();
             match service_cluster(
                 self.ctx.objects,
                 &key.namespace,

@@ -589,6 +589,11 @@ pub struct ClusterOptions {
     /// A TCP connect health check (`tcpproxy.healthCheckPolicy`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_health_check: Option<TcpHealthCheck>,
+    /// Server name sent upstream over TLS (a route's literal Host rewrite).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_validation: Option<UpstreamValidation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -627,9 +632,30 @@ pub enum LbPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UpstreamProtocol {
-    /// HTTP/2 (without TLS until upstream TLS exists: the same as h2c).
+    /// HTTP/2 over TLS (Contour's `h2`).
     H2,
+    /// HTTP/2 in clear text.
     H2c,
+    /// HTTP/1.1 over TLS.
+    Tls,
+}
+
+impl UpstreamProtocol {
+    pub fn is_tls(self) -> bool {
+        matches!(self, UpstreamProtocol::H2 | UpstreamProtocol::Tls)
+    }
+
+    pub fn is_http2(self) -> bool {
+        matches!(self, UpstreamProtocol::H2 | UpstreamProtocol::H2c)
+    }
+}
+
+/// How Envoy checks an upstream's certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamValidation {
+    pub ca: PemBundle,
+    /// The certificate must carry one of these DNS SANs.
+    pub subject_names: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -106,23 +106,28 @@ pub fn service_cluster(
     };
     if options.protocol.is_none() {
         let app = found.app_protocol.as_deref();
-        options.protocol =
-            if annotation("projectcontour.io/upstream-protocol.h2").is_some_and(names_port) {
-                Some(UpstreamProtocol::H2)
-            } else if annotation("projectcontour.io/upstream-protocol.h2c").is_some_and(names_port)
-                || app == Some("kubernetes.io/h2c")
-            {
-                Some(UpstreamProtocol::H2c)
-            } else {
-                None
-            };
-        let tls = annotation("projectcontour.io/upstream-protocol.tls").is_some_and(names_port)
-            || app == Some("https");
-        if tls {
+        let annotated = |p: &str| {
+            annotation(&format!("projectcontour.io/upstream-protocol.{p}")).is_some_and(names_port)
+        };
+        options.protocol = if annotated("h2") {
+            Some(UpstreamProtocol::H2)
+        } else if annotated("h2c") || app == Some("kubernetes.io/h2c") {
+            Some(UpstreamProtocol::H2c)
+        } else if annotated("tls") || app == Some("https") {
+            Some(UpstreamProtocol::Tls)
+        } else {
+            None
+        };
+    }
+    let tls = options.protocol.is_some_and(UpstreamProtocol::is_tls);
+    if !tls {
+        // SNI only means something over TLS; keep plain clusters shared.
+        options.sni = None;
+        if options.upstream_validation.is_some() {
             return Err(Unresolved::Unsupported {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                what: "upstream TLS".to_string(),
+                what: "certificate validation, which needs protocol tls or h2".to_string(),
             });
         }
     }
