@@ -55,6 +55,8 @@ pub struct TlsConfig {
     pub ecdh_curves: Vec<String>,
     /// The secret Envoy presents to upstreams spoken to over TLS; empty name: none.
     pub envoy_client_certificate: NamespacedName,
+    /// The certificate for clients without SNI, on vhosts that enable it; empty: none.
+    pub fallback_certificate: NamespacedName,
 }
 
 /// A secret named by namespace and name.
@@ -80,6 +82,7 @@ impl Default for TlsConfig {
             .to_vec(),
             ecdh_curves: Vec::new(),
             envoy_client_certificate: NamespacedName::default(),
+            fallback_certificate: NamespacedName::default(),
         }
     }
 }
@@ -147,11 +150,16 @@ impl TlsConfig {
                 }
             }
         }
-        let client = &self.envoy_client_certificate;
-        if client.name.is_empty() != client.namespace.is_empty() {
-            return Err(
-                "tls.envoy-client-certificate: set both name and namespace, or neither".to_string(),
-            );
+        for (key, secret) in [
+            (
+                "tls.envoy-client-certificate",
+                &self.envoy_client_certificate,
+            ),
+            ("tls.fallback-certificate", &self.fallback_certificate),
+        ] {
+            if secret.name.is_empty() != secret.namespace.is_empty() {
+                return Err(format!("{key}: set both name and namespace, or neither"));
+            }
         }
         for (i, curve) in self.ecdh_curves.iter().enumerate() {
             if !KNOWN_CURVES.contains(&curve.as_str()) {
@@ -162,6 +170,12 @@ impl TlsConfig {
             }
         }
         Ok(())
+    }
+
+    /// `fallback-certificate` as (namespace, name), when set.
+    pub fn fallback(&self) -> Option<(String, String)> {
+        let f = &self.fallback_certificate;
+        (!f.name.is_empty()).then(|| (f.namespace.clone(), f.name.clone()))
     }
 
     pub fn min_version(&self) -> isobar_sdk::ir::TlsVersion {

@@ -47,6 +47,8 @@ pub struct Pipeline {
     filters: Vec<(&'static str, Box<dyn Filter>)>,
     sources: Vec<(&'static str, Box<dyn Source>)>,
     processors: Vec<(&'static str, Box<dyn Processor>)>,
+    /// `tls.fallback-certificate`, offered to the sources.
+    fallback: Option<(String, String)>,
 }
 
 /// What one build produced.
@@ -119,6 +121,7 @@ impl Pipeline {
             filters: Vec::new(),
             sources: Vec::new(),
             processors: Vec::new(),
+            fallback: None,
         };
         for p in pick("filters", PluginKind::Filter, &config.filters)? {
             if let Factory::Filter(make) = p.factory {
@@ -145,6 +148,12 @@ impl Pipeline {
     }
 
     /// The kinds the enabled sources read: what a provider needs to watch.
+    /// Sets `tls.fallback-certificate` ((namespace, name)) for the sources.
+    pub fn with_fallback_certificate(mut self, fallback: Option<(String, String)>) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
     pub fn kinds(&self) -> BTreeSet<Kind> {
         self.sources
             .iter()
@@ -192,7 +201,9 @@ impl Pipeline {
             let _span = tracing::debug_span!("processor", plugin = name).entered();
             processor.grant(&BuildContext::new(objects, &rejected), &mut grants);
         }
-        let ctx = BuildContext::new(objects, &rejected).with_grants(&grants);
+        let ctx = BuildContext::new(objects, &rejected)
+            .with_grants(&grants)
+            .with_fallback_certificate(self.fallback.as_ref());
         let mut ir = Ir::default();
         for (name, source) in &self.sources {
             let _span = tracing::debug_span!("source", plugin = name).entered();

@@ -40,7 +40,8 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
 }
 
 pub fn run(config: Config, manifests: Option<PathBuf>) -> anyhow::Result<()> {
-    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?;
+    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?
+        .with_fallback_certificate(config.tls.fallback());
     let Some(dir) = manifests else {
         anyhow::bail!(
             "serve needs --manifests DIR (the files provider); the Kubernetes provider is not built yet"

@@ -10,7 +10,8 @@ use crate::xds::translate;
 
 pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
     let config = args.config.load(serde_json::Map::new())?;
-    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?;
+    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?
+        .with_fallback_certificate(config.tls.fallback());
     if !args.manifests.is_dir() {
         anyhow::bail!(
             "manifest directory {} does not exist",

@@ -30,6 +30,16 @@ use super::translate::{
 /// Contour's HTTPS listener name; also the stat prefix of every filter on it.
 pub const HTTPS_LISTENER: &str = "ingress_https";
 
+/// The fallback certificate's filter chain and RouteConfiguration (Contour's names).
+pub const FALLBACK_CHAIN: &str = "fallback-certificate";
+pub const FALLBACK_ROUTES: &str = "ingress_fallbackcert";
+
+/// Whether clients without SNI are served: a served vhost enabled the fallback
+/// certificate, which is then in the IR.
+pub fn fallback_in_use(ir: &Ir) -> bool {
+    ir.fallback_secret.is_some() && ir.secure_virtual_hosts.values().any(|v| v.fallback)
+}
+
 /// The RouteConfiguration of one secure vhost.
 pub fn route_config_name(fqdn: &str) -> String {
     format!("https/{fqdn}")
@@ -276,6 +286,37 @@ pub fn upstream_transport_socket(
     })
 }
 
+/// For TLS clients that send no SNI: the fallback certificate and the routes of the vhosts
+/// that enabled it. Chains with server names are more specific and win when SNI is sent.
+fn fallback_chain(sds: &str, settings: &EnvoySettings) -> FilterChain {
+    let tls = ir::DownstreamTls {
+        secret: sds.to_string(),
+        min_version: None,
+        max_version: None,
+        alpn_http: true,
+        client_validation: None,
+    };
+    FilterChain {
+        name: FALLBACK_CHAIN.to_string(),
+        filter_chain_match: Some(FilterChainMatch {
+            transport_protocol: "tls".to_string(),
+            ..Default::default()
+        }),
+        transport_socket: Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".to_string(),
+            config_type: Some(core::transport_socket::ConfigType::TypedConfig(pack_any(
+                downstream_context(&tls, settings),
+            ))),
+        }),
+        filters: vec![hcm_filter(connection_manager(
+            settings,
+            HTTPS_LISTENER,
+            FALLBACK_ROUTES,
+        ))],
+        ..Default::default()
+    }
+}
+
 /// `ingress_https`: TLS inspection, then one filter chain per secure vhost by SNI.
 pub fn https_listener(ir: &Ir, settings: &EnvoySettings) -> Listener {
     Listener {
@@ -292,6 +333,12 @@ pub fn https_listener(ir: &Ir, settings: &EnvoySettings) -> Listener {
             .secure_virtual_hosts
             .values()
             .map(|v| filter_chain(v, settings))
+            .chain(
+                ir.fallback_secret
+                    .as_ref()
+                    .filter(|_| fallback_in_use(ir))
+                    .map(|sds| fallback_chain(sds, settings)),
+            )
             .collect(),
         per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
         ..Default::default()

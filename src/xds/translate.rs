@@ -138,6 +138,19 @@ pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resour
             );
         }
     }
+    if tls::fallback_in_use(ir) {
+        out.routes.insert(
+            tls::FALLBACK_ROUTES.to_string(),
+            route_configuration(
+                tls::FALLBACK_ROUTES,
+                ir.secure_virtual_hosts
+                    .values()
+                    .filter(|v| v.fallback)
+                    .map(|v| &v.http),
+                false,
+            ),
+        );
+    }
     if !ir.secure_virtual_hosts.is_empty() {
         out.listeners.insert(
             tls::HTTPS_LISTENER.to_string(),

@@ -1,5 +1,6 @@
 //! Golden cases: `tests/golden/<case>/input/*.yaml` (plus the shared
-//! `tests/golden/services.yaml` and `secrets.yaml`, made by `fixtures/make.sh`) → `isobar translate` → `tests/golden/<case>/expected.yaml`
+//! `tests/golden/services.yaml` and `secrets.yaml`, made by `fixtures/make.sh`, and the
+//! configuration `tests/golden/contour.yaml`) → `isobar translate` → `tests/golden/<case>/expected.yaml`
 //! (the Envoy resources and every object's conditions).
 //!
 //! `UPDATE_GOLDEN=1 cargo test --test integration golden` rewrites the expected
@@ -69,6 +70,8 @@ fn translate(dir: &Path, format: &str) -> String {
     let (ok, out, err) = isobar(
         &[
             "translate",
+            "-c",
+            &format!("{GOLDEN}/contour.yaml"),
             "--manifests",
             &dir.to_string_lossy(),
             "-o",
@@ -189,7 +192,10 @@ async fn real_envoy_accepts_every_golden_case() {
     let ready = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: ready, namespace: default}\nspec:\n  virtualhost: {fqdn: ready.example.com}\n  routes: [{services: [{name: echo-a, port: 80}]}]\n";
     let secrets =
         std::fs::read_to_string(Path::new(GOLDEN).join("secrets.yaml")).unwrap_or_default();
-    let stack = crate::e2e::start(
+    let config =
+        std::fs::read_to_string(Path::new(GOLDEN).join("contour.yaml")).unwrap_or_default();
+    let stack = crate::e2e::start_with(
+        Some(&config),
         &[
             ("golden-services.yaml", &services),
             ("golden-secrets.yaml", &secrets),

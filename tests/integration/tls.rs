@@ -1,5 +1,5 @@
 //! TLS end to end through a real Envoy, with certificates made in the test (rcgen):
-//! HTTPS by SNI, the HTTP → HTTPS redirect and `permitInsecure`, 421 for a Host that is
+//! HTTPS by SNI, the fallback certificate without SNI, the HTTP → HTTPS redirect and `permitInsecure`, 421 for a Host that is
 //! not the SNI's vhost, a TLS 1.3-only vhost refusing TLS 1.2, a delegation added live,
 //! a certificate rotation that never touches the listener, passthrough to a TLS backend,
 //! a TLS-terminating TCP proxy, client certificates, upstream TLS with validation, and a
@@ -217,6 +217,8 @@ async fn https_through_envoy() {
     let backend_cert = issue(&ca, "pass.example.com");
     let backend_port = tls_backend(&backend_cert).await;
     let other = issue(&ca, "other.example.com");
+    // For clients that send no SNI (they connect by address).
+    let fallback = issue(&ca, "127.0.0.1");
     let broken = Issued {
         key_pem: other.key_pem.clone(),
         ..issue(&ca, "broken.example.com")
@@ -226,6 +228,10 @@ async fn https_through_envoy() {
         (
             "tls/secure.yaml".to_string(),
             tls_secret("default", "secure", &secure),
+        ),
+        (
+            "tls/fallback.yaml".to_string(),
+            tls_secret("default", "fallback", &fallback),
         ),
         (
             "tls/modern.yaml".to_string(),
@@ -261,7 +267,7 @@ async fn https_through_envoy() {
                 "default",
                 "secure",
                 "secure.example.com",
-                "{secretName: secure}",
+                "{secretName: secure, enableFallbackCertificate: true}",
                 "  routes:\n    - services: [{name: echo-a, port: 80}]\n    - conditions: [{prefix: /open}]\n      permitInsecure: true\n      services: [{name: echo-b, port: 80}]\n",
             ),
         ),
@@ -334,7 +340,12 @@ async fn https_through_envoy() {
         .iter()
         .map(|(n, t)| (n.as_str(), t.as_str()))
         .collect();
-    let stack = crate::e2e::start(&files, ("secure.example.com", "/open", "b")).await;
+    let stack = crate::e2e::start_with(
+        Some("tls:\n  fallback-certificate: {name: fallback, namespace: default}\n"),
+        &files,
+        ("secure.example.com", "/open", "b"),
+    )
+    .await;
     let port = stack.https_port;
     let client = Client::new(&[&ca]);
 
@@ -370,6 +381,14 @@ async fn https_through_envoy() {
         location.starts_with("https://secure.example.com") && location.ends_with("/x?y=1"),
         "{location}"
     );
+
+    // No SNI: the fallback certificate, and the routes of vhosts that enable it.
+    let no_sni = client
+        .get(port, "127.0.0.1", "secure.example.com", "/")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((no_sni.status, no_sni.body.as_str()), (200, "a"));
+    assert_eq!(no_sni.peer.as_ref(), Some(&fallback.der));
 
     // A Host that is not the vhost the SNI chose: 421.
     let misdirected = client

@@ -174,6 +174,10 @@ impl Source for HttpProxySource {
                     if let Some((sds, secret)) = plan.secret {
                         ir.add_secret(&sds, secret);
                     }
+                    if let Some((sds, secret)) = plan.fallback {
+                        ir.add_secret(&sds, secret);
+                        ir.fallback_secret = Some(sds);
+                    }
                 } else if added_secure {
                     ir.secure_virtual_hosts.remove(&host.fqdn);
                 }

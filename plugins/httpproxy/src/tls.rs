@@ -32,6 +32,8 @@ pub(crate) struct Plan {
     pub mode: RouteMode,
     pub secure: Option<SecureVirtualHost>,
     pub secret: Option<(String, ServedSecret)>,
+    /// The fallback certificate, when the vhost enables it.
+    pub fallback: Option<(String, ServedSecret)>,
 }
 
 fn tls_error(status: &mut StatusReport, key: &ObjectKey, reason: Reason, message: String) {
@@ -83,6 +85,7 @@ pub(crate) fn plan(
             mode: RouteMode::Plain,
             secure: None,
             secret: None,
+            fallback: None,
         });
     };
     if !check_unsupported(
@@ -105,6 +108,7 @@ pub(crate) fn plan(
     }
     let mut secure = SecureVirtualHost::new(&host.fqdn, None);
     let mut secret = None;
+    let mut fallback = None;
     if tls.passthrough {
         if !tls.secret_name.is_empty()
             || tls.client_validation.is_some()
@@ -139,6 +143,10 @@ pub(crate) fn plan(
                         format!("Spec.VirtualHost.TLS {message}"),
                     )
                 })?;
+        if tls.enable_fallback_certificate {
+            fallback = Some(fallback_certificate(ctx, status, key, tls, &downstream)?);
+            secure.fallback = true;
+        }
         secure.tls = Some(DownstreamTls {
             secret: sds.clone(),
             ..downstream
@@ -157,7 +165,57 @@ pub(crate) fn plan(
         mode,
         secure: Some(secure),
         secret,
+        fallback,
     })
+}
+
+/// Contour's rules for `enableFallbackCertificate`: configured, delegated to the proxy's
+/// namespace, valid, and not combined with client certificates.
+fn fallback_certificate(
+    ctx: &BuildContext<'_>,
+    status: &mut StatusReport,
+    key: &ObjectKey,
+    tls: &Tls,
+    downstream: &DownstreamTls,
+) -> Result<(String, ServedSecret), ()> {
+    if tls.client_validation.is_some() || !downstream.alpn_http {
+        tls_error(
+            status,
+            key,
+            Reason::TLSIncompatibleFeatures,
+            "Spec.VirtualHost.TLS: enableFallbackCertificate cannot be combined with clientValidation or tcpproxy".to_string(),
+        );
+        return Err(());
+    }
+    let Some((namespace, name)) = ctx.fallback_certificate() else {
+        tls_error(
+            status,
+            key,
+            Reason::FallbackNotPresent,
+            "Spec.Virtualhost.TLS enabled fallback but the fallback Certificate Secret is not configured in the configuration file (tls.fallback-certificate)".to_string(),
+        );
+        return Err(());
+    };
+    if !ctx.grants().permits(namespace, name, &key.namespace) {
+        tls_error(
+            status,
+            key,
+            Reason::FallbackNotDelegated,
+            format!(
+                "Spec.VirtualHost.TLS fallback Secret \"{namespace}/{name}\" is not configured for certificate delegation"
+            ),
+        );
+        return Err(());
+    }
+    ctx.certificate(&key.namespace, &format!("{namespace}/{name}"))
+        .map_err(|(reason, message)| {
+            tls_error(
+                status,
+                key,
+                reason,
+                format!("Spec.VirtualHost.TLS fallback {message}"),
+            )
+        })
 }
 
 /// Versions, ALPN and client validation; the certificate is filled in by the caller.
@@ -200,14 +258,6 @@ fn downstream(
                 .to_string(),
         );
         return Err(());
-    }
-    if tls.enable_fallback_certificate {
-        status.warning(
-            key,
-            ConditionType::TLSError,
-            Reason::IgnoredField,
-            "Spec.VirtualHost.TLS.EnableFallbackCertificate is not supported by this version of Isobar and is ignored: clients without SNI are not served",
-        );
     }
     let client_validation = match &tls.client_validation {
         None => None,

@@ -111,6 +111,10 @@ pub enum Reason {
     TLSMustBeConfigured,
     /// A `tcpproxy` with neither services nor an include, or with both.
     NoServicesAndIncludes,
+    /// `enableFallbackCertificate` without `tls.fallback-certificate` configured.
+    FallbackNotPresent,
+    /// The fallback certificate is not delegated to the proxy's namespace.
+    FallbackNotDelegated,
 }
 
 impl Reason {
@@ -158,6 +162,8 @@ impl Reason {
             Reason::TLSIncompatibleFeatures => "TLSIncompatibleFeatures",
             Reason::TLSMustBeConfigured => "TLSMustBeConfigured",
             Reason::NoServicesAndIncludes => "NoServicesAndIncludes",
+            Reason::FallbackNotPresent => "FallbackNotPresent",
+            Reason::FallbackNotDelegated => "FallbackNotDelegated",
         }
     }
 }

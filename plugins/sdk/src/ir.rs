@@ -20,6 +20,9 @@ pub struct Ir {
     /// vhost uses. Serialized as names and fingerprints, never as key material.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, ServedSecret>,
+    /// The SDS name of the fallback certificate, when a served vhost enables it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_secret: Option<String>,
 }
 
 /// A vhost on the HTTPS listener: TLS terminated with a certificate, or passed through.
@@ -34,6 +37,9 @@ pub struct SecureVirtualHost {
     pub tcp_proxy: Option<TcpProxy>,
     /// The HTTP routes and vhost policies (unused with `tcp_proxy`).
     pub http: VirtualHost,
+    /// Also served to clients without SNI, with the fallback certificate.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fallback: bool,
 }
 
 impl SecureVirtualHost {
@@ -43,6 +49,7 @@ impl SecureVirtualHost {
             tls,
             tcp_proxy: None,
             http: VirtualHost::new(fqdn),
+            fallback: false,
         }
     }
 }

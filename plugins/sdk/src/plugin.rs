@@ -53,6 +53,8 @@ pub struct BuildContext<'a> {
     pub objects: &'a Objects,
     rejected: &'a BTreeSet<ObjectKey>,
     grants: &'a SecretGrants,
+    /// `tls.fallback-certificate`: (namespace, name), for vhosts that enable it.
+    fallback: Option<&'a (String, String)>,
 }
 
 impl<'a> BuildContext<'a> {
@@ -62,7 +64,17 @@ impl<'a> BuildContext<'a> {
             objects,
             rejected,
             grants: &NO_GRANTS,
+            fallback: None,
         }
+    }
+
+    pub fn with_fallback_certificate(self, fallback: Option<&'a (String, String)>) -> Self {
+        BuildContext { fallback, ..self }
+    }
+
+    /// The configured fallback certificate, if any: (namespace, name).
+    pub fn fallback_certificate(&self) -> Option<&'a (String, String)> {
+        self.fallback
     }
 
     pub fn with_grants(self, grants: &'a SecretGrants) -> Self {
