@@ -28,7 +28,10 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::snapshot::{Snapshot, XdsType, version_of};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use prost::Message;
+
+use super::snapshot::{Snapshot, XdsType, digest, version_of};
 use crate::metrics::Metrics;
 
 /// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
@@ -96,8 +99,15 @@ struct TypeState {
     rejected_version: Option<String>,
     /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
     sent_resources: BTreeMap<String, Any>,
-    /// Send again even if unchanged (EDS after new clusters: see `response_for`).
-    resend: bool,
+    /// EDS, SDS, RDS: the digest of each resource Envoy has taken (ACKed), and of those in
+    /// the response in flight. These types may be answered in part (xDS spec: a resource
+    /// left out of a response keeps its last value), so only changed ones are sent.
+    held: BTreeMap<String, u64>,
+    pending: BTreeMap<String, u64>,
+    /// Send these again even if unchanged (EDS after new or changed clusters: see
+    /// `response_for`); `resend_all` when the names are not known.
+    resend: BTreeSet<String>,
+    resend_all: bool,
 }
 
 struct AdsStream {
@@ -199,8 +209,13 @@ impl AdsStream {
                         "envoy rejected an update (NACK)"
                     );
                 }
-                None => state.acked_version = state.sent_version.clone(),
+                None => {
+                    state.acked_version = state.sent_version.clone();
+                    let pending = std::mem::take(&mut state.pending);
+                    state.held.extend(pending);
+                }
             }
+            state.pending.clear();
         }
         state.requested = true;
         if t.is_wildcard() && (request.resource_names.is_empty() || state.wildcard) {
@@ -208,6 +223,9 @@ impl AdsStream {
             state.wildcard = true;
         } else {
             state.names = request.resource_names.into_iter().collect();
+            // A name Envoy dropped is forgotten there: if it comes back, send it again.
+            let names = &state.names;
+            state.held.retain(|name, _| names.contains(name));
         }
     }
 
@@ -268,53 +286,15 @@ impl AdsStream {
     }
 
     fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<DiscoveryResponse> {
-        let routes_caught_up =
-            self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         let state = self.types.get(&t)?;
         if !state.requested || state.in_flight {
             return None;
         }
-        let current = snapshot.get(t);
-        let mut resources: BTreeMap<String, Any> = if state.wildcard {
-            current.resources.clone()
+        let (version, resources) = if state.wildcard {
+            self.whole_response(t, snapshot)?
         } else {
-            state
-                .names
-                .iter()
-                .filter_map(|n| current.resources.get(n).map(|r| (n.clone(), r.clone())))
-                .collect()
+            self.partial_response(t, snapshot)?
         };
-        if !state.wildcard && resources.is_empty() {
-            // Nothing Envoy asked for exists: removals of EDS/RDS resources are implied by
-            // their parents going away, so there is nothing to say.
-            return None;
-        }
-        let mut version = if state.wildcard || resources.len() == current.resources.len() {
-            current.version.clone()
-        } else {
-            version_of(&resources)
-        };
-        if t == XdsType::Cluster && !routes_caught_up {
-            let mut kept = false;
-            for (name, any) in &state.sent_resources {
-                if !resources.contains_key(name) {
-                    resources.insert(name.clone(), any.clone());
-                    kept = true;
-                }
-            }
-            if kept {
-                version = format!("{version}-{}", version_of(&resources));
-            }
-        }
-        let names: BTreeSet<String> = resources.keys().cloned().collect();
-        let unchanged = state.sent_version.as_ref() == Some(&version)
-            && state.sent_names == names
-            && !state.resend;
-        let rejected =
-            state.rejected_version.as_ref() == Some(&version) && state.sent_names == names;
-        if unchanged || rejected {
-            return None;
-        }
 
         self.nonce += 1;
         let nonce = self.nonce.to_string();
@@ -322,20 +302,34 @@ impl AdsStream {
         state.nonce = Some(nonce.clone());
         state.in_flight = true;
         state.sent_version = Some(version.clone());
-        state.sent_names = names;
-        state.resend = false;
-        let mut new_clusters = false;
+        state.sent_names = resources.keys().cloned().collect();
+        let mut changed_clusters = Vec::new();
         if t == XdsType::Cluster {
-            new_clusters = resources
-                .keys()
-                .any(|name| !state.sent_resources.contains_key(name));
-            state.sent_resources = resources.clone();
+            changed_clusters = resources
+                .iter()
+                .filter(|(name, any)| state.sent_resources.get(*name) != Some(any))
+                .map(|(_, any)| any)
+                .collect();
         }
-        if new_clusters && let Some(eds) = self.types.get_mut(&XdsType::Endpoint) {
-            // A new cluster warms on an EDS response, even when its endpoint set is one
-            // Envoy already subscribes to (a cluster with other options, same Service):
+        if !changed_clusters.is_empty()
+            && let Some(eds) = self.types.get_mut(&XdsType::Endpoint)
+            && eds.requested
+        {
+            // A new or changed cluster warms on an EDS response, even when its endpoint
+            // set is one Envoy already holds (a cluster with other options, same Service):
             // Envoy asks again after taking the CDS update, and must get an answer.
-            eds.resend = eds.requested;
+            for any in &changed_clusters {
+                match eds_name(any) {
+                    Some(name) => {
+                        eds.resend.insert(name);
+                    }
+                    None => eds.resend_all = true,
+                }
+            }
+        }
+        if t == XdsType::Cluster {
+            let state = self.types.get_mut(&t)?;
+            state.sent_resources = resources.clone();
         }
         tracing::debug!(node = %self.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
         Some(DiscoveryResponse {
@@ -346,4 +340,106 @@ impl AdsStream {
             ..Default::default()
         })
     }
+
+    /// LDS and CDS: every resource, every time (the xDS spec requires it).
+    fn whole_response(
+        &self,
+        t: XdsType,
+        snapshot: &Snapshot,
+    ) -> Option<(String, BTreeMap<String, Any>)> {
+        let routes_caught_up =
+            self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
+        let state = &self.types[&t];
+        let current = snapshot.get(t);
+        let mut resources = current.resources.clone();
+        let mut version = current.version.clone();
+        if t == XdsType::Cluster && !routes_caught_up {
+            let mut kept = false;
+            for (name, any) in &state.sent_resources {
+                if !resources.contains_key(name) {
+                    resources.insert(name.clone(), any.clone());
+                    kept = true;
+                }
+            }
+            if kept {
+                let digests: BTreeMap<String, u64> = resources
+                    .iter()
+                    .map(|(name, any)| (name.clone(), digest(&any.value)))
+                    .collect();
+                version = format!("{version}-{}", version_of(&digests));
+            }
+        }
+        let names: BTreeSet<String> = resources.keys().cloned().collect();
+        let same = state.sent_names == names;
+        let unchanged = state.sent_version.as_ref() == Some(&version) && same;
+        let rejected = state.rejected_version.as_ref() == Some(&version) && same;
+        if unchanged || rejected {
+            return None;
+        }
+        Some((version, resources))
+    }
+
+    /// EDS, SDS and RDS: only the subscribed resources whose bytes Envoy does not hold.
+    /// A resource Envoy asks for that does not exist is left out (its removal is implied
+    /// by its parent going away). When Envoy already holds everything it asked for, the
+    /// stream is marked caught up without sending anything.
+    fn partial_response(
+        &mut self,
+        t: XdsType,
+        snapshot: &Snapshot,
+    ) -> Option<(String, BTreeMap<String, Any>)> {
+        let current = snapshot.get(t);
+        let state = self.types.get_mut(&t)?;
+        let requested: Vec<(&String, &u64)> = state
+            .names
+            .iter()
+            .filter_map(|name| current.digests.get_key_value(name))
+            .collect();
+        if requested.is_empty() {
+            return None;
+        }
+        let version = if requested.len() == current.digests.len() {
+            current.version.clone()
+        } else {
+            version_of(requested.iter().copied())
+        };
+        if state.rejected_version.as_ref() == Some(&version) {
+            return None;
+        }
+        let changed: BTreeMap<String, u64> = requested
+            .iter()
+            .filter(|(name, digest)| {
+                state.resend_all
+                    || state.resend.contains(*name)
+                    || state.held.get(*name) != Some(digest)
+            })
+            .map(|(name, digest)| ((*name).clone(), **digest))
+            .collect();
+        state.resend_all = false;
+        state.resend.clear();
+        if changed.is_empty() {
+            state.sent_version = Some(version.clone());
+            state.acked_version = Some(version);
+            return None;
+        }
+        let resources = changed
+            .keys()
+            .filter_map(|name| current.resources.get_key_value(name))
+            .map(|(name, any)| (name.clone(), any.clone()))
+            .collect();
+        state.pending = changed;
+        Some((version, resources))
+    }
+}
+
+/// The endpoint set (EDS name) an encoded Cluster warms on, if it uses EDS.
+fn eds_name(any: &Any) -> Option<String> {
+    let cluster = Cluster::decode(any.value.as_slice()).ok()?;
+    let eds = cluster.eds_cluster_config?;
+    Some(if eds.service_name.is_empty() {
+        cluster.name
+    } else {
+        eds.service_name
+    })
+    .filter(|name| !name.is_empty())
 }

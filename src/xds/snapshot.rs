@@ -74,6 +74,9 @@ impl XdsType {
 pub struct TypeSnapshot {
     pub version: String,
     pub resources: BTreeMap<String, Any>,
+    /// A hash of each resource's bytes: what a stream compares to send only the
+    /// resources that changed (EDS, SDS and RDS may be sent in part).
+    pub digests: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -91,9 +94,14 @@ impl Snapshot {
             (XdsType::Listener, resources.listeners),
             (XdsType::Route, resources.routes),
         ] {
+            let digests: BTreeMap<String, u64> = map
+                .iter()
+                .map(|(name, any)| (name.clone(), digest(&any.value)))
+                .collect();
             snapshot.types[t.index()] = TypeSnapshot {
-                version: version_of(&map),
+                version: version_of(digests.iter()),
                 resources: map,
+                digests,
             };
         }
         snapshot
@@ -104,14 +112,21 @@ impl Snapshot {
     }
 }
 
-/// 16 hex digits of a hash over every resource's name and bytes.
-pub fn version_of(resources: &BTreeMap<String, Any>) -> String {
+/// The first 8 bytes of the SHA-1 of a resource's bytes.
+pub fn digest(bytes: &[u8]) -> u64 {
+    let hash = Sha1::digest(bytes);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// 16 hex digits of a hash over every resource's name and digest.
+pub fn version_of<'a>(digests: impl IntoIterator<Item = (&'a String, &'a u64)>) -> String {
     let mut hasher = Sha1::new();
-    for (name, any) in resources {
+    for (name, digest) in digests {
         hasher.update((name.len() as u64).to_le_bytes());
         hasher.update(name.as_bytes());
-        hasher.update((any.value.len() as u64).to_le_bytes());
-        hasher.update(&any.value);
+        hasher.update(digest.to_le_bytes());
     }
     hasher.finalize()[..8]
         .iter()

@@ -235,7 +235,8 @@ async fn eds_answers_per_name_and_remembers_missing_names() {
     envoy.quiet().await;
     tx.send_replace(Some(snapshot(&["a", "b", "c"], "r1")));
     let r = envoy.expect(XdsType::Endpoint).await;
-    assert_eq!(names(&r), vec!["a", "c"]);
+    // Envoy holds `a` already (it ACKed it): only the new `c` goes out.
+    assert_eq!(names(&r), vec!["c"]);
 }
 
 #[tokio::test]
@@ -328,4 +329,71 @@ async fn a_new_cluster_on_known_endpoints_gets_them_again() {
     assert_eq!(names(&again), vec!["a"]);
     assert_eq!(again.version_info, eds.version_info);
     assert_ne!(again.nonce, eds.nonce);
+}
+
+fn with_secrets(secrets: &[(&str, &str)]) -> Arc<Snapshot> {
+    Arc::new(Snapshot::new(Resources {
+        secrets: secrets
+            .iter()
+            .map(|(n, tag)| (n.to_string(), any(XdsType::Secret, &format!("{n}:{tag}"))))
+            .collect(),
+        ..Default::default()
+    }))
+}
+
+/// EDS, SDS and RDS are answered with only what changed: a rotated certificate sends
+/// that one secret, not every secret Envoy holds.
+#[tokio::test]
+async fn only_changed_secrets_are_sent() {
+    let all = ["a", "b", "c"];
+    let (tx, _, mut envoy) =
+        server(Some(with_secrets(&[("a", "1"), ("b", "1"), ("c", "1")]))).await;
+    envoy.send(XdsType::Secret, &all, "", "", false).await;
+    let first = envoy.expect(XdsType::Secret).await;
+    assert_eq!(names(&first), all);
+    envoy.ack(XdsType::Secret, &all, &first).await;
+    envoy.quiet().await;
+
+    tx.send_replace(Some(with_secrets(&[("a", "1"), ("b", "2"), ("c", "1")])));
+    let rotated = envoy.expect(XdsType::Secret).await;
+    assert_eq!(names(&rotated), vec!["b"]);
+    assert_eq!(String::from_utf8_lossy(&rotated.resources[0].value), "b:2");
+    assert_ne!(rotated.version_info, first.version_info);
+    envoy.ack(XdsType::Secret, &all, &rotated).await;
+    envoy.quiet().await;
+
+    // A name Envoy drops and asks for again is sent again: Envoy forgot it.
+    envoy
+        .send(
+            XdsType::Secret,
+            &["a", "b"],
+            &rotated.version_info,
+            "",
+            false,
+        )
+        .await;
+    envoy.quiet().await;
+    envoy
+        .send(XdsType::Secret, &all, &rotated.version_info, "", false)
+        .await;
+    let again = envoy.expect(XdsType::Secret).await;
+    assert_eq!(names(&again), vec!["c"]);
+    envoy.ack(XdsType::Secret, &all, &again).await;
+    envoy.quiet().await;
+
+    // A rejected change is not sent again until something changes.
+    tx.send_replace(Some(with_secrets(&[("a", "2"), ("b", "2"), ("c", "1")])));
+    let bad = envoy.expect(XdsType::Secret).await;
+    assert_eq!(names(&bad), vec!["a"]);
+    envoy
+        .send(XdsType::Secret, &all, &again.version_info, &bad.nonce, true)
+        .await;
+    envoy.quiet().await;
+    tx.send_replace(Some(with_secrets(&[("a", "2"), ("b", "2"), ("c", "2")])));
+    let next = envoy.expect(XdsType::Secret).await;
+    assert_eq!(
+        names(&next),
+        vec!["a", "c"],
+        "Envoy never took the rejected `a`"
+    );
 }
