@@ -24,7 +24,8 @@ use isobar_sdk::Ir;
 use isobar_sdk::ir;
 
 use super::translate::{
-    EnvoySettings, TlsSettings, ads, connection_manager, duration, hcm_filter, socket_address,
+    EnvoySettings, TlsSettings, ads, connection_manager, duration, hcm_filter, rewrites_cookies,
+    socket_address,
 };
 
 /// Contour's HTTPS listener name; also the stat prefix of every filter on it.
@@ -182,8 +183,12 @@ fn filter_chain(vhost: &ir::SecureVirtualHost, settings: &EnvoySettings) -> Filt
     let filter = match &vhost.tcp_proxy {
         Some(t) => tcp_proxy_filter(t),
         None => {
-            let mut manager =
-                connection_manager(settings, HTTPS_LISTENER, &route_config_name(&vhost.fqdn));
+            let mut manager = connection_manager(
+                settings,
+                HTTPS_LISTENER,
+                &route_config_name(&vhost.fqdn),
+                rewrites_cookies(&vhost.http),
+            );
             let forward = vhost
                 .tls
                 .as_ref()
@@ -312,6 +317,7 @@ fn fallback_chain(sds: &str, settings: &EnvoySettings) -> FilterChain {
             settings,
             HTTPS_LISTENER,
             FALLBACK_ROUTES,
+            true,
         ))],
         ..Default::default()
     }

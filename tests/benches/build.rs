@@ -2,7 +2,8 @@
 //! pipeline (sources, conditions) → IR → encoded xDS resources → versioned snapshot.
 //!
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
-//! `ISOBAR_BENCH_RUNS` the number of timed runs). Figures go in BENCHMARKS.md.
+//! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks `build`
+//! (flat and inclusion) and/or `tls`). Figures go in BENCHMARKS.md.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -13,6 +14,8 @@ use isobar::provider::manifest::parse_file;
 use isobar::serve::envoy_settings;
 use isobar::xds::{Snapshot, XdsType, translate};
 use isobar_sdk::Objects;
+
+mod tls;
 
 /// The same allocator as the `isobar` binary.
 #[global_allocator]
@@ -203,7 +206,18 @@ fn main() {
     let benching = std::env::args().any(|a| a == "--bench");
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
+    let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| "build,tls".into());
+    let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
+    if profiles.contains(&"build") {
+        build_profiles(n, runs);
+    }
+    if profiles.contains(&"tls") {
+        tls::run(n, runs);
+    }
+}
 
+/// The flat profile and the two inclusion profiles, with their ratios.
+fn build_profiles(n: usize, runs: usize) {
     let flat: String = (0..n).map(tenant).collect::<Vec<_>>().join("---\n");
     let flat_median = report(
         &format!("flat: {n} HTTPProxies, {n} Services, {n} EndpointSlices"),
