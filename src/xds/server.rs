@@ -94,7 +94,6 @@ struct TypeState {
     nonce: Option<String>,
     in_flight: bool,
     sent_version: Option<String>,
-    sent_names: BTreeSet<String>,
     acked_version: Option<String>,
     rejected_version: Option<String>,
     /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
@@ -302,7 +301,6 @@ impl AdsStream {
         state.nonce = Some(nonce.clone());
         state.in_flight = true;
         state.sent_version = Some(version.clone());
-        state.sent_names = resources.keys().cloned().collect();
         let mut changed_clusters = Vec::new();
         if t == XdsType::Cluster {
             changed_clusters = resources
@@ -351,31 +349,37 @@ impl AdsStream {
             self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         let state = &self.types[&t];
         let current = snapshot.get(t);
-        let mut resources = current.resources.clone();
-        let mut version = current.version.clone();
-        if t == XdsType::Cluster && !routes_caught_up {
-            let mut kept = false;
-            for (name, any) in &state.sent_resources {
-                if !resources.contains_key(name) {
-                    resources.insert(name.clone(), any.clone());
-                    kept = true;
-                }
-            }
-            if kept {
-                let digests: BTreeMap<String, u64> = resources
-                    .iter()
-                    .map(|(name, any)| (name.clone(), digest(&any.value)))
-                    .collect();
-                version = format!("{version}-{}", version_of(&digests));
-            }
-        }
-        let names: BTreeSet<String> = resources.keys().cloned().collect();
-        let same = state.sent_names == names;
-        let unchanged = state.sent_version.as_ref() == Some(&version) && same;
-        let rejected = state.rejected_version.as_ref() == Some(&version) && same;
-        if unchanged || rejected {
+        // Removed clusters the routes Envoy holds may still use (make before break).
+        let kept: Vec<(&String, &Any)> = if t == XdsType::Cluster && !routes_caught_up {
+            state
+                .sent_resources
+                .iter()
+                .filter(|(name, _)| !current.resources.contains_key(*name))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // A version hashes every name and digest, so equal versions mean equal content.
+        let version = if kept.is_empty() {
+            current.version.clone()
+        } else {
+            let mut digests = current.digests.clone();
+            digests.extend(
+                kept.iter()
+                    .map(|(name, any)| ((*name).clone(), digest(&any.value))),
+            );
+            format!("{}-{}", current.version, version_of(&digests))
+        };
+        if state.sent_version.as_ref() == Some(&version)
+            || state.rejected_version.as_ref() == Some(&version)
+        {
             return None;
         }
+        let mut resources = current.resources.clone();
+        resources.extend(
+            kept.into_iter()
+                .map(|(name, any)| (name.clone(), any.clone())),
+        );
         Some((version, resources))
     }
 
