@@ -5,9 +5,13 @@
 //! - nothing is sent before the first complete build;
 //! - a request whose nonce is not the latest sent is stale and ignored;
 //! - a NACKed version is logged, counted, and not sent again until the content changes;
-//! - a change is pushed in CDS → EDS → LDS → RDS order, each type only once the earlier
-//!   ones are ACKed, and clusters a stream may still route to are kept in CDS until the
-//!   new routes are ACKed (make before break).
+//! - a change is pushed in CDS → EDS → SDS → LDS → RDS order, listeners and routes only
+//!   once the clusters and endpoints before them are ACKed, and clusters a stream may still
+//!   route to are kept in CDS until the new routes are ACKed (make before break);
+//! - LDS and CDS responses are complete (the spec requires it); EDS, SDS and RDS carry
+//!   only the subscribed resources whose bytes the stream does not hold (the spec allows
+//!   it, and Envoy keeps what a response leaves out), so a certificate rotation sends one
+//!   secret.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
