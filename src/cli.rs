@@ -72,8 +72,17 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Directory of manifests to serve (the files provider), watched for changes.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["kubeconfig", "incluster"])]
     pub manifests: Option<PathBuf>,
+    /// Watch the Kubernetes API of this kubeconfig's current context.
+    #[arg(long, conflicts_with = "incluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch the Kubernetes API of the cluster Isobar runs in (its service account).
+    #[arg(long)]
+    pub incluster: bool,
+    /// Watch only these namespaces, comma-separated (default: all).
+    #[arg(long)]
+    pub watch_namespaces: Option<String>,
     /// Address Isobar serves xDS on.
     #[arg(long)]
     pub xds_address: Option<String>,
@@ -193,6 +202,27 @@ impl ConfigArgs {
 }
 
 impl ServeArgs {
+    /// Where objects come from: a manifest directory or the Kubernetes API.
+    pub fn provider(&self) -> crate::serve::ProviderChoice {
+        use crate::serve::ProviderChoice;
+        if self.kubeconfig.is_some() || self.incluster {
+            ProviderChoice::Kubernetes {
+                kubeconfig: self.kubeconfig.clone(),
+                namespaces: self
+                    .watch_namespaces
+                    .as_deref()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+            }
+        } else {
+            ProviderChoice::Files(self.manifests.clone())
+        }
+    }
+
     pub fn load_config(&self) -> Result<Config, config::ConfigError> {
         let mut flags = Map::new();
         let pairs: [(&str, Option<Value>); 8] = [
@@ -243,7 +273,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => match args.load_config() {
             Ok(config) => {
                 init_logging(config.debug);
-                crate::serve::run(config, args.manifests)
+                crate::serve::run(config, args.provider())
             }
             Err(e) => Err(anyhow::anyhow!(e)),
         },

@@ -1,5 +1,6 @@
 //! Isobar's own HTTP endpoints: `/metrics` (Prometheus), `/healthz` and `/readyz`.
-//! Ready means the first complete snapshot has been built.
+//! Ready means the first complete snapshot has been built and no Kubernetes watch is
+//! failing (the last good snapshot is still served meanwhile).
 
 use std::sync::Arc;
 
@@ -10,12 +11,14 @@ use axum::routing::get;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
+use crate::provider::kube::WatchHealth;
 use crate::xds::Snapshot;
 
 #[derive(Clone)]
 pub struct HttpState {
     pub metrics: Arc<Metrics>,
     pub snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    pub health: Arc<WatchHealth>,
 }
 
 pub fn metrics_routes() -> Router<HttpState> {
@@ -39,13 +42,18 @@ async fn metrics(State(state): State<HttpState>) -> ([(&'static str, &'static st
 }
 
 async fn ready(State(state): State<HttpState>) -> (StatusCode, &'static str) {
-    if state.snapshots.borrow().is_some() {
-        (StatusCode::OK, "ready\n")
-    } else {
+    if state.snapshots.borrow().is_none() {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: first build pending\n",
         )
+    } else if !state.health.healthy() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: a Kubernetes watch is failing; serving the last good configuration\n",
+        )
+    } else {
+        (StatusCode::OK, "ready\n")
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub xds_streams: Gauge,
     pub xds_responses: Family<TypeLabel, Counter>,
     pub xds_nacks: Family<TypeLabel, Counter>,
+    pub watch_restarts: Family<KindLabel, Counter>,
+    pub decode_errors: Family<KindLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -38,6 +40,8 @@ impl Default for Metrics {
         let xds_streams = Gauge::default();
         let xds_responses = Family::<TypeLabel, Counter>::default();
         let xds_nacks = Family::<TypeLabel, Counter>::default();
+        let watch_restarts = Family::<KindLabel, Counter>::default();
+        let decode_errors = Family::<KindLabel, Counter>::default();
         registry.register("builds", "Completed pipeline builds", builds.clone());
         registry.register(
             "build_duration_seconds",
@@ -65,6 +69,16 @@ impl Default for Metrics {
             "xDS updates Envoy rejected, by type",
             xds_nacks.clone(),
         );
+        registry.register(
+            "watch_errors",
+            "Kubernetes watch errors (each is retried with backoff, relisting when needed), by kind",
+            watch_restarts.clone(),
+        );
+        registry.register(
+            "decode_errors",
+            "Objects from the Kubernetes API that did not decode and were skipped, by kind",
+            decode_errors.clone(),
+        );
         Metrics {
             registry,
             builds,
@@ -74,6 +88,8 @@ impl Default for Metrics {
             xds_streams,
             xds_responses,
             xds_nacks,
+            watch_restarts,
+            decode_errors,
         }
     }
 }
@@ -87,6 +103,14 @@ impl Metrics {
         self.xds_responses
             .get_or_create(&TypeLabel { xds_type })
             .inc();
+    }
+
+    pub fn watch_restart(&self, kind: &'static str) {
+        self.watch_restarts.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    pub fn decode_error(&self, kind: &'static str) {
+        self.decode_errors.get_or_create(&KindLabel { kind }).inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -13,6 +13,7 @@ use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::provider::Provider;
 use crate::provider::files::FilesProvider;
+use crate::provider::kube::{KubeProvider, WatchHealth};
 use crate::runner::Runner;
 use crate::xds::EnvoySettings;
 use crate::xds::server::AdsService;
@@ -39,14 +40,26 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
     }
 }
 
-pub fn run(config: Config, manifests: Option<PathBuf>) -> anyhow::Result<()> {
+/// Where `serve` reads objects from.
+#[derive(Debug, Clone)]
+pub enum ProviderChoice {
+    /// `--manifests DIR`.
+    Files(Option<PathBuf>),
+    /// `--kubeconfig PATH` or `--incluster`, optionally `--watch-namespaces`.
+    Kubernetes {
+        kubeconfig: Option<PathBuf>,
+        namespaces: Vec<String>,
+    },
+}
+
+pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
     let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?
         .with_fallback_certificate(config.tls.fallback());
-    let Some(dir) = manifests else {
+    if let ProviderChoice::Files(None) = provider {
         anyhow::bail!(
-            "serve needs --manifests DIR (the files provider); the Kubernetes provider is not built yet"
+            "serve needs a source of objects: --manifests DIR, --kubeconfig PATH or --incluster"
         );
-    };
+    }
     if !config.xds_server.insecure {
         anyhow::bail!(
             "xDS over TLS is not available yet: pass --insecure (or set xds-server.insecure) to serve plain gRPC"
@@ -63,13 +76,13 @@ pub fn run(config: Config, manifests: Option<PathBuf>) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(serve(config, pipeline, dir, xds_addr))
+        .block_on(serve(config, pipeline, provider, xds_addr))
 }
 
 async fn serve(
     config: Config,
     pipeline: Pipeline,
-    dir: PathBuf,
+    choice: ProviderChoice,
     xds_addr: SocketAddr,
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
@@ -85,13 +98,29 @@ async fn serve(
         metrics: metrics.clone(),
         snapshots: snapshot_tx,
     };
-    let provider: Box<dyn Provider> = Box::new(FilesProvider::new(dir));
+    let health = Arc::new(WatchHealth::default());
+    let provider: Box<dyn Provider> = match choice {
+        ProviderChoice::Files(dir) => Box::new(FilesProvider::new(dir.unwrap_or_default())),
+        ProviderChoice::Kubernetes {
+            kubeconfig,
+            namespaces,
+        } => {
+            let client = crate::provider::kube::client(kubeconfig.as_deref()).await?;
+            Box::new(KubeProvider::new(
+                client,
+                namespaces,
+                health.clone(),
+                metrics.clone(),
+            ))
+        }
+    };
     let provider = tokio::spawn(provider.run(kinds, event_tx));
     tokio::spawn(runner.run(event_rx));
 
     let state = HttpState {
         metrics: metrics.clone(),
         snapshots: snapshot_rx.clone(),
+        health,
     };
     let metrics_addr = format!("{}:{}", config.metrics.address, config.metrics.port);
     let health_addr = format!("{}:{}", config.health.address, config.health.port);

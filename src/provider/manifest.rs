@@ -104,17 +104,26 @@ fn decode_value(value: serde_json::Value, out: &mut Vec<Object>) -> Result<(), S
     if name.is_empty() {
         return Err(format!("{kind_name}: metadata.name is required"));
     }
-    let what = || format!("{kind_name} {name}");
-    let object = match kind {
+    out.push(decode(kind, value)?);
+    Ok(())
+}
+
+/// Decodes one object of a known kind; the error names the object and the field path.
+pub fn decode(kind: Kind, value: serde_json::Value) -> Result<Object, String> {
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let what = || format!("{kind} {name}");
+    Ok(match kind {
         Kind::Service => Object::Service(typed(value, what)?),
         Kind::EndpointSlice => Object::EndpointSlice(typed(value, what)?),
         Kind::Secret => Object::Secret(typed(value, what)?),
         Kind::Ingress => Object::Ingress(typed(value, what)?),
         Kind::HTTPProxy => Object::HTTPProxy(typed(value, what)?),
         Kind::TLSCertificateDelegation => Object::TLSCertificateDelegation(typed(value, what)?),
-    };
-    out.push(object);
-    Ok(())
+    })
 }
 
 fn typed<T: DeserializeOwned>(

@@ -2,6 +2,7 @@
 //! runner, so nothing downstream knows which one ran.
 
 pub mod files;
+pub mod kube;
 pub mod manifest;
 
 use std::collections::BTreeSet;

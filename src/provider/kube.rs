@@ -1,0 +1,338 @@
+//! The Kubernetes provider: one kube-rs watcher per kind the pipeline reads (and per
+//! namespace with `--watch-namespaces`), merged into the provider events the runner takes.
+//!
+//! - Watches list, then watch from the list's resourceVersion; a 410 Gone (or any broken
+//!   watch) relists, and errors back off (0.5 s doubling to 30 s). After a relist,
+//!   objects that were known but not listed again are deleted; objects listed again with
+//!   the same content change nothing, so a relist that finds nothing new builds nothing new.
+//! - `Synced` is sent once every watcher has completed its first list: the runner builds
+//!   nothing before, so a restarting replica never serves a partial configuration.
+//! - Objects are read as untyped JSON and decoded one by one: an object that does not
+//!   decode (a CRD version skew, a bad field) is skipped with a warning naming it, its last
+//!   good version (if any) stays, and the watch goes on.
+//! - `managedFields` is dropped on arrival. Secrets are listed with a field selector that
+//!   leaves out Helm releases and service-account tokens, and the data of any Secret that
+//!   is neither `kubernetes.io/tls` nor `Opaque` is dropped before it is stored.
+//! - While a watch is failing, the last good objects stay served and `/readyz` reports
+//!   not ready ([`WatchHealth`]).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use isobar_sdk::{Kind, ObjectKey};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+
+use super::{Event, Provider, manifest};
+use crate::metrics::Metrics;
+
+/// Secrets Isobar never needs: Helm release state and service-account tokens.
+pub const SECRET_FIELD_SELECTOR: &str =
+    "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token";
+
+/// Secret types whose data Isobar keeps.
+const KEPT_SECRET_TYPES: [&str; 2] = ["kubernetes.io/tls", "Opaque"];
+
+/// How many watchers are failing right now; `/readyz` is not ready while any is.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    failing: AtomicUsize,
+}
+
+impl WatchHealth {
+    pub fn healthy(&self) -> bool {
+        self.failing.load(Ordering::Relaxed) == 0
+    }
+}
+
+pub struct KubeProvider {
+    client: kube::Client,
+    /// Empty: all namespaces.
+    namespaces: Vec<String>,
+    health: Arc<WatchHealth>,
+    metrics: Arc<Metrics>,
+}
+
+impl KubeProvider {
+    pub fn new(
+        client: kube::Client,
+        namespaces: Vec<String>,
+        health: Arc<WatchHealth>,
+        metrics: Arc<Metrics>,
+    ) -> KubeProvider {
+        KubeProvider {
+            client,
+            namespaces,
+            health,
+            metrics,
+        }
+    }
+}
+
+/// The API resource of each kind Isobar reads.
+pub fn api_resource(kind: Kind) -> ApiResource {
+    let (group, version, plural) = match kind {
+        Kind::Service => ("", "v1", "services"),
+        Kind::Secret => ("", "v1", "secrets"),
+        Kind::EndpointSlice => ("discovery.k8s.io", "v1", "endpointslices"),
+        Kind::Ingress => ("networking.k8s.io", "v1", "ingresses"),
+        Kind::HTTPProxy => ("projectcontour.io", "v1", "httpproxies"),
+        Kind::TLSCertificateDelegation => ("projectcontour.io", "v1", "tlscertificatedelegations"),
+    };
+    ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.as_str().to_string(),
+        plural: plural.to_string(),
+    }
+}
+
+/// What one watcher has delivered.
+#[derive(Default)]
+struct WatchState {
+    /// Keys delivered and not deleted.
+    known: BTreeSet<ObjectKey>,
+    /// During a relist: the keys listed so far.
+    relisting: Option<BTreeSet<ObjectKey>>,
+    synced: bool,
+}
+
+#[async_trait::async_trait]
+impl Provider for KubeProvider {
+    async fn run(
+        self: Box<Self>,
+        kinds: BTreeSet<Kind>,
+        events: mpsc::Sender<Event>,
+    ) -> anyhow::Result<()> {
+        let scopes: Vec<Option<String>> = if self.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
+        };
+        let (watch_tx, mut watch_rx) = mpsc::channel(1024);
+        let mut states = Vec::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        for kind in &kinds {
+            let resource = api_resource(*kind);
+            for scope in &scopes {
+                let api: Api<DynamicObject> = match scope {
+                    None => Api::all_with(self.client.clone(), &resource),
+                    Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+                };
+                let mut config = watcher::Config::default();
+                if *kind == Kind::Secret {
+                    config = config.fields(SECRET_FIELD_SELECTOR);
+                }
+                states.push(WatchState::default());
+                tasks.spawn(watch(
+                    states.len() - 1,
+                    *kind,
+                    watcher(api, config).boxed(),
+                    watch_tx.clone(),
+                    self.health.clone(),
+                    self.metrics.clone(),
+                ));
+            }
+        }
+        drop(watch_tx);
+        let mut unsynced = states.len();
+        if unsynced == 0 {
+            let _ = events.send(Event::Synced).await;
+        }
+        tracing::info!(
+            kinds = ?kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            namespaces = ?self.namespaces,
+            "watching the Kubernetes API"
+        );
+        while let Some((id, kind, event)) = watch_rx.recv().await {
+            let state = &mut states[id];
+            let mut out = Vec::new();
+            match event {
+                watcher::Event::Init => state.relisting = Some(BTreeSet::new()),
+                watcher::Event::InitApply(object) => {
+                    let key = object_key(kind, &object);
+                    if let Some(listed) = &mut state.relisting {
+                        listed.insert(key.clone());
+                    }
+                    state.known.insert(key);
+                    out.extend(decode(kind, object, &self.metrics).map(Event::Apply));
+                }
+                watcher::Event::InitDone => {
+                    let listed = state.relisting.take().unwrap_or_default();
+                    let gone: Vec<ObjectKey> = state.known.difference(&listed).cloned().collect();
+                    out.extend(gone.into_iter().map(Event::Delete));
+                    state.known = listed;
+                    if !state.synced {
+                        state.synced = true;
+                        unsynced -= 1;
+                        if unsynced == 0 {
+                            tracing::info!("every watch has listed its objects");
+                            out.push(Event::Synced);
+                        }
+                    }
+                }
+                watcher::Event::Apply(object) => {
+                    state.known.insert(object_key(kind, &object));
+                    out.extend(decode(kind, object, &self.metrics).map(Event::Apply));
+                }
+                watcher::Event::Delete(object) => {
+                    let key = object_key(kind, &object);
+                    state.known.remove(&key);
+                    out.push(Event::Delete(key));
+                }
+            }
+            for event in out {
+                if events.send(event).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How long a retried watch must run without failing to count as recovered: a watch that
+/// reconnects to an idle API server yields no event to say so.
+const RECOVERED_AFTER: Duration = Duration::from_secs(2);
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+type WatchStream =
+    futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+
+/// Drives one watcher: forwards its events, and on errors backs off (0.5 s doubling to
+/// 30 s), counts them, and holds `/readyz` not ready until a retry has held for
+/// [`RECOVERED_AFTER`] or delivered an event.
+async fn watch(
+    id: usize,
+    kind: Kind,
+    mut stream: WatchStream,
+    out: mpsc::Sender<(usize, Kind, watcher::Event<DynamicObject>)>,
+    health: Arc<WatchHealth>,
+    metrics: Arc<Metrics>,
+) {
+    let mut failing = false;
+    let mut backoff = BACKOFF_MIN;
+    let recovered = |failing: &mut bool, backoff: &mut Duration| {
+        if std::mem::take(failing) {
+            health.failing.fetch_sub(1, Ordering::Relaxed);
+            tracing::info!(kind = kind.as_str(), "watch recovered");
+        }
+        *backoff = BACKOFF_MIN;
+    };
+    loop {
+        // `next` is cancel-safe: the watcher keeps its request in flight between polls.
+        let item = if failing {
+            match tokio::time::timeout(RECOVERED_AFTER, stream.next()).await {
+                Ok(item) => item,
+                Err(_) => {
+                    recovered(&mut failing, &mut backoff);
+                    continue;
+                }
+            }
+        } else {
+            stream.next().await
+        };
+        match item {
+            None => return,
+            Some(Ok(event)) => {
+                recovered(&mut failing, &mut backoff);
+                if out.send((id, kind, event)).await.is_err() {
+                    return;
+                }
+            }
+            Some(Err(error)) => {
+                if !failing {
+                    failing = true;
+                    health.failing.fetch_add(1, Ordering::Relaxed);
+                }
+                metrics.watch_restart(kind.as_str());
+                tracing::warn!(kind = kind.as_str(), %error, retry_in = ?backoff, "watch failed; the last good objects stay served");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+fn object_key(kind: Kind, object: &DynamicObject) -> ObjectKey {
+    ObjectKey::new(
+        kind,
+        object.metadata.namespace.as_deref().unwrap_or("default"),
+        object.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The typed object, or `None` (with a warning naming it) when it does not decode.
+fn decode(kind: Kind, mut object: DynamicObject, metrics: &Metrics) -> Option<isobar_sdk::Object> {
+    object.metadata.managed_fields = None;
+    if kind == Kind::Secret {
+        let kept = object
+            .data
+            .get("type")
+            .and_then(|t| t.as_str())
+            .is_none_or(|t| KEPT_SECRET_TYPES.contains(&t));
+        if !kept && let Some(fields) = object.data.as_object_mut() {
+            fields.remove("data");
+            fields.remove("stringData");
+        }
+    }
+    let resource = api_resource(kind);
+    let mut value = match serde_json::to_value(&object) {
+        Ok(value) => value,
+        Err(error) => {
+            tracing::warn!(kind = kind.as_str(), %error, "an object could not be read");
+            return None;
+        }
+    };
+    if let Some(fields) = value.as_object_mut() {
+        // List items carry no apiVersion/kind; the watch says what they are.
+        fields.insert("apiVersion".into(), resource.api_version.into());
+        fields.insert("kind".into(), resource.kind.into());
+    }
+    match manifest::decode(kind, value) {
+        Ok(object) => Some(object),
+        Err(error) => {
+            metrics.decode_error(kind.as_str());
+            tracing::warn!(
+                kind = kind.as_str(),
+                namespace = object.metadata.namespace.as_deref().unwrap_or_default(),
+                name = object.metadata.name.as_deref().unwrap_or_default(),
+                %error,
+                "skipping an object that does not decode; its last good version (if any) stays"
+            );
+            None
+        }
+    }
+}
+
+/// Builds the client from `--kubeconfig PATH` or, with `--incluster`, the pod's service
+/// account.
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("reading kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::incluster()
+            .map_err(|e| anyhow::anyhow!("in-cluster configuration: {e}"))?,
+    };
+    // The watchers retry with their own backoff and report each failure (readiness, the
+    // watch error metric); the client's own retries of 429/503 (up to 15, for minutes)
+    // would hide an unavailable API server behind a request that never returns.
+    config.default_retry = false;
+    kube::Client::try_from(config).map_err(|e| anyhow::anyhow!("Kubernetes client: {e}"))
+}

@@ -1,0 +1,505 @@
+//! A small Kubernetes API server for tests: real HTTP, real JSON, the parts of the API
+//! protocol Isobar's client uses — paged lists with a resourceVersion, watch streams from a
+//! resourceVersion (with bookmarks), 410 Gone for a compacted resourceVersion, field
+//! selectors on Secrets — so kube-rs's real client and watcher run against it unchanged.
+//!
+//! Tests change objects through [`ApiServer::put`] / [`ApiServer::delete`] (each gets the
+//! next resourceVersion and a watch event), end every open watch with
+//! [`ApiServer::expire_watches`] (optionally compacting the history, so resuming gets 410),
+//! and make it unreachable with [`ApiServer::set_down`].
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{Request, Response, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+/// (resource path `group/version/plural`, namespace, name)
+type Key = (String, String, String);
+
+#[derive(Clone, Debug)]
+struct Change {
+    rv: u64,
+    resource: String,
+    namespace: String,
+    kind: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct Store {
+    rv: u64,
+    objects: BTreeMap<Key, Value>,
+    history: Vec<Change>,
+    /// Watches from a resourceVersion below this get 410 Gone.
+    oldest: u64,
+    /// Bumped to end every open watch.
+    generation: u64,
+    down: bool,
+    /// Every request's method, path and query, for assertions.
+    requests: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct ApiServer {
+    store: Arc<Mutex<Store>>,
+    changes: broadcast::Sender<Change>,
+    pub addr: std::net::SocketAddr,
+}
+
+/// The plural, and the `kind` objects of it carry.
+const RESOURCES: &[(&str, &str, &str)] = &[
+    ("", "v1", "services"),
+    ("", "v1", "secrets"),
+    ("discovery.k8s.io", "v1", "endpointslices"),
+    ("networking.k8s.io", "v1", "ingresses"),
+    ("projectcontour.io", "v1", "httpproxies"),
+    ("projectcontour.io", "v1", "tlscertificatedelegations"),
+];
+
+fn kind_of(plural: &str) -> &'static str {
+    match plural {
+        "services" => "Service",
+        "secrets" => "Secret",
+        "endpointslices" => "EndpointSlice",
+        "ingresses" => "Ingress",
+        "httpproxies" => "HTTPProxy",
+        "tlscertificatedelegations" => "TLSCertificateDelegation",
+        _ => "Unknown",
+    }
+}
+
+fn resource_of(api_version: &str, kind: &str) -> Option<String> {
+    RESOURCES.iter().find_map(|(group, version, plural)| {
+        let av = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        (av == api_version && kind_of(plural) == kind)
+            .then(|| format!("{group}/{version}/{plural}"))
+    })
+}
+
+impl ApiServer {
+    pub async fn start() -> ApiServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let (changes, _) = broadcast::channel(4096);
+        let server = ApiServer {
+            store: Arc::new(Mutex::new(Store {
+                rv: 100,
+                ..Default::default()
+            })),
+            changes,
+            addr,
+        };
+        let handler = server.clone();
+        let app = axum::Router::new().fallback(move |request: Request<Body>| {
+            let server = handler.clone();
+            async move { server.handle(request).await }
+        });
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        server
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes a kubeconfig for this server into `dir`; returns its path.
+    pub fn kubeconfig(&self, dir: &Path) -> String {
+        let path = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster: {{server: \"http://{}\"}}\ncontexts:\n- name: test\n  context: {{cluster: test, user: test}}\ncurrent-context: test\nusers:\n- name: test\n  user: {{}}\n",
+            self.addr
+        );
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path.display().to_string()
+    }
+
+    /// Creates or replaces the object given as YAML or JSON (one document).
+    pub fn put(&self, text: &str) {
+        let mut object: Value = serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+        let api_version = object["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let resource = resource_of(&api_version, &kind)
+            .unwrap_or_else(|| panic!("the test API server does not serve {api_version} {kind}"));
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut store = self.lock();
+        store.rv += 1;
+        let rv = store.rv;
+        object["metadata"]["namespace"] = json!(namespace);
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        object["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply"}]);
+        let key = (resource.clone(), namespace.clone(), name);
+        let existed = store.objects.insert(key, object.clone()).is_some();
+        let change = Change {
+            rv,
+            resource,
+            namespace,
+            kind: if existed { "MODIFIED" } else { "ADDED" },
+            object,
+        };
+        store.history.push(change.clone());
+        drop(store);
+        let _ = self.changes.send(change);
+    }
+
+    /// Deletes an object by apiVersion, kind, namespace and name.
+    pub fn delete(&self, api_version: &str, kind: &str, namespace: &str, name: &str) {
+        let resource = resource_of(api_version, kind)
+            .unwrap_or_else(|| panic!("the test API server does not serve {api_version} {kind}"));
+        let mut store = self.lock();
+        let key = (resource.clone(), namespace.to_string(), name.to_string());
+        let Some(mut object) = store.objects.remove(&key) else {
+            return;
+        };
+        store.rv += 1;
+        let rv = store.rv;
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let change = Change {
+            rv,
+            resource,
+            namespace: namespace.to_string(),
+            kind: "DELETED",
+            object,
+        };
+        store.history.push(change.clone());
+        drop(store);
+        let _ = self.changes.send(change);
+    }
+
+    /// Ends every open watch. With `compact`, the history so far is forgotten: a watch
+    /// resuming from an older resourceVersion gets 410 Gone and the client must relist.
+    pub fn expire_watches(&self, compact: bool) {
+        let mut store = self.lock();
+        store.generation += 1;
+        if compact {
+            store.oldest = store.rv + 1;
+            store.history.clear();
+        }
+    }
+
+    /// While down, every request answers 503 and open watches end.
+    pub fn set_down(&self, down: bool) {
+        let mut store = self.lock();
+        store.down = down;
+        store.generation += 1;
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.lock().requests.clone()
+    }
+
+    async fn handle(&self, request: Request<Body>) -> Response<Body> {
+        let path = request.uri().path().to_string();
+        let query: BTreeMap<String, String> =
+            form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+                .into_owned()
+                .collect();
+        {
+            let mut store = self.lock();
+            store
+                .requests
+                .push(format!("{} {path} {query:?}", request.method()));
+            if store.down {
+                return status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "ServiceUnavailable",
+                    "down",
+                );
+            }
+        }
+        let Some(target) = parse_path(&path) else {
+            return status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                &format!("no route {path}"),
+            );
+        };
+        if request.method() != "GET" || target.name.is_some() {
+            return status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "only list and watch are served",
+            );
+        }
+        let selector = FieldSelector::parse(query.get("fieldSelector").map(String::as_str));
+        let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+        if watching {
+            self.watch(target, selector, &query)
+        } else {
+            self.list(target, selector, &query)
+        }
+    }
+
+    fn list(
+        &self,
+        target: Target,
+        selector: FieldSelector,
+        query: &BTreeMap<String, String>,
+    ) -> Response<Body> {
+        let store = self.lock();
+        let items: Vec<&Value> = store
+            .objects
+            .iter()
+            .filter(|((resource, ns, _), object)| {
+                *resource == target.resource
+                    && target.namespace.as_ref().is_none_or(|t| t == ns)
+                    && selector.matches(object)
+            })
+            .map(|(_, object)| object)
+            .collect();
+        let start: usize = query
+            .get("continue")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let limit: usize = query
+            .get("limit")
+            .and_then(|l| l.parse().ok())
+            .filter(|l| *l > 0)
+            .unwrap_or(usize::MAX);
+        let page: Vec<Value> = items
+            .iter()
+            .skip(start)
+            .take(limit)
+            .map(|object| {
+                // List items carry no apiVersion and kind, as from a real API server.
+                let mut item = (*object).clone();
+                if let Some(fields) = item.as_object_mut() {
+                    fields.remove("apiVersion");
+                    fields.remove("kind");
+                }
+                item
+            })
+            .collect();
+        let next = start + page.len();
+        let mut metadata = json!({"resourceVersion": store.rv.to_string()});
+        if next < items.len() {
+            metadata["continue"] = json!(next.to_string());
+        }
+        let body = json!({
+            "apiVersion": target.api_version,
+            "kind": format!("{}List", kind_of(&target.plural)),
+            "metadata": metadata,
+            "items": page,
+        });
+        json_response(StatusCode::OK, &body)
+    }
+
+    fn watch(
+        &self,
+        target: Target,
+        selector: FieldSelector,
+        query: &BTreeMap<String, String>,
+    ) -> Response<Body> {
+        let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
+        let mut changes = self.changes.subscribe();
+        let from: u64 = query
+            .get("resourceVersion")
+            .and_then(|rv| rv.parse().ok())
+            .unwrap_or(0);
+        let timeout = query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(290u64);
+        let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+        let (backlog, generation, gone) = {
+            let store = self.lock();
+            let gone = from != 0 && from < store.oldest;
+            let backlog: Vec<Change> = store
+                .history
+                .iter()
+                .filter(|c| c.rv > from)
+                .cloned()
+                .collect();
+            (backlog, store.generation, gone)
+        };
+        let server = self.clone();
+        tokio::spawn(async move {
+            let line = |value: Value| {
+                let mut text = value.to_string();
+                text.push('\n');
+                Ok(Bytes::from(text))
+            };
+            if gone {
+                let error = json!({"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "message": "too old resource version",
+                    "reason": "Expired", "code": 410,
+                }});
+                let _ = tx.send(line(error)).await;
+                return;
+            }
+            let relevant = |c: &Change| {
+                c.resource == target.resource
+                    && target.namespace.as_ref().is_none_or(|t| *t == c.namespace)
+                    && selector.matches(&c.object)
+            };
+            let mut last = from;
+            for change in backlog.iter().filter(|c| relevant(c)) {
+                last = change.rv;
+                let event = json!({"type": change.kind, "object": change.object});
+                if tx.send(line(event)).await.is_err() {
+                    return;
+                }
+            }
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => return,
+                    _ = tick.tick() => {
+                        let (current, rv) = {
+                            let store = server.lock();
+                            (store.generation, store.rv)
+                        };
+                        if current != generation {
+                            return;
+                        }
+                        if bookmarks {
+                            let bookmark = json!({"type": "BOOKMARK", "object": {
+                                "apiVersion": target.api_version,
+                                "kind": kind_of(&target.plural),
+                                "metadata": {"resourceVersion": rv.to_string()},
+                            }});
+                            if tx.send(line(bookmark)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    change = changes.recv() => match change {
+                        Ok(change) if change.rv > last && relevant(&change) => {
+                            last = change.rv;
+                            let event = json!({"type": change.kind, "object": change.object});
+                            if tx.send(line(event)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(Body::from_stream(
+                tokio_stream::wrappers::ReceiverStream::new(rx),
+            ))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+struct Target {
+    resource: String,
+    api_version: String,
+    plural: String,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+/// `/api/v1/[namespaces/NS/]PLURAL[/NAME]` or `/apis/GROUP/VERSION/[namespaces/NS/]PLURAL[/NAME]`.
+fn parse_path(path: &str) -> Option<Target> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match parts.as_slice() {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return None,
+    };
+    let (namespace, plural, name) = match rest {
+        ["namespaces", ns, plural] => (Some(ns.to_string()), *plural, None),
+        ["namespaces", ns, plural, name] => (Some(ns.to_string()), *plural, Some(name.to_string())),
+        [plural] => (None, *plural, None),
+        _ => return None,
+    };
+    Some(Target {
+        resource: format!("{group}/{version}/{plural}"),
+        api_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
+        plural: plural.to_string(),
+        namespace,
+        name,
+    })
+}
+
+/// `field=value` and `field!=value` terms, comma-separated (`type`, `metadata.name`,
+/// `metadata.namespace`).
+struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    fn parse(text: Option<&str>) -> FieldSelector {
+        let terms = text
+            .unwrap_or_default()
+            .split(',')
+            .filter(|t| !t.is_empty())
+            .filter_map(|term| {
+                if let Some((field, value)) = term.split_once("!=") {
+                    Some((field.to_string(), false, value.to_string()))
+                } else {
+                    let (field, value) = term.split_once('=')?;
+                    Some((
+                        field.to_string(),
+                        true,
+                        value.trim_start_matches('=').to_string(),
+                    ))
+                }
+            })
+            .collect();
+        FieldSelector(terms)
+    }
+
+    fn matches(&self, object: &Value) -> bool {
+        self.0.iter().all(|(field, equal, value)| {
+            let pointer = format!("/{}", field.replace('.', "/"));
+            let actual = object
+                .pointer(&pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            (actual == value) == *equal
+        })
+    }
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    json_response(
+        code,
+        &json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": message, "reason": reason,
+            "code": code.as_u16(),
+        }),
+    )
+}

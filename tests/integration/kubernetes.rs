@@ -1,0 +1,393 @@
+//! The Kubernetes provider against an API server over real HTTP (`apiserver.rs`), with
+//! kube-rs's real client and watcher: live changes reaching xDS, relists after 410 Gone,
+//! start-up gating, decode failures, Secret filtering, namespaces, and an unreachable API.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use isobar::config::Config;
+use isobar::metrics::Metrics;
+use isobar::pipeline::Pipeline;
+use isobar::provider::kube::{KubeProvider, WatchHealth};
+use isobar::provider::{Event, Provider};
+use isobar::runner::Runner;
+use isobar::serve::envoy_settings;
+use isobar::xds::{Snapshot, XdsType};
+use isobar_sdk::{Kind, Object};
+use tokio::sync::{mpsc, watch};
+
+use crate::apiserver::ApiServer;
+use crate::support::eventually;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn tenant(ns: &str, fqdn: &str) -> [String; 3] {
+    [
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: app, namespace: {ns}}}\nspec:\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n"
+        ),
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: app-1\n  namespace: {ns}\n  labels: {{kubernetes.io/service-name: app}}\naddressType: IPv4\nports: [{{name: http, port: 8080, protocol: TCP}}]\nendpoints:\n  - {{addresses: [\"10.0.0.1\"], conditions: {{ready: true}}}}\n"
+        ),
+        proxy(ns, "site", fqdn),
+    ]
+}
+
+fn proxy(ns: &str, name: &str, fqdn: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n    - services: [{{name: app, port: 80}}]\n"
+    )
+}
+
+fn put_all(server: &ApiServer, objects: &[String]) {
+    for object in objects {
+        server.put(object);
+    }
+}
+
+async fn client(server: &ApiServer) -> kube::Client {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = server.kubeconfig(dir.path());
+    isobar::provider::kube::client(Some(std::path::Path::new(&path)))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A provider and runner on `server`, as `serve` wires them.
+struct Controller {
+    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    metrics: Arc<Metrics>,
+    health: Arc<WatchHealth>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+async fn controller(server: &ApiServer, namespaces: &[&str]) -> Controller {
+    let config = Config::default();
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let kinds = pipeline.kinds();
+    let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(WatchHealth::default());
+    let (snapshot_tx, snapshots) = watch::channel(None);
+    let (events_tx, events_rx) = mpsc::channel(1024);
+    let runner = Runner {
+        pipeline,
+        settings: envoy_settings(&config),
+        holdoff: Duration::ZERO,
+        holdoff_max: Duration::ZERO,
+        metrics: metrics.clone(),
+        snapshots: snapshot_tx,
+    };
+    let provider = Box::new(KubeProvider::new(
+        client(server).await,
+        namespaces.iter().map(|s| s.to_string()).collect(),
+        health.clone(),
+        metrics.clone(),
+    ));
+    let tasks = vec![
+        tokio::spawn(async move {
+            let _ = provider.run(kinds, events_tx).await;
+        }),
+        tokio::spawn(runner.run(events_rx)),
+    ];
+    Controller {
+        snapshots,
+        metrics,
+        health,
+        tasks,
+    }
+}
+
+impl Controller {
+    fn snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.snapshots.borrow().clone()
+    }
+
+    /// The vhost names in `ingress_http`, by looking for each candidate's bytes.
+    fn serves(&self, fqdn: &str) -> bool {
+        self.snapshot().is_some_and(|s| {
+            s.get(XdsType::Route)
+                .resources
+                .values()
+                .any(|r| contains(&r.value, fqdn.as_bytes()))
+        })
+    }
+
+    async fn until(&self, what: &str, check: impl Fn(&Controller) -> bool) {
+        let ok = eventually(WAIT, || async { check(self).then_some(()) }).await;
+        assert!(ok.is_some(), "timed out waiting for: {what}");
+    }
+
+    fn builds(&self) -> u64 {
+        metric(&self.metrics, "isobar_builds_total")
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn metric(metrics: &Metrics, name: &str) -> u64 {
+    metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().split(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn lists(server: &ApiServer, plural: &str) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.contains(&format!("/{plural} ")) && !r.contains("\"watch\""))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_created_updated_and_deleted_reach_xds() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    let c = controller(&server, &[]).await;
+    c.until("a.example.com served", |c| c.serves("a.example.com"))
+        .await;
+
+    put_all(&server, &tenant("team-b", "b.example.com"));
+    c.until("b.example.com served", |c| c.serves("b.example.com"))
+        .await;
+    server.put(&proxy("team-a", "site", "a2.example.com"));
+    c.until("a renamed", |c| {
+        c.serves("a2.example.com") && !c.serves("a.example.com")
+    })
+    .await;
+    server.delete("projectcontour.io/v1", "HTTPProxy", "team-b", "site");
+    c.until("b gone", |c| !c.serves("b.example.com")).await;
+    assert!(c.serves("a2.example.com"));
+    // Lists were paged and watches resumed from the list's resourceVersion.
+    let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains("httpproxies") && r.contains("\"limit\"")),
+        "{requests:?}"
+    );
+    assert!(
+        requests.iter().any(|r| r.contains("httpproxies")
+            && r.contains("\"resourceVersion\"")
+            && r.contains("\"watch\"")),
+        "{requests:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_served_before_every_watch_has_listed() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    server.set_down(true);
+    let c = controller(&server, &[]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        c.snapshot().is_none(),
+        "a snapshot before the lists completed"
+    );
+    assert_eq!(c.builds(), 0);
+    server.set_down(false);
+    c.until("served after the lists", |c| c.serves("a.example.com"))
+        .await;
+}
+
+/// Changes made while the client could not watch, then a compacted history: the client's
+/// watch gets 410 Gone, it relists, and ends with the same xDS as a cold start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_410_after_missed_changes_ends_as_a_cold_start() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    put_all(&server, &tenant("team-b", "b.example.com"));
+    let warm = controller(&server, &[]).await;
+    warm.until("a and b served", |c| {
+        c.serves("a.example.com") && c.serves("b.example.com")
+    })
+    .await;
+    let lists_before = lists(&server, "httpproxies");
+
+    server.set_down(true);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    server.delete("projectcontour.io/v1", "HTTPProxy", "team-b", "site");
+    server.put(&proxy("team-a", "site", "a2.example.com"));
+    put_all(&server, &tenant("team-c", "c.example.com"));
+    server.expire_watches(true);
+    server.set_down(false);
+
+    warm.until("the missed changes applied", |c| {
+        c.serves("c.example.com") && c.serves("a2.example.com") && !c.serves("b.example.com")
+    })
+    .await;
+    assert!(
+        lists(&server, "httpproxies") > lists_before,
+        "the client relisted"
+    );
+    let cold = controller(&server, &[]).await;
+    cold.until("cold start served", |c| c.serves("c.example.com"))
+        .await;
+    warm.until("warm equals cold", |c| c.snapshot() == cold.snapshot())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_that_finds_nothing_new_builds_nothing() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    let c = controller(&server, &[]).await;
+    c.until("served", |c| c.serves("a.example.com")).await;
+    let builds = c.builds();
+    let snapshot = c.snapshot();
+    let lists_before = lists(&server, "httpproxies");
+    server.expire_watches(true);
+    let relisted = eventually(WAIT, || async {
+        (lists(&server, "httpproxies") > lists_before).then_some(())
+    })
+    .await;
+    assert!(relisted.is_some(), "no relist after 410");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(c.builds(), builds, "a relist of unchanged objects rebuilt");
+    assert!(c.snapshot() == snapshot);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_that_does_not_decode_is_skipped_and_the_watch_goes_on() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    server.put(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: broken, namespace: team-a}\nspec:\n  virtualhost: {fqdn: broken.example.com}\n  routes: 7\n",
+    );
+    let c = controller(&server, &[]).await;
+    c.until("a served", |c| c.serves("a.example.com")).await;
+    assert!(!c.serves("broken.example.com"));
+    // A good object later still arrives: the watch did not stop.
+    server.put(&proxy("team-a", "later", "later.example.com"));
+    c.until("later served", |c| c.serves("later.example.com"))
+        .await;
+    // An update that breaks a served object keeps its last good version.
+    server.put(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: later, namespace: team-a}\nspec:\n  virtualhost: {fqdn: later.example.com}\n  routes: {}\n",
+    );
+    let errors = eventually(WAIT, || async {
+        let text = c.metrics.encode();
+        text.contains("isobar_decode_errors_total{kind=\"HTTPProxy\"} 2")
+            .then_some(())
+    })
+    .await;
+    assert!(errors.is_some(), "{}", c.metrics.encode());
+    assert!(c.serves("later.example.com"));
+}
+
+/// Provider events straight from the watchers.
+async fn events(server: &ApiServer, kinds: &[Kind], namespaces: &[&str]) -> Vec<Event> {
+    let provider = Box::new(KubeProvider::new(
+        client(server).await,
+        namespaces.iter().map(|s| s.to_string()).collect(),
+        Arc::new(WatchHealth::default()),
+        Arc::new(Metrics::default()),
+    ));
+    let (tx, mut rx) = mpsc::channel(1024);
+    let kinds: BTreeSet<Kind> = kinds.iter().copied().collect();
+    let task = tokio::spawn(async move {
+        let _ = provider.run(kinds, tx).await;
+    });
+    let mut out = Vec::new();
+    loop {
+        match tokio::time::timeout(WAIT, rx.recv()).await {
+            Ok(Some(Event::Synced)) => break,
+            Ok(Some(event)) => out.push(event),
+            _ => panic!("the provider never synced"),
+        }
+    }
+    task.abort();
+    out
+}
+
+fn secret(name: &str, kind: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: team-a}}\ntype: {kind}\ndata: {{key: c2VjcmV0}}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_the_controller_never_needs_stay_out() {
+    let server = ApiServer::start().await;
+    server.put(&secret("release", "helm.sh/release.v1"));
+    server.put(&secret("token", "kubernetes.io/service-account-token"));
+    server.put(&secret("pull", "kubernetes.io/dockerconfigjson"));
+    server.put(&secret("opaque", "Opaque"));
+    let events = events(&server, &[Kind::Secret], &[]).await;
+    let mut seen = Vec::new();
+    for event in &events {
+        let Event::Apply(Object::Secret(s)) = event else {
+            panic!("unexpected {event:?}");
+        };
+        assert!(s.metadata.managed_fields.is_none(), "managedFields kept");
+        seen.push((
+            s.metadata.name.clone().unwrap_or_default(),
+            s.data.as_ref().is_some_and(|d| !d.is_empty()),
+        ));
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![("opaque".to_string(), true), ("pull".to_string(), false)],
+        "helm and token secrets are not listed; foreign types keep no data"
+    );
+    let requests = server.requests();
+    assert!(
+        requests.iter().any(|r| r.contains("/secrets")
+            && r.contains("type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token")),
+        "{requests:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_namespaces_limits_what_is_read() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    put_all(&server, &tenant("team-b", "b.example.com"));
+    let events = events(&server, &[Kind::HTTPProxy], &["team-b"]).await;
+    let names: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Apply(o) => Some(o.key().to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, vec!["HTTPProxy team-b/site"]);
+    assert!(
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.contains("httpproxies"))
+            .all(|r| r.contains("/namespaces/team-b/httpproxies"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_keeps_the_last_config_and_is_not_ready() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    let c = controller(&server, &[]).await;
+    c.until("served", |c| c.serves("a.example.com")).await;
+    assert!(c.health.healthy());
+    let snapshot = c.snapshot();
+    server.set_down(true);
+    c.until("not healthy", |c| !c.health.healthy()).await;
+    assert!(c.snapshot() == snapshot, "the served config changed");
+    server.set_down(false);
+    c.until("healthy again", |c| c.health.healthy()).await;
+    assert!(c.serves("a.example.com"));
+}
