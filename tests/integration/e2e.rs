@@ -23,6 +23,7 @@ pub(crate) struct Stack {
     pub(crate) https_port: u16,
     stats_port: u16,
     pub(crate) metrics_port: u16,
+    pub(crate) health_port: u16,
     pub(crate) client: reqwest::Client,
     /// Requests each backend has seen, by Service name.
     hits: BTreeMap<&'static str, Arc<AtomicUsize>>,
@@ -69,7 +70,7 @@ impl Stack {
             .unwrap_or_else(|e| panic!("{host}{path}: {e}\n{}", self.logs()))
     }
 
-    async fn get(&self, host: &str, path: &str) -> Option<(u16, String)> {
+    pub(crate) async fn get(&self, host: &str, path: &str) -> Option<(u16, String)> {
         let url = format!("http://127.0.0.1:{}{path}", self.http_port);
         let response = self
             .client
@@ -90,7 +91,13 @@ impl Stack {
     }
 
     /// Waits until `host` + `path` answers 200 with `want`; returns how long that took.
-    async fn wait_for(&self, host: &str, path: &str, want: &str, timeout: Duration) -> Duration {
+    pub(crate) async fn wait_for(
+        &self,
+        host: &str,
+        path: &str,
+        want: &str,
+        timeout: Duration,
+    ) -> Duration {
         let start = Instant::now();
         let seen = eventually(timeout, || async {
             matches!(self.get(host, path).await, Some((200, ref body)) if body == want)
@@ -242,6 +249,25 @@ pub(crate) async fn start_with(
     files: &[(&str, &str)],
     ready: (&str, &str, &str),
 ) -> Stack {
+    start_from(config, files, None, ready).await
+}
+
+/// [`start`] with `isobar serve --kubeconfig` on `api`: the backends' Services and
+/// EndpointSlices are created there, and `objects` (one document each) with them.
+pub(crate) async fn start_on_api(
+    api: &crate::apiserver::ApiServer,
+    objects: &[&str],
+    ready: (&str, &str, &str),
+) -> Stack {
+    start_from(None, &[], Some((api, objects)), ready).await
+}
+
+async fn start_from(
+    config: Option<&str>,
+    files: &[(&str, &str)],
+    api: Option<(&crate::apiserver::ApiServer, &[&str])>,
+    ready: (&str, &str, &str),
+) -> Stack {
     let envoy = envoy_bin();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let manifests = dir.path().join("manifests");
@@ -258,15 +284,34 @@ pub(crate) async fn start_with(
     ] {
         let (port, count) = backend_with(body, behaviour).await;
         hits.insert(name, count);
-        write(
-            &manifests,
-            &format!("services/{name}.yaml"),
-            &service_yaml(ns, name, port),
-        );
+        match api {
+            Some((server, _)) => {
+                for document in service_yaml(ns, name, port).split("\n---\n") {
+                    server.put(document);
+                }
+            }
+            None => write(
+                &manifests,
+                &format!("services/{name}.yaml"),
+                &service_yaml(ns, name, port),
+            ),
+        }
     }
     for (name, text) in files {
         write(&manifests, name, text);
     }
+    let source = match api {
+        Some((server, objects)) => {
+            for object in objects {
+                server.put(object);
+            }
+            vec!["--kubeconfig".to_string(), server.kubeconfig(dir.path())]
+        }
+        None => vec![
+            "--manifests".to_string(),
+            manifests.to_string_lossy().into_owned(),
+        ],
+    };
 
     let [
         xds_port,
@@ -284,8 +329,8 @@ pub(crate) async fn start_with(
             "-c",
             &config_path.to_string_lossy(),
             "--insecure",
-            "--manifests",
-            &manifests.to_string_lossy(),
+            &source[0],
+            &source[1],
             "--xds-address",
             "127.0.0.1",
             "--xds-port",
@@ -346,6 +391,7 @@ pub(crate) async fn start_with(
         https_port,
         stats_port,
         metrics_port,
+        health_port,
         hits,
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(2))

@@ -391,3 +391,55 @@ async fn an_unreachable_api_server_keeps_the_last_config_and_is_not_ready() {
     c.until("healthy again", |c| c.health.healthy()).await;
     assert!(c.serves("a.example.com"));
 }
+
+fn demo(service: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: demo, namespace: default}}\nspec:\n  virtualhost: {{fqdn: demo.example.com}}\n  routes:\n    - services: [{{name: {service}, port: 80}}]\n"
+    )
+}
+
+/// `isobar serve --kubeconfig` with a real Envoy: objects on the API server are routed,
+/// changes arrive live, and an API server outage keeps Envoy's routes while `/readyz`
+/// says not ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_from_the_kubernetes_api_through_envoy() {
+    let api = ApiServer::start().await;
+    let stack =
+        crate::e2e::start_on_api(&api, &[&demo("echo-a")], ("demo.example.com", "/", "a")).await;
+    api.put(&demo("echo-b"));
+    stack
+        .wait_for("demo.example.com", "/", "b", Duration::from_secs(10))
+        .await;
+
+    let ready = |port: u16| async move {
+        reqwest::get(format!("http://127.0.0.1:{port}/readyz"))
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+    };
+    assert_eq!(ready(stack.health_port).await, 200, "{}", stack.logs());
+    api.set_down(true);
+    let unready = eventually(WAIT, || async {
+        (ready(stack.health_port).await == 503).then_some(())
+    })
+    .await;
+    assert!(unready.is_some(), "{}", stack.logs());
+    assert_eq!(
+        stack.get("demo.example.com", "/").await,
+        Some((200, "b".to_string())),
+        "Envoy lost its routes while the API server was down"
+    );
+    api.set_down(false);
+    let ready_again = eventually(WAIT, || async {
+        (ready(stack.health_port).await == 200).then_some(())
+    })
+    .await;
+    assert!(ready_again.is_some(), "{}", stack.logs());
+
+    api.delete("projectcontour.io/v1", "HTTPProxy", "default", "demo");
+    let gone = eventually(WAIT, || async {
+        matches!(stack.get("demo.example.com", "/").await, Some((404, _))).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{}", stack.logs());
+}
