@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Watch routing objects and serve them to Envoy over xDS.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Write an Envoy bootstrap that points Envoy at Isobar.
     Bootstrap(BootstrapArgs),
     /// Print the Envoy resources and object conditions for a manifest directory.
@@ -83,6 +83,33 @@ pub struct ServeArgs {
     /// Watch only these namespaces, comma-separated (default: all).
     #[arg(long)]
     pub watch_namespaces: Option<String>,
+    /// Fixed addresses for status.loadBalancer, comma-separated IPs or hostnames.
+    #[arg(long)]
+    pub ingress_status_address: Option<String>,
+    /// The Envoy Service whose load balancer addresses go to status.loadBalancer.
+    #[arg(long)]
+    pub envoy_service_name: Option<String>,
+    /// The Envoy Service's namespace.
+    #[arg(long)]
+    pub envoy_service_namespace: Option<String>,
+    /// Every replica writes status (no Lease).
+    #[arg(long)]
+    pub disable_leader_election: bool,
+    /// How long an unrenewed Lease holds (e.g. 15s).
+    #[arg(long)]
+    pub leader_election_lease_duration: Option<String>,
+    /// How long the leader keeps writing without renewing (e.g. 10s).
+    #[arg(long)]
+    pub leader_election_renew_deadline: Option<String>,
+    /// How often the Lease is tried or renewed (e.g. 2s).
+    #[arg(long)]
+    pub leader_election_retry_period: Option<String>,
+    /// The Lease's name.
+    #[arg(long)]
+    pub leader_election_resource_name: Option<String>,
+    /// The Lease's namespace.
+    #[arg(long)]
+    pub leader_election_resource_namespace: Option<String>,
     /// Address Isobar serves xDS on.
     #[arg(long)]
     pub xds_address: Option<String>,
@@ -225,7 +252,38 @@ impl ServeArgs {
 
     pub fn load_config(&self) -> Result<Config, config::ConfigError> {
         let mut flags = Map::new();
-        let pairs: [(&str, Option<Value>); 8] = [
+        let text = |v: &Option<String>| v.clone().map(Value::from);
+        let pairs: [(&str, Option<Value>); 17] = [
+            ("ingress-status-address", text(&self.ingress_status_address)),
+            ("envoy-service-name", text(&self.envoy_service_name)),
+            (
+                "envoy-service-namespace",
+                text(&self.envoy_service_namespace),
+            ),
+            (
+                "leader-election.disabled",
+                self.disable_leader_election.then_some(Value::Bool(true)),
+            ),
+            (
+                "leader-election.lease-duration",
+                text(&self.leader_election_lease_duration),
+            ),
+            (
+                "leader-election.renew-deadline",
+                text(&self.leader_election_renew_deadline),
+            ),
+            (
+                "leader-election.retry-period",
+                text(&self.leader_election_retry_period),
+            ),
+            (
+                "leader-election.resource-name",
+                text(&self.leader_election_resource_name),
+            ),
+            (
+                "leader-election.resource-namespace",
+                text(&self.leader_election_resource_namespace),
+            ),
             (
                 "xds-server.address",
                 self.xds_address.clone().map(Value::from),

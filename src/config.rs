@@ -28,8 +28,69 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     /// One section per plugin, by plugin name.
     pub plugins: BTreeMap<String, serde_json::Value>,
+    /// Fixed addresses for `status.loadBalancer` of Ingresses and HTTPProxies, comma-
+    /// separated IPs or hostnames (`--ingress-status-address`). Empty: copied from the
+    /// Envoy Service below.
+    pub ingress_status_address: String,
+    /// The Service in front of Envoy, whose `status.loadBalancer` is copied to Ingresses
+    /// and HTTPProxies (`--envoy-service-name`, `--envoy-service-namespace`).
+    pub envoy_service_name: String,
+    pub envoy_service_namespace: String,
+    /// Which replica writes status (Kubernetes provider only).
+    pub leader_election: LeaderElection,
     /// Debug logging (`--debug`).
     pub debug: bool,
+}
+
+/// A `coordination.k8s.io/v1` Lease decides which replica writes status; every replica
+/// serves xDS. Contour's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct LeaderElection {
+    /// Every replica writes status (`--disable-leader-election`).
+    pub disabled: bool,
+    /// How long a Lease holds without renewal before another replica may take it.
+    pub lease_duration: Dur,
+    /// The leader stops writing if it could not renew for this long.
+    pub renew_deadline: Dur,
+    /// How often replicas try to take or renew the Lease.
+    pub retry_period: Dur,
+    /// The Lease's name and namespace.
+    pub resource_name: String,
+    pub resource_namespace: String,
+}
+
+impl LeaderElection {
+    /// client-go's rule: lease-duration > renew-deadline > 1.2 × retry-period.
+    fn validate(&self) -> Result<(), String> {
+        let (lease, renew, retry) = (
+            self.lease_duration.0,
+            self.renew_deadline.0,
+            self.retry_period.0,
+        );
+        if lease <= renew || renew.as_secs_f64() <= 1.2 * retry.as_secs_f64() || retry.is_zero() {
+            return Err(format!(
+                "leader-election: need lease-duration ({lease:?}) > renew-deadline ({renew:?}) > 1.2 × retry-period ({retry:?}) > 0"
+            ));
+        }
+        if self.resource_name.is_empty() || self.resource_namespace.is_empty() {
+            return Err("leader-election: resource-name and resource-namespace must be set".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        LeaderElection {
+            disabled: false,
+            lease_duration: Dur(Duration::from_secs(15)),
+            renew_deadline: Dur(Duration::from_secs(10)),
+            retry_period: Dur(Duration::from_secs(2)),
+            resource_name: "leader-elect".to_string(),
+            resource_namespace: "projectcontour".to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -251,6 +312,10 @@ impl Default for Config {
             tls: TlsConfig::default(),
             pipeline: PipelineConfig::default(),
             plugins: default_plugin_sections(),
+            ingress_status_address: String::new(),
+            envoy_service_name: "envoy".to_string(),
+            envoy_service_namespace: "projectcontour".to_string(),
+            leader_election: LeaderElection::default(),
             debug: false,
         }
     }
@@ -412,6 +477,10 @@ pub fn load(path: Option<&Path>, flags: serde_json::Value) -> Result<Config, Con
         .extract()
         .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
     config.tls.validate().map_err(ConfigError::Setting)?;
+    config
+        .leader_election
+        .validate()
+        .map_err(ConfigError::Setting)?;
     Ok(config)
 }
 

@@ -28,6 +28,13 @@ pub struct Metrics {
     pub xds_nacks: Family<TypeLabel, Counter>,
     pub watch_restarts: Family<KindLabel, Counter>,
     pub decode_errors: Family<KindLabel, Counter>,
+    pub status_writes: Family<ResultLabel, Counter>,
+    pub leader: Gauge,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: &'static str,
 }
 
 impl Default for Metrics {
@@ -42,6 +49,8 @@ impl Default for Metrics {
         let xds_nacks = Family::<TypeLabel, Counter>::default();
         let watch_restarts = Family::<KindLabel, Counter>::default();
         let decode_errors = Family::<KindLabel, Counter>::default();
+        let status_writes = Family::<ResultLabel, Counter>::default();
+        let leader = Gauge::default();
         registry.register("builds", "Completed pipeline builds", builds.clone());
         registry.register(
             "build_duration_seconds",
@@ -79,6 +88,16 @@ impl Default for Metrics {
             "Objects from the Kubernetes API that did not decode and were skipped, by kind",
             decode_errors.clone(),
         );
+        registry.register(
+            "status_writes",
+            "Status writes by result: written, unchanged (already in place), conflict (retried), gone, failed",
+            status_writes.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease (writes status)",
+            leader.clone(),
+        );
         Metrics {
             registry,
             builds,
@@ -90,6 +109,8 @@ impl Default for Metrics {
             xds_nacks,
             watch_restarts,
             decode_errors,
+            status_writes,
+            leader,
         }
     }
 }
@@ -111,6 +132,12 @@ impl Metrics {
 
     pub fn decode_error(&self, kind: &'static str) {
         self.decode_errors.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    pub fn status_write(&self, result: &'static str) {
+        self.status_writes
+            .get_or_create(&ResultLabel { result })
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -13,6 +13,7 @@ use isobar_sdk::{Kind, Objects, StatusReport};
 use crate::metrics::{KindLabel, Metrics};
 use crate::pipeline::Pipeline;
 use crate::provider::Event;
+use crate::status::Desired;
 use crate::xds::{EnvoySettings, Snapshot, translate};
 
 pub struct Runner {
@@ -22,6 +23,17 @@ pub struct Runner {
     pub holdoff_max: Duration,
     pub metrics: Arc<Metrics>,
     pub snapshots: watch::Sender<Option<Arc<Snapshot>>>,
+    /// Where each build's wanted statuses go (Kubernetes provider), with what decides
+    /// `status.loadBalancer`.
+    pub statuses: Option<StatusOutput>,
+}
+
+pub struct StatusOutput {
+    pub desired: watch::Sender<Option<Arc<Desired>>>,
+    /// `ingress-status-address`.
+    pub fixed_address: String,
+    /// The Envoy Service (namespace, name).
+    pub envoy_service: (String, String),
 }
 
 impl Runner {
@@ -105,6 +117,18 @@ impl Runner {
             millis = elapsed.as_secs_f64() * 1000.0,
             "built"
         );
+        if let Some(out) = &self.statuses {
+            let envoy = objects.services.get(&out.envoy_service);
+            let lb = crate::status::load_balancer(&out.fixed_address, envoy.map(|s| s.as_ref()));
+            let desired = Desired::from_build(&output.status, objects, lb);
+            out.desired.send_if_modified(|current| {
+                if current.as_deref() == Some(&desired) {
+                    return false;
+                }
+                *current = Some(Arc::new(desired));
+                true
+            });
+        }
         log_status_changes(previous, &output.status);
         output.status
     }

@@ -9,14 +9,16 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::http::{self, HttpState};
+use crate::leader::Elector;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 use crate::provider::Provider;
 use crate::provider::files::FilesProvider;
 use crate::provider::kube::{KubeProvider, WatchHealth};
-use crate::runner::Runner;
-use crate::xds::EnvoySettings;
+use crate::runner::{Runner, StatusOutput};
+use crate::status::StatusWriter;
 use crate::xds::server::AdsService;
+use crate::xds::{EnvoySettings, Snapshot};
 
 pub fn envoy_settings(config: &Config) -> EnvoySettings {
     let client = &config.tls.envoy_client_certificate;
@@ -79,44 +81,148 @@ pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
         .block_on(serve(config, pipeline, provider, xds_addr))
 }
 
+/// The running controller: provider → runner → snapshots, and with the Kubernetes
+/// provider the elector and the status writer. Everything `serve` runs except the
+/// servers in front of it.
+pub struct Controller {
+    pub snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<WatchHealth>,
+    /// Whether this replica writes status (Kubernetes provider only).
+    pub leader: Option<watch::Receiver<bool>>,
+    /// Ends with the provider's error, if it fails.
+    pub provider: tokio::task::JoinHandle<anyhow::Result<()>>,
+    stop: watch::Sender<bool>,
+    elector: Option<tokio::task::JoinHandle<()>>,
+    background: tokio::task::JoinSet<()>,
+    _leader_always: Option<watch::Sender<bool>>,
+}
+
+impl Controller {
+    pub async fn start(
+        config: &Config,
+        pipeline: Pipeline,
+        choice: ProviderChoice,
+    ) -> anyhow::Result<Controller> {
+        let metrics = Arc::new(Metrics::default());
+        let (snapshot_tx, snapshots) = watch::channel(None);
+        let (event_tx, event_rx) = mpsc::channel(1024);
+        let kinds = pipeline.kinds();
+        let health = Arc::new(WatchHealth::default());
+        // Set on shutdown: the elector releases its Lease.
+        let (stop, stop_rx) = watch::channel(false);
+        let mut background = tokio::task::JoinSet::new();
+        let mut elector = None;
+        let mut leader = None;
+        let mut leader_always = None;
+        let (provider, statuses): (Box<dyn Provider>, _) = match choice {
+            ProviderChoice::Files(dir) => {
+                (Box::new(FilesProvider::new(dir.unwrap_or_default())), None)
+            }
+            ProviderChoice::Kubernetes {
+                kubeconfig,
+                namespaces,
+            } => {
+                let client = crate::provider::kube::client(kubeconfig.as_deref()).await?;
+                let (desired_tx, desired_rx) = watch::channel(None);
+                let (leader_tx, leader_rx) = watch::channel(false);
+                if config.leader_election.disabled {
+                    leader_tx.send_replace(true);
+                    // Kept until shutdown: the writer stops when the sender goes away.
+                    leader_always = Some(leader_tx);
+                } else {
+                    let lease = Elector::new(
+                        client.clone(),
+                        &config.leader_election,
+                        crate::leader::identity(),
+                    );
+                    elector = Some(tokio::spawn(lease.run(leader_tx, stop_rx)));
+                }
+                leader = Some(leader_rx.clone());
+                let mut leading = leader_rx.clone();
+                let gauge = metrics.clone();
+                background.spawn(async move {
+                    loop {
+                        gauge.leader.set(i64::from(*leading.borrow_and_update()));
+                        if leading.changed().await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                let writer = StatusWriter {
+                    client: client.clone(),
+                    metrics: metrics.clone(),
+                    concurrency: 8,
+                };
+                background.spawn(writer.run(desired_rx, leader_rx));
+                let output = StatusOutput {
+                    desired: desired_tx,
+                    fixed_address: config.ingress_status_address.clone(),
+                    envoy_service: (
+                        config.envoy_service_namespace.clone(),
+                        config.envoy_service_name.clone(),
+                    ),
+                };
+                let provider =
+                    KubeProvider::new(client, namespaces, health.clone(), metrics.clone());
+                (Box::new(provider) as Box<dyn Provider>, Some(output))
+            }
+        };
+        let runner = Runner {
+            pipeline,
+            settings: envoy_settings(config),
+            holdoff: config.pipeline.holdoff_delay.0,
+            holdoff_max: config.pipeline.holdoff_max_delay.0,
+            metrics: metrics.clone(),
+            snapshots: snapshot_tx,
+            statuses,
+        };
+        let provider = tokio::spawn(provider.run(kinds, event_tx));
+        background.spawn(runner.run(event_rx));
+        Ok(Controller {
+            snapshots,
+            metrics,
+            health,
+            leader,
+            provider,
+            stop,
+            elector,
+            background,
+            _leader_always: leader_always,
+        })
+    }
+
+    /// Stops everything; a leader releases its Lease first, so a successor takes over at
+    /// once instead of after the lease duration.
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.elector.take() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        }
+        self.provider.abort();
+        self.background.abort_all();
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.provider.abort();
+        if let Some(task) = &self.elector {
+            task.abort();
+        }
+    }
+}
+
 async fn serve(
     config: Config,
     pipeline: Pipeline,
     choice: ProviderChoice,
     xds_addr: SocketAddr,
 ) -> anyhow::Result<()> {
-    let metrics = Arc::new(Metrics::default());
-    let (snapshot_tx, snapshot_rx) = watch::channel(None);
-    let (event_tx, event_rx) = mpsc::channel(1024);
-    let kinds = pipeline.kinds();
-
-    let runner = Runner {
-        pipeline,
-        settings: envoy_settings(&config),
-        holdoff: config.pipeline.holdoff_delay.0,
-        holdoff_max: config.pipeline.holdoff_max_delay.0,
-        metrics: metrics.clone(),
-        snapshots: snapshot_tx,
-    };
-    let health = Arc::new(WatchHealth::default());
-    let provider: Box<dyn Provider> = match choice {
-        ProviderChoice::Files(dir) => Box::new(FilesProvider::new(dir.unwrap_or_default())),
-        ProviderChoice::Kubernetes {
-            kubeconfig,
-            namespaces,
-        } => {
-            let client = crate::provider::kube::client(kubeconfig.as_deref()).await?;
-            Box::new(KubeProvider::new(
-                client,
-                namespaces,
-                health.clone(),
-                metrics.clone(),
-            ))
-        }
-    };
-    let provider = tokio::spawn(provider.run(kinds, event_tx));
-    tokio::spawn(runner.run(event_rx));
-
+    let mut controller = Controller::start(&config, pipeline, choice).await?;
+    let metrics = controller.metrics.clone();
+    let snapshot_rx = controller.snapshots.clone();
+    let health = controller.health.clone();
     let state = HttpState {
         metrics: metrics.clone(),
         snapshots: snapshot_rx.clone(),
@@ -155,13 +261,14 @@ async fn serve(
             shutdown_signal(),
         );
 
-    tokio::select! {
-        result = grpc => result.context("xds server")?,
-        result = provider => result.context("provider task")?.context("provider")?,
-        Some(result) = servers.join_next() => result.context("http task")??,
-    }
+    let result = tokio::select! {
+        result = grpc => result.context("xds server"),
+        result = &mut controller.provider => result.context("provider task").and_then(|r| r.context("provider")),
+        Some(result) = servers.join_next() => result.context("http task").and_then(|r| r),
+    };
     tracing::info!("shutting down");
-    Ok(())
+    controller.shutdown().await;
+    result
 }
 
 async fn shutdown_signal() {

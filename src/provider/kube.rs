@@ -10,7 +10,8 @@
 //! - Objects are read as untyped JSON and decoded one by one: an object that does not
 //!   decode (a CRD version skew, a bad field) is skipped with a warning naming it, its last
 //!   good version (if any) stays, and the watch goes on.
-//! - `managedFields` is dropped on arrival. Secrets are listed with a field selector that
+//! - `managedFields`, `resourceVersion` and an Ingress's `status` are dropped on arrival
+//!   (a status write then changes nothing stored and rebuilds nothing). Secrets are listed with a field selector that
 //!   leaves out Helm releases and service-account tokens, and the data of any Secret that
 //!   is neither `kubernetes.io/tls` nor `Opaque` is dropped before it is stored.
 //! - While a watch is failing, the last good objects stay served and `/readyz` reports
@@ -276,6 +277,14 @@ fn object_key(kind: Kind, object: &DynamicObject) -> ObjectKey {
 /// The typed object, or `None` (with a warning naming it) when it does not decode.
 fn decode(kind: Kind, mut object: DynamicObject, metrics: &Metrics) -> Option<isobar_sdk::Object> {
     object.metadata.managed_fields = None;
+    // Neither moves routing: without them, Isobar's own status writes (which change
+    // both) leave the stored object equal, and so rebuild nothing.
+    object.metadata.resource_version = None;
+    if kind == Kind::Ingress
+        && let Some(fields) = object.data.as_object_mut()
+    {
+        fields.remove("status");
+    }
     if kind == Kind::Secret {
         let kept = object
             .data

@@ -43,6 +43,10 @@ struct Store {
     down: bool,
     /// Every request's method, path and query, for assertions.
     requests: Vec<String>,
+    /// Status updates to answer with 409 Conflict before accepting one.
+    conflicts: u32,
+    /// Accepted status writes, by "namespace/name".
+    status_writes: BTreeMap<String, u32>,
 }
 
 #[derive(Clone)]
@@ -60,6 +64,7 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("networking.k8s.io", "v1", "ingresses"),
     ("projectcontour.io", "v1", "httpproxies"),
     ("projectcontour.io", "v1", "tlscertificatedelegations"),
+    ("coordination.k8s.io", "v1", "leases"),
 ];
 
 fn kind_of(plural: &str) -> &'static str {
@@ -70,6 +75,7 @@ fn kind_of(plural: &str) -> &'static str {
         "ingresses" => "Ingress",
         "httpproxies" => "HTTPProxy",
         "tlscertificatedelegations" => "TLSCertificateDelegation",
+        "leases" => "Lease",
         _ => "Unknown",
     }
 }
@@ -152,6 +158,20 @@ impl ApiServer {
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
         object["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply"}]);
         let key = (resource.clone(), namespace.clone(), name);
+        // metadata.generation moves when the spec does, as on a real API server.
+        let generation = match store.objects.get(&key) {
+            Some(old) if old["spec"] == object["spec"] => old["metadata"]["generation"].clone(),
+            Some(old) => json!(old["metadata"]["generation"].as_i64().unwrap_or(0) + 1),
+            None => json!(1),
+        };
+        object["metadata"]["generation"] = generation;
+        // The status subresource survives updates of the object, as on a real API server.
+        if object.get("status").is_none()
+            && let Some(old) = store.objects.get(&key)
+            && !old["status"].is_null()
+        {
+            object["status"] = old["status"].clone();
+        }
         let existed = store.objects.insert(key, object.clone()).is_some();
         let change = Change {
             rv,
@@ -237,12 +257,12 @@ impl ApiServer {
                 &format!("no route {path}"),
             );
         };
-        if request.method() != "GET" || target.name.is_some() {
-            return status(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "MethodNotAllowed",
-                "only list and watch are served",
-            );
+        let method = request.method().clone();
+        if method != "GET" || target.name.is_some() {
+            let body = axum::body::to_bytes(request.into_body(), 16 * 1024 * 1024)
+                .await
+                .unwrap_or_default();
+            return self.object_request(method.as_str(), target, &body);
         }
         let selector = FieldSelector::parse(query.get("fieldSelector").map(String::as_str));
         let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
@@ -412,7 +432,129 @@ impl ApiServer {
     }
 }
 
+impl ApiServer {
+    /// GET one object, POST (create), PUT (replace, with resourceVersion check) and PUT
+    /// `/status`, as the API server does them.
+    fn object_request(&self, method: &str, target: Target, body: &[u8]) -> Response<Body> {
+        let namespace = target.namespace.clone().unwrap_or_default();
+        let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let name = target
+            .name
+            .clone()
+            .or_else(|| sent["metadata"]["name"].as_str().map(String::from))
+            .unwrap_or_default();
+        let key = (target.resource.clone(), namespace.clone(), name.clone());
+        let mut store = self.lock();
+        let existing = store.objects.get(&key).cloned();
+        let object = match (method, existing, target.status) {
+            ("GET", Some(object), _) => return json_response(StatusCode::OK, &object),
+            ("GET", None, _) => {
+                return status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("{name} not found"),
+                );
+            }
+            ("POST", Some(_), _) => {
+                return status(
+                    StatusCode::CONFLICT,
+                    "AlreadyExists",
+                    &format!("{name} already exists"),
+                );
+            }
+            ("POST", None, false) => sent,
+            ("PUT", None, _) => {
+                return status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("{name} not found"),
+                );
+            }
+            ("PUT", Some(current), status_only) => {
+                let stale = sent["metadata"]["resourceVersion"]
+                    .as_str()
+                    .is_some_and(|rv| Some(rv) != current["metadata"]["resourceVersion"].as_str());
+                if status_only && store.conflicts > 0 {
+                    store.conflicts -= 1;
+                    return status(StatusCode::CONFLICT, "Conflict", "injected conflict");
+                }
+                if stale {
+                    return status(
+                        StatusCode::CONFLICT,
+                        "Conflict",
+                        "the object has been modified; please apply your changes to the latest version and try again",
+                    );
+                }
+                if status_only {
+                    *store
+                        .status_writes
+                        .entry(format!("{namespace}/{name}"))
+                        .or_default() += 1;
+                    let mut next = current.clone();
+                    next["status"] = sent["status"].clone();
+                    next
+                } else {
+                    let mut next = sent;
+                    next["status"] = current["status"].clone();
+                    next
+                }
+            }
+            _ => {
+                return status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", method);
+            }
+        };
+        store.rv += 1;
+        let rv = store.rv;
+        let mut object = object;
+        object["apiVersion"] = json!(target.api_version);
+        object["kind"] = json!(kind_of(&target.plural));
+        object["metadata"]["namespace"] = json!(namespace);
+        object["metadata"]["name"] = json!(name);
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let created = !store.objects.contains_key(&key);
+        store.objects.insert(key, object.clone());
+        let change = Change {
+            rv,
+            resource: target.resource.clone(),
+            namespace,
+            kind: if created { "ADDED" } else { "MODIFIED" },
+            object: object.clone(),
+        };
+        store.history.push(change.clone());
+        drop(store);
+        let _ = self.changes.send(change);
+        json_response(
+            if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            &object,
+        )
+    }
+
+    /// The next `n` status updates answer 409 Conflict.
+    pub fn inject_conflicts(&self, n: u32) {
+        self.lock().conflicts = n;
+    }
+
+    /// Accepted status writes per "namespace/name".
+    pub fn status_writes(&self) -> BTreeMap<String, u32> {
+        self.lock().status_writes.clone()
+    }
+
+    /// An object as stored (with status), if it exists.
+    pub fn get(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+        let resource = resource_of(api_version, kind)?;
+        self.lock()
+            .objects
+            .get(&(resource, namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+}
+
 struct Target {
+    status: bool,
     resource: String,
     api_version: String,
     plural: String,
@@ -428,13 +570,19 @@ fn parse_path(path: &str) -> Option<Target> {
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return None,
     };
-    let (namespace, plural, name) = match rest {
-        ["namespaces", ns, plural] => (Some(ns.to_string()), *plural, None),
-        ["namespaces", ns, plural, name] => (Some(ns.to_string()), *plural, Some(name.to_string())),
-        [plural] => (None, *plural, None),
+    let (namespace, plural, name, status) = match rest {
+        ["namespaces", ns, plural] => (Some(ns.to_string()), *plural, None, false),
+        ["namespaces", ns, plural, name] => {
+            (Some(ns.to_string()), *plural, Some(name.to_string()), false)
+        }
+        ["namespaces", ns, plural, name, "status"] => {
+            (Some(ns.to_string()), *plural, Some(name.to_string()), true)
+        }
+        [plural] => (None, *plural, None, false),
         _ => return None,
     };
     Some(Target {
+        status,
         resource: format!("{group}/{version}/{plural}"),
         api_version: if group.is_empty() {
             version.to_string()

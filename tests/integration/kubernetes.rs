@@ -11,11 +11,9 @@ use isobar::metrics::Metrics;
 use isobar::pipeline::Pipeline;
 use isobar::provider::kube::{KubeProvider, WatchHealth};
 use isobar::provider::{Event, Provider};
-use isobar::runner::Runner;
-use isobar::serve::envoy_settings;
 use isobar::xds::{Snapshot, XdsType};
 use isobar_sdk::{Kind, Object};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use crate::apiserver::ApiServer;
 use crate::support::eventually;
@@ -54,57 +52,43 @@ async fn client(server: &ApiServer) -> kube::Client {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A provider and runner on `server`, as `serve` wires them.
+/// A replica on `server`, wired exactly as `isobar serve --kubeconfig` wires it.
 struct Controller {
-    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
-    metrics: Arc<Metrics>,
-    health: Arc<WatchHealth>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    inner: isobar::serve::Controller,
 }
 
-impl Drop for Controller {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
+impl std::ops::Deref for Controller {
+    type Target = isobar::serve::Controller;
+    fn deref(&self) -> &Self::Target {
+        &self.inner
     }
 }
 
 async fn controller(server: &ApiServer, namespaces: &[&str]) -> Controller {
-    let config = Config::default();
+    let mut config = Config::default();
+    config.leader_election.disabled = true;
+    controller_with(server, namespaces, config).await
+}
+
+async fn controller_with(
+    server: &ApiServer,
+    namespaces: &[&str],
+    mut config: Config,
+) -> Controller {
+    config.pipeline.holdoff_delay.0 = Duration::ZERO;
+    config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
     let pipeline =
         Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
-    let kinds = pipeline.kinds();
-    let metrics = Arc::new(Metrics::default());
-    let health = Arc::new(WatchHealth::default());
-    let (snapshot_tx, snapshots) = watch::channel(None);
-    let (events_tx, events_rx) = mpsc::channel(1024);
-    let runner = Runner {
-        pipeline,
-        settings: envoy_settings(&config),
-        holdoff: Duration::ZERO,
-        holdoff_max: Duration::ZERO,
-        metrics: metrics.clone(),
-        snapshots: snapshot_tx,
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = server.kubeconfig(dir.path());
+    let choice = isobar::serve::ProviderChoice::Kubernetes {
+        kubeconfig: Some(kubeconfig.into()),
+        namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
     };
-    let provider = Box::new(KubeProvider::new(
-        client(server).await,
-        namespaces.iter().map(|s| s.to_string()).collect(),
-        health.clone(),
-        metrics.clone(),
-    ));
-    let tasks = vec![
-        tokio::spawn(async move {
-            let _ = provider.run(kinds, events_tx).await;
-        }),
-        tokio::spawn(runner.run(events_rx)),
-    ];
-    Controller {
-        snapshots,
-        metrics,
-        health,
-        tasks,
-    }
+    let inner = isobar::serve::Controller::start(&config, pipeline, choice)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    Controller { inner }
 }
 
 impl Controller {
@@ -442,4 +426,207 @@ async fn serve_from_the_kubernetes_api_through_envoy() {
     })
     .await;
     assert!(gone.is_some(), "{}", stack.logs());
+}
+
+fn proxy_status(server: &ApiServer, ns: &str, name: &str) -> serde_json::Value {
+    server
+        .get("projectcontour.io/v1", "HTTPProxy", ns, name)
+        .map(|o| o["status"].clone())
+        .unwrap_or_default()
+}
+
+fn valid_condition(status: &serde_json::Value) -> serde_json::Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Valid"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn writes(metrics: &Metrics, result: &str) -> u64 {
+    metric(
+        metrics,
+        &format!("isobar_status_writes_total{{result=\"{result}\"}}"),
+    )
+}
+
+/// Status is written once per change: ten rebuilds of unchanged objects write nothing;
+/// other controllers' conditions stay; lastTransitionTime moves only when the Valid
+/// condition's status does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_is_written_once_and_only_when_it_changes() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    server.put(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: broken, namespace: team-a}\nspec:\n  virtualhost: {fqdn: broken.example.com}\n  routes:\n    - services: [{name: missing, port: 80}]\nstatus:\n  conditions:\n    - {type: example.com/Scanned, status: \"True\", reason: Clean, message: scanned, lastTransitionTime: \"2026-01-01T00:00:00Z\"}\n",
+    );
+    let mut config = Config::default();
+    config.leader_election.disabled = true;
+    config.ingress_status_address = "192.0.2.10,lb.example.com".to_string();
+    let c = controller_with(&server, &[], config).await;
+    let done = eventually(WAIT, || async {
+        let ok = proxy_status(&server, "team-a", "site")["currentStatus"] == "valid"
+            && proxy_status(&server, "team-a", "broken")["currentStatus"] == "invalid";
+        ok.then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "{:?}", server.status_writes());
+    let site = proxy_status(&server, "team-a", "site");
+    assert_eq!(valid_condition(&site)["status"], "True");
+    assert_eq!(valid_condition(&site)["observedGeneration"], 1);
+    assert_eq!(site["description"], "Valid HTTPProxy");
+    assert_eq!(
+        site["loadBalancer"],
+        serde_json::json!({"ingress": [{"ip": "192.0.2.10"}, {"hostname": "lb.example.com"}]})
+    );
+    let broken = proxy_status(&server, "team-a", "broken");
+    let condition = valid_condition(&broken);
+    assert_eq!(condition["reason"], "ErrorPresent");
+    assert_eq!(
+        condition["errors"][0]["reason"],
+        "ServiceUnresolvedReference"
+    );
+    let scanned = broken["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "example.com/Scanned"))
+        .cloned();
+    assert!(
+        scanned.is_some(),
+        "another controller's condition was dropped: {broken}"
+    );
+
+    let before = server.status_writes();
+    assert_eq!(before.get("team-a/site"), Some(&1));
+    assert_eq!(before.get("team-a/broken"), Some(&1));
+    // Ten rebuilds that change nothing for these proxies.
+    let builds = metric(&c.metrics, "isobar_builds_total");
+    for i in 0..10 {
+        server.put(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: other-{i}, namespace: team-z}}\nspec:\n  ports: [{{port: 80}}]\n"
+        ));
+        let target = builds + i + 1;
+        let built = eventually(WAIT, || async {
+            (metric(&c.metrics, "isobar_builds_total") >= target).then_some(())
+        })
+        .await;
+        assert!(built.is_some(), "rebuild {i} did not happen");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        server.status_writes(),
+        before,
+        "unchanged statuses were written again"
+    );
+
+    // Still invalid, for another reason: rewritten, same lastTransitionTime.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    server.put(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: broken, namespace: team-a}\nspec:\n  virtualhost: {fqdn: broken.example.com}\n  routes:\n    - services: [{name: absent, port: 80}]\n",
+    );
+    let rewritten = eventually(WAIT, || async {
+        let status = proxy_status(&server, "team-a", "broken");
+        let message = valid_condition(&status)["errors"][0]["message"].to_string();
+        message.contains("absent").then_some(status)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "not rewritten: {}",
+            proxy_status(&server, "team-a", "broken")
+        )
+    });
+    assert_eq!(
+        valid_condition(&rewritten)["lastTransitionTime"],
+        condition["lastTransitionTime"]
+    );
+    assert_eq!(valid_condition(&rewritten)["observedGeneration"], 2);
+    // Fixed: the condition turns True and its transition time moves.
+    server.put(&proxy("team-a", "broken", "broken.example.com"));
+    let fixed = eventually(WAIT, || async {
+        let status = proxy_status(&server, "team-a", "broken");
+        (status["currentStatus"] == "valid").then_some(status)
+    })
+    .await
+    .unwrap_or_else(|| panic!("never valid"));
+    assert_ne!(
+        valid_condition(&fixed)["lastTransitionTime"],
+        condition["lastTransitionTime"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_conflict_is_retried() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    server.inject_conflicts(2);
+    let c = controller(&server, &[]).await;
+    let written = eventually(WAIT, || async {
+        (proxy_status(&server, "team-a", "site")["currentStatus"] == "valid").then_some(())
+    })
+    .await;
+    assert!(written.is_some(), "{}", c.metrics.encode());
+    assert_eq!(writes(&c.metrics, "conflict"), 2);
+    assert_eq!(writes(&c.metrics, "written"), 1);
+    assert_eq!(writes(&c.metrics, "failed"), 0);
+}
+
+fn leased(lease: &str) -> Config {
+    let mut config = Config::default();
+    config.leader_election.lease_duration.0 = Duration::from_secs(3);
+    config.leader_election.renew_deadline.0 = Duration::from_secs(2);
+    config.leader_election.retry_period.0 = Duration::from_millis(500);
+    config.leader_election.resource_name = lease.to_string();
+    config
+}
+
+fn leading(c: &Controller) -> bool {
+    c.leader.as_ref().is_some_and(|l| *l.borrow())
+}
+
+/// Two replicas on one API server: both serve xDS, exactly one writes status; killing it
+/// hands over within the lease time, and a clean shutdown hands over at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_writer_and_a_handover() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    let a = controller_with(&server, &[], leased("isobar-test")).await;
+    a.until("a leads", leading).await;
+    let b = controller_with(&server, &[], leased("isobar-test")).await;
+    a.until("a writes", |a| writes(&a.metrics, "written") == 1)
+        .await;
+    b.until("b serves", |b| b.serves("a.example.com")).await;
+    assert!(!leading(&b), "two leaders");
+
+    server.put(&proxy("team-a", "site", "a2.example.com"));
+    a.until("a rewrites", |a| writes(&a.metrics, "written") == 2)
+        .await;
+    b.until("b serves the change", |b| b.serves("a2.example.com"))
+        .await;
+    assert_eq!(writes(&b.metrics, "written"), 0, "a follower wrote status");
+    assert_eq!(
+        writes(&b.metrics, "unchanged"),
+        0,
+        "a follower read for status"
+    );
+
+    // The leader dies without releasing: b takes over once the lease runs out.
+    let killed = tokio::time::Instant::now();
+    drop(a);
+    b.until("b leads", leading).await;
+    let handover = killed.elapsed();
+    assert!(handover <= Duration::from_secs(6), "took {handover:?}");
+    server.put(&proxy("team-a", "site", "a3.example.com"));
+    b.until("b writes", |b| writes(&b.metrics, "written") >= 1)
+        .await;
+    assert!(b.serves("a3.example.com"));
+
+    // A clean shutdown releases the lease: c leads well before the lease would expire.
+    let c = controller_with(&server, &[], leased("isobar-test")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!leading(&c));
+    let stopped = tokio::time::Instant::now();
+    b.inner.shutdown().await;
+    c.until("c leads", leading).await;
+    let handover = stopped.elapsed();
+    assert!(handover < Duration::from_secs(2), "took {handover:?}");
 }

@@ -1,0 +1,291 @@
+//! Status write-back (Kubernetes provider, leader only): HTTPProxy `status` (Contour's
+//! `Valid` condition with `errors`/`warnings`, `currentStatus`, `description`,
+//! `observedGeneration`) and `status.loadBalancer` of HTTPProxies and Ingresses.
+//!
+//! - Each build publishes the statuses it wants ([`Desired`]) on a watch channel: only the
+//!   latest is kept, so nothing queues up while a replica waits to lead.
+//! - A status is written only when it differs from what this writer last wrote; when it
+//!   does, the object is read, merged and compared again, so a status already in place
+//!   (another replica wrote it) costs a read and no write.
+//! - Conditions of other types (other controllers') are kept; `lastTransitionTime`
+//!   moves only when the `Valid` condition's status changes.
+//! - A 409 Conflict re-reads and retries with backoff; a deleted object is dropped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use isobar_sdk::{Kind, ObjectKey, Objects, StatusReport};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::provider::kube::api_resource;
+
+/// Statuses a build wants written.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Desired {
+    /// HTTPProxy key → (generation seen by the build, rendered `Valid` status).
+    pub proxies: BTreeMap<ObjectKey, (Option<i64>, Value)>,
+    /// Ingresses the build served (they get `status.loadBalancer` only).
+    pub ingresses: BTreeSet<ObjectKey>,
+    /// `status.loadBalancer` for both kinds.
+    pub load_balancer: Value,
+}
+
+impl Desired {
+    /// What to write after a build: every HTTPProxy and Ingress the pipeline reported on.
+    pub fn from_build(report: &StatusReport, objects: &Objects, load_balancer: Value) -> Desired {
+        let mut desired = Desired {
+            load_balancer,
+            ..Default::default()
+        };
+        for key in report.objects.keys() {
+            let id = (key.namespace.clone(), key.name.clone());
+            match key.kind {
+                Kind::HTTPProxy => {
+                    let generation = objects
+                        .httpproxies
+                        .get(&id)
+                        .and_then(|p| p.metadata.generation);
+                    let rendered = serde_json::to_value(report.render(key)).unwrap_or(Value::Null);
+                    desired.proxies.insert(key.clone(), (generation, rendered));
+                }
+                Kind::Ingress => {
+                    desired.ingresses.insert(key.clone());
+                }
+                _ => {}
+            }
+        }
+        desired
+    }
+}
+
+/// `status.loadBalancer`: the fixed `ingress-status-address` list, else the Envoy
+/// Service's own load balancer status, else nothing.
+pub fn load_balancer(
+    fixed: &str,
+    envoy_service: Option<&k8s_openapi::api::core::v1::Service>,
+) -> Value {
+    let addresses: Vec<Value> = fixed
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(|a| {
+            if a.parse::<std::net::IpAddr>().is_ok() {
+                json!({"ip": a})
+            } else {
+                json!({"hostname": a})
+            }
+        })
+        .collect();
+    if !addresses.is_empty() {
+        return json!({"ingress": addresses});
+    }
+    envoy_service
+        .and_then(|s| s.status.as_ref())
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| serde_json::to_value(lb).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Written,
+    Unchanged,
+    Gone,
+    Failed,
+}
+
+pub struct StatusWriter {
+    pub client: kube::Client,
+    pub metrics: Arc<Metrics>,
+    /// Parallel writes in flight.
+    pub concurrency: usize,
+}
+
+const ATTEMPTS: u32 = 5;
+
+impl StatusWriter {
+    /// Writes each published [`Desired`] while `leader` is true.
+    pub async fn run(
+        self,
+        mut desired: watch::Receiver<Option<Arc<Desired>>>,
+        mut leader: watch::Receiver<bool>,
+    ) {
+        // What this writer last wrote (or found in place), by object.
+        let mut written: BTreeMap<ObjectKey, Value> = BTreeMap::new();
+        loop {
+            if !*leader.borrow_and_update() {
+                // Not leading: forget what was written (the next leader may have changed
+                // it) and wait; only the latest desired state is kept meanwhile.
+                written.clear();
+                if leader.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            let Some(batch) = desired.borrow_and_update().clone() else {
+                tokio::select! {
+                    changed = desired.changed() => if changed.is_err() { return },
+                    changed = leader.changed() => if changed.is_err() { return },
+                }
+                continue;
+            };
+            self.write_batch(&batch, &mut written).await;
+            tokio::select! {
+                changed = desired.changed() => if changed.is_err() { return },
+                changed = leader.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    async fn write_batch(&self, batch: &Desired, written: &mut BTreeMap<ObjectKey, Value>) {
+        let mut wanted: Vec<(ObjectKey, Value)> = Vec::new();
+        for (key, (generation, rendered)) in &batch.proxies {
+            let mut status = rendered.clone();
+            if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+                for condition in conditions {
+                    if let Some(generation) = generation {
+                        condition["observedGeneration"] = json!(generation);
+                    }
+                }
+            }
+            status["loadBalancer"] = batch.load_balancer.clone();
+            wanted.push((key.clone(), status));
+        }
+        let has_address = batch
+            .load_balancer
+            .as_object()
+            .is_some_and(|lb| !lb.is_empty());
+        for key in batch.ingresses.iter().filter(|_| has_address) {
+            wanted.push((
+                key.clone(),
+                json!({"loadBalancer": batch.load_balancer.clone()}),
+            ));
+        }
+        let keys: BTreeSet<ObjectKey> = wanted.iter().map(|(k, _)| k.clone()).collect();
+        written.retain(|key, _| keys.contains(key));
+        let todo: Vec<(ObjectKey, Value)> = wanted
+            .into_iter()
+            .filter(|(key, status)| written.get(key) != Some(status))
+            .collect();
+        let results: Vec<(ObjectKey, Value, Outcome)> = futures::stream::iter(todo)
+            .map(|(key, status)| async move {
+                let outcome = self.write(&key, &status).await;
+                (key, status, outcome)
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect()
+            .await;
+        for (key, status, outcome) in results {
+            let result = match outcome {
+                Outcome::Written => "written",
+                Outcome::Unchanged => "unchanged",
+                Outcome::Gone => "gone",
+                Outcome::Failed => "failed",
+            };
+            self.metrics.status_write(result);
+            if matches!(outcome, Outcome::Written | Outcome::Unchanged) {
+                written.insert(key, status);
+            }
+        }
+    }
+
+    /// Read, merge, compare, write; retried on conflict.
+    async fn write(&self, key: &ObjectKey, status: &Value) -> Outcome {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
+        let mut backoff = Duration::from_millis(50);
+        for _ in 0..ATTEMPTS {
+            let mut object = match api.get_opt(&key.name).await {
+                Ok(Some(object)) => object,
+                Ok(None) => return Outcome::Gone,
+                Err(error) => {
+                    tracing::warn!(object = %key, %error, "reading an object to write its status failed");
+                    return Outcome::Failed;
+                }
+            };
+            let current = object.data.get("status").cloned().unwrap_or(Value::Null);
+            let merged = merge(key.kind, &current, status);
+            if merged == current {
+                return Outcome::Unchanged;
+            }
+            object.data["status"] = merged;
+            object.metadata.managed_fields = None;
+            match api
+                .replace_status(&key.name, &PostParams::default(), &object)
+                .await
+            {
+                Ok(_) => return Outcome::Written,
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    self.metrics.status_write("conflict");
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => return Outcome::Gone,
+                Err(error) => {
+                    tracing::warn!(object = %key, %error, "writing status failed");
+                    return Outcome::Failed;
+                }
+            }
+        }
+        tracing::warn!(object = %key, "status still conflicting after {ATTEMPTS} attempts");
+        Outcome::Failed
+    }
+}
+
+/// The object's status with Isobar's parts replaced and everything else kept.
+fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
+    let mut out = match current {
+        Value::Object(_) => current.clone(),
+        _ => json!({}),
+    };
+    let address = &desired["loadBalancer"];
+    if address.as_object().is_some_and(|lb| !lb.is_empty()) {
+        out["loadBalancer"] = address.clone();
+    }
+    if kind != Kind::HTTPProxy {
+        return out;
+    }
+    out["currentStatus"] = desired["currentStatus"].clone();
+    out["description"] = desired["description"].clone();
+    let old: Vec<Value> = current
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut conditions: Vec<Value> = Vec::new();
+    for mut condition in desired
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        let previous = old.iter().find(|c| c["type"] == condition["type"]);
+        let time = match previous {
+            Some(p)
+                if p["status"] == condition["status"] && p.get("lastTransitionTime").is_some() =>
+            {
+                p["lastTransitionTime"].clone()
+            }
+            _ => json!(
+                k8s_openapi::jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string()
+            ),
+        };
+        condition["lastTransitionTime"] = time;
+        conditions.push(condition);
+    }
+    // Conditions Isobar does not own stay as they are.
+    for condition in old {
+        if !conditions.iter().any(|c| c["type"] == condition["type"]) {
+            conditions.push(condition);
+        }
+    }
+    out["conditions"] = Value::Array(conditions);
+    out
+}
