@@ -92,6 +92,12 @@ pub struct ServeArgs {
     /// The Envoy Service's namespace.
     #[arg(long)]
     pub envoy_service_namespace: Option<String>,
+    /// Address of the debug endpoint (/debug/ir, /debug/dag).
+    #[arg(long)]
+    pub debug_http_address: Option<String>,
+    /// Port of the debug endpoint.
+    #[arg(long)]
+    pub debug_http_port: Option<u16>,
     /// Every replica writes status (no Lease).
     #[arg(long)]
     pub disable_leader_election: bool,
@@ -253,7 +259,9 @@ impl ServeArgs {
     pub fn load_config(&self) -> Result<Config, config::ConfigError> {
         let mut flags = Map::new();
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 17] = [
+        let pairs: [(&str, Option<Value>); 19] = [
+            ("debug-http.address", text(&self.debug_http_address)),
+            ("debug-http.port", self.debug_http_port.map(Value::from)),
             ("ingress-status-address", text(&self.ingress_status_address)),
             ("envoy-service-name", text(&self.envoy_service_name)),
             (

@@ -38,6 +38,9 @@ pub struct Config {
     pub envoy_service_namespace: String,
     /// Which replica writes status (Kubernetes provider only).
     pub leader_election: LeaderElection,
+    /// The debug endpoint: `/debug/ir` and `/debug/dag` (`--debug-http-address`,
+    /// `--debug-http-port`).
+    pub debug_http: Endpoint,
     /// Debug logging (`--debug`).
     pub debug: bool,
 }
@@ -316,6 +319,7 @@ impl Default for Config {
             envoy_service_name: "envoy".to_string(),
             envoy_service_namespace: "projectcontour".to_string(),
             leader_election: LeaderElection::default(),
+            debug_http: Endpoint::new("127.0.0.1", 6060),
             debug: false,
         }
     }

@@ -30,6 +30,13 @@ pub struct Metrics {
     pub decode_errors: Family<KindLabel, Counter>,
     pub status_writes: Family<ResultLabel, Counter>,
     pub leader: Gauge,
+    pub xds_bytes: Family<TypeLabel, Counter>,
+    pub xds_resources: Family<TypeLabel, Counter>,
+    pub event_to_xds: Family<TypeLabel, Histogram>,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -51,6 +58,11 @@ impl Default for Metrics {
         let decode_errors = Family::<KindLabel, Counter>::default();
         let status_writes = Family::<ResultLabel, Counter>::default();
         let leader = Gauge::default();
+        let xds_bytes = Family::<TypeLabel, Counter>::default();
+        let xds_resources = Family::<TypeLabel, Counter>::default();
+        let event_to_xds = Family::<TypeLabel, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
         registry.register("builds", "Completed pipeline builds", builds.clone());
         registry.register(
             "build_duration_seconds",
@@ -98,6 +110,21 @@ impl Default for Metrics {
             "1 while this replica holds the leader Lease (writes status)",
             leader.clone(),
         );
+        registry.register(
+            "xds_bytes",
+            "Encoded bytes of xDS responses sent, by type",
+            xds_bytes.clone(),
+        );
+        registry.register(
+            "xds_resources",
+            "Resources in xDS responses sent, by type",
+            xds_resources.clone(),
+        );
+        registry.register(
+            "event_to_xds_seconds",
+            "From the first object change a snapshot reflects to a response carrying it written to a stream, by type",
+            event_to_xds.clone(),
+        );
         Metrics {
             registry,
             builds,
@@ -111,6 +138,9 @@ impl Default for Metrics {
             decode_errors,
             status_writes,
             leader,
+            xds_bytes,
+            xds_resources,
+            event_to_xds,
         }
     }
 }
@@ -120,10 +150,26 @@ impl Metrics {
         self.xds_nacks.get_or_create(&TypeLabel { xds_type }).inc();
     }
 
-    pub fn responses(&self, xds_type: &'static str) {
-        self.xds_responses
-            .get_or_create(&TypeLabel { xds_type })
-            .inc();
+    /// One response written: its type, encoded size, resource count, and how long after
+    /// the change it carries (when known).
+    pub fn response(
+        &self,
+        xds_type: &'static str,
+        bytes: usize,
+        resources: usize,
+        since_change: Option<std::time::Duration>,
+    ) {
+        let label = TypeLabel { xds_type };
+        self.xds_responses.get_or_create(&label).inc();
+        self.xds_bytes.get_or_create(&label).inc_by(bytes as u64);
+        self.xds_resources
+            .get_or_create(&label)
+            .inc_by(resources as u64);
+        if let Some(latency) = since_change {
+            self.event_to_xds
+                .get_or_create(&label)
+                .observe(latency.as_secs_f64());
+        }
     }
 
     pub fn watch_restart(&self, kind: &'static str) {

@@ -26,6 +26,8 @@ pub struct Runner {
     /// Where each build's wanted statuses go (Kubernetes provider), with what decides
     /// `status.loadBalancer`.
     pub statuses: Option<StatusOutput>,
+    /// Requests from the debug endpoint for the IR of the current objects.
+    pub debug: Option<mpsc::Receiver<crate::debug::IrRequest>>,
 }
 
 pub struct StatusOutput {
@@ -37,7 +39,8 @@ pub struct StatusOutput {
 }
 
 impl Runner {
-    pub async fn run(self, mut events: mpsc::Receiver<Event>) {
+    pub async fn run(mut self, mut events: mpsc::Receiver<Event>) {
+        let mut debug = self.debug.take();
         let mut objects = Objects::default();
         let mut synced = false;
         // When the first unbuilt change arrived, and the latest one.
@@ -47,16 +50,19 @@ impl Runner {
             let deadline = pending
                 .filter(|_| synced)
                 .map(|(first, last)| (last + self.holdoff).min(first + self.holdoff_max));
-            let event = match deadline {
-                Some(at) => tokio::select! {
-                    event = events.recv() => event,
-                    () = tokio::time::sleep_until(at.into()) => {
-                        pending = None;
-                        last_status = tokio::task::block_in_place(|| self.rebuild(&objects, &last_status));
-                        continue;
-                    }
-                },
-                None => events.recv().await,
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => {
+                    let since = pending.take().map(|(first, _)| first);
+                    last_status = tokio::task::block_in_place(|| self.rebuild(&objects, &last_status, since));
+                    continue;
+                }
+                Some(reply) = async { debug.as_mut()?.recv().await }, if debug.is_some() => {
+                    // The debug endpoint: the IR of the current objects, built on demand.
+                    let ir = tokio::task::block_in_place(|| self.pipeline.build(&objects).ir);
+                    let _ = reply.send(Arc::new(ir));
+                    continue;
+                }
             };
             let Some(event) = event else { return };
             let mut changed = self.apply(&mut objects, event, &mut synced);
@@ -86,11 +92,17 @@ impl Runner {
     }
 
     /// One build; returns the status report for the next comparison.
-    fn rebuild(&self, objects: &Objects, previous: &StatusReport) -> StatusReport {
+    fn rebuild(
+        &self,
+        objects: &Objects,
+        previous: &StatusReport,
+        since: Option<Instant>,
+    ) -> StatusReport {
         let started = Instant::now();
         let output = self.pipeline.build(objects);
         let resources = translate(&output.ir, objects, &self.settings);
-        let snapshot = Snapshot::new(resources);
+        let mut snapshot = Snapshot::new(resources);
+        snapshot.changed_at = since;
         let elapsed = started.elapsed();
         self.metrics.builds.inc();
         self.metrics.build_seconds.observe(elapsed.as_secs_f64());

@@ -90,6 +90,8 @@ pub struct Controller {
     pub health: Arc<WatchHealth>,
     /// Whether this replica writes status (Kubernetes provider only).
     pub leader: Option<watch::Receiver<bool>>,
+    /// Asks the runner for the IR of its current objects (the debug endpoint).
+    pub debug: mpsc::Sender<crate::debug::IrRequest>,
     /// Ends with the provider's error, if it fails.
     pub provider: tokio::task::JoinHandle<anyhow::Result<()>>,
     stop: watch::Sender<bool>,
@@ -107,6 +109,7 @@ impl Controller {
         let metrics = Arc::new(Metrics::default());
         let (snapshot_tx, snapshots) = watch::channel(None);
         let (event_tx, event_rx) = mpsc::channel(1024);
+        let (debug, debug_rx) = mpsc::channel(4);
         let kinds = pipeline.kinds();
         let health = Arc::new(WatchHealth::default());
         // Set on shutdown: the elector releases its Lease.
@@ -176,6 +179,7 @@ impl Controller {
             metrics: metrics.clone(),
             snapshots: snapshot_tx,
             statuses,
+            debug: Some(debug_rx),
         };
         let provider = tokio::spawn(provider.run(kinds, event_tx));
         background.spawn(runner.run(event_rx));
@@ -184,6 +188,7 @@ impl Controller {
             metrics,
             health,
             leader,
+            debug,
             provider,
             stop,
             elector,
@@ -231,6 +236,11 @@ async fn serve(
     let metrics_addr = format!("{}:{}", config.metrics.address, config.metrics.port);
     let health_addr = format!("{}:{}", config.health.address, config.health.port);
     let mut servers = tokio::task::JoinSet::new();
+    let debug_addr = format!("{}:{}", config.debug_http.address, config.debug_http.port);
+    servers.spawn(http::serve(
+        debug_addr,
+        crate::debug::routes().with_state(controller.debug.clone()),
+    ));
     if metrics_addr == health_addr {
         let router = http::metrics_routes()
             .merge(http::health_routes())
@@ -247,7 +257,16 @@ async fn serve(
         ));
     }
 
-    let ads = AdsService::new(snapshot_rx, metrics).into_server();
+    // SIGTERM/Ctrl-C: stop accepting, end every ADS stream cleanly, release the Lease.
+    let (closing_tx, closing) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown signal received");
+        closing_tx.send_replace(true);
+    });
+    let ads = AdsService::new(snapshot_rx, metrics)
+        .with_shutdown(closing.clone())
+        .into_server();
     let listener = tokio::net::TcpListener::bind(xds_addr)
         .await
         .with_context(|| format!("binding xDS on {xds_addr}"))?;
@@ -258,7 +277,10 @@ async fn serve(
         .add_service(ads)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown_signal(),
+            async move {
+                let mut closing = closing;
+                let _ = closing.wait_for(|c| *c).await;
+            },
         );
 
     let result = tokio::select! {

@@ -13,6 +13,7 @@ https_port="${HTTPS_PORT:-8443}"
 stats_port="${STATS_PORT:-8002}"
 xds_port="${XDS_PORT:-8001}"
 metrics_port="${METRICS_PORT:-8000}"
+debug_port="${DEBUG_PORT:-6060}"
 
 if [ -z "${ENVOY_BIN:-}" ]; then
   if ! python3 -c 'import envoy' 2>/dev/null; then
@@ -64,7 +65,8 @@ echo "==> starting isobar (xDS on 127.0.0.1:$xds_port, metrics on 127.0.0.1:$met
   --envoy-service-https-address 127.0.0.1 --envoy-service-https-port "$https_port" \
   --stats-address 127.0.0.1 --stats-port "$stats_port" \
   --http-address 127.0.0.1 --http-port "$metrics_port" \
-  --health-address 127.0.0.1 --health-port "$metrics_port" 2>"$work/isobar.log" &
+  --health-address 127.0.0.1 --health-port "$metrics_port" \
+  --debug-http-port "$debug_port" 2>"$work/isobar.log" &
 pids+=($!)
 
 "$isobar" bootstrap "$work/bootstrap.json" --xds-address 127.0.0.1 --xds-port "$xds_port" \
@@ -100,6 +102,7 @@ Isobar and Envoy are running. Try:
   for i in \$(seq 20); do curl -s -H 'host: demo.example.com' http://127.0.0.1:$http_port/split; done | sort | uniq -c   # 80/20
   curl http://127.0.0.1:$stats_port/ready                              # Envoy, via stats-health
   curl http://127.0.0.1:$metrics_port/metrics                          # Isobar's metrics
+  curl http://127.0.0.1:$debug_port/debug/dag                           # the routing graph (Graphviz DOT)
   $isobar translate --manifests $here                                  # what Isobar serves
 
 Edit $here/*.yaml and repeat a request: Envoy picks the change up in about 0.1 s.

@@ -48,11 +48,23 @@ type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 pub struct AdsService {
     snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
     metrics: Arc<Metrics>,
+    /// Turns true on shutdown: every stream ends cleanly (Envoy reconnects elsewhere).
+    closing: watch::Receiver<bool>,
 }
 
 impl AdsService {
     pub fn new(snapshots: watch::Receiver<Option<Arc<Snapshot>>>, metrics: Arc<Metrics>) -> Self {
-        AdsService { snapshots, metrics }
+        AdsService {
+            snapshots,
+            metrics,
+            closing: watch::channel(false).1,
+        }
+    }
+
+    /// Ends every stream once `closing` turns true.
+    pub fn with_shutdown(mut self, closing: watch::Receiver<bool>) -> Self {
+        self.closing = closing;
+        self
     }
 
     pub fn into_server(self) -> AggregatedDiscoveryServiceServer<AdsService> {
@@ -74,7 +86,19 @@ impl AggregatedDiscoveryService for AdsService {
         let requests = request.into_inner();
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
-        tokio::spawn(stream.run(requests));
+        let mut closing = self.closing.clone();
+        tokio::spawn(async move {
+            let closed = async move {
+                // No sender (no shutdown wired): never closes.
+                if closing.wait_for(|c| *c).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = stream.run(requests) => {}
+                () = closed => {}
+            }
+        });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -122,6 +146,7 @@ struct AdsStream {
     node: String,
     /// Since when LDS/RDS have been held back waiting for EDS subscriptions.
     holding_since: Option<Instant>,
+    connected: std::time::Instant,
 }
 
 impl AdsStream {
@@ -141,6 +166,7 @@ impl AdsStream {
             nonce: 0,
             node: String::new(),
             holding_since: None,
+            connected: std::time::Instant::now(),
         }
     }
 
@@ -252,8 +278,16 @@ impl AdsStream {
                 }
             }
             if let Some(response) = self.response_for(t, &snapshot) {
+                let bytes = response.encoded_len();
+                let resources = response.resources.len();
                 self.tx.send(Ok(response)).await.map_err(|_| ())?;
-                self.metrics.responses(t.short());
+                // Only changes made while this stream was up: a new Envoy's first sync
+                // is not an event's latency.
+                let since = snapshot
+                    .changed_at
+                    .filter(|at| *at >= self.connected)
+                    .map(|at| at.elapsed());
+                self.metrics.response(t.short(), bytes, resources, since);
             }
         }
         Ok(())

@@ -79,9 +79,18 @@ pub struct TypeSnapshot {
     pub digests: BTreeMap<String, u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     types: [TypeSnapshot; 5],
+    /// When the earliest change this snapshot reflects arrived (for the event → xDS
+    /// latency metric); not part of the content.
+    pub changed_at: Option<std::time::Instant>,
+}
+
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.types == other.types
+    }
 }
 
 impl Snapshot {

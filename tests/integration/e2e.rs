@@ -24,6 +24,7 @@ pub(crate) struct Stack {
     stats_port: u16,
     pub(crate) metrics_port: u16,
     pub(crate) health_port: u16,
+    pub(crate) debug_port: u16,
     pub(crate) client: reqwest::Client,
     /// Requests each backend has seen, by Service name.
     hits: BTreeMap<&'static str, Arc<AtomicUsize>>,
@@ -34,6 +35,21 @@ pub(crate) struct Stack {
 impl Stack {
     pub(crate) fn http_port(&self) -> u16 {
         self.http_port
+    }
+
+    /// Sends Isobar SIGTERM and waits (up to 10 s) for it to exit; returns its exit status.
+    pub(crate) fn terminate_isobar(&mut self) -> Option<std::process::ExitStatus> {
+        let pid = self._isobar.0.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid} failed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self._isobar.0.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     pub(crate) fn manifests(&self) -> PathBuf {
@@ -320,7 +336,8 @@ async fn start_from(
         stats_port,
         metrics_port,
         health_port,
-    ] = [(); 6].map(|()| free_port());
+        debug_port,
+    ] = [(); 7].map(|()| free_port());
     let port = |p: u16| p.to_string();
     let isobar_proc = spawn(
         "isobar",
@@ -355,6 +372,8 @@ async fn start_from(
             "127.0.0.1",
             "--health-port",
             &port(health_port),
+            "--debug-http-port",
+            &port(debug_port),
         ]),
         &dir.path().join("isobar.log"),
     );
@@ -392,6 +411,7 @@ async fn start_from(
         stats_port,
         metrics_port,
         health_port,
+        debug_port,
         hits,
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(2))

@@ -388,12 +388,35 @@ fn demo(service: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_from_the_kubernetes_api_through_envoy() {
     let api = ApiServer::start().await;
-    let stack =
+    let mut stack =
         crate::e2e::start_on_api(&api, &[&demo("echo-a")], ("demo.example.com", "/", "a")).await;
     api.put(&demo("echo-b"));
     stack
         .wait_for("demo.example.com", "/", "b", Duration::from_secs(10))
         .await;
+    // The change is measured on its way to Envoy; the debug endpoint shows the IR.
+    let text = |url: String| async move {
+        match reqwest::get(url).await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    };
+    let metrics = text(format!("http://127.0.0.1:{}/metrics", stack.metrics_port)).await;
+    for expected in [
+        "isobar_event_to_xds_seconds_count{xds_type=\"rds\"}",
+        "isobar_xds_bytes_total{xds_type=\"rds\"}",
+        "isobar_xds_resources_total{xds_type=\"cds\"}",
+    ] {
+        assert!(metrics.contains(expected), "{expected} missing:\n{metrics}");
+    }
+    let ir = text(format!("http://127.0.0.1:{}/debug/ir", stack.debug_port)).await;
+    let ir: serde_json::Value = serde_json::from_str(&ir).unwrap_or_else(|e| panic!("{e}: {ir}"));
+    assert!(ir["virtual_hosts"]["demo.example.com"].is_object(), "{ir}");
+    let dag = text(format!("http://127.0.0.1:{}/debug/dag", stack.debug_port)).await;
+    assert!(
+        dag.starts_with("digraph") && dag.contains("\"http demo.example.com\""),
+        "{dag}"
+    );
 
     let ready = |port: u16| async move {
         reqwest::get(format!("http://127.0.0.1:{port}/readyz"))
@@ -426,6 +449,35 @@ async fn serve_from_the_kubernetes_api_through_envoy() {
     })
     .await;
     assert!(gone.is_some(), "{}", stack.logs());
+
+    // It led (the default Lease) and wrote status; SIGTERM releases the Lease at once.
+    let lease = || {
+        api.get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "projectcontour",
+            "leader-elect",
+        )
+    };
+    let holder = lease().map(|l| l["spec"]["holderIdentity"].clone());
+    assert!(
+        holder
+            .as_ref()
+            .and_then(|h| h.as_str())
+            .is_some_and(|h| !h.is_empty()),
+        "{holder:?}"
+    );
+    let status = stack.terminate_isobar();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}\n{}",
+        stack.logs()
+    );
+    assert_eq!(
+        lease().map(|l| l["spec"]["holderIdentity"].clone()),
+        Some(serde_json::json!("")),
+        "the Lease was not released"
+    );
 }
 
 fn proxy_status(server: &ApiServer, ns: &str, name: &str) -> serde_json::Value {
