@@ -2,8 +2,8 @@
 //! pipeline (sources, conditions) → IR → encoded xDS resources → versioned snapshot.
 //!
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
-//! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks `build`
-//! (flat and inclusion) and/or `tls`). Figures go in BENCHMARKS.md.
+//! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
+//! `build` (flat and inclusion), `tls` and `kube`; all by default). Figures go in BENCHMARKS.md.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,6 +15,10 @@ use isobar::serve::envoy_settings;
 use isobar::xds::{Snapshot, XdsType, translate};
 use isobar_sdk::Objects;
 
+#[path = "../integration/apiserver.rs"]
+#[allow(dead_code)]
+mod apiserver;
+mod kube;
 mod tls;
 
 /// The same allocator as the `isobar` binary.
@@ -206,13 +210,17 @@ fn main() {
     let benching = std::env::args().any(|a| a == "--bench");
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
-    let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| "build,tls".into());
+    let profiles =
+        std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| "build,tls,kube".into());
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
         build_profiles(n, runs);
     }
     if profiles.contains(&"tls") {
         tls::run(n, runs);
+    }
+    if profiles.contains(&"kube") {
+        kube::report(n);
     }
 }
 

@@ -43,6 +43,8 @@ struct Store {
     down: bool,
     /// Every request's method, path and query, for assertions.
     requests: Vec<String>,
+    /// When the last list page was answered.
+    last_list: Option<std::time::Instant>,
     /// Status updates to answer with 409 Conflict before accepting one.
     conflicts: u32,
     /// Accepted status writes, by "namespace/name".
@@ -227,6 +229,11 @@ impl ApiServer {
         store.generation += 1;
     }
 
+    /// When the last list page was answered.
+    pub fn last_list(&self) -> Option<std::time::Instant> {
+        self.lock().last_list
+    }
+
     pub fn requests(&self) -> Vec<String> {
         self.lock().requests.clone()
     }
@@ -269,7 +276,9 @@ impl ApiServer {
         if watching {
             self.watch(target, selector, &query)
         } else {
-            self.list(target, selector, &query)
+            let response = self.list(target, selector, &query);
+            self.lock().last_list = Some(std::time::Instant::now());
+            response
         }
     }
 

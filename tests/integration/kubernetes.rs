@@ -156,6 +156,7 @@ async fn objects_created_updated_and_deleted_reach_xds() {
     c.until("b gone", |c| !c.serves("b.example.com")).await;
     assert!(c.serves("a2.example.com"));
     // Lists were paged and watches resumed from the list's resourceVersion.
+    assert!(server.last_list().is_some());
     let requests = server.requests();
     assert!(
         requests

@@ -1,0 +1,209 @@
+//! The Kubernetes provider at scale (in-cluster issue): `isobar serve --kubeconfig` (the
+//! release binary, its own process) against the test API server (`tests/integration/
+//! apiserver.rs`, in this process) holding N HTTPProxies with TLS, N Services, N
+//! EndpointSlices, N referenced Secrets and 2N unreferenced ones. Reports the time from the
+//! last list page answered to `/readyz` 200, peak and steady RSS of the Isobar process, and
+//! what the unreferenced Secrets cost (the same run without them).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::tenant;
+use crate::apiserver::ApiServer;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+/// One certificate for every referenced secret (the content does not change what is
+/// measured: each Secret is its own object, parsed and validated on its own).
+fn certificate() -> (String, String) {
+    let params = rcgen::CertificateParams::new(vec!["site.example.com".to_string()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+    (cert.pem(), key.serialize_pem())
+}
+
+fn load(server: &ApiServer, n: usize, unreferenced_per_tenant: usize) {
+    let (cert, key) = certificate();
+    for i in 0..n {
+        let text = tenant(i).replace(
+            &format!("virtualhost: {{fqdn: site-{i}.example.com}}"),
+            &format!("virtualhost: {{fqdn: site-{i}.example.com, tls: {{secretName: cert}}}}"),
+        );
+        for document in text.split("---\n").filter(|d| !d.trim().is_empty()) {
+            server.put(document);
+        }
+        server.put(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: ns-{i}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+            indent(&cert),
+            indent(&key)
+        ));
+        // Unreferenced: application secrets of about a certificate's size.
+        for j in 0..unreferenced_per_tenant {
+            server.put(&format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: app-{j}, namespace: ns-{i}}}\ntype: Opaque\nstringData:\n  config: |\n{}",
+                indent(&cert)
+            ));
+        }
+    }
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+struct Run {
+    ready_after_lists: Duration,
+    ready_after_start: Duration,
+    peak_mib: f64,
+    steady_mib: f64,
+}
+
+async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
+    let server = ApiServer::start().await;
+    load(&server, n, unreferenced_per_tenant);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = server.kubeconfig(dir.path());
+    let [xds, http, https, stats, metrics, debug] = [(); 6].map(|()| free_port());
+    let port = |p: u16| p.to_string();
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isobar"))
+        .args([
+            "serve",
+            "--insecure",
+            "--kubeconfig",
+            &kubeconfig,
+            "--xds-address",
+            "127.0.0.1",
+            "--xds-port",
+            &port(xds),
+            "--envoy-service-http-port",
+            &port(http),
+            "--envoy-service-https-port",
+            &port(https),
+            "--stats-port",
+            &port(stats),
+            "--http-address",
+            "127.0.0.1",
+            "--http-port",
+            &port(metrics),
+            "--health-address",
+            "127.0.0.1",
+            "--health-port",
+            &port(metrics),
+            "--debug-http-port",
+            &port(debug),
+        ])
+        .env("ISOBAR_LOG", "warn")
+        // The bench's own settings are not Isobar configuration.
+        .env_remove("ISOBAR_BENCH_PROFILES")
+        .env_remove("ISOBAR_BENCH_N")
+        .env_remove("ISOBAR_BENCH_RUNS")
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::create(dir.path().join("isobar.log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
+        .spawn()
+        .unwrap_or_else(|e| panic!("isobar: {e}"));
+    let pid = child.id();
+    let client = reqwest::Client::new();
+    let ready_url = format!("http://127.0.0.1:{metrics}/readyz");
+    let ready_at = loop {
+        if let Ok(r) = client.get(&ready_url).send().await
+            && r.status().as_u16() == 200
+        {
+            break Instant::now();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never ready: {}",
+            std::fs::read_to_string(dir.path().join("isobar.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let lists_done = server.last_list().unwrap_or(started);
+    // Steady state: after the leader's status writes have settled.
+    let metrics_url = format!("http://127.0.0.1:{metrics}/metrics");
+    let mut last = String::new();
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let text = match client.get(&metrics_url).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let writes: String = text
+            .lines()
+            .filter(|l| l.starts_with("isobar_status_writes_total"))
+            .collect();
+        if writes == last && !writes.is_empty() {
+            break;
+        }
+        last = writes;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let run = Run {
+        ready_after_lists: ready_at.saturating_duration_since(lists_done),
+        ready_after_start: ready_at - started,
+        peak_mib: rss_kib(pid, "VmHWM:") as f64 / 1024.0,
+        steady_mib: rss_kib(pid, "VmRSS:") as f64 / 1024.0,
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    run
+}
+
+pub fn report(n: usize) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    runtime.block_on(async {
+        let with = run(n, 2).await;
+        let without = run(n, 0).await;
+        println!(
+            "kube: {n} HTTPProxies (TLS), {n} Services, {n} EndpointSlices, {n} referenced + {} unreferenced Secrets, over HTTP from the test API server",
+            2 * n
+        );
+        println!(
+            "  ready after the last list page: {:.0} ms (after process start: {:.0} ms)",
+            with.ready_after_lists.as_secs_f64() * 1e3,
+            with.ready_after_start.as_secs_f64() * 1e3
+        );
+        println!(
+            "  RSS of isobar: peak {:.0} MiB, steady {:.0} MiB (status written)",
+            with.peak_mib, with.steady_mib
+        );
+        println!(
+            "  without the {} unreferenced Secrets: ready after lists {:.0} ms, peak {:.0} MiB, steady {:.0} MiB",
+            2 * n,
+            without.ready_after_lists.as_secs_f64() * 1e3,
+            without.peak_mib,
+            without.steady_mib
+        );
+        let per_thousand = (with.steady_mib - without.steady_mib) / (2 * n) as f64 * 1000.0;
+        println!("  unreferenced Secrets cost {per_thousand:.2} MiB per 1,000 (steady RSS difference)");
+    });
+}
