@@ -28,7 +28,15 @@ pub struct Runner {
     pub statuses: Option<StatusOutput>,
     /// Requests from the debug endpoint for the IR of the current objects.
     pub debug: Option<mpsc::Receiver<crate::debug::IrRequest>>,
+    /// Where to ask for Secrets whose data was dropped (a provider that can fetch them
+    /// again); with it, unreferenced Secrets keep no data.
+    pub hydrate: Option<mpsc::Sender<Vec<(String, String)>>>,
 }
+
+/// How long a build waits for dropped Secrets to be fetched before serving without them.
+const HYDRATE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+/// How soon a held build is retried when nothing arrives.
+const HYDRATE_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub struct StatusOutput {
     pub desired: watch::Sender<Option<Arc<Desired>>>,
@@ -46,6 +54,8 @@ impl Runner {
         // When the first unbuilt change arrived, and the latest one.
         let mut pending: Option<(Instant, Instant)> = None;
         let mut last_status = StatusReport::default();
+        // While a build waits for elided Secrets to be fetched again: since when.
+        let mut holding: Option<Instant> = None;
         loop {
             let deadline = pending
                 .filter(|_| synced)
@@ -54,7 +64,15 @@ impl Runner {
                 event = events.recv() => event,
                 () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => {
                     let since = pending.take().map(|(first, _)| first);
-                    last_status = tokio::task::block_in_place(|| self.rebuild(&objects, &last_status, since));
+                    let held;
+                    (last_status, held) = tokio::task::block_in_place(|| {
+                        self.rebuild(&mut objects, &last_status, since, &mut holding)
+                    });
+                    if held {
+                        // Try again shortly even if nothing arrives (the fetch may fail).
+                        let at = Instant::now() + HYDRATE_RETRY;
+                        pending = Some((at, at.checked_sub(self.holdoff).unwrap_or(at)));
+                    }
                     continue;
                 }
                 Some(reply) = async { debug.as_mut()?.recv().await }, if debug.is_some() => {
@@ -79,6 +97,7 @@ impl Runner {
     fn apply(&self, objects: &mut Objects, event: Event, synced: &mut bool) -> bool {
         match event {
             Event::Apply(object) => objects.apply(object),
+            Event::Fetched(object) => objects.restore(object),
             Event::Delete(key) => objects.delete(&key),
             Event::Synced => {
                 *synced = true;
@@ -91,15 +110,37 @@ impl Runner {
         }
     }
 
-    /// One build; returns the status report for the next comparison.
+    /// One build; returns the status report for the next comparison, and whether the
+    /// build was held back (not published) waiting for elided Secrets to be fetched.
     fn rebuild(
         &self,
-        objects: &Objects,
+        objects: &mut Objects,
         previous: &StatusReport,
         since: Option<Instant>,
-    ) -> StatusReport {
+        holding: &mut Option<Instant>,
+    ) -> (StatusReport, bool) {
         let started = Instant::now();
         let output = self.pipeline.build(objects);
+        let requested = objects.take_requested();
+        if let Some(hydrate) = &self.hydrate {
+            let missing = objects.elided_among(&requested);
+            if !missing.is_empty() {
+                let first = *holding.get_or_insert_with(Instant::now);
+                if first.elapsed() < HYDRATE_MAX {
+                    tracing::debug!(
+                        secrets = missing.len(),
+                        "a build needs secrets whose data was dropped; fetching them first"
+                    );
+                    let _ = hydrate.try_send(missing);
+                    return (previous.clone(), true);
+                }
+                tracing::warn!(
+                    secrets = missing.len(),
+                    "secrets could not be fetched in time; serving without them"
+                );
+            }
+            *holding = None;
+        }
         let resources = translate(&output.ir, objects, &self.settings);
         let mut snapshot = Snapshot::new(resources);
         snapshot.changed_at = since;
@@ -142,7 +183,14 @@ impl Runner {
             });
         }
         log_status_changes(previous, &output.status);
-        output.status
+        if self.hydrate.is_some() {
+            // Unreferenced Secrets keep only a digest; a later reference fetches them.
+            let elided = objects.elide_unrequested_secrets(&requested);
+            if elided > 0 {
+                tracing::debug!(elided, "dropped the data of unreferenced secrets");
+            }
+        }
+        (output.status, false)
     }
 }
 

@@ -118,6 +118,7 @@ impl Controller {
         let mut elector = None;
         let mut leader = None;
         let mut leader_always = None;
+        let mut hydrate = None;
         let (provider, statuses): (Box<dyn Provider>, _) = match choice {
             ProviderChoice::Files(dir) => {
                 (Box::new(FilesProvider::new(dir.unwrap_or_default())), None)
@@ -166,8 +167,11 @@ impl Controller {
                         config.envoy_service_name.clone(),
                     ),
                 };
+                let (hydrate_tx, hydrate_rx) = mpsc::channel(16);
+                hydrate = Some(hydrate_tx);
                 let provider =
-                    KubeProvider::new(client, namespaces, health.clone(), metrics.clone());
+                    KubeProvider::new(client, namespaces, health.clone(), metrics.clone())
+                        .with_hydration(hydrate_rx);
                 (Box::new(provider) as Box<dyn Provider>, Some(output))
             }
         };
@@ -180,6 +184,7 @@ impl Controller {
             snapshots: snapshot_tx,
             statuses,
             debug: Some(debug_rx),
+            hydrate,
         };
         let provider = tokio::spawn(provider.run(kinds, event_tx));
         background.spawn(runner.run(event_rx));

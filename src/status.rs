@@ -115,8 +115,8 @@ impl StatusWriter {
         mut desired: watch::Receiver<Option<Arc<Desired>>>,
         mut leader: watch::Receiver<bool>,
     ) {
-        // What this writer last wrote (or found in place), by object.
-        let mut written: BTreeMap<ObjectKey, Value> = BTreeMap::new();
+        // A hash of what this writer last wrote (or found in place), by object.
+        let mut written: BTreeMap<ObjectKey, u64> = BTreeMap::new();
         loop {
             if !*leader.borrow_and_update() {
                 // Not leading: forget what was written (the next leader may have changed
@@ -142,7 +142,7 @@ impl StatusWriter {
         }
     }
 
-    async fn write_batch(&self, batch: &Desired, written: &mut BTreeMap<ObjectKey, Value>) {
+    async fn write_batch(&self, batch: &Desired, written: &mut BTreeMap<ObjectKey, u64>) {
         let mut wanted: Vec<(ObjectKey, Value)> = Vec::new();
         for (key, (generation, rendered)) in &batch.proxies {
             let mut status = rendered.clone();
@@ -170,7 +170,7 @@ impl StatusWriter {
         written.retain(|key, _| keys.contains(key));
         let todo: Vec<(ObjectKey, Value)> = wanted
             .into_iter()
-            .filter(|(key, status)| written.get(key) != Some(status))
+            .filter(|(key, status)| written.get(key) != Some(&fingerprint(status)))
             .collect();
         let results: Vec<(ObjectKey, Value, Outcome)> = futures::stream::iter(todo)
             .map(|(key, status)| async move {
@@ -189,7 +189,7 @@ impl StatusWriter {
             };
             self.metrics.status_write(result);
             if matches!(outcome, Outcome::Written | Outcome::Unchanged) {
-                written.insert(key, status);
+                written.insert(key, fingerprint(&status));
             }
         }
     }
@@ -235,6 +235,14 @@ impl StatusWriter {
         tracing::warn!(object = %key, "status still conflicting after {ATTEMPTS} attempts");
         Outcome::Failed
     }
+}
+
+/// A hash of a status, to remember what was written without keeping it.
+fn fingerprint(status: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    status.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The object's status with Isobar's parts replaced and everything else kept.

@@ -57,9 +57,17 @@ pub struct KubeProvider {
     namespaces: Vec<String>,
     health: Arc<WatchHealth>,
     metrics: Arc<Metrics>,
+    /// Requests to fetch Secrets again whose data the store dropped.
+    hydrate: Option<mpsc::Receiver<Vec<(String, String)>>>,
 }
 
 impl KubeProvider {
+    /// Serves requests to fetch Secrets again (one GET each), answered as `Apply` events.
+    pub fn with_hydration(mut self, requests: mpsc::Receiver<Vec<(String, String)>>) -> Self {
+        self.hydrate = Some(requests);
+        self
+    }
+
     pub fn new(
         client: kube::Client,
         namespaces: Vec<String>,
@@ -71,6 +79,7 @@ impl KubeProvider {
             namespaces,
             health,
             metrics,
+            hydrate: None,
         }
     }
 }
@@ -111,10 +120,11 @@ struct WatchState {
 #[async_trait::async_trait]
 impl Provider for KubeProvider {
     async fn run(
-        self: Box<Self>,
+        mut self: Box<Self>,
         kinds: BTreeSet<Kind>,
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<()> {
+        let mut hydrate = self.hydrate.take();
         let scopes: Vec<Option<String>> = if self.namespaces.is_empty() {
             vec![None]
         } else {
@@ -155,7 +165,23 @@ impl Provider for KubeProvider {
             namespaces = ?self.namespaces,
             "watching the Kubernetes API"
         );
-        while let Some((id, kind, event)) = watch_rx.recv().await {
+        loop {
+            let (id, kind, event) = tokio::select! {
+                next = watch_rx.recv() => match next {
+                    Some(next) => next,
+                    None => break,
+                },
+                Some(wanted) = async { hydrate.as_mut()?.recv().await }, if hydrate.is_some() => {
+                    for (namespace, name) in wanted {
+                        if let Some(event) = self.fetch_secret(&namespace, &name).await
+                            && events.send(event).await.is_err()
+                        {
+                            return Ok(());
+                        }
+                    }
+                    continue;
+                }
+            };
             let state = &mut states[id];
             let mut out = Vec::new();
             match event {
@@ -261,6 +287,22 @@ async fn watch(
                 tracing::warn!(kind = kind.as_str(), %error, retry_in = ?backoff, "watch failed; the last good objects stay served");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+impl KubeProvider {
+    /// One Secret read again in full (the store dropped its data while unreferenced).
+    async fn fetch_secret(&self, namespace: &str, name: &str) -> Option<Event> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &api_resource(Kind::Secret));
+        match api.get_opt(name).await {
+            Ok(Some(object)) => decode(Kind::Secret, object, &self.metrics).map(Event::Fetched),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(%namespace, %name, %error, "fetching a secret failed");
+                None
             }
         }
     }

@@ -17,6 +17,8 @@ pub enum Event {
     Apply(Object),
     /// An object went away.
     Delete(ObjectKey),
+    /// An object read again on request (a Secret whose data the store had dropped).
+    Fetched(Object),
     /// Everything that existed at start-up has been delivered: building is now safe.
     Synced,
     /// Input that could not be read; the objects it last gave are kept.

@@ -683,3 +683,57 @@ async fn two_replicas_one_writer_and_a_handover() {
     let handover = stopped.elapsed();
     assert!(handover < Duration::from_secs(2), "took {handover:?}");
 }
+
+fn tls_secret(ns: &str, name: &str, fqdn: &str) -> String {
+    let params =
+        rcgen::CertificateParams::new(vec![fqdn.to_string()]).unwrap_or_else(|e| panic!("{e}"));
+    let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+    let indent = |text: String| -> String { text.lines().map(|l| format!("    {l}\n")).collect() };
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        indent(cert.pem()),
+        indent(key.serialize_pem())
+    )
+}
+
+/// An unreferenced Secret keeps no data in Isobar; when an HTTPProxy starts using it, it
+/// is read again (one GET) before the build that needs it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreferenced_secret_is_fetched_again_when_referenced() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    server.put(&tls_secret("team-a", "later", "a.example.com"));
+    let c = controller(&server, &[]).await;
+    c.until("a served", |c| c.serves("a.example.com")).await;
+    let fetched = |server: &ApiServer| {
+        server
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("GET /api/v1/namespaces/team-a/secrets/later "))
+    };
+    assert!(!fetched(&server));
+    server.put(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: site, namespace: team-a}\nspec:\n  virtualhost: {fqdn: a.example.com, tls: {secretName: later}}\n  routes:\n    - services: [{name: app, port: 80}]\n",
+    );
+    c.until("the certificate served", |c| {
+        c.snapshot().is_some_and(|s| {
+            s.get(XdsType::Secret)
+                .resources
+                .keys()
+                .any(|k| k.starts_with("team-a/later/"))
+        })
+    })
+    .await;
+    assert!(fetched(&server), "the secret was not read again");
+    let status = eventually(WAIT, || async {
+        let s = proxy_status(&server, "team-a", "site");
+        (s["currentStatus"] == "valid").then_some(s)
+    })
+    .await;
+    assert!(
+        status.is_some(),
+        "{}",
+        proxy_status(&server, "team-a", "site")
+    );
+}

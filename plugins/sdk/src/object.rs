@@ -153,6 +153,19 @@ pub struct Objects {
     secret_checks: BTreeMap<NsName, Arc<OnceLock<SecretCheck>>>,
     /// EndpointSlice names by the (namespace, service) they belong to.
     slices_by_service: BTreeMap<NsName, BTreeSet<String>>,
+    /// Secrets whose data was dropped because no build asked for them, with a digest of
+    /// the whole Secret as it arrived (an equal re-delivery changes nothing).
+    elided: BTreeMap<NsName, [u8; 32]>,
+    /// Secrets asked for (through [`Objects::secret_check`]) since the last
+    /// [`Objects::take_requested`].
+    requested: Arc<std::sync::Mutex<BTreeSet<NsName>>>,
+}
+
+/// A digest of a Secret's whole content.
+fn secret_digest(secret: &Secret) -> [u8; 32] {
+    use sha2::Digest;
+    let bytes = serde_json::to_vec(secret).unwrap_or_default();
+    sha2::Sha256::digest(&bytes).into()
 }
 
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -169,6 +182,12 @@ impl Objects {
         match object {
             Object::Service(o) => replace(&mut self.services, id, o),
             Object::Secret(o) => {
+                if let Some(digest) = self.elided.get(&id) {
+                    if *digest == secret_digest(&o) {
+                        return false;
+                    }
+                    self.elided.remove(&id);
+                }
                 let changed = replace(&mut self.secrets, id.clone(), o);
                 if changed {
                     self.secret_checks.insert(id, Arc::default());
@@ -191,6 +210,17 @@ impl Objects {
         }
     }
 
+    /// Applies an object read again on request: a Secret whose data was elided gets it
+    /// back even when its content did not change. Returns whether anything changed.
+    pub fn restore(&mut self, object: Object) -> bool {
+        let key = object.key();
+        let id = (key.namespace.clone(), key.name.clone());
+        if self.elided.remove(&id).is_some() {
+            self.secrets.remove(&id);
+        }
+        self.apply(object)
+    }
+
     /// Removes an object. Returns whether it was there.
     pub fn delete(&mut self, key: &ObjectKey) -> bool {
         let id = (key.namespace.clone(), key.name.clone());
@@ -198,6 +228,7 @@ impl Objects {
             Kind::Service => self.services.remove(&id).is_some(),
             Kind::Secret => {
                 self.secret_checks.remove(&id);
+                self.elided.remove(&id);
                 self.secrets.remove(&id).is_some()
             }
             Kind::Ingress => self.ingresses.remove(&id).is_some(),
@@ -250,11 +281,59 @@ impl Objects {
 
     /// Whether a stored secret can serve as a certificate, CA bundle or CRL; `None` when
     /// there is no such secret. Checked once per stored version.
+    ///
+    /// Every call is recorded (see [`Objects::take_requested`]); a Secret whose data was
+    /// elided answers `None` until its data is applied again.
     pub fn secret_check(&self, namespace: &str, name: &str) -> Option<&SecretCheck> {
         let id = (namespace.to_string(), name.to_string());
+        if let Ok(mut requested) = self.requested.lock() {
+            requested.insert(id.clone());
+        }
         let secret = self.secrets.get(&id)?;
         let cell = self.secret_checks.get(&id)?;
         Some(cell.get_or_init(|| SecretCheck::of(secret)))
+    }
+
+    /// The Secrets asked for since the last call.
+    pub fn take_requested(&self) -> BTreeSet<NsName> {
+        self.requested
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
+    }
+
+    /// Of `requested`, the Secrets whose data was elided: they must be fetched again.
+    pub fn elided_among(&self, requested: &BTreeSet<NsName>) -> Vec<NsName> {
+        requested
+            .iter()
+            .filter(|id| self.elided.contains_key(*id))
+            .cloned()
+            .collect()
+    }
+
+    /// Drops the data of every Secret not in `requested` (what the last build asked for),
+    /// keeping its name and a digest: unreferenced Secrets cost a few hundred bytes.
+    /// Returns how many were elided now.
+    pub fn elide_unrequested_secrets(&mut self, requested: &BTreeSet<NsName>) -> usize {
+        let mut count = 0;
+        for (id, secret) in self.secrets.iter_mut() {
+            if requested.contains(id) || self.elided.contains_key(id) {
+                continue;
+            }
+            self.elided.insert(id.clone(), secret_digest(secret));
+            *secret = Arc::new(Secret {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: secret.metadata.name.clone(),
+                    namespace: secret.metadata.namespace.clone(),
+                    ..Default::default()
+                },
+                type_: secret.type_.clone(),
+                ..Default::default()
+            });
+            self.secret_checks.remove(id);
+            count += 1;
+        }
+        count
     }
 
     /// How many objects of each kind are stored.
