@@ -215,9 +215,7 @@ impl Objects {
     pub fn restore(&mut self, object: Object) -> bool {
         let key = object.key();
         let id = (key.namespace.clone(), key.name.clone());
-        if self.elided.remove(&id).is_some() {
-            self.secrets.remove(&id);
-        }
+        self.elided.remove(&id);
         self.apply(object)
     }
 
@@ -228,8 +226,8 @@ impl Objects {
             Kind::Service => self.services.remove(&id).is_some(),
             Kind::Secret => {
                 self.secret_checks.remove(&id);
-                self.elided.remove(&id);
-                self.secrets.remove(&id).is_some()
+                let elided = self.elided.remove(&id).is_some();
+                self.secrets.remove(&id).is_some() || elided
             }
             Kind::Ingress => self.ingresses.remove(&id).is_some(),
             Kind::HTTPProxy => self.httpproxies.remove(&id).is_some(),
@@ -311,29 +309,23 @@ impl Objects {
             .collect()
     }
 
-    /// Drops the data of every Secret not in `requested` (what the last build asked for),
-    /// keeping its name and a digest: unreferenced Secrets cost a few hundred bytes.
+    /// Drops every Secret not in `requested` (what the last build asked for), keeping its
+    /// name and a digest: an unreferenced Secret costs about a hundred bytes.
     /// Returns how many were elided now.
     pub fn elide_unrequested_secrets(&mut self, requested: &BTreeSet<NsName>) -> usize {
-        let mut count = 0;
-        for (id, secret) in self.secrets.iter_mut() {
-            if requested.contains(id) || self.elided.contains_key(id) {
-                continue;
+        let unrequested: Vec<NsName> = self
+            .secrets
+            .keys()
+            .filter(|id| !requested.contains(*id))
+            .cloned()
+            .collect();
+        for id in &unrequested {
+            if let Some(secret) = self.secrets.remove(id) {
+                self.elided.insert(id.clone(), secret_digest(&secret));
             }
-            self.elided.insert(id.clone(), secret_digest(secret));
-            *secret = Arc::new(Secret {
-                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                    name: secret.metadata.name.clone(),
-                    namespace: secret.metadata.namespace.clone(),
-                    ..Default::default()
-                },
-                type_: secret.type_.clone(),
-                ..Default::default()
-            });
             self.secret_checks.remove(id);
-            count += 1;
         }
-        count
+        unrequested.len()
     }
 
     /// How many objects of each kind are stored.
@@ -341,7 +333,7 @@ impl Objects {
         BTreeMap::from([
             (Kind::Service, self.services.len()),
             (Kind::EndpointSlice, self.endpoint_slices.len()),
-            (Kind::Secret, self.secrets.len()),
+            (Kind::Secret, self.secrets.len() + self.elided.len()),
             (Kind::Ingress, self.ingresses.len()),
             (Kind::HTTPProxy, self.httpproxies.len()),
             (Kind::TLSCertificateDelegation, self.delegations.len()),
