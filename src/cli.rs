@@ -31,6 +31,8 @@ pub enum Command {
     Translate(TranslateArgs),
     /// List the plugins built into this binary.
     Plugins,
+    /// Print the HTTPProxy and TLSCertificateDelegation CRDs (`deploy/crds.yaml`).
+    Crds,
     /// Print the version.
     Version,
 }
@@ -357,6 +359,10 @@ pub fn main() -> ExitCode {
         .map(|_| ()),
         Command::Version => {
             println!("isobar {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Crds => {
+            print!("{}", crate::crds::yaml());
             Ok(())
         }
     };

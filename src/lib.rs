@@ -6,6 +6,7 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod config;
+pub mod crds;
 pub mod debug;
 pub mod http;
 pub mod leader;

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use isobar::config::Config;
 use isobar::pipeline::{Pipeline, registered_plugins};
+use serde::Deserialize;
 
 use crate::support::{envoy_bin, isobar, service_yaml, write};
 
@@ -324,4 +325,68 @@ fn root_namespaces_and_ingress_class_flags_reach_the_filters() {
         serde_json::Value::Null,
         "{out}"
     );
+}
+
+/// `deploy/crds.yaml` is exactly what `isobar crds` prints (regenerate with
+/// `UPDATE_CRDS=1 cargo test --test integration crds`), and the schemas are structural,
+/// as the API server requires: typed everywhere, no references or combinators.
+#[test]
+fn the_crds_in_deploy_are_generated_from_the_types() {
+    let (ok, out, err) = isobar(&["crds"], &[]);
+    assert!(ok, "{err}");
+    let path = format!("{REPO}/deploy/crds.yaml");
+    if std::env::var_os("UPDATE_CRDS").is_some() {
+        std::fs::write(&path, &out).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let shipped = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        shipped == out,
+        "deploy/crds.yaml differs from `isobar crds`; run UPDATE_CRDS=1 cargo test --test integration crds"
+    );
+    fn check(node: &serde_json::Value, path: &str, problems: &mut Vec<String>) {
+        let Some(map) = node.as_object() else { return };
+        for key in ["$ref", "anyOf", "oneOf", "allOf"] {
+            if map.contains_key(key) {
+                problems.push(format!("{path}: {key}"));
+            }
+        }
+        let typed = map.contains_key("type")
+            || map.get("x-kubernetes-preserve-unknown-fields") == Some(&serde_json::json!(true));
+        if !typed {
+            problems.push(format!("{path}: no type"));
+        }
+        if map.contains_key("properties") && map.get("additionalProperties").is_some() {
+            problems.push(format!("{path}: properties with additionalProperties"));
+        }
+        if let Some(props) = map.get("properties").and_then(|p| p.as_object()) {
+            for (name, child) in props {
+                check(child, &format!("{path}.{name}"), problems);
+            }
+        }
+        if let Some(items) = map.get("items") {
+            check(items, &format!("{path}[]"), problems);
+        }
+    }
+    let mut kinds = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&out) {
+        let crd = serde_json::to_value(
+            serde_yaml::Value::deserialize(doc).unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_default();
+        kinds.push(
+            crd["spec"]["names"]["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut problems = Vec::new();
+        check(schema, "", &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(
+            schema["properties"]["spec"]["properties"].is_object(),
+            "{schema}"
+        );
+    }
+    assert_eq!(kinds, vec!["HTTPProxy", "TLSCertificateDelegation"]);
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Fields present in a manifest that this version of Isobar does not act on.
@@ -21,7 +22,7 @@ pub struct HTTPProxy {
     pub spec: HTTPProxySpec,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HTTPProxySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,7 +40,7 @@ pub struct HTTPProxySpec {
 }
 
 /// `spec.tcpproxy`: TCP forwarding for a TLS vhost (terminated or passed through).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TcpProxy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +58,7 @@ pub struct TcpProxy {
     pub unsupported: Unsupported,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TcpProxyInclude {
     pub name: String,
@@ -65,7 +66,7 @@ pub struct TcpProxyInclude {
     pub namespace: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TcpHealthCheckPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,7 +80,7 @@ pub struct TcpHealthCheckPolicy {
 }
 
 /// `spec.virtualhost.tls`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Tls {
     /// `name` (the proxy's namespace) or `namespace/name` (needs a delegation).
@@ -99,7 +100,7 @@ pub struct Tls {
     pub unsupported: Unsupported,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientValidation {
     #[serde(default, deserialize_with = "null_as_empty")]
@@ -117,7 +118,7 @@ pub struct ClientValidation {
 }
 
 /// Which parts of a client certificate go upstream in `X-Forwarded-Client-Cert`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientCertificateDetails {
     #[serde(default)]
@@ -133,7 +134,7 @@ pub struct ClientCertificateDetails {
 }
 
 /// Upstream certificate verification of a `tls`/`h2` service.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpstreamValidation {
     #[serde(default, deserialize_with = "null_as_empty")]
@@ -155,14 +156,14 @@ pub struct TLSCertificateDelegation {
     pub spec: TLSCertificateDelegationSpec,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TLSCertificateDelegationSpec {
     #[serde(default)]
     pub delegations: Vec<CertificateDelegation>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CertificateDelegation {
     pub secret_name: String,
@@ -171,7 +172,7 @@ pub struct CertificateDelegation {
     pub target_namespaces: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualHost {
     #[serde(default, deserialize_with = "null_as_empty")]
@@ -190,7 +191,7 @@ pub struct VirtualHost {
     pub unsupported: Unsupported,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CorsPolicy {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -209,7 +210,7 @@ pub struct CorsPolicy {
     pub max_age: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RateLimitPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,7 +219,7 @@ pub struct RateLimitPolicy {
     pub unsupported: Unsupported,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalRateLimitPolicy {
     #[serde(default)]
@@ -233,7 +234,7 @@ pub struct LocalRateLimitPolicy {
     pub response_headers_to_add: Vec<HeaderValue>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InternalRedirectPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,7 +247,7 @@ pub struct InternalRedirectPolicy {
     pub deny_repeated_route_redirect: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Include {
     pub name: String,
@@ -256,7 +257,7 @@ pub struct Include {
     pub conditions: Vec<MatchCondition>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Route {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -299,7 +300,7 @@ pub struct Route {
     pub unsupported: Unsupported,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CookieRewritePolicy {
     #[serde(default)]
@@ -314,14 +315,14 @@ pub struct CookieRewritePolicy {
     pub same_site: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueRewrite {
     #[serde(default)]
     pub value: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LoadBalancerPolicy {
     #[serde(default)]
@@ -330,7 +331,7 @@ pub struct LoadBalancerPolicy {
     pub request_hash_policies: Vec<RequestHashPolicy>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestHashPolicy {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -347,21 +348,21 @@ pub struct RequestHashPolicy {
     pub hash_source_ip: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderHashOptions {
     #[serde(default)]
     pub header_name: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryParameterHashOptions {
     #[serde(default)]
     pub parameter_name: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthCheckPolicy {
     #[serde(default)]
@@ -380,14 +381,14 @@ pub struct HealthCheckPolicy {
     pub expected_statuses: Vec<StatusRange>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusRange {
     pub start: i64,
     pub end: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SlowStartPolicy {
     #[serde(default)]
@@ -399,7 +400,7 @@ pub struct SlowStartPolicy {
 }
 
 /// One CIDR of an `ipAllowPolicy` / `ipDenyPolicy`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IpFilterPolicy {
     /// `Peer` (the directly connected client) or `Remote` (from `X-Forwarded-For`).
@@ -409,7 +410,7 @@ pub struct IpFilterPolicy {
     pub cidr: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeoutPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -422,7 +423,7 @@ pub struct TimeoutPolicy {
     pub unsupported: Unsupported,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -435,14 +436,14 @@ pub struct RetryPolicy {
     pub retriable_status_codes: Vec<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PathRewritePolicy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replace_prefix: Vec<ReplacePrefix>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplacePrefix {
     #[serde(default)]
@@ -451,7 +452,7 @@ pub struct ReplacePrefix {
     pub replacement: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeadersPolicy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -460,7 +461,7 @@ pub struct HeadersPolicy {
     pub remove: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderValue {
     #[serde(default)]
@@ -469,7 +470,7 @@ pub struct HeaderValue {
     pub value: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RedirectPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,7 +487,7 @@ pub struct RedirectPolicy {
     pub prefix: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DirectResponsePolicy {
     #[serde(default)]
@@ -497,7 +498,7 @@ pub struct DirectResponsePolicy {
 
 /// One entry of `conditions`: a path condition (`prefix`, `exact` or `regex`), a header
 /// or a query parameter match.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MatchCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -514,7 +515,7 @@ pub struct MatchCondition {
     pub unsupported: Unsupported,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderMatchCondition {
     #[serde(default)]
@@ -539,7 +540,7 @@ pub struct HeaderMatchCondition {
     pub treat_missing_as_empty: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryParameterMatchCondition {
     #[serde(default)]
@@ -560,7 +561,7 @@ pub struct QueryParameterMatchCondition {
     pub present: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteService {
     pub name: String,
