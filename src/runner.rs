@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use isobar_sdk::{Kind, Objects, StatusReport};
+use std::collections::BTreeMap;
+
+use isobar_sdk::{ConditionType, Kind, ObjectKey, Objects, Reason, StatusReport};
 
 use crate::metrics::{KindLabel, Metrics};
 use crate::pipeline::Pipeline;
@@ -56,6 +58,8 @@ impl Runner {
         let mut last_status = StatusReport::default();
         // While a build waits for elided Secrets to be fetched again: since when.
         let mut holding: Option<Instant> = None;
+        // Objects whose latest version did not decode, with why.
+        let mut unreadable: BTreeMap<ObjectKey, String> = BTreeMap::new();
         loop {
             let deadline = pending
                 .filter(|_| synced)
@@ -66,7 +70,7 @@ impl Runner {
                     let since = pending.take().map(|(first, _)| first);
                     let held;
                     (last_status, held) = tokio::task::block_in_place(|| {
-                        self.rebuild(&mut objects, &last_status, since, &mut holding)
+                        self.rebuild(&mut objects, &unreadable, &last_status, since, &mut holding)
                     });
                     if held {
                         // Try again shortly even if nothing arrives (the fetch may fail).
@@ -83,9 +87,9 @@ impl Runner {
                 }
             };
             let Some(event) = event else { return };
-            let mut changed = self.apply(&mut objects, event, &mut synced);
+            let mut changed = self.apply(&mut objects, &mut unreadable, event, &mut synced);
             while let Ok(event) = events.try_recv() {
-                changed |= self.apply(&mut objects, event, &mut synced);
+                changed |= self.apply(&mut objects, &mut unreadable, event, &mut synced);
             }
             if changed {
                 let now = Instant::now();
@@ -94,11 +98,27 @@ impl Runner {
         }
     }
 
-    fn apply(&self, objects: &mut Objects, event: Event, synced: &mut bool) -> bool {
+    fn apply(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        event: Event,
+        synced: &mut bool,
+    ) -> bool {
         match event {
-            Event::Apply(object) => objects.apply(object),
+            Event::Apply(object) => {
+                let readable = unreadable.remove(&object.key()).is_some();
+                objects.apply(object) || readable
+            }
             Event::Fetched(object) => objects.restore(object),
-            Event::Delete(key) => objects.delete(&key),
+            Event::Delete(key) => {
+                let readable = unreadable.remove(&key).is_some();
+                objects.delete(&key) || readable
+            }
+            Event::Unreadable(key, error) => {
+                unreadable.insert(key, error);
+                true
+            }
             Event::Synced => {
                 *synced = true;
                 true
@@ -115,12 +135,14 @@ impl Runner {
     fn rebuild(
         &self,
         objects: &mut Objects,
+        unreadable: &BTreeMap<ObjectKey, String>,
         previous: &StatusReport,
         since: Option<Instant>,
         holding: &mut Option<Instant>,
     ) -> (StatusReport, bool) {
         let started = Instant::now();
-        let output = self.pipeline.build(objects);
+        let mut output = self.pipeline.build(objects);
+        report_unreadable(&mut output.status, objects, unreadable);
         let requested = objects.take_requested();
         if let Some(hydrate) = &self.hydrate {
             let missing = objects.elided_among(&requested);
@@ -191,6 +213,38 @@ impl Runner {
             }
         }
         (output.status, false)
+    }
+}
+
+/// Says on each object whose latest version did not decode why, and what is served
+/// instead: its last good version (a warning), or nothing (an error).
+fn report_unreadable(
+    status: &mut StatusReport,
+    objects: &Objects,
+    unreadable: &BTreeMap<ObjectKey, String>,
+) {
+    for (key, error) in unreadable {
+        let id = (key.namespace.clone(), key.name.clone());
+        let stored = match key.kind {
+            Kind::HTTPProxy => objects.httpproxies.contains_key(&id),
+            Kind::Ingress => objects.ingresses.contains_key(&id),
+            _ => continue,
+        };
+        if stored {
+            status.warning(
+                key,
+                ConditionType::SpecError,
+                Reason::ObjectNotReadable,
+                format!("the latest version could not be read ({error}); the previous version is still served"),
+            );
+        } else {
+            status.error(
+                key,
+                ConditionType::SpecError,
+                Reason::ObjectNotReadable,
+                format!("this object could not be read ({error}) and is not served"),
+            );
+        }
     }
 }
 

@@ -192,7 +192,7 @@ impl Provider for KubeProvider {
                         listed.insert(key.clone());
                     }
                     state.known.insert(key);
-                    out.extend(decode(kind, object, &self.metrics).map(Event::Apply));
+                    out.extend(event_for(kind, object, &self.metrics));
                 }
                 watcher::Event::InitDone => {
                     let listed = state.relisting.take().unwrap_or_default();
@@ -210,7 +210,7 @@ impl Provider for KubeProvider {
                 }
                 watcher::Event::Apply(object) => {
                     state.known.insert(object_key(kind, &object));
-                    out.extend(decode(kind, object, &self.metrics).map(Event::Apply));
+                    out.extend(event_for(kind, object, &self.metrics));
                 }
                 watcher::Event::Delete(object) => {
                     let key = object_key(kind, &object);
@@ -298,7 +298,9 @@ impl KubeProvider {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &api_resource(Kind::Secret));
         match api.get_opt(name).await {
-            Ok(Some(object)) => decode(Kind::Secret, object, &self.metrics).map(Event::Fetched),
+            Ok(Some(object)) => decode(Kind::Secret, object, &self.metrics)
+                .ok()
+                .map(Event::Fetched),
             Ok(None) => None,
             Err(error) => {
                 tracing::warn!(%namespace, %name, %error, "fetching a secret failed");
@@ -316,8 +318,23 @@ fn object_key(kind: Kind, object: &DynamicObject) -> ObjectKey {
     )
 }
 
-/// The typed object, or `None` (with a warning naming it) when it does not decode.
-fn decode(kind: Kind, mut object: DynamicObject, metrics: &Metrics) -> Option<isobar_sdk::Object> {
+/// The event for a watched object: `Apply`, or `Unreadable` (with a warning naming it)
+/// when it does not decode.
+fn event_for(kind: Kind, object: DynamicObject, metrics: &Metrics) -> Option<Event> {
+    let key = object_key(kind, &object);
+    match decode(kind, object, metrics) {
+        Ok(object) => Some(Event::Apply(object)),
+        Err(Some(error)) => Some(Event::Unreadable(key, error)),
+        Err(None) => None,
+    }
+}
+
+/// The typed object; `Err(Some(why))` when it does not decode (logged with its name).
+fn decode(
+    kind: Kind,
+    mut object: DynamicObject,
+    metrics: &Metrics,
+) -> Result<isobar_sdk::Object, Option<String>> {
     object.metadata.managed_fields = None;
     // Neither moves routing: without them, Isobar's own status writes (which change
     // both) leave the stored object equal, and so rebuild nothing.
@@ -343,7 +360,7 @@ fn decode(kind: Kind, mut object: DynamicObject, metrics: &Metrics) -> Option<is
         Ok(value) => value,
         Err(error) => {
             tracing::warn!(kind = kind.as_str(), %error, "an object could not be read");
-            return None;
+            return Err(None);
         }
     };
     if let Some(fields) = value.as_object_mut() {
@@ -352,7 +369,7 @@ fn decode(kind: Kind, mut object: DynamicObject, metrics: &Metrics) -> Option<is
         fields.insert("kind".into(), resource.kind.into());
     }
     match manifest::decode(kind, value) {
-        Ok(object) => Some(object),
+        Ok(object) => Ok(object),
         Err(error) => {
             metrics.decode_error(kind.as_str());
             tracing::warn!(
@@ -362,7 +379,7 @@ fn decode(kind: Kind, mut object: DynamicObject, metrics: &Metrics) -> Option<is
                 %error,
                 "skipping an object that does not decode; its last good version (if any) stays"
             );
-            None
+            Err(Some(error))
         }
     }
 }

@@ -17,6 +17,9 @@ pub enum Event {
     Apply(Object),
     /// An object went away.
     Delete(ObjectKey),
+    /// The latest version of an object could not be decoded; its last good version (if
+    /// any) stays.
+    Unreadable(ObjectKey, String),
     /// An object read again on request (a Secret whose data the store had dropped).
     Fetched(Object),
     /// Everything that existed at start-up has been delivered: building is now safe.

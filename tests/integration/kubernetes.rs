@@ -272,6 +272,27 @@ async fn an_object_that_does_not_decode_is_skipped_and_the_watch_goes_on() {
     .await;
     assert!(errors.is_some(), "{}", c.metrics.encode());
     assert!(c.serves("later.example.com"));
+    // Both say why in their status: the one never read is invalid and not served; the
+    // other keeps serving its last good version, with a warning.
+    let reason =
+        |status: &serde_json::Value, list: &str| valid_condition(status)[list][0]["reason"].clone();
+    let told = eventually(WAIT, || async {
+        let broken = proxy_status(&server, "team-a", "broken");
+        let later = proxy_status(&server, "team-a", "later");
+        (reason(&broken, "errors") == "ObjectNotReadable"
+            && reason(&later, "warnings") == "ObjectNotReadable")
+            .then_some((broken, later))
+    })
+    .await;
+    let (broken, later) = told.unwrap_or_else(|| {
+        panic!(
+            "{} {}",
+            proxy_status(&server, "team-a", "broken"),
+            proxy_status(&server, "team-a", "later")
+        )
+    });
+    assert_eq!(broken["currentStatus"], "invalid");
+    assert_eq!(later["currentStatus"], "valid");
 }
 
 /// Provider events straight from the watchers.

@@ -99,6 +99,9 @@ pub enum Reason {
     SlowStartInvalid,
     /// A cookie rewrite with a bad name, path, domain or SameSite value.
     CookieRewritePolicyNotValid,
+    /// The API server returned a version of the object Isobar could not read (a CRD
+    /// version skew, a field of the wrong type).
+    ObjectNotReadable,
     /// A secret that is missing, of the wrong type, or whose PEM Envoy could not load.
     SecretNotValid,
     /// A secret in another namespace with no TLSCertificateDelegation naming this one.
@@ -156,6 +159,7 @@ impl Reason {
             Reason::InternalRedirectPolicyNotValid => "InternalRedirectPolicyNotValid",
             Reason::SlowStartInvalid => "SlowStartInvalid",
             Reason::CookieRewritePolicyNotValid => "CookieRewritePolicyNotValid",
+            Reason::ObjectNotReadable => "ObjectNotReadable",
             Reason::SecretNotValid => "SecretNotValid",
             Reason::DelegationNotPermitted => "DelegationNotPermitted",
             Reason::TLSConfigNotValid => "TLSConfigNotValid",
