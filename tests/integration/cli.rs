@@ -390,3 +390,62 @@ fn the_crds_in_deploy_are_generated_from_the_types() {
     }
     assert_eq!(kinds, vec!["HTTPProxy", "TLSCertificateDelegation"]);
 }
+
+/// `deploy/rbac.yaml` grants what the code asks of the API: list/watch of every kind a
+/// plugin reads, status updates where the status writer writes, and the Lease.
+#[test]
+fn the_rbac_in_deploy_grants_what_isobar_uses() {
+    let text = std::fs::read_to_string(format!("{REPO}/deploy/rbac.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut grants: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_yaml::Value::deserialize(doc).unwrap_or_else(|e| panic!("{e}"));
+        let kind = value["kind"].as_str().unwrap_or_default();
+        if kind != "ClusterRole" && kind != "Role" {
+            continue;
+        }
+        for rule in value["rules"].as_sequence().into_iter().flatten() {
+            let list = |key: &str| -> Vec<String> {
+                rule[key]
+                    .as_sequence()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            };
+            for group in list("apiGroups") {
+                for resource in list("resources") {
+                    for verb in list("verbs") {
+                        grants.insert((group.clone(), resource.clone(), verb));
+                    }
+                }
+            }
+        }
+    }
+    let mut wanted = Vec::new();
+    for kind in isobar_sdk::Kind::ALL {
+        let resource = isobar::provider::kube::api_resource(kind);
+        for verb in ["get", "list", "watch"] {
+            wanted.push((resource.group.clone(), resource.plural.clone(), verb));
+        }
+    }
+    for kind in [isobar_sdk::Kind::HTTPProxy, isobar_sdk::Kind::Ingress] {
+        let resource = isobar::provider::kube::api_resource(kind);
+        for verb in ["get", "update"] {
+            wanted.push((
+                resource.group.clone(),
+                format!("{}/status", resource.plural),
+                verb,
+            ));
+        }
+    }
+    for verb in ["get", "create", "update"] {
+        wanted.push(("coordination.k8s.io".into(), "leases".into(), verb));
+    }
+    for (group, resource, verb) in wanted {
+        assert!(
+            grants.contains(&(group.clone(), resource.clone(), verb.to_string())),
+            "deploy/rbac.yaml does not grant {verb} on {group}/{resource}"
+        );
+    }
+}
