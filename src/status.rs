@@ -27,8 +27,9 @@ use crate::provider::kube::api_resource;
 /// Statuses a build wants written.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Desired {
-    /// HTTPProxy key → (generation seen by the build, rendered `Valid` status).
-    pub proxies: BTreeMap<ObjectKey, (Option<i64>, Value)>,
+    /// HTTPProxy key → (generation seen by the build, rendered status as JSON text: text
+    /// is a fraction of the memory of a JSON tree, and 10,000 of these are kept).
+    pub proxies: BTreeMap<ObjectKey, (Option<i64>, String)>,
     /// Ingresses the build served (they get `status.loadBalancer` only).
     pub ingresses: BTreeSet<ObjectKey>,
     /// `status.loadBalancer` for both kinds.
@@ -50,7 +51,7 @@ impl Desired {
                         .httpproxies
                         .get(&id)
                         .and_then(|p| p.metadata.generation);
-                    let rendered = serde_json::to_value(report.render(key)).unwrap_or(Value::Null);
+                    let rendered = serde_json::to_string(&report.render(key)).unwrap_or_default();
                     desired.proxies.insert(key.clone(), (generation, rendered));
                 }
                 Kind::Ingress => {
@@ -143,44 +144,42 @@ impl StatusWriter {
     }
 
     async fn write_batch(&self, batch: &Desired, written: &mut BTreeMap<ObjectKey, u64>) {
-        let mut wanted: Vec<(ObjectKey, Value)> = Vec::new();
-        for (key, (generation, rendered)) in &batch.proxies {
-            let mut status = rendered.clone();
-            if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
-                for condition in conditions {
-                    if let Some(generation) = generation {
-                        condition["observedGeneration"] = json!(generation);
-                    }
-                }
-            }
-            status["loadBalancer"] = batch.load_balancer.clone();
-            wanted.push((key.clone(), status));
-        }
+        let lb = batch.load_balancer.to_string();
         let has_address = batch
             .load_balancer
             .as_object()
             .is_some_and(|lb| !lb.is_empty());
-        for key in batch.ingresses.iter().filter(|_| has_address) {
-            wanted.push((
-                key.clone(),
-                json!({"loadBalancer": batch.load_balancer.clone()}),
-            ));
+        // Fingerprints first: a status is only materialised when it needs writing.
+        let mut wanted: BTreeMap<&ObjectKey, u64> = BTreeMap::new();
+        for (key, (generation, rendered)) in &batch.proxies {
+            wanted.insert(key, fingerprint(&(rendered, generation, &lb)));
         }
-        let keys: BTreeSet<ObjectKey> = wanted.iter().map(|(k, _)| k.clone()).collect();
-        written.retain(|key, _| keys.contains(key));
-        let todo: Vec<(ObjectKey, Value)> = wanted
+        for key in batch.ingresses.iter().filter(|_| has_address) {
+            wanted.insert(key, fingerprint(&("ingress", &lb)));
+        }
+        written.retain(|key, _| wanted.contains_key(key));
+        let todo: Vec<(ObjectKey, u64, Value)> = wanted
             .into_iter()
-            .filter(|(key, status)| written.get(key) != Some(&fingerprint(status)))
+            .filter(|(key, print)| written.get(*key) != Some(print))
+            .map(|(key, print)| {
+                let status = match batch.proxies.get(key) {
+                    Some((generation, rendered)) => {
+                        proxy_status(rendered, *generation, &batch.load_balancer)
+                    }
+                    None => json!({"loadBalancer": batch.load_balancer.clone()}),
+                };
+                (key.clone(), print, status)
+            })
             .collect();
-        let results: Vec<(ObjectKey, Value, Outcome)> = futures::stream::iter(todo)
-            .map(|(key, status)| async move {
+        let results: Vec<(ObjectKey, u64, Outcome)> = futures::stream::iter(todo)
+            .map(|(key, print, status)| async move {
                 let outcome = self.write(&key, &status).await;
-                (key, status, outcome)
+                (key, print, outcome)
             })
             .buffer_unordered(self.concurrency.max(1))
             .collect()
             .await;
-        for (key, status, outcome) in results {
+        for (key, print, outcome) in results {
             let result = match outcome {
                 Outcome::Written => "written",
                 Outcome::Unchanged => "unchanged",
@@ -189,7 +188,7 @@ impl StatusWriter {
             };
             self.metrics.status_write(result);
             if matches!(outcome, Outcome::Written | Outcome::Unchanged) {
-                written.insert(key, fingerprint(&status));
+                written.insert(key, print);
             }
         }
     }
@@ -237,12 +236,27 @@ impl StatusWriter {
     }
 }
 
-/// A hash of a status, to remember what was written without keeping it.
-fn fingerprint(status: &Value) -> u64 {
-    use std::hash::{Hash, Hasher};
+/// A hash of what makes a status, to remember what was written without keeping it.
+fn fingerprint(parts: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    status.to_string().hash(&mut hasher);
+    parts.hash(&mut hasher);
     hasher.finish()
+}
+
+/// An HTTPProxy's status: the rendered `Valid` condition (JSON text), its generation and
+/// the load balancer addresses.
+fn proxy_status(rendered: &str, generation: Option<i64>, load_balancer: &Value) -> Value {
+    let mut status: Value = serde_json::from_str(rendered).unwrap_or_else(|_| json!({}));
+    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut)
+        && let Some(generation) = generation
+    {
+        for condition in conditions {
+            condition["observedGeneration"] = json!(generation);
+        }
+    }
+    status["loadBalancer"] = load_balancer.clone();
+    status
 }
 
 /// The object's status with Isobar's parts replaced and everything else kept.
