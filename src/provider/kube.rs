@@ -12,8 +12,9 @@
 //!   good version (if any) stays, and the watch goes on.
 //! - `managedFields`, `resourceVersion` and an Ingress's `status` are dropped on arrival
 //!   (a status write then changes nothing stored and rebuilds nothing). Secrets are listed with a field selector that
-//!   leaves out Helm releases and service-account tokens, and the data of any Secret that
-//!   is neither `kubernetes.io/tls` nor `Opaque` is dropped before it is stored.
+//!   leaves out Helm releases and service-account tokens; the data of any Secret that is
+//!   neither `kubernetes.io/tls` nor `Opaque` is dropped before it is stored, and of the
+//!   others only the keys Isobar reads (`tls.crt`, `tls.key`, `ca.crt`, `crl.pem`) are kept.
 //! - While a watch is failing, the last good objects stay served and `/readyz` reports
 //!   not ready ([`WatchHealth`]).
 
@@ -350,9 +351,16 @@ fn decode(
             .get("type")
             .and_then(|t| t.as_str())
             .is_none_or(|t| KEPT_SECRET_TYPES.contains(&t));
-        if !kept && let Some(fields) = object.data.as_object_mut() {
-            fields.remove("data");
-            fields.remove("stringData");
+        if let Some(fields) = object.data.as_object_mut() {
+            for field in ["data", "stringData"] {
+                if !kept {
+                    fields.remove(field);
+                } else if let Some(serde_json::Value::Object(entries)) = fields.get_mut(field) {
+                    // Only the keys Isobar reads: an application's own secrets (config,
+                    // passwords) cost nothing beyond their name.
+                    entries.retain(|key, _| isobar_sdk::secret::READ_KEYS.contains(&key.as_str()));
+                }
+            }
         }
     }
     let resource = api_resource(kind);

@@ -333,6 +333,9 @@ async fn secrets_the_controller_never_needs_stay_out() {
     server.put(&secret("token", "kubernetes.io/service-account-token"));
     server.put(&secret("pull", "kubernetes.io/dockerconfigjson"));
     server.put(&secret("opaque", "Opaque"));
+    server.put(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: bundle, namespace: team-a}\ntype: Opaque\ndata: {ca.crt: Y2E=, password: c2VjcmV0}\n",
+    );
     let events = events(&server, &[Kind::Secret], &[]).await;
     let mut seen = Vec::new();
     for event in &events {
@@ -340,16 +343,19 @@ async fn secrets_the_controller_never_needs_stay_out() {
             panic!("unexpected {event:?}");
         };
         assert!(s.metadata.managed_fields.is_none(), "managedFields kept");
-        seen.push((
-            s.metadata.name.clone().unwrap_or_default(),
-            s.data.as_ref().is_some_and(|d| !d.is_empty()),
-        ));
+        let keys: Vec<String> = s.data.iter().flat_map(|d| d.keys().cloned()).collect();
+        seen.push((s.metadata.name.clone().unwrap_or_default(), keys));
     }
     seen.sort();
+    let none: Vec<String> = Vec::new();
     assert_eq!(
         seen,
-        vec![("opaque".to_string(), true), ("pull".to_string(), false)],
-        "helm and token secrets are not listed; foreign types keep no data"
+        vec![
+            ("bundle".to_string(), vec!["ca.crt".to_string()]),
+            ("opaque".to_string(), none.clone()),
+            ("pull".to_string(), none),
+        ],
+        "helm and token secrets are not listed; foreign types keep no data; others keep only the keys Isobar reads"
     );
     let requests = server.requests();
     assert!(

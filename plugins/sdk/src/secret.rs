@@ -23,6 +23,8 @@ pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_PRIVATE_KEY: &str = "tls.key";
 pub const CA_KEY: &str = "ca.crt";
 pub const CRL_KEY: &str = "crl.pem";
+/// Every data key Isobar reads from a Secret; a provider may drop the others on arrival.
+pub const READ_KEYS: [&str; 4] = [TLS_CERT_KEY, TLS_PRIVATE_KEY, CA_KEY, CRL_KEY];
 
 const TYPE_TLS: &str = "kubernetes.io/tls";
 const TYPE_OPAQUE: &str = "Opaque";
