@@ -364,18 +364,24 @@ fn decode(
         }
     }
     let resource = api_resource(kind);
-    let mut value = match serde_json::to_value(&object) {
+    // The object's fields move into the value handed to the decoder (no copy of a
+    // Secret's data); only the metadata is serialised.
+    let metadata = match serde_json::to_value(&object.metadata) {
         Ok(value) => value,
         Err(error) => {
             tracing::warn!(kind = kind.as_str(), %error, "an object could not be read");
             return Err(None);
         }
     };
-    if let Some(fields) = value.as_object_mut() {
-        // List items carry no apiVersion/kind; the watch says what they are.
-        fields.insert("apiVersion".into(), resource.api_version.into());
-        fields.insert("kind".into(), resource.kind.into());
-    }
+    let mut fields = match std::mem::take(&mut object.data) {
+        serde_json::Value::Object(fields) => fields,
+        _ => serde_json::Map::new(),
+    };
+    fields.insert("metadata".into(), metadata);
+    // List items carry no apiVersion/kind; the watch says what they are.
+    fields.insert("apiVersion".into(), resource.api_version.into());
+    fields.insert("kind".into(), resource.kind.into());
+    let value = serde_json::Value::Object(fields);
     match manifest::decode(kind, value) {
         Ok(object) => Ok(object),
         Err(error) => {
