@@ -320,3 +320,64 @@ fn same_objects_give_byte_identical_resources() {
         + &std::fs::read_to_string("examples/quickstart/services.yaml").unwrap_or_default();
     assert_eq!(build(&yaml).1, build(&yaml).1);
 }
+
+/// The store keeps a Secret's data only until it is no longer needed: a Secret in use keeps
+/// its computed check (served the same), an unused one only its name and digest; equal
+/// re-deliveries change nothing, new content is taken, and an elided one is wanted back.
+#[test]
+fn the_store_drops_secret_data_it_no_longer_needs() {
+    let tls = |name: &str, cn: &str| {
+        let params =
+            rcgen::CertificateParams::new(vec![cn.to_string()]).unwrap_or_else(|e| panic!("{e}"));
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+        let indent = |t: String| -> String { t.lines().map(|l| format!("    {l}\n")).collect() };
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: ns}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+            indent(cert.pem()),
+            indent(key.serialize_pem())
+        )
+    };
+    let used = tls("used", "a.example.com");
+    let unused = tls("unused", "b.example.com");
+    let mut store = objects(&format!("{used}---\n{unused}"));
+    let fingerprint = |store: &Objects| {
+        store
+            .secret_check("ns", "used")
+            .and_then(|c| c.certificate.as_ref().ok().map(|c| c.fingerprint.clone()))
+    };
+    let before = fingerprint(&store);
+    assert!(before.is_some());
+    let requested = store.take_requested();
+    store.elide_unrequested_secrets(&requested);
+    assert_eq!(
+        fingerprint(&store),
+        before,
+        "the check of a secret in use survives"
+    );
+    assert!(store.secret_check("ns", "unused").is_none());
+    let wanted = store.take_requested();
+    assert_eq!(
+        store.elided_among(&wanted),
+        vec![("ns".to_string(), "unused".to_string())]
+    );
+    // The same content again changes nothing; other content is taken.
+    for text in [&used, &unused] {
+        for object in parse_file(Path::new("again.yaml"), text).unwrap_or_else(|e| panic!("{e}")) {
+            assert!(
+                !store.apply(object),
+                "an equal re-delivery changed the store"
+            );
+        }
+    }
+    let rotated = tls("used", "a.example.com");
+    for object in parse_file(Path::new("new.yaml"), &rotated).unwrap_or_else(|e| panic!("{e}")) {
+        assert!(store.apply(object));
+    }
+    assert!(fingerprint(&store).is_some_and(|f| Some(&f) != before.as_ref()));
+    // An elided secret fetched again is usable again.
+    for object in parse_file(Path::new("fetched.yaml"), &unused).unwrap_or_else(|e| panic!("{e}")) {
+        assert!(store.restore(object));
+    }
+    assert!(store.secret_check("ns", "unused").is_some());
+}

@@ -156,6 +156,9 @@ pub struct Objects {
     /// Secrets whose data was dropped because no build asked for them, with a digest of
     /// the whole Secret as it arrived (an equal re-delivery changes nothing).
     elided: BTreeMap<NsName, [u8; 32]>,
+    /// Secrets in use whose check is computed: stored without their data (the check holds
+    /// what is served), with the same kind of digest.
+    stripped: BTreeMap<NsName, [u8; 32]>,
     /// Secrets asked for (through [`Objects::secret_check`]) since the last
     /// [`Objects::take_requested`].
     requested: Arc<std::sync::Mutex<BTreeSet<NsName>>>,
@@ -182,11 +185,13 @@ impl Objects {
         match object {
             Object::Service(o) => replace(&mut self.services, id, o),
             Object::Secret(o) => {
-                if let Some(digest) = self.elided.get(&id) {
+                if let Some(digest) = self.elided.get(&id).or_else(|| self.stripped.get(&id)) {
                     if *digest == secret_digest(&o) {
                         return false;
                     }
                     self.elided.remove(&id);
+                    self.stripped.remove(&id);
+                    self.secrets.remove(&id);
                 }
                 let changed = replace(&mut self.secrets, id.clone(), o);
                 if changed {
@@ -215,7 +220,9 @@ impl Objects {
     pub fn restore(&mut self, object: Object) -> bool {
         let key = object.key();
         let id = (key.namespace.clone(), key.name.clone());
-        self.elided.remove(&id);
+        if self.elided.remove(&id).is_some() || self.stripped.remove(&id).is_some() {
+            self.secrets.remove(&id);
+        }
         self.apply(object)
     }
 
@@ -226,6 +233,7 @@ impl Objects {
             Kind::Service => self.services.remove(&id).is_some(),
             Kind::Secret => {
                 self.secret_checks.remove(&id);
+                self.stripped.remove(&id);
                 let elided = self.elided.remove(&id).is_some();
                 self.secrets.remove(&id).is_some() || elided
             }
@@ -321,9 +329,33 @@ impl Objects {
             .collect();
         for id in &unrequested {
             if let Some(secret) = self.secrets.remove(id) {
-                self.elided.insert(id.clone(), secret_digest(&secret));
+                let digest = self
+                    .stripped
+                    .remove(id)
+                    .unwrap_or_else(|| secret_digest(&secret));
+                self.elided.insert(id.clone(), digest);
             }
             self.secret_checks.remove(id);
+        }
+        // Secrets in use keep their computed check; their data is not needed again.
+        for (id, secret) in self.secrets.iter_mut() {
+            let checked = self
+                .secret_checks
+                .get(id)
+                .is_some_and(|cell| cell.get().is_some());
+            if !checked || self.stripped.contains_key(id) {
+                continue;
+            }
+            self.stripped.insert(id.clone(), secret_digest(secret));
+            *secret = Arc::new(Secret {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: secret.metadata.name.clone(),
+                    namespace: secret.metadata.namespace.clone(),
+                    ..Default::default()
+                },
+                type_: secret.type_.clone(),
+                ..Default::default()
+            });
         }
         unrequested.len()
     }
