@@ -115,6 +115,19 @@ impl Runner {
                 let readable = unreadable.remove(&key).is_some();
                 objects.delete(&key) || readable
             }
+            Event::Listed {
+                kind,
+                namespace,
+                keys,
+            } => {
+                let gone = objects.keep_only(kind, namespace.as_deref(), &keys);
+                unreadable.retain(|key, _| {
+                    key.kind != kind
+                        || namespace.as_ref().is_some_and(|ns| *ns != key.namespace)
+                        || keys.contains(&(key.namespace.clone(), key.name.clone()))
+                });
+                gone
+            }
             Event::Unreadable(key, error) => {
                 unreadable.insert(key, error);
                 true

@@ -108,13 +108,12 @@ pub fn api_resource(kind: Kind) -> ApiResource {
     }
 }
 
-/// What one watcher has delivered.
+/// Where one watcher is: which namespace it covers, and during a (re)list the objects
+/// listed so far. What it delivered before is the store's to know.
 #[derive(Default)]
 struct WatchState {
-    /// Keys delivered and not deleted.
-    known: BTreeSet<ObjectKey>,
-    /// During a relist: the keys listed so far.
-    relisting: Option<BTreeSet<ObjectKey>>,
+    namespace: Option<String>,
+    relisting: Option<BTreeSet<(String, String)>>,
     synced: bool,
 }
 
@@ -145,7 +144,10 @@ impl Provider for KubeProvider {
                 if *kind == Kind::Secret {
                     config = config.fields(SECRET_FIELD_SELECTOR);
                 }
-                states.push(WatchState::default());
+                states.push(WatchState {
+                    namespace: scope.clone(),
+                    ..Default::default()
+                });
                 tasks.spawn(watch(
                     states.len() - 1,
                     *kind,
@@ -190,16 +192,17 @@ impl Provider for KubeProvider {
                 watcher::Event::InitApply(object) => {
                     let key = object_key(kind, &object);
                     if let Some(listed) = &mut state.relisting {
-                        listed.insert(key.clone());
+                        listed.insert((key.namespace, key.name));
                     }
-                    state.known.insert(key);
                     out.extend(event_for(kind, object, &self.metrics));
                 }
                 watcher::Event::InitDone => {
-                    let listed = state.relisting.take().unwrap_or_default();
-                    let gone: Vec<ObjectKey> = state.known.difference(&listed).cloned().collect();
-                    out.extend(gone.into_iter().map(Event::Delete));
-                    state.known = listed;
+                    // Whatever was stored but not listed again went away during the gap.
+                    out.push(Event::Listed {
+                        kind,
+                        namespace: state.namespace.clone(),
+                        keys: state.relisting.take().unwrap_or_default(),
+                    });
                     if !state.synced {
                         state.synced = true;
                         unsynced -= 1;
@@ -210,13 +213,10 @@ impl Provider for KubeProvider {
                     }
                 }
                 watcher::Event::Apply(object) => {
-                    state.known.insert(object_key(kind, &object));
                     out.extend(event_for(kind, object, &self.metrics));
                 }
                 watcher::Event::Delete(object) => {
-                    let key = object_key(kind, &object);
-                    state.known.remove(&key);
-                    out.push(Event::Delete(key));
+                    out.push(Event::Delete(object_key(kind, &object)));
                 }
             }
             for event in out {

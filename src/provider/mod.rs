@@ -17,6 +17,13 @@ pub enum Event {
     Apply(Object),
     /// An object went away.
     Delete(ObjectKey),
+    /// A complete list of one kind (in one namespace, or all): stored objects of that
+    /// kind and scope that are not in `keys` are gone.
+    Listed {
+        kind: Kind,
+        namespace: Option<String>,
+        keys: BTreeSet<(String, String)>,
+    },
     /// The latest version of an object could not be decoded; its last good version (if
     /// any) stays.
     Unreadable(ObjectKey, String),

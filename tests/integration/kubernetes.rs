@@ -312,6 +312,7 @@ async fn events(server: &ApiServer, kinds: &[Kind], namespaces: &[&str]) -> Vec<
     loop {
         match tokio::time::timeout(WAIT, rx.recv()).await {
             Ok(Some(Event::Synced)) => break,
+            Ok(Some(Event::Listed { .. })) => {}
             Ok(Some(event)) => out.push(event),
             _ => panic!("the provider never synced"),
         }

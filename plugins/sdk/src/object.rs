@@ -226,6 +226,39 @@ impl Objects {
         self.apply(object)
     }
 
+    /// After a complete list of `kind` (in `namespace`, or everywhere): deletes the stored
+    /// objects of that kind and scope not in `listed`. Returns whether any went.
+    pub fn keep_only(
+        &mut self,
+        kind: Kind,
+        namespace: Option<&str>,
+        listed: &BTreeSet<NsName>,
+    ) -> bool {
+        let ids: Vec<NsName> = match kind {
+            Kind::Service => self.services.keys().cloned().collect(),
+            Kind::EndpointSlice => self.endpoint_slices.keys().cloned().collect(),
+            Kind::Secret => self
+                .secrets
+                .keys()
+                .chain(self.elided.keys())
+                .cloned()
+                .collect(),
+            Kind::Ingress => self.ingresses.keys().cloned().collect(),
+            Kind::HTTPProxy => self.httpproxies.keys().cloned().collect(),
+            Kind::TLSCertificateDelegation => self.delegations.keys().cloned().collect(),
+        };
+        let mut gone = false;
+        for (ns, name) in ids {
+            if namespace.is_some_and(|scope| scope != ns)
+                || listed.contains(&(ns.clone(), name.clone()))
+            {
+                continue;
+            }
+            gone |= self.delete(&ObjectKey::new(kind, ns, name));
+        }
+        gone
+    }
+
     /// Removes an object. Returns whether it was there.
     pub fn delete(&mut self, key: &ObjectKey) -> bool {
         let id = (key.namespace.clone(), key.name.clone());
