@@ -765,3 +765,30 @@ async fn an_unreferenced_secret_is_fetched_again_when_referenced() {
         proxy_status(&server, "team-a", "site")
     );
 }
+
+/// Without a fixed address, `status.loadBalancer` is the Envoy Service's own, and follows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancer_status_follows_the_envoy_service() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    let envoy = |ip: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: envoy, namespace: projectcontour}}\nspec:\n  type: LoadBalancer\n  ports: [{{port: 80}}]\nstatus:\n  loadBalancer:\n    ingress: [{{ip: \"{ip}\"}}]\n"
+        )
+    };
+    server.put(&envoy("198.51.100.7"));
+    let _c = controller(&server, &[]).await;
+    for ip in ["198.51.100.7", "198.51.100.8"] {
+        server.put(&envoy(ip));
+        let seen = eventually(WAIT, || async {
+            let status = proxy_status(&server, "team-a", "site");
+            (status["loadBalancer"]["ingress"][0]["ip"] == ip).then_some(())
+        })
+        .await;
+        assert!(
+            seen.is_some(),
+            "{ip}: {}",
+            proxy_status(&server, "team-a", "site")
+        );
+    }
+}
