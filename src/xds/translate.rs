@@ -265,36 +265,44 @@ fn slow_start(s: &ir::SlowStart, lb: ir::LbPolicy) -> cluster::cluster::LbConfig
     }
 }
 
-fn tcp_health_check(h: &ir::TcpHealthCheck) -> core::HealthCheck {
-    use core::health_check::{HealthChecker, TcpHealthCheck};
+/// A health check with its timings; `checker` says what is checked.
+fn timed_check(
+    timeout: u64,
+    interval: u64,
+    unhealthy: u32,
+    healthy: u32,
+    checker: core::health_check::HealthChecker,
+) -> core::HealthCheck {
     let seconds = |s: u64| duration(Duration::from_secs(s));
     core::HealthCheck {
-        timeout: Some(seconds(h.timeout_seconds)),
-        interval: Some(seconds(h.interval_seconds)),
-        unhealthy_threshold: Some(UInt32Value {
-            value: h.unhealthy_threshold,
-        }),
-        healthy_threshold: Some(UInt32Value {
-            value: h.healthy_threshold,
-        }),
-        health_checker: Some(HealthChecker::TcpHealthCheck(TcpHealthCheck::default())),
+        timeout: Some(seconds(timeout)),
+        interval: Some(seconds(interval)),
+        unhealthy_threshold: Some(UInt32Value { value: unhealthy }),
+        healthy_threshold: Some(UInt32Value { value: healthy }),
+        health_checker: Some(checker),
         ..Default::default()
     }
 }
 
+fn tcp_health_check(h: &ir::TcpHealthCheck) -> core::HealthCheck {
+    use core::health_check::{HealthChecker, TcpHealthCheck};
+    timed_check(
+        h.timeout_seconds,
+        h.interval_seconds,
+        h.unhealthy_threshold,
+        h.healthy_threshold,
+        HealthChecker::TcpHealthCheck(TcpHealthCheck::default()),
+    )
+}
+
 fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
     use core::health_check::{HealthChecker, HttpHealthCheck};
-    let seconds = |s: u64| duration(Duration::from_secs(s));
-    core::HealthCheck {
-        timeout: Some(seconds(h.timeout_seconds)),
-        interval: Some(seconds(h.interval_seconds)),
-        unhealthy_threshold: Some(UInt32Value {
-            value: h.unhealthy_threshold,
-        }),
-        healthy_threshold: Some(UInt32Value {
-            value: h.healthy_threshold,
-        }),
-        health_checker: Some(HealthChecker::HttpHealthCheck(HttpHealthCheck {
+    timed_check(
+        h.timeout_seconds,
+        h.interval_seconds,
+        h.unhealthy_threshold,
+        h.healthy_threshold,
+        HealthChecker::HttpHealthCheck(HttpHealthCheck {
             host: h.host.clone(),
             path: h.path.clone(),
             expected_statuses: h
@@ -308,9 +316,8 @@ fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
                 )
                 .collect(),
             ..Default::default()
-        })),
-        ..Default::default()
-    }
+        }),
+    )
 }
 
 fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreakers {

@@ -83,6 +83,19 @@ fn stats(mut samples: Vec<Duration>) -> String {
     )
 }
 
+/// The flat tenant's Service and EndpointSlice, in namespace `team-{i}`.
+fn team_service(i: usize) -> String {
+    tenant(i)
+        .replace(
+            &format!("namespace: ns-{i}"),
+            &format!("namespace: team-{i}"),
+        )
+        .split("---\napiVersion: projectcontour.io/v1")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The inclusion profile's tenant: a root in `ns-{i}` with its own route, including two
 /// children in `team-{i}` (another namespace, with its own Service).
 fn tenant_with_includes(i: usize) -> String {
@@ -92,15 +105,7 @@ fn tenant_with_includes(i: usize) -> String {
             "  includes:\n    - {{name: child-a, namespace: team-{i}, conditions: [{{prefix: /a}}]}}\n    - {{name: child-b, namespace: team-{i}, conditions: [{{prefix: /b}}, {{header: {{name: x-b, present: true}}}}]}}\n"
         ),
     );
-    let team = tenant(i)
-        .replace(
-            &format!("namespace: ns-{i}"),
-            &format!("namespace: team-{i}"),
-        )
-        .split("---\napiVersion: projectcontour.io/v1")
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let team = team_service(i);
     let child = |name: &str| {
         format!(
             "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: team-{i}}}\nspec:\n  routes:\n    - services: [{{name: app, port: 80}}]\n    - conditions: [{{prefix: /v2}}]\n      services: [{{name: app, port: 80}}]\n"
@@ -118,15 +123,7 @@ fn tenant_with_includes(i: usize) -> String {
 /// has no routes of its own. The xDS is the flat profile's, so the difference is the cost
 /// of following includes.
 fn tenant_split(i: usize) -> String {
-    let team = tenant(i)
-        .replace(
-            &format!("namespace: ns-{i}"),
-            &format!("namespace: team-{i}"),
-        )
-        .split("---\napiVersion: projectcontour.io/v1")
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let team = team_service(i);
     format!(
         "{team}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: site, namespace: ns-{i}}}\nspec:\n  virtualhost: {{fqdn: site-{i}.example.com}}\n  includes:\n    - {{name: child-a, namespace: team-{i}}}\n    - {{name: child-b, namespace: team-{i}, conditions: [{{prefix: /api}}]}}\n---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: child-a, namespace: team-{i}}}\nspec:\n  routes:\n    - services: [{{name: app, port: 80}}]\n---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: child-b, namespace: team-{i}}}\nspec:\n  routes:\n    - services: [{{name: app, port: 80, weight: 100}}]\n"
     )

@@ -361,40 +361,67 @@ pub(crate) fn load_balancer(
     }
 }
 
-/// `healthCheckPolicy` with Contour's defaults (5 s interval, 2 s timeout, 3 unhealthy,
-/// 2 healthy, Host `contour-envoy-healthcheck`).
+/// Interval, timeout and thresholds of a health check, Contour's defaults (5 s, 2 s,
+/// 3 unhealthy, 2 healthy) where unset; every value set must be positive.
+struct Timing {
+    interval_seconds: u64,
+    timeout_seconds: u64,
+    unhealthy_threshold: u32,
+    healthy_threshold: u32,
+}
+
+fn timing(
+    values: [Option<i64>; 4],
+    invalid: impl Fn(String) -> PolicyError,
+) -> Result<Timing, PolicyError> {
+    let [interval, timeout, unhealthy, healthy] = values;
+    let positive = |value: Option<i64>, default: u64, field: &str| match value {
+        None => Ok(default),
+        Some(v) => u64::try_from(v)
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| invalid(format!("{field} must be positive"))),
+    };
+    let count = |value, default, field: &str| {
+        positive(value, default, field).map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+    };
+    Ok(Timing {
+        interval_seconds: positive(interval, 5, "intervalSeconds")?,
+        timeout_seconds: positive(timeout, 2, "timeoutSeconds")?,
+        unhealthy_threshold: count(unhealthy, 3, "unhealthyThresholdCount")?,
+        healthy_threshold: count(healthy, 2, "healthyThresholdCount")?,
+    })
+}
+
 /// `tcpproxy.healthCheckPolicy`: a TCP connect check with Contour's defaults.
 pub(crate) fn tcp_health_check(
     policy: &api::TcpHealthCheckPolicy,
 ) -> Result<ir::TcpHealthCheck, PolicyError> {
-    let positive = |value: Option<i64>, default: u64, field: &str| match value {
-        None => Ok(default),
-        Some(v) => u64::try_from(v).ok().filter(|v| *v > 0).ok_or_else(|| {
+    let t = timing(
+        [
+            policy.interval_seconds,
+            policy.timeout_seconds,
+            policy.unhealthy_threshold_count,
+            policy.healthy_threshold_count,
+        ],
+        |m| {
             (
                 ConditionType::TCPProxyError,
                 Reason::HealthCheckPolicyNotValid,
-                format!("spec.tcpproxy.healthCheckPolicy: {field} must be positive"),
+                format!("spec.tcpproxy.healthCheckPolicy: {m}"),
             )
-        }),
-    };
+        },
+    )?;
     Ok(ir::TcpHealthCheck {
-        interval_seconds: positive(policy.interval_seconds, 5, "intervalSeconds")?,
-        timeout_seconds: positive(policy.timeout_seconds, 2, "timeoutSeconds")?,
-        unhealthy_threshold: u32::try_from(positive(
-            policy.unhealthy_threshold_count,
-            3,
-            "unhealthyThresholdCount",
-        )?)
-        .unwrap_or(u32::MAX),
-        healthy_threshold: u32::try_from(positive(
-            policy.healthy_threshold_count,
-            2,
-            "healthyThresholdCount",
-        )?)
-        .unwrap_or(u32::MAX),
+        interval_seconds: t.interval_seconds,
+        timeout_seconds: t.timeout_seconds,
+        unhealthy_threshold: t.unhealthy_threshold,
+        healthy_threshold: t.healthy_threshold,
     })
 }
 
+/// `healthCheckPolicy` with Contour's defaults (see [`timing`]) and Host
+/// `contour-envoy-healthcheck`.
 pub(crate) fn health_check(
     policy: &api::HealthCheckPolicy,
 ) -> Result<ir::HealthCheck, PolicyError> {
@@ -408,13 +435,6 @@ pub(crate) fn health_check(
     if !policy.path.starts_with('/') || !is_header_value(&policy.path) {
         return Err(invalid("path must start with /".to_string()));
     }
-    let positive = |value: Option<i64>, default: u64, field: &str| match value {
-        None => Ok(default),
-        Some(v) => u64::try_from(v)
-            .ok()
-            .filter(|v| *v > 0)
-            .ok_or_else(|| invalid(format!("{field} must be positive"))),
-    };
     let host = policy
         .host
         .clone()
@@ -435,23 +455,22 @@ pub(crate) fn health_check(
         }
         expected.push((range.start, range.end));
     }
+    let t = timing(
+        [
+            policy.interval_seconds,
+            policy.timeout_seconds,
+            policy.unhealthy_threshold_count,
+            policy.healthy_threshold_count,
+        ],
+        invalid,
+    )?;
     Ok(ir::HealthCheck {
         path: policy.path.clone(),
         host,
-        interval_seconds: positive(policy.interval_seconds, 5, "intervalSeconds")?,
-        timeout_seconds: positive(policy.timeout_seconds, 2, "timeoutSeconds")?,
-        unhealthy_threshold: u32::try_from(positive(
-            policy.unhealthy_threshold_count,
-            3,
-            "unhealthyThresholdCount",
-        )?)
-        .unwrap_or(u32::MAX),
-        healthy_threshold: u32::try_from(positive(
-            policy.healthy_threshold_count,
-            2,
-            "healthyThresholdCount",
-        )?)
-        .unwrap_or(u32::MAX),
+        interval_seconds: t.interval_seconds,
+        timeout_seconds: t.timeout_seconds,
+        unhealthy_threshold: t.unhealthy_threshold,
+        healthy_threshold: t.healthy_threshold,
         expected_statuses: expected,
     })
 }
