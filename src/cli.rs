@@ -100,6 +100,21 @@ pub struct ServeArgs {
     /// Port of the debug endpoint.
     #[arg(long)]
     pub debug_http_port: Option<u16>,
+    /// Serve the validating admission webhook (HTTPS).
+    #[arg(long)]
+    pub admission_webhook: bool,
+    /// Address of the admission webhook.
+    #[arg(long)]
+    pub admission_webhook_address: Option<String>,
+    /// Port of the admission webhook.
+    #[arg(long)]
+    pub admission_webhook_port: Option<u16>,
+    /// PEM certificate chain the admission webhook serves.
+    #[arg(long)]
+    pub admission_webhook_certificate_file: Option<String>,
+    /// PEM private key of that certificate.
+    #[arg(long)]
+    pub admission_webhook_key_file: Option<String>,
     /// Every replica writes status (no Lease).
     #[arg(long)]
     pub disable_leader_election: bool,
@@ -261,7 +276,27 @@ impl ServeArgs {
     pub fn load_config(&self) -> Result<Config, config::ConfigError> {
         let mut flags = Map::new();
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 19] = [
+        let pairs: [(&str, Option<Value>); 24] = [
+            (
+                "admission-webhook.enabled",
+                self.admission_webhook.then_some(Value::Bool(true)),
+            ),
+            (
+                "admission-webhook.address",
+                text(&self.admission_webhook_address),
+            ),
+            (
+                "admission-webhook.port",
+                self.admission_webhook_port.map(Value::from),
+            ),
+            (
+                "admission-webhook.certificate-file",
+                text(&self.admission_webhook_certificate_file),
+            ),
+            (
+                "admission-webhook.key-file",
+                text(&self.admission_webhook_key_file),
+            ),
             ("debug-http.address", text(&self.debug_http_address)),
             ("debug-http.port", self.debug_http_port.map(Value::from)),
             ("ingress-status-address", text(&self.ingress_status_address)),

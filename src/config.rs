@@ -41,6 +41,8 @@ pub struct Config {
     /// The debug endpoint: `/debug/ir` and `/debug/dag` (`--debug-http-address`,
     /// `--debug-http-port`).
     pub debug_http: Endpoint,
+    /// The validating admission webhook (HTTPS, `admission.k8s.io/v1`).
+    pub admission_webhook: AdmissionWebhook,
     /// Debug logging (`--debug`).
     pub debug: bool,
 }
@@ -92,6 +94,30 @@ impl Default for LeaderElection {
             retry_period: Dur(Duration::from_secs(2)),
             resource_name: "leader-elect".to_string(),
             resource_namespace: "projectcontour".to_string(),
+        }
+    }
+}
+
+/// Where `serve` answers AdmissionReviews, and with which certificate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct AdmissionWebhook {
+    pub enabled: bool,
+    pub address: String,
+    pub port: u16,
+    /// PEM certificate chain and key the webhook serves (re-read when either changes).
+    pub certificate_file: String,
+    pub key_file: String,
+}
+
+impl Default for AdmissionWebhook {
+    fn default() -> Self {
+        AdmissionWebhook {
+            enabled: false,
+            address: "0.0.0.0".to_string(),
+            port: 8443,
+            certificate_file: String::new(),
+            key_file: String::new(),
         }
     }
 }
@@ -320,6 +346,7 @@ impl Default for Config {
             envoy_service_namespace: "projectcontour".to_string(),
             leader_election: LeaderElection::default(),
             debug_http: Endpoint::new("127.0.0.1", 6060),
+            admission_webhook: AdmissionWebhook::default(),
             debug: false,
         }
     }

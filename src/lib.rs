@@ -3,6 +3,7 @@
 //! The host: CLI, configuration, providers, pipeline runner, xDS server, bootstrap and
 //! translate. Plugins live in `plugins/`; the pipeline shape is in `ARCHITECTURE.md`.
 
+pub mod admission;
 pub mod bootstrap;
 pub mod cli;
 pub mod config;

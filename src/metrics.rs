@@ -33,10 +33,19 @@ pub struct Metrics {
     pub xds_bytes: Family<TypeLabel, Counter>,
     pub xds_resources: Family<TypeLabel, Counter>,
     pub event_to_xds: Family<TypeLabel, Histogram>,
+    pub plugin_events: Family<PluginEventLabel, Counter>,
+    pub admission_reviews: Family<ResultLabel, Counter>,
+    pub admission_seconds: Histogram,
 }
 
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginEventLabel {
+    pub plugin: String,
+    pub event: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -120,6 +129,24 @@ impl Default for Metrics {
             "Resources in xDS responses sent, by type",
             xds_resources.clone(),
         );
+        let plugin_events = Family::<PluginEventLabel, Counter>::default();
+        registry.register(
+            "plugin_events",
+            "Events plugins counted (a WebAssembly processor trapping, a policy failing to evaluate), by plugin and event",
+            plugin_events.clone(),
+        );
+        let admission_reviews = Family::<ResultLabel, Counter>::default();
+        let admission_seconds = latency_histogram();
+        registry.register(
+            "admission_reviews",
+            "AdmissionReviews answered, by result (allowed, denied)",
+            admission_reviews.clone(),
+        );
+        registry.register(
+            "admission_review_seconds",
+            "Time to judge one AdmissionReview (the dry builds)",
+            admission_seconds.clone(),
+        );
         registry.register(
             "event_to_xds_seconds",
             "From the first object change a snapshot reflects to a response carrying it written to a stream, by type",
@@ -141,6 +168,9 @@ impl Default for Metrics {
             xds_bytes,
             xds_resources,
             event_to_xds,
+            plugin_events,
+            admission_reviews,
+            admission_seconds,
         }
     }
 }
@@ -172,6 +202,14 @@ impl Metrics {
         }
     }
 
+    pub fn admission(&self, allowed: bool, took: std::time::Duration) {
+        let result = if allowed { "allowed" } else { "denied" };
+        self.admission_reviews
+            .get_or_create(&ResultLabel { result })
+            .inc();
+        self.admission_seconds.observe(took.as_secs_f64());
+    }
+
     pub fn watch_restart(&self, kind: &'static str) {
         self.watch_restarts.get_or_create(&KindLabel { kind }).inc();
     }
@@ -188,6 +226,12 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
+        for ((plugin, event), total) in isobar_sdk::telemetry::totals() {
+            let counter = self
+                .plugin_events
+                .get_or_create(&PluginEventLabel { plugin, event });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

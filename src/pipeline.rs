@@ -17,8 +17,10 @@ pub const BUILTIN_PLUGINS: &[&str] = &[
     isobar_plugin_httpproxy::NAME,
     isobar_plugin_ingress::NAME,
     isobar_plugin_ingress_class::NAME,
+    isobar_plugin_opa::NAME,
     isobar_plugin_root_namespaces::NAME,
     isobar_plugin_tls_delegation::NAME,
+    isobar_plugin_wasm::NAME,
 ];
 
 /// A plugin name or setting that stops start-up.
@@ -168,6 +170,16 @@ impl Pipeline {
 
     /// Filters, then sources, then processors: objects → IR and conditions.
     pub fn build(&self, objects: &Objects) -> BuildOutput {
+        self.build_focused(objects, None)
+    }
+
+    /// A build made to judge `focus` (admission): processors may do their per-object
+    /// work (policy evaluation) for it alone.
+    pub fn build_focused(
+        &self,
+        objects: &Objects,
+        focus: Option<&isobar_sdk::ObjectKey>,
+    ) -> BuildOutput {
         let mut status = StatusReport::default();
         let mut rejected = BTreeSet::new();
         if !self.filters.is_empty() {
@@ -193,17 +205,24 @@ impl Pipeline {
         }
         for (name, processor) in &self.processors {
             let _span = tracing::debug_span!("processor", plugin = name).entered();
-            let more = processor.reject(&BuildContext::new(objects, &rejected), &mut status);
+            let more = processor.reject(
+                &BuildContext::new(objects, &rejected).with_focus(focus),
+                &mut status,
+            );
             rejected.extend(more);
         }
         let mut grants = SecretGrants::default();
         for (name, processor) in &self.processors {
             let _span = tracing::debug_span!("processor", plugin = name).entered();
-            processor.grant(&BuildContext::new(objects, &rejected), &mut grants);
+            processor.grant(
+                &BuildContext::new(objects, &rejected).with_focus(focus),
+                &mut grants,
+            );
         }
         let ctx = BuildContext::new(objects, &rejected)
             .with_grants(&grants)
-            .with_fallback_certificate(self.fallback.as_ref());
+            .with_fallback_certificate(self.fallback.as_ref())
+            .with_focus(focus);
         let mut ir = Ir::default();
         for (name, source) in &self.sources {
             let _span = tracing::debug_span!("source", plugin = name).entered();

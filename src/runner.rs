@@ -30,6 +30,8 @@ pub struct Runner {
     pub statuses: Option<StatusOutput>,
     /// Requests from the debug endpoint for the IR of the current objects.
     pub debug: Option<mpsc::Receiver<crate::debug::IrRequest>>,
+    /// Reviews from the admission webhook, answered against the current objects.
+    pub admission: Option<mpsc::Receiver<crate::admission::Request>>,
     /// Where to ask for Secrets whose data was dropped (a provider that can fetch them
     /// again); with it, unreferenced Secrets keep no data.
     pub hydrate: Option<mpsc::Sender<Vec<(String, String)>>>,
@@ -51,6 +53,8 @@ pub struct StatusOutput {
 impl Runner {
     pub async fn run(mut self, mut events: mpsc::Receiver<Event>) {
         let mut debug = self.debug.take();
+        let mut admission = self.admission.take();
+        let mut admissions = crate::admission::Admissions::default();
         let mut objects = Objects::default();
         let mut synced = false;
         // When the first unbuilt change arrived, and the latest one.
@@ -83,6 +87,23 @@ impl Runner {
                     // The debug endpoint: the IR of the current objects, built on demand.
                     let ir = tokio::task::block_in_place(|| self.pipeline.build(&objects).ir);
                     let _ = reply.send(Arc::new(ir));
+                    continue;
+                }
+                Some(review) = async { admission.as_mut()?.recv().await }, if admission.is_some() => {
+                    let verdict = if synced {
+                        let started = Instant::now();
+                        let verdict = tokio::task::block_in_place(|| {
+                            admissions.review(&self.pipeline, &objects, review.candidate)
+                        });
+                        self.metrics.admission(verdict.allowed, started.elapsed());
+                        verdict
+                    } else {
+                        crate::admission::Verdict::deny(
+                            "isobar is not ready to review objects (still reading the cluster)".to_string(),
+                            Vec::new(),
+                        )
+                    };
+                    let _ = review.reply.send(verdict);
                     continue;
                 }
             };

@@ -92,6 +92,8 @@ pub struct Controller {
     pub leader: Option<watch::Receiver<bool>>,
     /// Asks the runner for the IR of its current objects (the debug endpoint).
     pub debug: mpsc::Sender<crate::debug::IrRequest>,
+    /// Hands AdmissionReviews to the runner (the admission webhook).
+    pub admission: mpsc::Sender<crate::admission::Request>,
     /// Ends with the provider's error, if it fails.
     pub provider: tokio::task::JoinHandle<anyhow::Result<()>>,
     stop: watch::Sender<bool>,
@@ -110,6 +112,7 @@ impl Controller {
         let (snapshot_tx, snapshots) = watch::channel(None);
         let (event_tx, event_rx) = mpsc::channel(1024);
         let (debug, debug_rx) = mpsc::channel(4);
+        let (admission, admission_rx) = mpsc::channel(64);
         let kinds = pipeline.kinds();
         let health = Arc::new(WatchHealth::default());
         // Set on shutdown: the elector releases its Lease.
@@ -184,6 +187,7 @@ impl Controller {
             snapshots: snapshot_tx,
             statuses,
             debug: Some(debug_rx),
+            admission: Some(admission_rx),
             hydrate,
         };
         let provider = tokio::spawn(provider.run(kinds, event_tx));
@@ -194,6 +198,7 @@ impl Controller {
             health,
             leader,
             debug,
+            admission,
             provider,
             stop,
             elector,
@@ -246,6 +251,29 @@ async fn serve(
         debug_addr,
         crate::debug::routes().with_state(controller.debug.clone()),
     ));
+    if config.admission_webhook.enabled {
+        let hook = &config.admission_webhook;
+        anyhow::ensure!(
+            !hook.certificate_file.is_empty() && !hook.key_file.is_empty(),
+            "admission-webhook: certificate-file and key-file must be set (the webhook serves HTTPS only)"
+        );
+        let addr = format!("{}:{}", hook.address, hook.port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("binding the admission webhook on {addr}"))?;
+        let router = crate::admission::routes().with_state(crate::admission::Webhook {
+            runner: controller.admission.clone(),
+        });
+        let (cert, key) = (hook.certificate_file.clone(), hook.key_file.clone());
+        // Read once here so a bad certificate stops start-up with its file name.
+        crate::admission::check_certificate(&cert, &key)?;
+        servers.spawn(crate::admission::serve(
+            listener,
+            cert.into(),
+            key.into(),
+            router,
+        ));
+    }
     if metrics_addr == health_addr {
         let router = http::metrics_routes()
             .merge(http::health_routes())

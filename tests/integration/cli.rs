@@ -36,8 +36,10 @@ fn the_registry_holds_exactly_the_builtin_plugins() {
             "httpproxy",
             "ingress",
             "ingress-class",
+            "opa",
             "root-namespaces",
-            "tls-delegation"
+            "tls-delegation",
+            "wasm",
         ])
     );
     let (ok, out, _) = isobar(&["plugins"], &[]);

@@ -1,12 +1,15 @@
 //! Isobar's integration tests: one test binary, one module per area.
 
+mod admission;
 mod apiserver;
 mod cli;
 mod e2e;
 mod golden;
 mod kubernetes;
 mod pipeline;
+mod policies;
 mod routing;
 mod support;
 mod tls;
+mod wasm;
 mod xds;

@@ -7,6 +7,12 @@
 //!   API settles conflicts) keeps serving; only the newcomers are invalid. A team adding
 //!   a colliding proxy cannot take an existing site down.
 //!
+//! An HTTPProxy and an Ingress on the same FQDN are merged into one vhost, as Contour
+//! does, but no longer silently: both get a `DuplicateVhost` warning naming the other,
+//! and the admission webhook rejects a change that creates such a pair (one team's
+//! routes landing in another's site is rarely intended). Ingresses may share hosts with
+//! each other as Kubernetes intends.
+//!
 //! Losers are turned away before the sources run, so the proxies they include are
 //! orphaned unless another root reaches them.
 
@@ -77,6 +83,50 @@ impl Processor for Conflicts {
                     .as_ref()
                     .map(|t| t.0.to_string());
                 claims.entry(host.fqdn).or_default().push((created, key));
+            }
+        }
+        let mut ingress_hosts: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
+        for (key, ingress) in ctx.ingresses() {
+            let rules = ingress.spec.as_ref().and_then(|s| s.rules.as_ref());
+            for host in rules
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.host.as_deref())
+            {
+                if let Ok(host) = parse_host(host) {
+                    let list = ingress_hosts.entry(host.fqdn).or_default();
+                    if !list.contains(&key) {
+                        list.push(key.clone());
+                    }
+                }
+            }
+        }
+        for (fqdn, claimants) in &claims {
+            let Some(ingresses) = ingress_hosts.get(fqdn) else {
+                continue;
+            };
+            let list = |keys: &mut dyn Iterator<Item = &ObjectKey>| {
+                keys.map(|k| format!("{}/{}", k.namespace, k.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let proxies = list(&mut claimants.iter().map(|(_, k)| k));
+            let users = list(&mut ingresses.iter());
+            for (_, key) in claimants {
+                status.warning(
+                    key,
+                    ConditionType::VirtualHostError,
+                    Reason::DuplicateVhost,
+                    format!("fqdn {fqdn:?} is also used by Ingress {users}; their routes are merged into one vhost"),
+                );
+            }
+            for key in ingresses {
+                status.warning(
+                    key,
+                    ConditionType::VirtualHostError,
+                    Reason::DuplicateVhost,
+                    format!("host {fqdn:?} is also used by HTTPProxy {proxies}; their routes are merged into one vhost"),
+                );
             }
         }
         let mut rejected = BTreeSet::new();

@@ -26,6 +26,10 @@ pub enum ConditionType {
     TLSError,
     TCPProxyError,
     TCPProxyIncludeError,
+    /// An OPA policy denied the object (or warned about it).
+    PolicyError,
+    /// A WebAssembly processor failed or reported a problem.
+    ProcessorError,
 }
 
 /// Why a condition was raised; Contour's reason names where Contour has one.
@@ -118,6 +122,18 @@ pub enum Reason {
     FallbackNotPresent,
     /// The fallback certificate is not delegated to the proxy's namespace.
     FallbackNotDelegated,
+    /// An OPA policy's `deny` rule produced a message for the object.
+    PolicyDenied,
+    /// An OPA policy's `warn` rule produced a message (or, with `enforcement: warn`, a
+    /// `deny` rule did).
+    PolicyWarning,
+    /// A policy could not be evaluated for the object (a run-time error or time limit).
+    PolicyNotEvaluated,
+    /// A WebAssembly processor trapped, ran out of fuel or memory, or returned output the
+    /// host could not use; its changes were dropped.
+    ProcessorFailed,
+    /// A WebAssembly processor reported a problem with an object it looked at.
+    ProcessorReported,
 }
 
 impl Reason {
@@ -168,6 +184,11 @@ impl Reason {
             Reason::NoServicesAndIncludes => "NoServicesAndIncludes",
             Reason::FallbackNotPresent => "FallbackNotPresent",
             Reason::FallbackNotDelegated => "FallbackNotDelegated",
+            Reason::PolicyDenied => "PolicyDenied",
+            Reason::PolicyWarning => "PolicyWarning",
+            Reason::PolicyNotEvaluated => "PolicyNotEvaluated",
+            Reason::ProcessorFailed => "ProcessorFailed",
+            Reason::ProcessorReported => "ProcessorReported",
         }
     }
 }

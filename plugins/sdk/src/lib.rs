@@ -17,6 +17,7 @@ pub mod policy;
 pub mod regex;
 pub mod resolve;
 pub mod secret;
+pub mod telemetry;
 
 pub use condition::{ConditionType, CurrentStatus, ObjectStatus, Reason, StatusReport};
 pub use ir::Ir;

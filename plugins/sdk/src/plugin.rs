@@ -55,6 +55,8 @@ pub struct BuildContext<'a> {
     grants: &'a SecretGrants,
     /// `tls.fallback-certificate`: (namespace, name), for vhosts that enable it.
     fallback: Option<&'a (String, String)>,
+    /// In a dry build (admission), the one object whose verdict is wanted.
+    focus: Option<&'a ObjectKey>,
 }
 
 impl<'a> BuildContext<'a> {
@@ -65,7 +67,20 @@ impl<'a> BuildContext<'a> {
             rejected,
             grants: &NO_GRANTS,
             fallback: None,
+            focus: None,
         }
+    }
+
+    /// A dry build made to judge one object (the admission webhook's candidate).
+    pub fn with_focus(self, focus: Option<&'a ObjectKey>) -> Self {
+        BuildContext { focus, ..self }
+    }
+
+    /// The object a dry build judges, if this is one. Conditions on other objects are
+    /// then only read to compare; a processor whose per-object work is costly (a
+    /// policy evaluation) may do it for this object alone.
+    pub fn focus(&self) -> Option<&'a ObjectKey> {
+        self.focus
     }
 
     pub fn with_fallback_certificate(self, fallback: Option<&'a (String, String)>) -> Self {

@@ -1,0 +1,137 @@
+//! What a policy sees: `input` for one object and `data` for the whole build.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use isobar_sdk::host::parse_host;
+use isobar_sdk::{Object, Objects};
+
+/// Every HTTPProxy and Ingress stored, in Gatekeeper's layout
+/// (`data.inventory.namespace[ns][apiVersion][kind][name]`), and Isobar's host index
+/// (`data.isobar.hosts[host]`: who claims each host).
+/// apiVersion → kind → name → object, within one namespace.
+type ByVersion = BTreeMap<&'static str, BTreeMap<&'static str, serde_json::Map<String, Value>>>;
+
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    namespaces: BTreeMap<String, ByVersion>,
+    hosts: BTreeMap<String, Vec<Value>>,
+}
+
+impl Inventory {
+    pub fn of(objects: &Objects) -> Inventory {
+        let mut inventory = Inventory::default();
+        for proxy in objects.httpproxies.values() {
+            inventory.add(&Object::HTTPProxy(proxy.clone()));
+        }
+        for ingress in objects.ingresses.values() {
+            inventory.add(&Object::Ingress(ingress.clone()));
+        }
+        inventory
+    }
+
+    fn add(&mut self, object: &Object) {
+        let key = object.key();
+        let (api_version, kind) = type_of(object);
+        for host in hosts(object) {
+            self.hosts.entry(host).or_default().push(json!({
+                "kind": kind,
+                "namespace": key.namespace,
+                "name": key.name,
+            }));
+        }
+        self.namespaces
+            .entry(key.namespace.clone())
+            .or_default()
+            .entry(api_version)
+            .or_default()
+            .entry(kind)
+            .or_default()
+            .insert(key.name.clone(), manifest(object));
+    }
+
+    /// `data` for one build: the inventory, the host index and the plugin's `data`.
+    pub fn data(&self, config: &Value) -> Value {
+        json!({
+            "inventory": { "namespace": self.namespaces },
+            "isobar": { "hosts": self.hosts },
+            "config": config,
+        })
+    }
+}
+
+fn type_of(object: &Object) -> (&'static str, &'static str) {
+    match object {
+        Object::Ingress(_) => ("networking.k8s.io/v1", "Ingress"),
+        Object::HTTPProxy(_) => ("projectcontour.io/v1", "HTTPProxy"),
+        Object::Service(_) => ("v1", "Service"),
+        Object::Secret(_) => ("v1", "Secret"),
+        Object::EndpointSlice(_) => ("discovery.k8s.io/v1", "EndpointSlice"),
+        Object::TLSCertificateDelegation(_) => ("projectcontour.io/v1", "TLSCertificateDelegation"),
+    }
+}
+
+/// The object as its manifest reads, with `apiVersion` and `kind`.
+fn manifest(object: &Object) -> Value {
+    let (api_version, kind) = type_of(object);
+    let mut value = match object {
+        Object::Ingress(o) => serde_json::to_value(&**o),
+        Object::HTTPProxy(o) => serde_json::to_value(&**o),
+        _ => Ok(Value::Null),
+    }
+    .unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert("apiVersion".into(), api_version.into());
+        map.insert("kind".into(), kind.into());
+        if let Some(Value::Object(meta)) = map.get_mut("metadata")
+            && !meta.contains_key("namespace")
+        {
+            meta.insert("namespace".into(), object.key().namespace.into());
+        }
+    }
+    value
+}
+
+/// The hosts an object claims, as Isobar compares them: lower case, no trailing dot.
+/// An HTTPProxy claims its `virtualhost.fqdn`; an Ingress the host of each rule.
+pub fn hosts(object: &Object) -> Vec<String> {
+    let raw: Vec<&str> = match object {
+        Object::HTTPProxy(p) => p
+            .spec
+            .virtualhost
+            .as_ref()
+            .map(|v| vec![v.fqdn.as_str()])
+            .unwrap_or_default(),
+        Object::Ingress(i) => i
+            .spec
+            .as_ref()
+            .and_then(|s| s.rules.as_ref())
+            .map(|rules| rules.iter().filter_map(|r| r.host.as_deref()).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let mut out: Vec<String> = raw
+        .into_iter()
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            parse_host(h)
+                .map(|h| h.fqdn)
+                .unwrap_or_else(|_| h.to_ascii_lowercase())
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `input` for one object: `{kind, apiVersion, object, hosts}`.
+pub fn input_for(object: &Object) -> Value {
+    let (api_version, kind) = type_of(object);
+    json!({
+        "kind": kind,
+        "apiVersion": api_version,
+        "object": manifest(object),
+        "hosts": hosts(object),
+    })
+}

@@ -1,0 +1,336 @@
+//! The `opa` processor: admission policies written in Rego (evaluated in-process by
+//! regorus) or compiled by `opa build -t wasm` (run by opa-wasm on wasmtime).
+//!
+//! Every policy is asked about every admitted HTTPProxy and Ingress, before the sources
+//! run. A `deny` message turns the object away with a `PolicyDenied` error (the admission
+//! webhook rejects it with the same message); a `warn` message becomes a `PolicyWarning`.
+//! The contract a policy is written against (`input`, `data.inventory`, `data.isobar`,
+//! `data.config`) is documented in `policies/README.md`.
+
+mod inventory;
+mod rego;
+mod wasm;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
+use isobar_sdk::{BuildContext, ObjectKey, Processor, StatusReport};
+
+pub use inventory::{Inventory, input_for};
+
+pub const NAME: &str = "opa";
+
+/// What a `deny` message does.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    /// The object is invalid and not served; admission rejects it.
+    #[default]
+    Deny,
+    /// Denials are reported as warnings only (to roll a policy out).
+    Warn,
+}
+
+/// The `plugins.opa` section of `contour.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OpaConfig {
+    /// Policy files (`.rego`, or `.wasm` from `opa build -t wasm`) or directories of
+    /// them; `*_test.rego` files are skipped.
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// Given to every policy as `data.config`.
+    #[serde(default)]
+    pub data: serde_json::Value,
+    #[serde(default)]
+    pub enforcement: Enforcement,
+    /// The longest one policy may take for one object (`100ms`); past it the object
+    /// gets a `PolicyNotEvaluated` warning.
+    #[serde(default = "default_timeout", with = "millis")]
+    pub eval_timeout: Duration,
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_millis(100)
+}
+
+impl Default for OpaConfig {
+    fn default() -> Self {
+        OpaConfig {
+            policies: Vec::new(),
+            data: serde_json::Value::Null,
+            enforcement: Enforcement::Deny,
+            eval_timeout: default_timeout(),
+        }
+    }
+}
+
+/// Durations written `250ms` or `2s`.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}ms", d.as_millis()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        let parsed = if let Some(ms) = text.strip_suffix("ms") {
+            ms.trim().parse::<u64>().ok().map(Duration::from_millis)
+        } else if let Some(s) = text.strip_suffix('s') {
+            s.trim().parse::<u64>().ok().map(Duration::from_secs)
+        } else {
+            None
+        };
+        parsed.filter(|d| !d.is_zero()).ok_or_else(|| {
+            serde::de::Error::custom(format!("{text:?} is not a duration like 100ms or 2s"))
+        })
+    }
+}
+
+/// What one policy said about one object.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub deny: Vec<String>,
+    pub warn: Vec<String>,
+}
+
+/// One loaded policy file.
+trait Policy: Send + Sync {
+    fn name(&self) -> &str;
+    /// Readies the policy for one build with the inventory as data.
+    fn prepare(&self, data: &serde_json::Value) -> Result<Box<dyn Prepared + '_>, String>;
+}
+
+/// A policy with a build's data loaded, asked about objects one by one.
+trait Prepared {
+    fn evaluate(&mut self, input: &serde_json::Value) -> Result<Verdict, String>;
+}
+
+pub struct Opa {
+    policies: Vec<Box<dyn Policy>>,
+    config: serde_json::Value,
+    enforcement: Enforcement,
+}
+
+impl std::fmt::Debug for Opa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opa")
+            .field(
+                "policies",
+                &self.policies.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// The policy files a setting names, in a stable order.
+fn policy_files(entries: &[String]) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut files = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let path = Path::new(entry);
+        let meta = std::fs::metadata(path)
+            .map_err(|e| ConfigError(format!("policies[{i}]: {entry}: {e}")))?;
+        if meta.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| ConfigError(format!("policies[{i}]: {entry}: {e}")))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| is_policy(p))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.to_path_buf());
+        }
+    }
+    Ok(files)
+}
+
+fn is_policy(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    (name.ends_with(".rego") && !name.ends_with("_test.rego")) || name.ends_with(".wasm")
+}
+
+impl Opa {
+    pub fn load(config: &OpaConfig) -> Result<Opa, ConfigError> {
+        let mut policies: Vec<Box<dyn Policy>> = Vec::new();
+        for file in policy_files(&config.policies)? {
+            let shown = file.display().to_string();
+            let policy: Box<dyn Policy> = if shown.ends_with(".wasm") {
+                let bytes = std::fs::read(&file)
+                    .map_err(|e| ConfigError(format!("policies: {shown}: {e}")))?;
+                Box::new(
+                    wasm::WasmPolicy::load(&shown, &bytes)
+                        .map_err(|e| ConfigError(format!("policies: {e}")))?,
+                )
+            } else {
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|e| ConfigError(format!("policies: {shown}: {e}")))?;
+                Box::new(
+                    rego::RegoPolicy::load(&shown, &text, config.eval_timeout)
+                        .map_err(|e| ConfigError(format!("policies: {e}")))?,
+                )
+            };
+            policies.push(policy);
+        }
+        Ok(Opa {
+            policies,
+            config: if config.data.is_null() {
+                serde_json::json!({})
+            } else {
+                config.data.clone()
+            },
+            enforcement: config.enforcement,
+        })
+    }
+
+    /// The names of the loaded policies (their files).
+    pub fn policy_names(&self) -> Vec<&str> {
+        self.policies.iter().map(|p| p.name()).collect()
+    }
+
+    /// Asks every policy about `objects` (key and `input`) against `inventory`; the
+    /// verdicts, per object, in policy order.
+    pub fn judge(
+        &self,
+        inventory: &Inventory,
+        objects: &[(ObjectKey, serde_json::Value)],
+    ) -> Vec<(ObjectKey, Result<Verdict, String>)> {
+        let data = inventory.data(&self.config);
+        let mut out = Vec::new();
+        for policy in &self.policies {
+            let mut prepared = match policy.prepare(&data) {
+                Ok(p) => p,
+                Err(e) => {
+                    isobar_sdk::telemetry::count(NAME, &format!("load-error:{}", policy.name()));
+                    for (key, _) in objects {
+                        out.push((key.clone(), Err(format!("policy {}: {e}", policy.name()))));
+                    }
+                    continue;
+                }
+            };
+            for (key, input) in objects {
+                let verdict = prepared
+                    .evaluate(input)
+                    .map_err(|e| format!("policy {}: {e}", policy.name()));
+                if verdict.is_err() {
+                    isobar_sdk::telemetry::count(NAME, &format!("eval-error:{}", policy.name()));
+                }
+                out.push((key.clone(), verdict));
+            }
+        }
+        out
+    }
+}
+
+fn build(config: &serde_json::Value) -> Result<Box<dyn Processor>, ConfigError> {
+    let config: OpaConfig = parse_config(config)?;
+    Ok(Box::new(Opa::load(&config)?))
+}
+
+isobar_sdk::inventory::submit! {
+    PluginRegistration {
+        name: NAME,
+        summary: "OPA policies (Rego, or OPA wasm) that deny or warn about HTTPProxies and Ingresses",
+        factory: Factory::Processor(build),
+    }
+}
+
+impl Processor for Opa {
+    fn reject(&self, ctx: &BuildContext<'_>, status: &mut StatusReport) -> BTreeSet<ObjectKey> {
+        let mut rejected = BTreeSet::new();
+        if self.policies.is_empty() {
+            return rejected;
+        }
+        let inventory = Inventory::of(ctx.objects);
+        let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
+        let mut inputs = Vec::new();
+        for (key, proxy) in ctx.httpproxies() {
+            if wanted(&key) {
+                inputs.push((
+                    key,
+                    input_for(&isobar_sdk::Object::HTTPProxy(proxy.clone())),
+                ));
+            }
+        }
+        for (key, ingress) in ctx.ingresses() {
+            if wanted(&key) {
+                inputs.push((
+                    key,
+                    input_for(&isobar_sdk::Object::Ingress(ingress.clone())),
+                ));
+            }
+        }
+        for (key, verdict) in self.judge(&inventory, &inputs) {
+            match verdict {
+                Ok(verdict) => {
+                    for message in verdict.deny {
+                        match self.enforcement {
+                            Enforcement::Deny => {
+                                status.error(
+                                    &key,
+                                    ConditionType::PolicyError,
+                                    Reason::PolicyDenied,
+                                    message,
+                                );
+                                rejected.insert(key.clone());
+                            }
+                            Enforcement::Warn => status.warning(
+                                &key,
+                                ConditionType::PolicyError,
+                                Reason::PolicyWarning,
+                                message,
+                            ),
+                        }
+                    }
+                    for message in verdict.warn {
+                        status.warning(
+                            &key,
+                            ConditionType::PolicyError,
+                            Reason::PolicyWarning,
+                            message,
+                        );
+                    }
+                }
+                Err(error) => status.warning(
+                    &key,
+                    ConditionType::PolicyError,
+                    Reason::PolicyNotEvaluated,
+                    format!("{error}; the object was not checked by this policy"),
+                ),
+            }
+        }
+        rejected
+    }
+}
+
+/// Reads a policy's answer for one rule: a set or array of messages, each a string or
+/// an object with `msg` (Gatekeeper's shape).
+fn messages(value: &serde_json::Value) -> Result<Vec<String>, String> {
+    let items = match value {
+        serde_json::Value::Null => return Ok(Vec::new()),
+        serde_json::Value::Array(items) => items,
+        other => return Err(format!("expected a set of messages, got {other}")),
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match item {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Object(o) => match o.get("msg") {
+                Some(serde_json::Value::String(s)) => out.push(s.clone()),
+                _ => return Err(format!("a message object without a string msg: {item}")),
+            },
+            other => out.push(other.to_string()),
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}

@@ -1,0 +1,406 @@
+//! The validating admission webhook: `admission.k8s.io/v1` AdmissionReviews for HTTPProxy
+//! and Ingress, answered by running the pipeline, dry, on the objects the runner holds
+//! plus the candidate.
+//!
+//! - The candidate's errors reject it with the messages its status would carry; its
+//!   warnings come back as warnings.
+//! - A create or update that would make another, currently valid object invalid is
+//!   rejected too, saying which and why; a delete never is (blocking deletes would trap
+//!   namespace teardown), it gets those as warnings.
+//! - A create or update that makes an FQDN shared between an HTTPProxy and an Ingress
+//!   (which the controller merges, as Contour does, with a `DuplicateVhost` warning on
+//!   both) is rejected with that warning's message.
+//! - Admitted candidates are remembered until the store shows the change (or 30 s pass),
+//!   and reviews are answered one at a time by the runner, so of two colliding creates
+//!   racing each other the second is rejected.
+//! - Nothing from a request is run or loaded: the object is decoded like any watched
+//!   object, and `dryRun` requests leave no trace.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport};
+
+use crate::pipeline::Pipeline;
+
+/// How long an admitted change is assumed to be on its way to the store.
+const PENDING_TTL: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+/// What is asked about: the object as it would be after the operation.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub operation: Operation,
+    pub key: ObjectKey,
+    /// The new object (create, update); `None` for a delete.
+    pub object: Option<Object>,
+    pub dry_run: bool,
+}
+
+/// The answer to one review.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Verdict {
+    pub allowed: bool,
+    /// Why not, when not allowed.
+    pub message: String,
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    pub fn allow(warnings: Vec<String>) -> Verdict {
+        Verdict {
+            allowed: true,
+            message: String::new(),
+            warnings,
+        }
+    }
+
+    pub fn deny(message: String, warnings: Vec<String>) -> Verdict {
+        Verdict {
+            allowed: false,
+            message,
+            warnings,
+        }
+    }
+}
+
+/// A review the HTTP handler hands to the runner, which holds the objects.
+pub struct Request {
+    pub candidate: Candidate,
+    pub reply: oneshot::Sender<Verdict>,
+}
+
+struct Pending {
+    /// The admitted object (`None`: an admitted delete).
+    object: Option<Object>,
+    /// What the store held for the key when the change was admitted; once it differs,
+    /// the store has caught up.
+    stored: Option<usize>,
+    at: Instant,
+}
+
+/// The runner's side: admitted-but-unseen changes, and the reviews themselves.
+#[derive(Default)]
+pub struct Admissions {
+    pending: BTreeMap<ObjectKey, Pending>,
+}
+
+/// Identifies the version of an object the store holds (its allocation).
+fn stored(objects: &Objects, key: &ObjectKey) -> Option<usize> {
+    let id = (key.namespace.clone(), key.name.clone());
+    match key.kind {
+        Kind::HTTPProxy => objects
+            .httpproxies
+            .get(&id)
+            .map(|o| Arc::as_ptr(o) as usize),
+        Kind::Ingress => objects.ingresses.get(&id).map(|o| Arc::as_ptr(o) as usize),
+        _ => None,
+    }
+}
+
+/// What makes an object's change unacceptable: its errors, and its FQDN-sharing warnings.
+fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<String> {
+    status
+        .get(key)
+        .map(|s| {
+            let shared = s
+                .warnings
+                .iter()
+                .filter(|w| w.reason == Reason::DuplicateVhost);
+            s.errors
+                .iter()
+                .chain(shared)
+                .map(|e| e.message.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Admissions {
+    /// Answers one review against `objects` (what the runner holds).
+    pub fn review(
+        &mut self,
+        pipeline: &Pipeline,
+        objects: &Objects,
+        candidate: Candidate,
+    ) -> Verdict {
+        let now = Instant::now();
+        self.pending.retain(|key, p| {
+            now.duration_since(p.at) < PENDING_TTL && stored(objects, key) == p.stored
+        });
+        let mut view = objects.clone();
+        for (key, p) in &self.pending {
+            match &p.object {
+                Some(object) => {
+                    view.apply(object.clone());
+                }
+                None => {
+                    view.delete(key);
+                }
+            }
+        }
+        let key = &candidate.key;
+        let before = pipeline.build_focused(&view, Some(key)).status;
+        match &candidate.object {
+            Some(object) => {
+                view.apply(object.clone());
+            }
+            None => {
+                view.delete(key);
+            }
+        }
+        let after = pipeline.build_focused(&view, Some(key)).status;
+
+        let mut warnings: Vec<String> = after
+            .get(key)
+            .map(|s| {
+                let plain = s
+                    .warnings
+                    .iter()
+                    .filter(|w| w.reason != Reason::DuplicateVhost);
+                plain.map(|w| w.message.clone()).collect()
+            })
+            .unwrap_or_default();
+        if after
+            .get(key)
+            .is_some_and(|s| s.orphaned && s.errors.is_empty())
+        {
+            warnings.push(
+                "this HTTPProxy is not part of a delegation chain from a root HTTPProxy (yet)"
+                    .to_string(),
+            );
+        }
+        let mut problems = Vec::new();
+        if candidate.object.is_some() {
+            problems.extend(errors_of(&after, key));
+        }
+        // Objects this change would break.
+        for other in after.objects.keys() {
+            if other == key {
+                continue;
+            }
+            let had = errors_of(&before, other);
+            for message in &errors_of(&after, other) {
+                if !had.contains(message) {
+                    let line = format!(
+                        "{} {}/{}: {message}",
+                        other.kind, other.namespace, other.name
+                    );
+                    if candidate.operation == Operation::Delete {
+                        warnings.push(line);
+                    } else {
+                        problems.push(line);
+                    }
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Verdict::deny(problems.join("; "), warnings);
+        }
+        if !candidate.dry_run {
+            self.pending.insert(
+                key.clone(),
+                Pending {
+                    object: candidate.object.clone(),
+                    stored: stored(objects, key),
+                    at: now,
+                },
+            );
+        }
+        Verdict::allow(warnings)
+    }
+}
+
+// ---- HTTP ----
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Review {
+    request: Option<ReviewRequest>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewRequest {
+    uid: String,
+    kind: GroupVersionKind,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    operation: Operation,
+    #[serde(default)]
+    object: Option<Value>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct GroupVersionKind {
+    #[serde(default)]
+    group: String,
+    version: String,
+    kind: String,
+}
+
+/// Sends reviews to the runner.
+#[derive(Clone)]
+pub struct Webhook {
+    pub runner: mpsc::Sender<Request>,
+}
+
+pub fn routes() -> Router<Webhook> {
+    Router::new().route("/validate", post(validate))
+}
+
+fn bad_request(message: String) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+    (
+        StatusCode::BAD_REQUEST,
+        [("content-type", "text/plain; charset=utf-8")],
+        message + "\n",
+    )
+}
+
+type Reply = (StatusCode, [(&'static str, &'static str); 1], String);
+
+async fn validate(State(webhook): State<Webhook>, body: Bytes) -> Reply {
+    let review: Review = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request(format!("not an AdmissionReview: {e}")),
+    };
+    let Some(request) = review.request else {
+        return bad_request("the AdmissionReview has no request".to_string());
+    };
+    let uid = request.uid.clone();
+    let verdict = match candidate(request) {
+        Ok(None) => Verdict::allow(Vec::new()),
+        Ok(Some(candidate)) => ask(&webhook, candidate).await,
+        Err(message) => Verdict::deny(message, Vec::new()),
+    };
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        response(&uid, &verdict).to_string(),
+    )
+}
+
+async fn ask(webhook: &Webhook, candidate: Candidate) -> Verdict {
+    let (reply, answer) = oneshot::channel();
+    let unavailable = || {
+        Verdict::deny(
+            "isobar is not ready to review objects (still reading the cluster)".to_string(),
+            Vec::new(),
+        )
+    };
+    if webhook
+        .runner
+        .send(Request { candidate, reply })
+        .await
+        .is_err()
+    {
+        return unavailable();
+    }
+    answer.await.unwrap_or_else(|_| unavailable())
+}
+
+/// The candidate a request asks about; `None` for kinds and operations Isobar does not
+/// judge (they are allowed).
+fn candidate(request: ReviewRequest) -> Result<Option<Candidate>, String> {
+    let api_version = if request.kind.group.is_empty() {
+        request.kind.version.clone()
+    } else {
+        format!("{}/{}", request.kind.group, request.kind.version)
+    };
+    let kind = match Kind::from_type(&api_version, &request.kind.kind) {
+        Some(kind @ (Kind::HTTPProxy | Kind::Ingress)) => kind,
+        _ => return Ok(None),
+    };
+    let namespace = request
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let dry_run = request.dry_run.unwrap_or(false);
+    match request.operation {
+        Operation::Connect => Ok(None),
+        Operation::Delete => {
+            let name = request.name.clone().unwrap_or_default();
+            Ok(Some(Candidate {
+                operation: Operation::Delete,
+                key: ObjectKey::new(kind, namespace, name),
+                object: None,
+                dry_run,
+            }))
+        }
+        operation @ (Operation::Create | Operation::Update) => {
+            let mut value = request
+                .object
+                .ok_or_else(|| format!("{operation:?} request without an object"))?;
+            // The API server fills these in before storing; fill them the same way.
+            if let Some(meta) = value
+                .as_object_mut()
+                .and_then(|o| o.get_mut("metadata"))
+                .and_then(Value::as_object_mut)
+            {
+                meta.entry("namespace")
+                    .or_insert_with(|| namespace.clone().into());
+                if let Some(name) = &request.name
+                    && !name.is_empty()
+                {
+                    meta.entry("name").or_insert_with(|| name.clone().into());
+                }
+            }
+            let object = crate::provider::manifest::decode(kind, value)
+                .map_err(|e| format!("this object could not be read ({e}) and is not served"))?;
+            Ok(Some(Candidate {
+                operation,
+                key: object.key(),
+                object: Some(object),
+                dry_run,
+            }))
+        }
+    }
+}
+
+/// The AdmissionReview sent back.
+pub fn response(uid: &str, verdict: &Verdict) -> Value {
+    let mut response = json!({ "uid": uid, "allowed": verdict.allowed });
+    if !verdict.allowed {
+        response["status"] = json!({
+            "code": 403,
+            "reason": "Forbidden",
+            "message": verdict.message,
+        });
+    }
+    if !verdict.warnings.is_empty() {
+        response["warnings"] = json!(verdict.warnings);
+    }
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": response,
+    })
+}
+
+// ---- HTTPS ----
+
+mod tls;
+
+pub use tls::{check_certificate, serve};

@@ -1,0 +1,366 @@
+//! The admission webhook over real HTTPS, with real AdmissionReview JSON, against a
+//! controller reading a manifest directory.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+
+use isobar::config::Config;
+use isobar::pipeline::Pipeline;
+
+use crate::support::{eventually, service_yaml, write};
+
+/// A controller on a manifest directory with its webhook on a loopback port.
+struct Hook {
+    _controller: isobar::serve::Controller,
+    _dir: tempfile::TempDir,
+    addr: std::net::SocketAddr,
+    ca: CertificateDer<'static>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Drop for Hook {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+fn certificate(dir: &Path) -> CertificateDer<'static> {
+    let params = rcgen::CertificateParams::new(vec!["isobar-webhook.projectcontour.svc".into()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap_or_else(|e| panic!("{e}"));
+    cert.der().clone()
+}
+
+async fn hook(manifests: &str, config: Config) -> Hook {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let objects = dir.path().join("objects");
+    write(&objects, "objects.yaml", manifests);
+    let ca = certificate(dir.path());
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let controller = isobar::serve::Controller::start(
+        &config,
+        pipeline,
+        isobar::serve::ProviderChoice::Files(Some(objects)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let router = isobar::admission::routes().with_state(isobar::admission::Webhook {
+        runner: controller.admission.clone(),
+    });
+    let server = tokio::spawn(isobar::admission::serve(
+        listener,
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        router,
+    ));
+    // Ready once the first snapshot is built.
+    let mut snapshots = controller.snapshots.clone();
+    let ready = eventually(Duration::from_secs(10), || {
+        let ready = snapshots.borrow_and_update().is_some();
+        async move { ready.then_some(()) }
+    })
+    .await;
+    assert!(ready.is_some(), "the controller never built");
+    Hook {
+        _controller: controller,
+        _dir: dir,
+        addr,
+        ca,
+        server,
+    }
+}
+
+impl Hook {
+    /// POSTs `body` to /validate over TLS, verifying the webhook's certificate.
+    async fn post(&self, body: &str) -> (u16, String) {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let config =
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap_or_else(|e| panic!("{e}"))
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(self.addr)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let name = ServerName::try_from("isobar-webhook.projectcontour.svc")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut tls = connector
+            .connect(name, tcp)
+            .await
+            .unwrap_or_else(|e| panic!("TLS: {e}"));
+        let request = format!(
+            "POST /validate HTTP/1.1\r\nHost: isobar\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tls.write_all(request.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut raw = Vec::new();
+        let _ = tls.read_to_end(&mut raw).await;
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, body.to_string())
+    }
+
+    /// Sends a review and returns its `response`.
+    async fn review(&self, review: &Value) -> Value {
+        let (status, body) = self.post(&review.to_string()).await;
+        assert_eq!(status, 200, "{body}");
+        let answer: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(answer["kind"], "AdmissionReview");
+        answer["response"].clone()
+    }
+}
+
+fn review(uid: &str, operation: &str, object: &Value) -> Value {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let (group, version) = match kind {
+        "Ingress" => ("networking.k8s.io", "v1"),
+        _ => ("projectcontour.io", "v1"),
+    };
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": format!("{}s", kind.to_lowercase())},
+            "namespace": object["metadata"]["namespace"],
+            "name": object["metadata"]["name"],
+            "operation": operation,
+            "userInfo": {"username": "alice"},
+            "object": if operation == "DELETE" { Value::Null } else { object.clone() },
+            "oldObject": if operation == "CREATE" { Value::Null } else { object.clone() },
+            "dryRun": false,
+        }
+    })
+}
+
+fn proxy(ns: &str, name: &str, fqdn: &str) -> Value {
+    json!({
+        "apiVersion": "projectcontour.io/v1",
+        "kind": "HTTPProxy",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "virtualhost": {"fqdn": fqdn},
+            "routes": [{"conditions": [{"prefix": "/"}], "services": [{"name": "web", "port": 80}]}],
+        }
+    })
+}
+
+fn yaml(value: &Value) -> String {
+    serde_yaml::to_string(value).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn existing() -> String {
+    let mut out = service_yaml("team-a", "web", 8080);
+    out += "---\n";
+    out += &service_yaml("team-b", "web", 8080);
+    out += "---\n";
+    out += &yaml(&proxy("team-a", "site", "site.example.com"));
+    out
+}
+
+/// What the controller's status says about `key` once `extra` is added to the objects.
+fn status_errors(manifests: &str, extra: &Value, key: &isobar_sdk::ObjectKey) -> Vec<String> {
+    let config = Config::default();
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let mut objects = isobar_sdk::Objects::default();
+    let text = format!("{manifests}---\n{}", yaml(extra));
+    for o in isobar::provider::manifest::parse_file(Path::new("x.yaml"), &text)
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
+        objects.apply(o);
+    }
+    let out = pipeline.build(&objects);
+    out.status
+        .get(key)
+        .map(|s| s.errors.iter().map(|e| e.message.clone()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allows_denies_and_warns_with_the_controllers_messages() {
+    let manifests = existing();
+    let hook = hook(&manifests, Config::default()).await;
+
+    // A new site: allowed, uid echoed, no warnings.
+    let fresh = proxy("team-b", "shop", "shop.example.com");
+    let answer = hook.review(&review("uid-1", "CREATE", &fresh)).await;
+    assert_eq!(answer["uid"], "uid-1");
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert!(answer.get("warnings").is_none(), "{answer}");
+
+    // The same FQDN in another case and with a trailing dot: denied with the message the
+    // controller would put in the status.
+    let clash = proxy("team-b", "copy", "SITE.example.com.");
+    let answer = hook.review(&review("uid-2", "CREATE", &clash)).await;
+    assert_eq!(answer["uid"], "uid-2");
+    assert_eq!(answer["allowed"], false, "{answer}");
+    let expected = status_errors(
+        &manifests,
+        &clash,
+        &isobar_sdk::ObjectKey::new(isobar_sdk::Kind::HTTPProxy, "team-b", "copy"),
+    );
+    assert!(!expected.is_empty());
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&expected[0]), "{message} vs {expected:?}");
+    assert_eq!(answer["status"]["code"], 403);
+
+    // An Ingress with the host of an HTTPProxy is fine for the Ingress (it keeps its
+    // host); an HTTPProxy taking an Ingress's host is not.
+    let ingress = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "legacy", "namespace": "team-b"},
+        "spec": {"rules": [{"host": "legacy.example.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}
+    });
+    let answer = hook.review(&review("uid-3", "CREATE", &ingress)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+    // (The Ingress is not in the store yet: the webhook remembers what it admitted.)
+    let taker = proxy("team-a", "taker", "Legacy.example.com");
+    let answer = hook.review(&review("uid-3b", "CREATE", &taker)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"legacy.example.com\" is also used by Ingress team-b/legacy"),
+        "{message}"
+    );
+
+    // Warnings: a field Isobar does not act on.
+    let mut odd = proxy("team-b", "odd", "odd.example.com");
+    odd["spec"]["somethingNew"] = json!({"x": 1});
+    let answer = hook.review(&review("uid-4", "CREATE", &odd)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+    let warnings = answer["warnings"].as_array().cloned().unwrap_or_default();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap_or_default().contains("somethingNew")),
+        "{answer}"
+    );
+
+    // An include cycle is an error the controller raises: denied.
+    let looping = json!({
+        "apiVersion": "projectcontour.io/v1", "kind": "HTTPProxy",
+        "metadata": {"name": "loop", "namespace": "team-b"},
+        "spec": {"virtualhost": {"fqdn": "loop.example.com"},
+                 "includes": [{"name": "loop", "namespace": "team-b"}]}
+    });
+    let answer = hook.review(&review("uid-5", "CREATE", &looping)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+
+    // An object that does not decode is rejected with why.
+    let mut broken = proxy("team-b", "broken", "broken.example.com");
+    broken["spec"]["routes"] = json!("not a list");
+    let answer = hook.review(&review("uid-6", "CREATE", &broken)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be read"), "{message}");
+
+    // Not JSON, or JSON without a request: 400.
+    let (status, _) = hook.post("{not json").await;
+    assert_eq!(status, 400);
+    let (status, _) = hook.post(r#"{"kind":"AdmissionReview"}"#).await;
+    assert_eq!(status, 400);
+
+    // Deletes are allowed.
+    let site = proxy("team-a", "site", "site.example.com");
+    let answer = hook.review(&review("uid-7", "DELETE", &site)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_colliding_creates_racing_only_one_is_admitted() {
+    let hook = hook(&existing(), Config::default()).await;
+    let first = review(
+        "race-1",
+        "CREATE",
+        &proxy("team-a", "one", "race.example.com"),
+    );
+    let second = review(
+        "race-2",
+        "CREATE",
+        &proxy("team-b", "two", "race.example.com"),
+    );
+    let (a, b) = tokio::join!(hook.review(&first), hook.review(&second));
+    let allowed = [&a, &b].iter().filter(|r| r["allowed"] == true).count();
+    assert_eq!(allowed, 1, "{a}\n{b}");
+
+    // A dry run leaves nothing behind: after a dry-run create, a real one is admitted.
+    let mut dry = review(
+        "dry-1",
+        "CREATE",
+        &proxy("team-a", "dry", "dry.example.com"),
+    );
+    dry["request"]["dryRun"] = json!(true);
+    assert_eq!(hook.review(&dry).await["allowed"], true);
+    let real = review(
+        "dry-2",
+        "CREATE",
+        &proxy("team-b", "real", "dry.example.com"),
+    );
+    assert_eq!(hook.review(&real).await["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_denial_is_rejected_with_the_policy_message() {
+    let policies = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let mut config = Config::default();
+    config.pipeline.processors.push("opa".to_string());
+    config.plugins.insert(
+        "opa".to_string(),
+        json!({
+            "policies": [policies.join("no-wildcard-hosts.rego").display().to_string(),
+                         policies.join("allowed-domains.rego").display().to_string()],
+            "data": {"allowed-domains": {"team-a": ["example.com"], "team-b": ["team-b.example.com"]}},
+        }),
+    );
+    let hook = hook(&existing(), config).await;
+
+    let wild = proxy("team-a", "wild", "*.example.com");
+    let answer = hook.review(&review("p-1", "CREATE", &wild)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("wildcard host \"*.example.com\" is not allowed"),
+        "{message}"
+    );
+
+    let outside = proxy("team-b", "outside", "shop.example.com");
+    let answer = hook.review(&review("p-2", "CREATE", &outside)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not in a domain namespace \"team-b\" may use"),
+        "{message}"
+    );
+
+    let inside = proxy("team-b", "inside", "shop.team-b.example.com");
+    let answer = hook.review(&review("p-3", "CREATE", &inside)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+}

@@ -1,0 +1,360 @@
+//! The shipped Rego policies, evaluated by the `opa` processor against inventories, and
+//! the OPA wasm path (opa-wasm) with a module implementing OPA's wasm ABI.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use isobar::config::Config;
+use isobar::pipeline::Pipeline;
+use isobar::provider::manifest::parse_file;
+use isobar_plugin_opa::{Inventory, Opa, OpaConfig, input_for};
+use isobar_sdk::condition::Reason;
+use isobar_sdk::{Kind, Object, ObjectKey, Objects};
+
+fn policy(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("policies")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn objects(yaml: &str) -> Objects {
+    let mut objects = Objects::default();
+    for o in parse_file(Path::new("t.yaml"), yaml).unwrap_or_else(|e| panic!("{e}")) {
+        objects.apply(o);
+    }
+    objects
+}
+
+fn object(yaml: &str) -> Object {
+    parse_file(Path::new("t.yaml"), yaml)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
+}
+
+fn proxy(ns: &str, name: &str, fqdn: &str, tls: bool) -> String {
+    let tls = if tls { ", tls: {secretName: cert}" } else { "" };
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: '{fqdn}'{tls}}}\n  routes: [{{services: [{{name: web, port: 80}}]}}]\n"
+    )
+}
+
+fn ingress(ns: &str, name: &str, host: &str, tls: bool) -> String {
+    let tls = if tls {
+        format!("  tls: [{{hosts: ['{host}'], secretName: cert}}]\n")
+    } else {
+        String::new()
+    };
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{tls}  rules: [{{host: '{host}', http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}}}]\n"
+    )
+}
+
+/// The deny messages `policies` give `candidate`, with `existing` (plus the candidate)
+/// as the inventory.
+fn deny(files: &[String], data: serde_json::Value, existing: &str, candidate: &str) -> Vec<String> {
+    let opa = Opa::load(&OpaConfig {
+        policies: files.to_vec(),
+        data,
+        ..OpaConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut store = objects(existing);
+    let candidate = object(candidate);
+    store.apply(candidate.clone());
+    let inventory = Inventory::of(&store);
+    let verdicts = opa.judge(&inventory, &[(candidate.key(), input_for(&candidate))]);
+    verdicts
+        .into_iter()
+        .flat_map(|(_, v)| v.unwrap_or_else(|e| panic!("{e}")).deny)
+        .collect()
+}
+
+#[test]
+fn unique_fqdn_compares_hosts_across_kinds_and_ignores_the_object_itself() {
+    let files = [policy("unique-fqdn.rego")];
+    let existing = format!(
+        "{}---\n{}",
+        proxy("a", "site", "site.example.com", false),
+        ingress("b", "legacy", "legacy.example.com", false)
+    );
+    let none = json!({});
+    // The object alone (an update of itself) is fine.
+    assert!(
+        deny(
+            &files,
+            none.clone(),
+            &existing,
+            &proxy("a", "site", "site.example.com", true)
+        )
+        .is_empty()
+    );
+    // Case and trailing dot do not make a host different.
+    let d = deny(
+        &files,
+        none.clone(),
+        &existing,
+        &proxy("c", "copy", "SITE.Example.com.", false),
+    );
+    assert_eq!(
+        d,
+        vec!["host \"site.example.com\" is already claimed by HTTPProxy a/site".to_string()]
+    );
+    // An HTTPProxy taking an Ingress's host, and the other way round.
+    assert_eq!(
+        deny(
+            &files,
+            none.clone(),
+            &existing,
+            &proxy("c", "p", "legacy.example.com", false)
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        deny(
+            &files,
+            none.clone(),
+            &existing,
+            &ingress("c", "i", "site.example.com", false)
+        )
+        .len(),
+        1
+    );
+    // Ingresses may share a host.
+    assert!(
+        deny(
+            &files,
+            none,
+            &existing,
+            &ingress("c", "i2", "legacy.example.com", false)
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn allowed_domains_per_namespace() {
+    let files = [policy("allowed-domains.rego")];
+    let data = json!({"allowed-domains": {"team-a": ["team-a.example.com"], "*": ["shared.example.com."]}});
+    let ok = |ns: &str, host: &str| {
+        deny(&files, data.clone(), "", &proxy(ns, "p", host, false)).is_empty()
+    };
+    assert!(ok("team-a", "team-a.example.com"));
+    assert!(ok("team-a", "www.Team-A.example.com"));
+    assert!(ok("team-b", "shared.example.com"));
+    assert!(!ok("team-a", "team-b.example.com"));
+    assert!(!ok("team-a", "evilteam-a.example.com"));
+    assert!(!ok("team-b", "team-a.example.com"));
+    let d = deny(
+        &files,
+        data.clone(),
+        "",
+        &ingress("team-c", "i", "x.example.org", false),
+    );
+    assert_eq!(d.len(), 1);
+    assert!(
+        d[0].contains("\"x.example.org\" is not in a domain namespace \"team-c\" may use"),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn tls_required_for_proxies_and_ingresses_unless_exempt() {
+    let files = [policy("tls-required.rego")];
+    let none = json!({});
+    assert!(
+        deny(
+            &files,
+            none.clone(),
+            "",
+            &proxy("a", "p", "a.example.com", true)
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        deny(
+            &files,
+            none.clone(),
+            "",
+            &proxy("a", "p", "a.example.com", false)
+        )
+        .len(),
+        1
+    );
+    assert!(
+        deny(
+            &files,
+            none.clone(),
+            "",
+            &ingress("a", "i", "a.example.com", true)
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        deny(&files, none, "", &ingress("a", "i", "a.example.com", false)).len(),
+        1
+    );
+    let exempt = json!({"tls-required": {"exempt-namespaces": ["a"]}});
+    assert!(deny(&files, exempt, "", &proxy("a", "p", "a.example.com", false)).is_empty());
+}
+
+#[test]
+fn no_wildcard_hosts() {
+    let files = [policy("no-wildcard-hosts.rego")];
+    let none = json!({});
+    assert_eq!(
+        deny(
+            &files,
+            none.clone(),
+            "",
+            &proxy("a", "p", "*.example.com", false)
+        ),
+        vec!["wildcard host \"*.example.com\" is not allowed".to_string()]
+    );
+    assert!(
+        deny(
+            &files,
+            none.clone(),
+            "",
+            &proxy("a", "p", "www.example.com", false)
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        deny(&files, none, "", &ingress("a", "i", "*.example.com", false)).len(),
+        1
+    );
+}
+
+#[test]
+fn a_policy_that_does_not_parse_stops_start_up_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("broken.rego");
+    std::fs::write(
+        &file,
+        "package broken\n\nimport rego.v1\n\ndeny contains msg if {\n  msg := \n}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut config = Config::default();
+    config.pipeline.processors.push("opa".into());
+    config.plugins.insert(
+        "opa".into(),
+        json!({"policies": [file.display().to_string()]}),
+    );
+    let error = Pipeline::from_config(&config.pipeline, &config.plugins)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(error.starts_with("plugins.opa: policies: "), "{error}");
+    assert!(error.contains("broken.rego:6:7: expecting `}`"), "{error}");
+}
+
+#[test]
+fn denied_objects_are_invalid_in_the_controller_and_others_still_serve() {
+    let mut config = Config::default();
+    config.pipeline.processors.push("opa".into());
+    config.plugins.insert(
+        "opa".into(),
+        json!({"policies": [policy("no-wildcard-hosts.rego"), policy("tls-required.rego")],
+               "data": {"tls-required": {"exempt-namespaces": ["a"]}}}),
+    );
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let store = objects(&format!(
+        "{}---\n{}---\n{}---\n{}---\n{}",
+        crate::support::service_yaml("a", "web", 8080),
+        crate::support::service_yaml("b", "web", 8080),
+        proxy("a", "ok", "ok.example.com", false),
+        proxy("a", "wild", "*.example.com", false),
+        proxy("b", "plain", "plain.example.com", false),
+    ));
+    let out = pipeline.build(&store);
+    let reasons = |ns: &str, name: &str| -> Vec<Reason> {
+        out.status
+            .get(&ObjectKey::new(Kind::HTTPProxy, ns, name))
+            .map(|s| s.errors.iter().map(|e| e.reason).collect())
+            .unwrap_or_default()
+    };
+    assert!(reasons("a", "ok").is_empty());
+    assert_eq!(reasons("a", "wild"), vec![Reason::PolicyDenied]);
+    assert_eq!(reasons("b", "plain"), vec![Reason::PolicyDenied]);
+    assert!(out.ir.virtual_hosts.contains_key("ok.example.com"));
+    assert!(!out.ir.virtual_hosts.contains_key("*.example.com"));
+    assert!(!out.ir.virtual_hosts.contains_key("plain.example.com"));
+}
+
+/// The fixture implements OPA's wasm ABI by hand (no `opa build` here); wasmtime reads
+/// the text format, so it is copied under a `.wasm` name for the loader.
+fn opa_wasm_fixture(dir: &Path) -> PathBuf {
+    let wat =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/opa-abi/no-wildcard-hosts.wat");
+    let path = dir.join("no-wildcard-hosts.wasm");
+    std::fs::copy(&wat, &path).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+#[test]
+fn opa_wasm_policies_run_through_opa_wasm() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = opa_wasm_fixture(dir.path()).display().to_string();
+    let files = [file];
+    let d = deny(
+        &files,
+        json!({}),
+        "",
+        &proxy("a", "p", "*.example.com", false),
+    );
+    assert_eq!(d, vec!["wildcard hosts are not allowed".to_string()]);
+    assert!(
+        deny(
+            &files,
+            json!({}),
+            "",
+            &proxy("a", "p", "www.example.com", false)
+        )
+        .is_empty()
+    );
+    // Many evaluations on one prepared policy (the heap is reset each time).
+    let opa = Opa::load(&OpaConfig {
+        policies: files.to_vec(),
+        ..OpaConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let store = objects("");
+    let inputs: Vec<_> = (0..300)
+        .map(|i| {
+            let o = object(&proxy(
+                "a",
+                &format!("p{i}"),
+                if i % 2 == 0 { "*.x.com" } else { "x.com" },
+                false,
+            ));
+            (o.key(), input_for(&o))
+        })
+        .collect();
+    let verdicts = opa.judge(&Inventory::of(&store), &inputs);
+    let denied = verdicts
+        .iter()
+        .filter(|(_, v)| v.as_ref().is_ok_and(|v| !v.deny.is_empty()))
+        .count();
+    assert_eq!(denied, 150);
+
+    // A module that is not an OPA policy stops start-up.
+    let bogus = dir.path().join("bogus.wasm");
+    std::fs::write(&bogus, "(module (memory (export \"memory\") 1))")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let error = Opa::load(&OpaConfig {
+        policies: vec![bogus.display().to_string()],
+        ..OpaConfig::default()
+    })
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        error.contains("bogus.wasm") && error.contains("not an OPA wasm policy"),
+        "{error}"
+    );
+}
