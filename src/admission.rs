@@ -101,6 +101,11 @@ struct Pending {
 #[derive(Default)]
 pub struct Admissions {
     pending: BTreeMap<ObjectKey, Pending>,
+    /// Bumped whenever `pending` changes.
+    overlay: u64,
+    /// The statuses of the store plus `pending`, for (store generation, overlay): a
+    /// review reuses them instead of building twice.
+    baseline: Option<(u64, u64, StatusReport)>,
 }
 
 /// Identifies the version of an object the store holds (its allocation).
@@ -135,17 +140,23 @@ fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<String> {
 }
 
 impl Admissions {
-    /// Answers one review against `objects` (what the runner holds).
+    /// Answers one review against `objects` (what the runner holds); `generation`
+    /// changes whenever they do.
     pub fn review(
         &mut self,
         pipeline: &Pipeline,
         objects: &Objects,
+        generation: u64,
         candidate: Candidate,
     ) -> Verdict {
         let now = Instant::now();
+        let before_len = self.pending.len();
         self.pending.retain(|key, p| {
             now.duration_since(p.at) < PENDING_TTL && stored(objects, key) == p.stored
         });
+        if self.pending.len() != before_len {
+            self.overlay += 1;
+        }
         let mut view = objects.clone();
         for (key, p) in &self.pending {
             match &p.object {
@@ -158,7 +169,10 @@ impl Admissions {
             }
         }
         let key = &candidate.key;
-        let before = pipeline.build_focused(&view, Some(key)).status;
+        let before = match self.baseline.take() {
+            Some((g, o, status)) if g == generation && o == self.overlay => status,
+            _ => pipeline.build_focused(&view, Some(key)).status,
+        };
         match &candidate.object {
             Some(object) => {
                 view.apply(object.clone());
@@ -212,10 +226,17 @@ impl Admissions {
                 }
             }
         }
-        if !problems.is_empty() {
+        if !problems.is_empty() || candidate.dry_run {
+            self.baseline = Some((generation, self.overlay, before));
+            if problems.is_empty() {
+                return Verdict::allow(warnings);
+            }
             return Verdict::deny(problems.join("; "), warnings);
         }
-        if !candidate.dry_run {
+        {
+            // Admitted: the candidate joins the overlay, and this build is the new baseline.
+            self.overlay += 1;
+            self.baseline = Some((generation, self.overlay, after));
             self.pending.insert(
                 key.clone(),
                 Pending {

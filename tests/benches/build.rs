@@ -3,7 +3,8 @@
 //!
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
-//! `build` (flat and inclusion), `tls` and `kube`; all by default). Figures go in BENCHMARKS.md.
+//! `build` (flat and inclusion), `tls`, `kube`, `webhook` and `wasm`; all by default;
+//! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,8 +19,11 @@ use isobar_sdk::Objects;
 #[path = "../integration/apiserver.rs"]
 #[allow(dead_code)]
 mod apiserver;
+mod extend;
 mod kube;
 mod tls;
+#[path = "../integration/webhook_client.rs"]
+mod webhook_client;
 
 /// The same allocator as the `isobar` binary.
 #[global_allocator]
@@ -207,8 +211,8 @@ fn main() {
     let benching = std::env::args().any(|a| a == "--bench");
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
-    let profiles =
-        std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| "build,tls,kube".into());
+    let profiles = std::env::var("ISOBAR_BENCH_PROFILES")
+        .unwrap_or_else(|_| "build,tls,kube,webhook,wasm".into());
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
         build_profiles(n, runs);
@@ -218,6 +222,14 @@ fn main() {
     }
     if profiles.contains(&"kube") {
         kube::report(n);
+    }
+    // Issue 6's figures are stated at 1,000 objects.
+    let small = env_usize("ISOBAR_BENCH_N", if benching { 1_000 } else { 50 });
+    if profiles.contains(&"webhook") {
+        extend::webhook(small, if benching { 300 } else { 30 });
+    }
+    if profiles.contains(&"wasm") {
+        extend::wasm(small, runs);
     }
 }
 

@@ -2,13 +2,10 @@
 //! controller reading a manifest directory.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
-use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+use tokio_rustls::rustls::pki_types::CertificateDer;
 
 use isobar::config::Config;
 use isobar::pipeline::Pipeline;
@@ -30,21 +27,11 @@ impl Drop for Hook {
     }
 }
 
-fn certificate(dir: &Path) -> CertificateDer<'static> {
-    let params = rcgen::CertificateParams::new(vec!["isobar-webhook.projectcontour.svc".into()])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
-    let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap_or_else(|e| panic!("{e}"));
-    cert.der().clone()
-}
-
 async fn hook(manifests: &str, config: Config) -> Hook {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let objects = dir.path().join("objects");
     write(&objects, "objects.yaml", manifests);
-    let ca = certificate(dir.path());
+    let ca = crate::webhook_client::certificate(dir.path());
     let pipeline =
         Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
     let controller = isobar::serve::Controller::start(
@@ -85,43 +72,8 @@ async fn hook(manifests: &str, config: Config) -> Hook {
 }
 
 impl Hook {
-    /// POSTs `body` to /validate over TLS, verifying the webhook's certificate.
     async fn post(&self, body: &str) -> (u16, String) {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.ca.clone()).unwrap_or_else(|e| panic!("{e}"));
-        let config =
-            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .unwrap_or_else(|e| panic!("{e}"))
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let tcp = tokio::net::TcpStream::connect(self.addr)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let name = ServerName::try_from("isobar-webhook.projectcontour.svc")
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut tls = connector
-            .connect(name, tcp)
-            .await
-            .unwrap_or_else(|e| panic!("TLS: {e}"));
-        let request = format!(
-            "POST /validate HTTP/1.1\r\nHost: isobar\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        tls.write_all(request.as_bytes())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut raw = Vec::new();
-        let _ = tls.read_to_end(&mut raw).await;
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, body.to_string())
+        crate::webhook_client::post(self.addr, &self.ca, body).await
     }
 
     /// Sends a review and returns its `response`.

@@ -12,4 +12,5 @@ mod routing;
 mod support;
 mod tls;
 mod wasm;
+mod webhook_client;
 mod xds;

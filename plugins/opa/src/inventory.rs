@@ -20,18 +20,19 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    pub fn of(objects: &Objects) -> Inventory {
+    /// The host index of `objects`, and with `full` the copy of every object too.
+    pub fn of(objects: &Objects, full: bool) -> Inventory {
         let mut inventory = Inventory::default();
         for proxy in objects.httpproxies.values() {
-            inventory.add(&Object::HTTPProxy(proxy.clone()));
+            inventory.add(&Object::HTTPProxy(proxy.clone()), full);
         }
         for ingress in objects.ingresses.values() {
-            inventory.add(&Object::Ingress(ingress.clone()));
+            inventory.add(&Object::Ingress(ingress.clone()), full);
         }
         inventory
     }
 
-    fn add(&mut self, object: &Object) {
+    fn add(&mut self, object: &Object, full: bool) {
         let key = object.key();
         let (api_version, kind) = type_of(object);
         for host in hosts(object) {
@@ -40,6 +41,9 @@ impl Inventory {
                 "namespace": key.namespace,
                 "name": key.name,
             }));
+        }
+        if !full {
+            return;
         }
         self.namespaces
             .entry(key.namespace.clone())
@@ -51,10 +55,16 @@ impl Inventory {
             .insert(key.name.clone(), manifest(object));
     }
 
-    /// `data` for one build: the inventory, the host index and the plugin's `data`.
-    pub fn data(&self, config: &Value) -> Value {
+    /// `data` for one build: the inventory (empty unless `full`), the host index and the
+    /// plugin's `data`.
+    pub fn data(&self, config: &Value, full: bool) -> Value {
+        let namespaces = if full {
+            json!(self.namespaces)
+        } else {
+            json!({})
+        };
         json!({
-            "inventory": { "namespace": self.namespaces },
+            "inventory": { "namespace": namespaces },
             "isobar": { "hosts": self.hosts },
             "config": config,
         })

@@ -105,8 +105,32 @@ pub struct Verdict {
 /// One loaded policy file.
 trait Policy: Send + Sync {
     fn name(&self) -> &str;
+    /// Whether the policy may read `data.inventory` (building it costs a copy of every
+    /// HTTPProxy and Ingress, so it is only built when some policy may read it).
+    fn reads_inventory(&self) -> bool;
     /// Readies the policy for one build with the inventory as data.
-    fn prepare(&self, data: &serde_json::Value) -> Result<Box<dyn Prepared + '_>, String>;
+    fn prepare(&self, data: &Data) -> Result<Box<dyn Prepared + '_>, String>;
+}
+
+/// A build's `data`, as JSON and (converted once, on first use) as a regorus value.
+pub struct Data {
+    json: serde_json::Value,
+    rego: std::sync::OnceLock<regorus::Value>,
+}
+
+impl Data {
+    fn new(json: serde_json::Value) -> Data {
+        Data {
+            json,
+            rego: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn rego(&self) -> regorus::Value {
+        self.rego
+            .get_or_init(|| regorus::Value::from(self.json.clone()))
+            .clone()
+    }
 }
 
 /// A policy with a build's data loaded, asked about objects one by one.
@@ -203,7 +227,8 @@ impl Opa {
         inventory: &Inventory,
         objects: &[(ObjectKey, serde_json::Value)],
     ) -> Vec<(ObjectKey, Result<Verdict, String>)> {
-        let data = inventory.data(&self.config);
+        let full = self.policies.iter().any(|p| p.reads_inventory());
+        let data = Data::new(inventory.data(&self.config, full));
         let mut out = Vec::new();
         for policy in &self.policies {
             let mut prepared = match policy.prepare(&data) {
@@ -249,7 +274,8 @@ impl Processor for Opa {
         if self.policies.is_empty() {
             return rejected;
         }
-        let inventory = Inventory::of(ctx.objects);
+        let full = self.policies.iter().any(|p| p.reads_inventory());
+        let inventory = Inventory::of(ctx.objects, full);
         let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
         let mut inputs = Vec::new();
         for (key, proxy) in ctx.httpproxies() {

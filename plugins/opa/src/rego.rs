@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use regorus::utils::limits::ExecutionTimerConfig;
 
-use crate::{Policy, Prepared, Verdict, messages};
+use crate::{Data, Policy, Prepared, Verdict, messages};
 
 pub struct RegoPolicy {
     name: String,
     /// The rules asked for: `data.<package>.deny` / `.warn`, when the module has them.
     deny: Option<String>,
     warn: Option<String>,
+    /// Whether the source mentions `data.inventory` (or reads `data` as a whole).
+    inventory: bool,
     /// The parsed policy; cloned for each build (the clone shares the parsed modules).
     engine: Mutex<regorus::Engine>,
 }
@@ -41,10 +43,14 @@ impl RegoPolicy {
                 "{name}: package {package} has neither a deny nor a warn rule"
             ));
         }
+        // A policy that never names `data.inventory` (nor indexes `data` by a variable)
+        // cannot read it.
+        let inventory = text.contains("inventory") || text.contains("data[");
         Ok(RegoPolicy {
             name: name.to_string(),
             deny,
             warn,
+            inventory,
             engine: Mutex::new(engine),
         })
     }
@@ -55,15 +61,17 @@ impl Policy for RegoPolicy {
         &self.name
     }
 
-    fn prepare(&self, data: &serde_json::Value) -> Result<Box<dyn Prepared + '_>, String> {
+    fn reads_inventory(&self) -> bool {
+        self.inventory
+    }
+
+    fn prepare(&self, data: &Data) -> Result<Box<dyn Prepared + '_>, String> {
         let mut engine = self
             .engine
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        engine
-            .add_data(regorus::Value::from(data.clone()))
-            .map_err(|e| e.to_string())?;
+        engine.add_data(data.rego()).map_err(|e| e.to_string())?;
         Ok(Box::new(PreparedRego {
             policy: self,
             engine,

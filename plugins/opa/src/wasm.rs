@@ -8,7 +8,7 @@ use wasmtime::{Config, Engine, Module, Store};
 /// Fuel for loading a policy's data, and again for each evaluation.
 const FUEL: u64 = 500_000_000;
 
-use crate::{Policy, Prepared, Verdict, messages};
+use crate::{Data, Policy, Prepared, Verdict, messages};
 
 pub struct WasmPolicy {
     name: String,
@@ -65,12 +65,17 @@ impl Policy for WasmPolicy {
         &self.name
     }
 
-    fn prepare(&self, data: &serde_json::Value) -> Result<Box<dyn Prepared + '_>, String> {
+    /// A compiled policy cannot be inspected: it gets the inventory.
+    fn reads_inventory(&self) -> bool {
+        true
+    }
+
+    fn prepare(&self, data: &Data) -> Result<Box<dyn Prepared + '_>, String> {
         let mut store = Store::new(&self.engine, ());
         store.set_fuel(FUEL).map_err(|e| format!("{e:#}"))?;
         let policy = block_on(async {
             let runtime = Runtime::new(&mut store, &self.module).await?;
-            runtime.with_data(&mut store, data).await
+            runtime.with_data(&mut store, &data.json).await
         })
         .map_err(|e| format!("{e:#}"))?;
         Ok(Box::new(PreparedWasm {

@@ -1,0 +1,200 @@
+//! Issue 6's figures: the admission webhook's latency with 1,000 existing objects and
+//! the shipped policies loaded (real HTTPS, real AdmissionReviews, a new TLS connection
+//! per review, as the API server may open), and what a WebAssembly processor adds to a
+//! build of 1,000 vhosts.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use isobar::config::Config;
+use isobar::pipeline::Pipeline;
+use isobar_sdk::Objects;
+
+use crate::webhook_client;
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+fn policies_config() -> Config {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let mut config = Config::default();
+    config.pipeline.processors.push("opa".into());
+    let policies: Vec<String> = [
+        "unique-fqdn.rego",
+        "allowed-domains.rego",
+        "no-wildcard-hosts.rego",
+    ]
+    .map(|p| root.join(p).display().to_string())
+    .to_vec();
+    config.plugins.insert(
+        "opa".into(),
+        json!({
+            "policies": policies,
+            "data": {"allowed-domains": {"*": ["example.com"]}},
+        }),
+    );
+    config
+}
+
+fn proxy(ns: &str, name: &str, fqdn: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "projectcontour.io/v1", "kind": "HTTPProxy",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"virtualhost": {"fqdn": fqdn},
+                 "routes": [{"services": [{"name": "app", "port": 80}]},
+                            {"conditions": [{"prefix": "/api"}], "services": [{"name": "app", "port": 80}]}]}
+    })
+}
+
+fn review(uid: usize, operation: &str, object: &serde_json::Value, dry_run: bool) -> String {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": format!("bench-{uid}"),
+            "kind": {"group": "projectcontour.io", "version": "v1", "kind": "HTTPProxy"},
+            "resource": {"group": "projectcontour.io", "version": "v1", "resource": "httpproxies"},
+            "namespace": object["metadata"]["namespace"], "name": object["metadata"]["name"],
+            "operation": operation, "userInfo": {"username": "bench"},
+            "object": object, "dryRun": dry_run,
+        }
+    })
+    .to_string()
+}
+
+/// `n` tenants in a manifest directory, a controller with the shipped policies and its
+/// webhook; `reviews` reviews, a third each: new sites (dry run), collisions (denied),
+/// updates of 20 existing sites.
+pub fn webhook(n: usize, reviews: usize) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let objects = dir.path().join("objects");
+        std::fs::create_dir_all(&objects).unwrap_or_else(|e| panic!("{e}"));
+        let text: String = (0..n).map(crate::tenant).collect::<Vec<_>>().join("---\n");
+        std::fs::write(objects.join("all.yaml"), text).unwrap_or_else(|e| panic!("{e}"));
+        let ca = webhook_client::certificate(dir.path());
+        let config = policies_config();
+        let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let controller = isobar::serve::Controller::start(
+            &config,
+            pipeline,
+            isobar::serve::ProviderChoice::Files(Some(objects)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut snapshots = controller.snapshots.clone();
+        let _ = snapshots.wait_for(|s| s.is_some()).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let router = isobar::admission::routes().with_state(isobar::admission::Webhook {
+            runner: controller.admission.clone(),
+        });
+        let server = tokio::spawn(isobar::admission::serve(
+            listener,
+            dir.path().join("tls.crt"),
+            dir.path().join("tls.key"),
+            router,
+        ));
+        let mut samples = Vec::new();
+        let (mut allowed, mut denied) = (0, 0);
+        for i in 0..reviews + 20 {
+            let body = match i % 3 {
+                0 => review(i, "CREATE", &proxy(&format!("ns-{}", i % n), &format!("n{i}"), &format!("new-{i}.example.com")), true),
+                1 => review(i, "CREATE", &proxy("thief", &format!("t{i}"), &format!("site-{}.example.com", i % n)), false),
+                _ => {
+                    let j = i % 20;
+                    review(i, "UPDATE", &proxy(&format!("ns-{j}"), "site", &format!("site-{j}.example.com")), false)
+                }
+            };
+            let start = Instant::now();
+            let (status, answer) = webhook_client::post(addr, &ca, &body).await;
+            let took = start.elapsed();
+            assert_eq!(status, 200, "{answer}");
+            let want = i % 3 != 1;
+            let got = answer.contains("\"allowed\":true");
+            assert_eq!(got, want, "review {i}: {answer}");
+            if i >= 20 {
+                samples.push(took);
+                if got { allowed += 1 } else { denied += 1 }
+            }
+        }
+        server.abort();
+        let metric = |name: &str| -> f64 {
+            let text = controller.metrics.encode();
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().split(' ').next()?.parse().ok())
+                .unwrap_or(0.0)
+        };
+        let judged = metric("isobar_admission_review_seconds_sum") * 1e3
+            / metric("isobar_admission_review_seconds_count").max(1.0);
+        samples.sort();
+        println!(
+            "admission webhook: {n} HTTPProxies (+ {n} Services, {n} EndpointSlices), 3 Rego policies loaded (unique-fqdn, allowed-domains, no-wildcard-hosts), {} reviews ({allowed} allowed, {denied} denied), HTTPS with a new connection each",
+            samples.len()
+        );
+        println!(
+            "  review round trip: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            percentile(&samples, 0.5),
+            percentile(&samples, 0.9),
+            percentile(&samples, 0.99),
+            percentile(&samples, 1.0)
+        );
+        println!("  of which judging (dry builds + policies, server side): {judged:.2} ms mean");
+    });
+}
+
+/// A build of `n` vhosts with and without the example WebAssembly processor.
+pub fn wasm(n: usize, runs: usize) {
+    let text: String = (0..n).map(crate::tenant).collect::<Vec<_>>().join("---\n");
+    let mut objects = Objects::default();
+    for o in isobar::provider::manifest::parse_file(Path::new("b.yaml"), &text)
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
+        objects.apply(o);
+    }
+    let plain = Config::default();
+    let mut with = Config::default();
+    with.pipeline.processors.push("wasm".into());
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("plugins/wasm-processors/response-header/processor.wat");
+    with.plugins.insert(
+        "wasm".into(),
+        json!({"modules": [{"name": "response-header", "path": example.display().to_string(),
+                            "config": {"fqdn-suffix": ".example.com", "name": "x-served-by", "value": "isobar"}}]}),
+    );
+    let time = |config: &Config| {
+        let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut samples = Vec::new();
+        for run in 0..runs + 2 {
+            let start = Instant::now();
+            let out = pipeline.build(&objects);
+            if run >= 2 {
+                samples.push(start.elapsed());
+            }
+            assert_eq!(out.ir.virtual_hosts.len(), n);
+        }
+        samples.sort();
+        samples[samples.len() / 2]
+    };
+    let base = time(&plain);
+    let wasm = time(&with);
+    println!("wasm processor: {n} vhosts, the example response-header module (WAT), {runs} runs");
+    println!(
+        "  build without: {:.2} ms median; with: {:.2} ms median; added: {:.2} ms per build",
+        base.as_secs_f64() * 1e3,
+        wasm.as_secs_f64() * 1e3,
+        (wasm.as_secs_f64() - base.as_secs_f64()) * 1e3
+    );
+}

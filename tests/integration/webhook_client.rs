@@ -1,0 +1,63 @@
+//! A minimal HTTPS client for the admission webhook (tests and benchmarks): one POST to
+//! `/validate` per connection, the server's certificate verified against `ca` for the
+//! name the deploy manifests give it.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+
+pub const NAME: &str = "isobar-webhook.projectcontour.svc";
+
+/// POSTs `body`; the status code and the response body.
+pub async fn post(
+    addr: std::net::SocketAddr,
+    ca: &CertificateDer<'static>,
+    body: &str,
+) -> (u16, String) {
+    let mut roots = RootCertStore::empty();
+    roots.add(ca.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let name = ServerName::try_from(NAME).unwrap_or_else(|e| panic!("{e}"));
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .unwrap_or_else(|e| panic!("TLS: {e}"));
+    let request = format!(
+        "POST /validate HTTP/1.1\r\nHost: isobar\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tls.write_all(request.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw).await;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+/// A self-signed certificate for [`NAME`], written as `tls.crt` / `tls.key` in `dir`.
+pub fn certificate(dir: &std::path::Path) -> CertificateDer<'static> {
+    let params = rcgen::CertificateParams::new(vec![NAME.into()]).unwrap_or_else(|e| panic!("{e}"));
+    let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap_or_else(|e| panic!("{e}"));
+    cert.der().clone()
+}
