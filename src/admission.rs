@@ -10,13 +10,16 @@
 //! - A create or update that makes an FQDN shared between an HTTPProxy and an Ingress
 //!   (which the controller merges, as Contour does, with a `DuplicateVhost` warning on
 //!   both) is rejected with that warning's message.
+//! - Both dry builds (before and after the change) cover only the objects linked to the
+//!   candidate, by includes or shared hosts, so a review costs about the same at 10 or
+//!   10,000 objects.
 //! - Admitted candidates are remembered until the store shows the change (or 30 s pass),
 //!   and reviews are answered one at a time by the runner, so of two colliding creates
 //!   racing each other the second is rejected.
 //! - Nothing from a request is run or loaded: the object is decoded like any watched
 //!   object, and `dryRun` requests leave no trace.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use isobar_sdk::host::parse_host;
 use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
 use crate::pipeline::Pipeline;
@@ -101,11 +105,6 @@ struct Pending {
 #[derive(Default)]
 pub struct Admissions {
     pending: BTreeMap<ObjectKey, Pending>,
-    /// Bumped whenever `pending` changes.
-    overlay: u64,
-    /// The statuses of the store plus `pending`, for (store generation, overlay): a
-    /// review reuses them instead of building twice.
-    baseline: Option<(u64, u64, StatusReport)>,
 }
 
 /// Identifies the version of an object the store holds (its allocation).
@@ -139,49 +138,124 @@ fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The routing objects linked to `start`, directly or not: by an include (either way)
+/// or by claiming a host it claims. Nothing outside this set can change the verdict on
+/// `start` or be changed by it, so a dry build needs only these (and every Service,
+/// Secret, EndpointSlice and delegation, which are looked up, never iterated).
+fn linked(objects: &Objects, start: &ObjectKey, out: &mut BTreeSet<ObjectKey>) {
+    let mut edges: BTreeMap<ObjectKey, Vec<ObjectKey>> = BTreeMap::new();
+    let mut hosts: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
+    let mut link = |a: &ObjectKey, b: ObjectKey| {
+        edges.entry(b.clone()).or_default().push(a.clone());
+        edges.entry(a.clone()).or_default().push(b);
+    };
+    for ((ns, name), proxy) in &objects.httpproxies {
+        let key = ObjectKey::new(Kind::HTTPProxy, ns, name);
+        let tcp = proxy.spec.tcpproxy.as_ref();
+        let tcp_include = tcp.and_then(|t| t.include.as_ref().or(t.includes.as_ref()));
+        let includes = proxy
+            .spec
+            .includes
+            .iter()
+            .map(|i| (i.namespace.as_deref(), i.name.as_str()))
+            .chain(tcp_include.map(|i| (i.namespace.as_deref(), i.name.as_str())));
+        for (child_ns, child) in includes {
+            link(
+                &key,
+                ObjectKey::new(Kind::HTTPProxy, child_ns.unwrap_or(ns), child),
+            );
+        }
+        if let Some(vhost) = &proxy.spec.virtualhost
+            && let Ok(host) = parse_host(&vhost.fqdn)
+        {
+            hosts.entry(host.fqdn).or_default().push(key);
+        }
+    }
+    for ((ns, name), ingress) in &objects.ingresses {
+        let key = ObjectKey::new(Kind::Ingress, ns, name);
+        let rules = ingress.spec.as_ref().and_then(|s| s.rules.as_ref());
+        for host in rules
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.host.as_deref())
+        {
+            let host = parse_host(host).map_or_else(|_| host.to_ascii_lowercase(), |h| h.fqdn);
+            hosts.entry(host).or_default().push(key.clone());
+        }
+    }
+    for claimants in hosts.values() {
+        for pair in claimants.windows(2) {
+            link(&pair[0], pair[1].clone());
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![start.clone()];
+    while let Some(key) = todo.pop() {
+        if seen.insert(key.clone()) {
+            todo.extend(edges.remove(&key).into_iter().flatten());
+        }
+    }
+    out.extend(seen);
+}
+
+/// `objects` with only the routing objects in `keep`.
+fn restricted(objects: &Objects, keep: &BTreeSet<ObjectKey>) -> Objects {
+    let mut out = objects.clone();
+    out.httpproxies
+        .retain(|(ns, name), _| keep.contains(&ObjectKey::new(Kind::HTTPProxy, ns, name)));
+    out.ingresses
+        .retain(|(ns, name), _| keep.contains(&ObjectKey::new(Kind::Ingress, ns, name)));
+    out
+}
+
+fn put(objects: &mut Objects, key: &ObjectKey, object: Option<&Object>) {
+    match object {
+        Some(object) => {
+            objects.apply(object.clone());
+        }
+        None => {
+            objects.delete(key);
+        }
+    }
+}
+
+fn current(objects: &Objects, key: &ObjectKey) -> Option<Object> {
+    let id = (key.namespace.clone(), key.name.clone());
+    match key.kind {
+        Kind::HTTPProxy => objects.httpproxies.get(&id).cloned().map(Object::HTTPProxy),
+        Kind::Ingress => objects.ingresses.get(&id).cloned().map(Object::Ingress),
+        _ => None,
+    }
+}
+
 impl Admissions {
-    /// Answers one review against `objects` (what the runner holds); `generation`
-    /// changes whenever they do.
+    /// Answers one review against `objects` (what the runner holds).
     pub fn review(
         &mut self,
         pipeline: &Pipeline,
         objects: &Objects,
-        generation: u64,
         candidate: Candidate,
     ) -> Verdict {
         let now = Instant::now();
-        let before_len = self.pending.len();
         self.pending.retain(|key, p| {
             now.duration_since(p.at) < PENDING_TTL && stored(objects, key) == p.stored
         });
-        if self.pending.len() != before_len {
-            self.overlay += 1;
-        }
-        let mut view = objects.clone();
-        for (key, p) in &self.pending {
-            match &p.object {
-                Some(object) => {
-                    view.apply(object.clone());
-                }
-                None => {
-                    view.delete(key);
-                }
-            }
-        }
         let key = &candidate.key;
-        let before = match self.baseline.take() {
-            Some((g, o, status)) if g == generation && o == self.overlay => status,
-            _ => pipeline.build_focused(&view, Some(key)).status,
-        };
-        match &candidate.object {
-            Some(object) => {
-                view.apply(object.clone());
-            }
-            None => {
-                view.delete(key);
-            }
+        // The store as it will be once what was admitted lands, before and after this
+        // change; both dry builds cover only the objects linked to the candidate.
+        let mut view = objects.clone();
+        for (k, p) in &self.pending {
+            put(&mut view, k, p.object.as_ref());
         }
-        let after = pipeline.build_focused(&view, Some(key)).status;
+        let old = current(&view, key);
+        let mut scope = BTreeSet::new();
+        linked(&view, key, &mut scope);
+        put(&mut view, key, candidate.object.as_ref());
+        linked(&view, key, &mut scope);
+        let mut part = restricted(&view, &scope);
+        let after = pipeline.build_dry(&part, &view, key).status;
+        put(&mut part, key, old.as_ref());
+        let before = pipeline.build_dry(&part, &view, key).status;
 
         let mut warnings: Vec<String> = after
             .get(key)
@@ -226,17 +300,10 @@ impl Admissions {
                 }
             }
         }
-        if !problems.is_empty() || candidate.dry_run {
-            self.baseline = Some((generation, self.overlay, before));
-            if problems.is_empty() {
-                return Verdict::allow(warnings);
-            }
+        if !problems.is_empty() {
             return Verdict::deny(problems.join("; "), warnings);
         }
-        {
-            // Admitted: the candidate joins the overlay, and this build is the new baseline.
-            self.overlay += 1;
-            self.baseline = Some((generation, self.overlay, after));
+        if !candidate.dry_run {
             self.pending.insert(
                 key.clone(),
                 Pending {

@@ -170,14 +170,25 @@ impl Pipeline {
 
     /// Filters, then sources, then processors: objects → IR and conditions.
     pub fn build(&self, objects: &Objects) -> BuildOutput {
-        self.build_focused(objects, None)
+        self.build_with(objects, None, None)
     }
 
-    /// A build made to judge `focus` (admission): processors may do their per-object
-    /// work (policy evaluation) for it alone.
-    pub fn build_focused(
+    /// A build made to judge `focus` (admission) over `objects`, the part of `store` the
+    /// verdict depends on: processors may do their per-object work (policy evaluation)
+    /// for `focus` alone, and read `store` for the whole inventory.
+    pub fn build_dry(
         &self,
         objects: &Objects,
+        store: &Objects,
+        focus: &isobar_sdk::ObjectKey,
+    ) -> BuildOutput {
+        self.build_with(objects, Some(store), Some(focus))
+    }
+
+    fn build_with(
+        &self,
+        objects: &Objects,
+        store: Option<&Objects>,
         focus: Option<&isobar_sdk::ObjectKey>,
     ) -> BuildOutput {
         let mut status = StatusReport::default();
@@ -206,7 +217,9 @@ impl Pipeline {
         for (name, processor) in &self.processors {
             let _span = tracing::debug_span!("processor", plugin = name).entered();
             let more = processor.reject(
-                &BuildContext::new(objects, &rejected).with_focus(focus),
+                &BuildContext::new(objects, &rejected)
+                    .with_focus(focus)
+                    .with_store(store),
                 &mut status,
             );
             rejected.extend(more);
@@ -215,14 +228,17 @@ impl Pipeline {
         for (name, processor) in &self.processors {
             let _span = tracing::debug_span!("processor", plugin = name).entered();
             processor.grant(
-                &BuildContext::new(objects, &rejected).with_focus(focus),
+                &BuildContext::new(objects, &rejected)
+                    .with_focus(focus)
+                    .with_store(store),
                 &mut grants,
             );
         }
         let ctx = BuildContext::new(objects, &rejected)
             .with_grants(&grants)
             .with_fallback_certificate(self.fallback.as_ref())
-            .with_focus(focus);
+            .with_focus(focus)
+            .with_store(store);
         let mut ir = Ir::default();
         for (name, source) in &self.sources {
             let _span = tracing::debug_span!("source", plugin = name).entered();

@@ -55,8 +55,6 @@ impl Runner {
         let mut debug = self.debug.take();
         let mut admission = self.admission.take();
         let mut admissions = crate::admission::Admissions::default();
-        // Counts changes to `objects`, so admission reviews know when to rebuild.
-        let mut generation: u64 = 0;
         let mut objects = Objects::default();
         let mut synced = false;
         // When the first unbuilt change arrived, and the latest one.
@@ -95,7 +93,7 @@ impl Runner {
                     let verdict = if synced {
                         let started = Instant::now();
                         let verdict = tokio::task::block_in_place(|| {
-                            admissions.review(&self.pipeline, &objects, generation, review.candidate)
+                            admissions.review(&self.pipeline, &objects, review.candidate)
                         });
                         self.metrics.admission(verdict.allowed, started.elapsed());
                         verdict
@@ -115,7 +113,6 @@ impl Runner {
                 changed |= self.apply(&mut objects, &mut unreadable, event, &mut synced);
             }
             if changed {
-                generation += 1;
                 let now = Instant::now();
                 pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
             }

@@ -316,3 +316,39 @@ async fn a_policy_denial_is_rejected_with_the_policy_message() {
     let answer = hook.review(&review("p-3", "CREATE", &inside)).await;
     assert_eq!(answer["allowed"], true, "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_to_included_proxies_are_judged_with_their_roots() {
+    let child = json!({
+        "apiVersion": "projectcontour.io/v1", "kind": "HTTPProxy",
+        "metadata": {"name": "blog", "namespace": "team-b"},
+        "spec": {"routes": [{"services": [{"name": "web", "port": 80}]}]}
+    });
+    let root = json!({
+        "apiVersion": "projectcontour.io/v1", "kind": "HTTPProxy",
+        "metadata": {"name": "portal", "namespace": "team-a"},
+        "spec": {"virtualhost": {"fqdn": "portal.example.com"},
+                 "includes": [{"name": "blog", "namespace": "team-b", "conditions": [{"prefix": "/blog"}]}]}
+    });
+    let manifests = format!("{}---\n{}---\n{}", existing(), yaml(&child), yaml(&root));
+    let hook = hook(&manifests, Config::default()).await;
+
+    // The child including its root back makes a cycle: denied, though the child has no
+    // virtual host of its own (the verdict needs the root, found through the include).
+    let mut looping = child.clone();
+    looping["spec"]["includes"] = json!([{"name": "portal", "namespace": "team-a"}]);
+    let answer = hook.review(&review("i-1", "UPDATE", &looping)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+
+    // A harmless update of the child is allowed.
+    let mut tweaked = child.clone();
+    tweaked["spec"]["routes"][0]["timeoutPolicy"] = json!({"response": "5s"});
+    let answer = hook.review(&review("i-2", "UPDATE", &tweaked)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+
+    // Deleting the child is allowed, with a warning that the root loses its include.
+    let answer = hook.review(&review("i-3", "DELETE", &child)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+    let warnings = answer["warnings"].to_string();
+    assert!(warnings.contains("HTTPProxy team-a/portal"), "{answer}");
+}

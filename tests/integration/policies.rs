@@ -64,7 +64,7 @@ fn deny(files: &[String], data: serde_json::Value, existing: &str, candidate: &s
     let mut store = objects(existing);
     let candidate = object(candidate);
     store.apply(candidate.clone());
-    let inventory = Inventory::of(&store, true);
+    let inventory = Inventory::of(&store, true, None);
     let verdicts = opa.judge(&inventory, &[(candidate.key(), input_for(&candidate))]);
     verdicts
         .into_iter()
@@ -335,7 +335,7 @@ fn opa_wasm_policies_run_through_opa_wasm() {
             (o.key(), input_for(&o))
         })
         .collect();
-    let verdicts = opa.judge(&Inventory::of(&store, true), &inputs);
+    let verdicts = opa.judge(&Inventory::of(&store, true, None), &inputs);
     let denied = verdicts
         .iter()
         .filter(|(_, v)| v.as_ref().is_ok_and(|v| !v.deny.is_empty()))

@@ -20,22 +20,26 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// The host index of `objects`, and with `full` the copy of every object too.
-    pub fn of(objects: &Objects, full: bool) -> Inventory {
+    /// The host index of `objects` (only of `only` hosts, when given), and with `full`
+    /// the copy of every object too.
+    pub fn of(objects: &Objects, full: bool, only: Option<&[String]>) -> Inventory {
         let mut inventory = Inventory::default();
         for proxy in objects.httpproxies.values() {
-            inventory.add(&Object::HTTPProxy(proxy.clone()), full);
+            inventory.add(&Object::HTTPProxy(proxy.clone()), full, only);
         }
         for ingress in objects.ingresses.values() {
-            inventory.add(&Object::Ingress(ingress.clone()), full);
+            inventory.add(&Object::Ingress(ingress.clone()), full, only);
         }
         inventory
     }
 
-    fn add(&mut self, object: &Object, full: bool) {
+    fn add(&mut self, object: &Object, full: bool, only: Option<&[String]>) {
         let key = object.key();
         let (api_version, kind) = type_of(object);
         for host in hosts(object) {
+            if only.is_some_and(|only| !only.contains(&host)) {
+                continue;
+            }
             self.hosts.entry(host).or_default().push(json!({
                 "kind": kind,
                 "namespace": key.namespace,

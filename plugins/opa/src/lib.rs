@@ -275,7 +275,12 @@ impl Processor for Opa {
             return rejected;
         }
         let full = self.policies.iter().any(|p| p.reads_inventory());
-        let inventory = Inventory::of(ctx.objects, full);
+        // Judging one object, the host index needs only the hosts it claims.
+        let focus_hosts = ctx
+            .focus()
+            .and_then(|f| focus_object(ctx, f))
+            .map(|o| inventory::hosts(&o));
+        let inventory = Inventory::of(ctx.store(), full, focus_hosts.as_deref());
         let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
         let mut inputs = Vec::new();
         for (key, proxy) in ctx.httpproxies() {
@@ -334,6 +339,25 @@ impl Processor for Opa {
             }
         }
         rejected
+    }
+}
+
+fn focus_object(ctx: &BuildContext<'_>, key: &ObjectKey) -> Option<isobar_sdk::Object> {
+    let id = (key.namespace.clone(), key.name.clone());
+    match key.kind {
+        isobar_sdk::Kind::HTTPProxy => ctx
+            .store()
+            .httpproxies
+            .get(&id)
+            .cloned()
+            .map(isobar_sdk::Object::HTTPProxy),
+        isobar_sdk::Kind::Ingress => ctx
+            .store()
+            .ingresses
+            .get(&id)
+            .cloned()
+            .map(isobar_sdk::Object::Ingress),
+        _ => None,
     }
 }
 

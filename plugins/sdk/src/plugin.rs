@@ -57,6 +57,9 @@ pub struct BuildContext<'a> {
     fallback: Option<&'a (String, String)>,
     /// In a dry build (admission), the one object whose verdict is wanted.
     focus: Option<&'a ObjectKey>,
+    /// In a dry build, every object (`objects` then holds only those the verdict
+    /// depends on).
+    store: Option<&'a Objects>,
 }
 
 impl<'a> BuildContext<'a> {
@@ -68,7 +71,19 @@ impl<'a> BuildContext<'a> {
             grants: &NO_GRANTS,
             fallback: None,
             focus: None,
+            store: None,
         }
+    }
+
+    /// A dry build over part of the store: `objects` holds what the verdict on `focus`
+    /// depends on, `store` everything (for processors that read the whole inventory).
+    pub fn with_store(self, store: Option<&'a Objects>) -> Self {
+        BuildContext { store, ..self }
+    }
+
+    /// Every stored object, even in a dry build over part of them.
+    pub fn store(&self) -> &'a Objects {
+        self.store.unwrap_or(self.objects)
     }
 
     /// A dry build made to judge one object (the admission webhook's candidate).
