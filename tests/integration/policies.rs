@@ -358,3 +358,20 @@ fn opa_wasm_policies_run_through_opa_wasm() {
         "{error}"
     );
 }
+
+#[test]
+fn the_policies_example_denies_two_proxies_and_serves_the_third() {
+    let (ok, out, err) = crate::support::isobar(
+        &[
+            "translate",
+            "-c",
+            "examples/policies/contour.yaml",
+            "--manifests",
+            "examples/policies/manifests",
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("reason: PolicyDenied").count(), 2, "{out}");
+    assert!(out.contains("key: x-served-by"), "{out}");
+}
