@@ -28,6 +28,16 @@ pub struct BootstrapArgs {
     /// The Envoy node id (Envoy's `--service-node` overrides it).
     #[arg(long, default_value = "envoy")]
     pub node_id: String,
+    /// The ADS flavour Envoy asks for: `sotw` (state of the world, whole responses) or
+    /// `delta` (incremental: only changed resources and removals).
+    #[arg(long, value_enum, default_value_t = XdsMode::Sotw)]
+    pub xds_mode: XdsMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum XdsMode {
+    Sotw,
+    Delta,
 }
 
 fn endpoint(address: Value) -> Value {
@@ -66,7 +76,10 @@ pub fn bootstrap(args: &BootstrapArgs) -> Value {
         },
         "dynamic_resources": {
             "ads_config": {
-                "api_type": "GRPC",
+                "api_type": match args.xds_mode {
+                    XdsMode::Sotw => "GRPC",
+                    XdsMode::Delta => "DELTA_GRPC",
+                },
                 "transport_api_version": "V3",
                 "grpc_services": [{"envoy_grpc": {"cluster_name": XDS_CLUSTER}}]
             },

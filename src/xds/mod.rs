@@ -1,5 +1,6 @@
 //! xDS: IR → Envoy resources → versioned snapshots → ADS over gRPC.
 
+pub mod delta;
 pub mod server;
 pub mod snapshot;
 pub mod tls;

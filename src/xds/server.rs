@@ -1,4 +1,5 @@
-//! The ADS server (state of the world), one task per Envoy stream.
+//! The ADS server, one task per Envoy stream: state of the world here, incremental
+//! (delta) in `delta.rs`; Envoy picks by the RPC it opens.
 //!
 //! Per stream and type it tracks what was sent, under which nonce, and whether Envoy
 //! ACKed or NACKed it (xDS spec rules X1–X12 in `reference/reliability.md`):
@@ -104,11 +105,25 @@ impl AggregatedDiscoveryService for AdsService {
 
     async fn delta_aggregated_resources(
         &self,
-        _request: Request<Streaming<DeltaDiscoveryRequest>>,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        Err(Status::unimplemented(
-            "incremental (delta) xDS is not served yet; use state-of-the-world ADS",
-        ))
+        let requests = request.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        let stream =
+            super::delta::DeltaStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
+        let mut closing = self.closing.clone();
+        tokio::spawn(async move {
+            let closed = async move {
+                if closing.wait_for(|c| *c).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = stream.run(requests) => {}
+                () = closed => {}
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
 

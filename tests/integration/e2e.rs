@@ -265,7 +265,12 @@ pub(crate) async fn start_with(
     files: &[(&str, &str)],
     ready: (&str, &str, &str),
 ) -> Stack {
-    start_from(config, files, None, ready).await
+    start_from(config, files, None, ready, "sotw").await
+}
+
+/// [`start`], with Envoy asking for incremental (delta) ADS.
+pub(crate) async fn start_delta(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
+    start_from(None, files, None, ready, "delta").await
 }
 
 /// [`start`] with `isobar serve --kubeconfig` on `api`: the backends' Services and
@@ -275,7 +280,7 @@ pub(crate) async fn start_on_api(
     objects: &[&str],
     ready: (&str, &str, &str),
 ) -> Stack {
-    start_from(None, &[], Some((api, objects)), ready).await
+    start_from(None, &[], Some((api, objects)), ready, "sotw").await
 }
 
 async fn start_from(
@@ -283,6 +288,7 @@ async fn start_from(
     files: &[(&str, &str)],
     api: Option<(&crate::apiserver::ApiServer, &[&str])>,
     ready: (&str, &str, &str),
+    xds_mode: &str,
 ) -> Stack {
     let envoy = envoy_bin();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
@@ -389,6 +395,8 @@ async fn start_from(
             &port(xds_port),
             "--admin-address",
             &admin.to_string_lossy(),
+            "--xds-mode",
+            xds_mode,
         ],
         &[],
     );
@@ -531,6 +539,56 @@ async fn real_envoy_routes_what_isobar_serves() {
     assert_eq!(stack.stats_status("/config_dump").await, Some(404));
     assert_eq!(stack.stats_status("/ready").await, Some(200));
 
+    stack.assert_nothing_rejected().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_over_delta_xds() {
+    let demo = proxy_yaml(
+        "demo",
+        "demo.example.com",
+        &[("/", &[("echo-a", 1)]), ("/b", &[("echo-b", 1)])],
+    );
+    let stack = start_delta(
+        &[("demo.yaml", &demo), ("shop.yaml", SHOP_INGRESS)],
+        ("demo.example.com", "/", "a"),
+    )
+    .await;
+    let log = std::fs::read_to_string(stack.dir.path().join("isobar.log")).unwrap_or_default();
+    assert!(
+        log.contains("envoy connected (delta xds)"),
+        "{}",
+        stack.logs()
+    );
+    assert_eq!(stack.body("shop.example.com", "/b/x").await, "b");
+
+    // A changed route, a new site, a removed site (its route and cluster go away).
+    edit(
+        &stack.manifests(),
+        "demo.yaml",
+        &proxy_yaml("demo", "demo.example.com", &[("/", &[("echo-b", 1)])]),
+    );
+    stack.wait_for("demo.example.com", "/", "b", CHANGE).await;
+    edit(
+        &stack.manifests(),
+        "other.yaml",
+        &proxy_yaml("other", "other.example.com", &[("/", &[("mirror", 1)])]),
+    );
+    stack
+        .wait_for("other.example.com", "/", "mirror", CHANGE)
+        .await;
+    std::fs::remove_file(stack.manifests().join("shop.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let gone = eventually(CHANGE, || async {
+        (stack.get("shop.example.com", "/b/x").await.map(|(s, _)| s) == Some(404)).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the removed Ingress still routes\n{}",
+        stack.logs()
+    );
+    assert_eq!(stack.body("demo.example.com", "/").await, "b");
+    assert_eq!(stack.body("other.example.com", "/").await, "mirror");
     stack.assert_nothing_rejected().await;
 }
 

@@ -397,3 +397,178 @@ async fn only_changed_secrets_are_sent() {
         "Envoy never took the rejected `a`"
     );
 }
+
+// ---- incremental (delta) ADS ----
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+
+struct DeltaEnvoy {
+    requests: mpsc::Sender<DeltaDiscoveryRequest>,
+    responses: tonic::Streaming<DeltaDiscoveryResponse>,
+}
+
+async fn delta_server(
+    initial: Option<Arc<Snapshot>>,
+    known: &[(XdsType, BTreeMap<String, String>)],
+) -> (watch::Sender<Option<Arc<Snapshot>>>, DeltaEnvoy) {
+    let (tx, rx) = watch::channel(initial);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let service = AdsService::new(rx, Arc::new(Metrics::default())).into_server();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let (req_tx, req_rx) = mpsc::channel(16);
+    let responses = client
+        .delta_aggregated_resources(ReceiverStream::new(req_rx))
+        .await
+        .unwrap_or_else(|e| panic!("stream: {e}"))
+        .into_inner();
+    let envoy = DeltaEnvoy {
+        requests: req_tx,
+        responses,
+    };
+    // Wildcard CDS and LDS, with what this Envoy says it already holds.
+    for t in [XdsType::Cluster, XdsType::Listener] {
+        let initial = known
+            .iter()
+            .find(|(k, _)| *k == t)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        envoy
+            .send(DeltaDiscoveryRequest {
+                type_url: t.type_url().to_string(),
+                initial_resource_versions: initial.into_iter().collect(),
+                ..Default::default()
+            })
+            .await;
+    }
+    (tx, envoy)
+}
+
+impl DeltaEnvoy {
+    async fn send(&self, request: DeltaDiscoveryRequest) {
+        self.requests
+            .send(request)
+            .await
+            .unwrap_or_else(|e| panic!("send: {e}"));
+    }
+
+    async fn expect(&mut self, t: XdsType) -> DeltaDiscoveryResponse {
+        let r = tokio::time::timeout(WAIT, self.responses.message())
+            .await
+            .ok()
+            .and_then(|r| r.ok().flatten())
+            .unwrap_or_else(|| panic!("no {t:?} delta response"));
+        assert_eq!(r.type_url, t.type_url());
+        r
+    }
+
+    async fn ack(&self, r: &DeltaDiscoveryResponse, nack: bool) {
+        self.send(DeltaDiscoveryRequest {
+            type_url: r.type_url.clone(),
+            response_nonce: r.nonce.clone(),
+            error_detail: nack.then(|| RpcStatus {
+                code: 3,
+                message: "rejected by test".to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await;
+    }
+
+    async fn subscribe(&self, t: XdsType, names: &[&str]) {
+        self.send(DeltaDiscoveryRequest {
+            type_url: t.type_url().to_string(),
+            resource_names_subscribe: names.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        })
+        .await;
+    }
+
+    async fn quiet(&mut self) {
+        if let Ok(Ok(Some(r))) = tokio::time::timeout(QUIET, self.responses.message()).await {
+            panic!(
+                "unexpected delta response: {} {:?}",
+                r.type_url,
+                r.resources.iter().map(|r| &r.name).collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
+fn delta_names(r: &DeltaDiscoveryResponse) -> Vec<String> {
+    r.resources.iter().map(|r| r.name.clone()).collect()
+}
+
+#[tokio::test]
+async fn delta_sends_only_changes_and_removals() {
+    let (tx, mut envoy) = delta_server(Some(snapshot(&["a", "b"], "r1")), &[]).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    assert_eq!(delta_names(&cds), ["a", "b"]);
+    envoy.ack(&cds, false).await;
+    envoy.subscribe(XdsType::Endpoint, &["a", "b"]).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(delta_names(&eds), ["a", "b"]);
+    envoy.ack(&eds, false).await;
+    let lds = envoy.expect(XdsType::Listener).await;
+    envoy.ack(&lds, false).await;
+    envoy.subscribe(XdsType::Route, &["ingress_http"]).await;
+    let rds = envoy.expect(XdsType::Route).await;
+    envoy.ack(&rds, false).await;
+    envoy.quiet().await;
+
+    // A route change sends one route and nothing else.
+    tx.send_replace(Some(snapshot(&["a", "b"], "r2")));
+    let rds = envoy.expect(XdsType::Route).await;
+    assert_eq!(delta_names(&rds), ["ingress_http"]);
+    envoy.ack(&rds, false).await;
+    envoy.quiet().await;
+
+    // Cluster b goes: its removal waits for the routes that may use it, then goes out.
+    tx.send_replace(Some(snapshot(&["a"], "r3")));
+    let rds = envoy.expect(XdsType::Route).await;
+    envoy.ack(&rds, false).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    assert!(cds.resources.is_empty());
+    assert_eq!(cds.removed_resources, ["b"]);
+    envoy.ack(&cds, false).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(eds.removed_resources, ["b"]);
+    envoy.ack(&eds, false).await;
+    envoy.quiet().await;
+
+    // A NACKed route is not sent again until it changes.
+    tx.send_replace(Some(snapshot(&["a"], "bad")));
+    let rds = envoy.expect(XdsType::Route).await;
+    envoy.ack(&rds, true).await;
+    envoy.quiet().await;
+    tx.send_replace(Some(snapshot(&["a"], "good")));
+    let rds = envoy.expect(XdsType::Route).await;
+    assert_eq!(delta_names(&rds), ["ingress_http"]);
+}
+
+#[tokio::test]
+async fn a_reconnecting_delta_envoy_gets_only_what_it_lacks() {
+    let current = snapshot(&["a", "b"], "r1");
+    // This Envoy holds cluster a as it is now, and a stale cluster c.
+    let a_version = format!("{:016x}", current.get(XdsType::Cluster).digests["a"]);
+    let known = BTreeMap::from([
+        ("a".to_string(), a_version),
+        ("c".to_string(), "0000000000000001".to_string()),
+    ]);
+    let (_tx, mut envoy) = delta_server(Some(current), &[(XdsType::Cluster, known)]).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    assert_eq!(delta_names(&cds), ["b"]);
+    assert_eq!(cds.removed_resources, ["c"]);
+}

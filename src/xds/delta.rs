@@ -1,0 +1,316 @@
+//! Incremental (delta) ADS: per stream and type, the resources Envoy holds (name →
+//! digest of the bytes) are tracked, and a response carries only what changed and the
+//! names that went away. A stream is delta or state of the world by the RPC Envoy opens
+//! (`isobar bootstrap --xds-api delta` asks for delta).
+//!
+//! The same rules as the state-of-the-world server apply: nothing before the first
+//! build; one response in flight per type; a NACKed resource version is not sent again
+//! until it changes; changes go out in CDS → EDS → SDS → LDS → RDS order, listeners and
+//! routes only once clusters and endpoints are settled and subscribed, and clusters are
+//! removed only once Envoy holds the routes of the current snapshot (make before break).
+//! A resource's version is the hex digest of its bytes, so a reconnecting Envoy's
+//! `initial_resource_versions` say exactly what it holds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
+};
+use prost::Message;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tonic::{Status, Streaming};
+
+use super::snapshot::{Snapshot, XdsType};
+use crate::metrics::Metrics;
+
+/// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
+const HOLD_MAX: Duration = Duration::from_secs(5);
+
+fn version(digest: u64) -> String {
+    format!("{digest:016x}")
+}
+
+#[derive(Debug, Default)]
+struct TypeState {
+    requested: bool,
+    wildcard: bool,
+    names: BTreeSet<String>,
+    /// What Envoy holds: name → digest.
+    held: BTreeMap<String, u64>,
+    /// The response in flight: its nonce, and per name the digest sent (`None`: removed).
+    in_flight: Option<(String, BTreeMap<String, Option<u64>>)>,
+    /// Versions Envoy rejected, not sent again until they change.
+    rejected: BTreeMap<String, u64>,
+}
+
+impl TypeState {
+    fn wants(&self, name: &str) -> bool {
+        self.wildcard || self.names.contains(name)
+    }
+}
+
+pub struct DeltaStream {
+    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    metrics: Arc<Metrics>,
+    tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    types: BTreeMap<XdsType, TypeState>,
+    nonce: u64,
+    node: String,
+    holding_since: Option<Instant>,
+    connected: std::time::Instant,
+}
+
+impl DeltaStream {
+    pub fn new(
+        snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+        metrics: Arc<Metrics>,
+        tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    ) -> Self {
+        DeltaStream {
+            snapshots,
+            metrics,
+            tx,
+            types: XdsType::ORDER
+                .into_iter()
+                .map(|t| (t, TypeState::default()))
+                .collect(),
+            nonce: 0,
+            node: String::new(),
+            holding_since: None,
+            connected: std::time::Instant::now(),
+        }
+    }
+
+    pub async fn run(mut self, mut requests: Streaming<DeltaDiscoveryRequest>) {
+        self.metrics.xds_streams.inc();
+        loop {
+            let hold_deadline = self.holding_since.map(|since| since + HOLD_MAX);
+            tokio::select! {
+                () = tokio::time::sleep_until(hold_deadline.unwrap_or_else(Instant::now)), if hold_deadline.is_some() => {}
+                request = requests.message() => match request {
+                    Ok(Some(request)) => self.on_request(request),
+                    Ok(None) => break,
+                    Err(status) => {
+                        tracing::debug!(node = %self.node, error = %status, "delta xds stream ended");
+                        break;
+                    }
+                },
+                changed = self.snapshots.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+            if self.push().await.is_err() {
+                break;
+            }
+        }
+        self.metrics.xds_streams.dec();
+    }
+
+    fn on_request(&mut self, request: DeltaDiscoveryRequest) {
+        if let Some(node) = &request.node
+            && self.node.is_empty()
+        {
+            self.node = node.id.clone();
+            tracing::info!(node = %self.node, cluster = %node.cluster, "envoy connected (delta xds)");
+        }
+        let Some(t) = XdsType::from_type_url(&request.type_url) else {
+            tracing::debug!(type_url = %request.type_url, "delta request for a type isobar does not serve");
+            return;
+        };
+        let state = self.types.entry(t).or_default();
+        let first = !state.requested;
+        state.requested = true;
+        if first {
+            // What a reconnecting Envoy already holds, by our versions (digests in hex).
+            for (name, v) in &request.initial_resource_versions {
+                if let Ok(digest) = u64::from_str_radix(v, 16) {
+                    state.held.insert(name.clone(), digest);
+                }
+            }
+            if t.is_wildcard() && request.resource_names_subscribe.is_empty() {
+                state.wildcard = true;
+            }
+        }
+        for name in request.resource_names_subscribe {
+            if name == "*" {
+                state.wildcard = true;
+            } else {
+                // Subscribing again asks for the resource again (a re-warming cluster).
+                state.held.remove(&name);
+                state.names.insert(name);
+            }
+        }
+        for name in request.resource_names_unsubscribe {
+            if name == "*" {
+                state.wildcard = false;
+            } else {
+                state.names.remove(&name);
+            }
+            state.held.remove(&name);
+        }
+        let current = state
+            .in_flight
+            .as_ref()
+            .is_some_and(|(nonce, _)| *nonce == request.response_nonce);
+        if !current {
+            return;
+        }
+        let Some((_, sent)) = state.in_flight.take() else {
+            return;
+        };
+        match &request.error_detail {
+            Some(error) => {
+                self.metrics.nack(t.short());
+                tracing::error!(node = %self.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
+                for (name, digest) in sent {
+                    if let Some(digest) = digest {
+                        state.rejected.insert(name, digest);
+                    }
+                }
+            }
+            None => {
+                for (name, digest) in sent {
+                    match digest {
+                        Some(digest) if state.wants(&name) => {
+                            state.held.insert(name, digest);
+                        }
+                        _ => {
+                            state.held.remove(&name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends every type that has news, in warming order (see the module comment).
+    async fn push(&mut self) -> Result<(), ()> {
+        let Some(snapshot) = self.snapshots.borrow().clone() else {
+            return Ok(());
+        };
+        for t in XdsType::ORDER {
+            if matches!(t, XdsType::Listener | XdsType::Route) {
+                let upstream_busy = [XdsType::Cluster, XdsType::Endpoint]
+                    .iter()
+                    .any(|d| self.types.get(d).is_some_and(|s| s.in_flight.is_some()));
+                if upstream_busy || self.hold_for_endpoints(&snapshot) {
+                    return Ok(());
+                }
+            }
+            if let Some(response) = self.response_for(t, &snapshot) {
+                let bytes = response.encoded_len();
+                let resources = response.resources.len();
+                self.tx.send(Ok(response)).await.map_err(|_| ())?;
+                let since = snapshot
+                    .changed_at
+                    .filter(|at| *at >= self.connected)
+                    .map(|at| at.elapsed());
+                self.metrics.response(t.short(), bytes, resources, since);
+            }
+        }
+        Ok(())
+    }
+
+    fn hold_for_endpoints(&mut self, snapshot: &Snapshot) -> bool {
+        let eds = &self.types[&XdsType::Endpoint];
+        let wanted = snapshot.get(XdsType::Endpoint).resources.keys();
+        let subscribed = wanted.into_iter().all(|name| eds.wants(name));
+        if subscribed {
+            self.holding_since = None;
+            return false;
+        }
+        let since = *self.holding_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < HOLD_MAX {
+            return true;
+        }
+        tracing::warn!(node = %self.node, "envoy has not subscribed to every endpoint set; sending routes anyway");
+        false
+    }
+
+    /// Whether Envoy holds every listener and route of `snapshot` it asked for.
+    fn routes_settled(&self, snapshot: &Snapshot) -> bool {
+        [XdsType::Listener, XdsType::Route].iter().all(|t| {
+            let state = &self.types[t];
+            !state.requested
+                || (state.in_flight.is_none()
+                    && snapshot
+                        .get(*t)
+                        .digests
+                        .iter()
+                        .filter(|(name, _)| state.wants(name))
+                        .all(|(name, d)| {
+                            state.held.get(name) == Some(d) || state.rejected.get(name) == Some(d)
+                        }))
+        })
+    }
+
+    fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<DeltaDiscoveryResponse> {
+        let settled =
+            !matches!(t, XdsType::Cluster | XdsType::Endpoint) || self.routes_settled(snapshot);
+        let state = self.types.get(&t)?;
+        if !state.requested || state.in_flight.is_some() {
+            return None;
+        }
+        let current = snapshot.get(t);
+        let changed: Vec<(&String, u64)> = current
+            .digests
+            .iter()
+            .filter(|(name, d)| {
+                state.wants(name)
+                    && state.held.get(*name) != Some(*d)
+                    && state.rejected.get(*name) != Some(*d)
+            })
+            .map(|(name, d)| (name, *d))
+            .collect();
+        // Clusters (and their endpoints) go only once no route Envoy holds can still
+        // use them.
+        let removed: Vec<String> = if settled {
+            state
+                .held
+                .keys()
+                .filter(|name| !current.digests.contains_key(*name))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if changed.is_empty() && removed.is_empty() {
+            return None;
+        }
+        let resources: Vec<Resource> = changed
+            .iter()
+            .filter_map(|(name, d)| {
+                let any = current.resources.get(*name)?;
+                Some(Resource {
+                    name: (*name).clone(),
+                    version: version(*d),
+                    resource: Some(any.clone()),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let mut sent: BTreeMap<String, Option<u64>> = changed
+            .iter()
+            .map(|(name, d)| ((*name).clone(), Some(*d)))
+            .collect();
+        sent.extend(removed.iter().map(|name| (name.clone(), None)));
+        self.nonce += 1;
+        let nonce = self.nonce.to_string();
+        let state = self.types.get_mut(&t)?;
+        state.in_flight = Some((nonce.clone(), sent));
+        tracing::debug!(node = %self.node, xds_type = t.short(), %nonce, resources = resources.len(), removed = removed.len(), "sending delta");
+        Some(DeltaDiscoveryResponse {
+            system_version_info: current.version.clone(),
+            resources,
+            type_url: t.type_url().to_string(),
+            removed_resources: removed,
+            nonce,
+            ..Default::default()
+        })
+    }
+}
