@@ -352,7 +352,7 @@ impl Default for Config {
     }
 }
 
-/// The sections of the plugins enabled by default, at their defaults, so that
+/// The sections of the built-in plugins, at their defaults, so that
 /// `contour.yaml` shows (and the flags can set) every setting.
 fn default_plugin_sections() -> BTreeMap<String, serde_json::Value> {
     let section = |value: Result<serde_json::Value, serde_json::Error>| {
@@ -381,6 +381,16 @@ fn default_plugin_sections() -> BTreeMap<String, serde_json::Value> {
             isobar_plugin_tls_delegation::NAME.to_string(),
             section(serde_json::to_value(
                 isobar_plugin_tls_delegation::TlsDelegationConfig::default(),
+            )),
+        ),
+        (
+            isobar_plugin_opa::NAME.to_string(),
+            section(serde_json::to_value(isobar_plugin_opa::OpaConfig::default())),
+        ),
+        (
+            isobar_plugin_wasm::NAME.to_string(),
+            section(serde_json::to_value(
+                isobar_plugin_wasm::WasmConfig::default(),
             )),
         ),
     ])

@@ -45,7 +45,7 @@ pub struct OpaConfig {
     #[serde(default)]
     pub policies: Vec<String>,
     /// Given to every policy as `data.config`.
-    #[serde(default)]
+    #[serde(default = "empty_object")]
     pub data: serde_json::Value,
     #[serde(default)]
     pub enforcement: Enforcement,
@@ -53,6 +53,10 @@ pub struct OpaConfig {
     /// gets a `PolicyNotEvaluated` warning.
     #[serde(default = "default_timeout", with = "millis")]
     pub eval_timeout: Duration,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::json!({})
 }
 
 fn default_timeout() -> Duration {
@@ -63,7 +67,7 @@ impl Default for OpaConfig {
     fn default() -> Self {
         OpaConfig {
             policies: Vec::new(),
-            data: serde_json::Value::Null,
+            data: empty_object(),
             enforcement: Enforcement::Deny,
             eval_timeout: default_timeout(),
         }
