@@ -13,21 +13,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
 };
 use prost::Message;
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
-use tonic::{Status, Streaming};
+use tonic::Status;
 
+use super::server::{Session, StreamCore};
 use super::snapshot::{Snapshot, XdsType};
 use crate::metrics::Metrics;
-
-/// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
-const HOLD_MAX: Duration = Duration::from_secs(5);
 
 fn version(digest: u64) -> String {
     format!("{digest:016x}")
@@ -53,14 +49,10 @@ impl TypeState {
 }
 
 pub struct DeltaStream {
-    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
-    metrics: Arc<Metrics>,
+    core: StreamCore,
     tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
     types: BTreeMap<XdsType, TypeState>,
     nonce: u64,
-    node: String,
-    holding_since: Option<Instant>,
-    connected: std::time::Instant,
 }
 
 impl DeltaStream {
@@ -70,53 +62,40 @@ impl DeltaStream {
         tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
     ) -> Self {
         DeltaStream {
-            snapshots,
-            metrics,
+            core: StreamCore::new(snapshots, metrics),
             tx,
             types: XdsType::ORDER
                 .into_iter()
                 .map(|t| (t, TypeState::default()))
                 .collect(),
             nonce: 0,
-            node: String::new(),
-            holding_since: None,
-            connected: std::time::Instant::now(),
         }
     }
+}
 
-    pub async fn run(mut self, mut requests: Streaming<DeltaDiscoveryRequest>) {
-        self.metrics.xds_streams.inc();
-        loop {
-            let hold_deadline = self.holding_since.map(|since| since + HOLD_MAX);
-            tokio::select! {
-                () = tokio::time::sleep_until(hold_deadline.unwrap_or_else(Instant::now)), if hold_deadline.is_some() => {}
-                request = requests.message() => match request {
-                    Ok(Some(request)) => self.on_request(request),
-                    Ok(None) => break,
-                    Err(status) => {
-                        tracing::debug!(node = %self.node, error = %status, "delta xds stream ended");
-                        break;
-                    }
-                },
-                changed = self.snapshots.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
-                }
-            }
-            if self.push().await.is_err() {
-                break;
-            }
-        }
-        self.metrics.xds_streams.dec();
+impl Session for DeltaStream {
+    type Request = DeltaDiscoveryRequest;
+
+    fn core(&mut self) -> &mut StreamCore {
+        &mut self.core
     }
 
     fn on_request(&mut self, request: DeltaDiscoveryRequest) {
+        DeltaStream::on_request(self, request);
+    }
+
+    async fn push(&mut self) -> Result<(), ()> {
+        DeltaStream::push(self).await
+    }
+}
+
+impl DeltaStream {
+    fn on_request(&mut self, request: DeltaDiscoveryRequest) {
         if let Some(node) = &request.node
-            && self.node.is_empty()
+            && self.core.node.is_empty()
         {
-            self.node = node.id.clone();
-            tracing::info!(node = %self.node, cluster = %node.cluster, "envoy connected (delta xds)");
+            self.core.node = node.id.clone();
+            tracing::info!(node = %self.core.node, cluster = %node.cluster, "envoy connected (delta xds)");
         }
         let Some(t) = XdsType::from_type_url(&request.type_url) else {
             tracing::debug!(type_url = %request.type_url, "delta request for a type isobar does not serve");
@@ -165,8 +144,8 @@ impl DeltaStream {
         };
         match &request.error_detail {
             Some(error) => {
-                self.metrics.nack(t.short());
-                tracing::error!(node = %self.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
+                self.core.metrics.nack(t.short());
+                tracing::error!(node = %self.core.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
                 for (name, digest) in sent {
                     if let Some(digest) = digest {
                         state.rejected.insert(name, digest);
@@ -190,7 +169,7 @@ impl DeltaStream {
 
     /// Sends every type that has news, in warming order (see the module comment).
     async fn push(&mut self) -> Result<(), ()> {
-        let Some(snapshot) = self.snapshots.borrow().clone() else {
+        let Some(snapshot) = self.core.snapshots.borrow().clone() else {
             return Ok(());
         };
         for t in XdsType::ORDER {
@@ -198,7 +177,12 @@ impl DeltaStream {
                 let upstream_busy = [XdsType::Cluster, XdsType::Endpoint]
                     .iter()
                     .any(|d| self.types.get(d).is_some_and(|s| s.in_flight.is_some()));
-                if upstream_busy || self.hold_for_endpoints(&snapshot) {
+                let eds = &self.types[&XdsType::Endpoint];
+                if upstream_busy
+                    || self
+                        .core
+                        .hold_for_endpoints(&snapshot, |name| eds.wants(name))
+                {
                     return Ok(());
                 }
             }
@@ -206,30 +190,10 @@ impl DeltaStream {
                 let bytes = response.encoded_len();
                 let resources = response.resources.len();
                 self.tx.send(Ok(response)).await.map_err(|_| ())?;
-                let since = snapshot
-                    .changed_at
-                    .filter(|at| *at >= self.connected)
-                    .map(|at| at.elapsed());
-                self.metrics.response(t.short(), bytes, resources, since);
+                self.core.sent(t, &snapshot, bytes, resources);
             }
         }
         Ok(())
-    }
-
-    fn hold_for_endpoints(&mut self, snapshot: &Snapshot) -> bool {
-        let eds = &self.types[&XdsType::Endpoint];
-        let wanted = snapshot.get(XdsType::Endpoint).resources.keys();
-        let subscribed = wanted.into_iter().all(|name| eds.wants(name));
-        if subscribed {
-            self.holding_since = None;
-            return false;
-        }
-        let since = *self.holding_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < HOLD_MAX {
-            return true;
-        }
-        tracing::warn!(node = %self.node, "envoy has not subscribed to every endpoint set; sending routes anyway");
-        false
     }
 
     /// Whether Envoy holds every listener and route of `snapshot` it asked for.
@@ -303,7 +267,7 @@ impl DeltaStream {
         let nonce = self.nonce.to_string();
         let state = self.types.get_mut(&t)?;
         state.in_flight = Some((nonce.clone(), sent));
-        tracing::debug!(node = %self.node, xds_type = t.short(), %nonce, resources = resources.len(), removed = removed.len(), "sending delta");
+        tracing::debug!(node = %self.core.node, xds_type = t.short(), %nonce, resources = resources.len(), removed = removed.len(), "sending delta");
         Some(DeltaDiscoveryResponse {
             system_version_info: current.version.clone(),
             resources,

@@ -84,9 +84,30 @@ impl AggregatedDiscoveryService for AdsService {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let requests = request.into_inner();
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
+        self.spawn(stream, request.into_inner());
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        let (tx, rx) = mpsc::channel(16);
+        let stream =
+            super::delta::DeltaStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
+        self.spawn(stream, request.into_inner());
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+impl AdsService {
+    /// Runs one stream's session until Envoy hangs up or shutdown begins.
+    fn spawn<S: Session + Send + 'static>(&self, session: S, requests: Streaming<S::Request>)
+    where
+        S::Request: Send,
+    {
         let mut closing = self.closing.clone();
         tokio::spawn(async move {
             let closed = async move {
@@ -96,35 +117,104 @@ impl AggregatedDiscoveryService for AdsService {
                 }
             };
             tokio::select! {
-                () = stream.run(requests) => {}
+                () = run(session, requests) => {}
                 () = closed => {}
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// One Envoy stream, state of the world or delta: what the shared loop drives.
+pub(super) trait Session {
+    type Request: prost::Message + Default + 'static;
+    fn core(&mut self) -> &mut StreamCore;
+    fn on_request(&mut self, request: Self::Request);
+    /// Sends every type that has news; `Err` when the stream is gone.
+    fn push(&mut self) -> impl std::future::Future<Output = Result<(), ()>> + Send;
+}
+
+/// What every stream keeps besides its per-type state.
+pub(super) struct StreamCore {
+    pub snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    pub metrics: Arc<Metrics>,
+    pub node: String,
+    /// Since when LDS/RDS have been held back waiting for EDS subscriptions.
+    pub holding_since: Option<Instant>,
+    pub connected: std::time::Instant,
+}
+
+impl StreamCore {
+    pub fn new(snapshots: watch::Receiver<Option<Arc<Snapshot>>>, metrics: Arc<Metrics>) -> Self {
+        StreamCore {
+            snapshots,
+            metrics,
+            node: String::new(),
+            holding_since: None,
+            connected: std::time::Instant::now(),
+        }
     }
 
-    async fn delta_aggregated_resources(
-        &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let requests = request.into_inner();
-        let (tx, rx) = mpsc::channel(16);
-        let stream =
-            super::delta::DeltaStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
-        let mut closing = self.closing.clone();
-        tokio::spawn(async move {
-            let closed = async move {
-                if closing.wait_for(|c| *c).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                () = stream.run(requests) => {}
-                () = closed => {}
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    /// Routes must not reach Envoy before the endpoints of the clusters they use: a
+    /// cluster is only usable once its ClusterLoadAssignment arrived. Holds LDS/RDS
+    /// while Envoy has not subscribed to every current EDS name (`subscribed`; it does
+    /// so after taking a CDS update), for at most `HOLD_MAX`.
+    pub fn hold_for_endpoints(
+        &mut self,
+        snapshot: &Snapshot,
+        subscribed: impl Fn(&str) -> bool,
+    ) -> bool {
+        let wanted = snapshot.get(XdsType::Endpoint).resources.keys();
+        if wanted.into_iter().all(|name| subscribed(name)) {
+            self.holding_since = None;
+            return false;
+        }
+        let since = *self.holding_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < HOLD_MAX {
+            return true;
+        }
+        tracing::warn!(node = %self.node, "envoy has not subscribed to every endpoint set; sending routes anyway");
+        false
     }
+
+    /// Counts a response written, with the change latency when the change happened
+    /// while this stream was up (a new Envoy's first sync is not an event's latency).
+    pub fn sent(&self, t: XdsType, snapshot: &Snapshot, bytes: usize, resources: usize) {
+        let since = snapshot
+            .changed_at
+            .filter(|at| *at >= self.connected)
+            .map(|at| at.elapsed());
+        self.metrics.response(t.short(), bytes, resources, since);
+    }
+}
+
+/// The loop every stream runs: requests, snapshot changes and the hold deadline each
+/// lead to a push.
+async fn run<S: Session>(mut session: S, mut requests: Streaming<S::Request>) {
+    session.core().metrics.xds_streams.inc();
+    loop {
+        let core = session.core();
+        let hold_deadline = core.holding_since.map(|since| since + HOLD_MAX);
+        tokio::select! {
+            () = tokio::time::sleep_until(hold_deadline.unwrap_or_else(Instant::now)), if hold_deadline.is_some() => {}
+            request = requests.message() => match request {
+                Ok(Some(request)) => session.on_request(request),
+                Ok(None) => break,
+                Err(status) => {
+                    tracing::debug!(node = %session.core().node, error = %status, "xds stream ended");
+                    break;
+                }
+            },
+            changed = core.snapshots.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+        }
+        if session.push().await.is_err() {
+            break;
+        }
+    }
+    session.core().metrics.xds_streams.dec();
 }
 
 #[derive(Debug, Default)]
@@ -153,15 +243,10 @@ struct TypeState {
 }
 
 struct AdsStream {
-    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
-    metrics: Arc<Metrics>,
+    core: StreamCore,
     tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
     types: BTreeMap<XdsType, TypeState>,
     nonce: u64,
-    node: String,
-    /// Since when LDS/RDS have been held back waiting for EDS subscriptions.
-    holding_since: Option<Instant>,
-    connected: std::time::Instant,
 }
 
 impl AdsStream {
@@ -171,53 +256,40 @@ impl AdsStream {
         tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
     ) -> Self {
         AdsStream {
-            snapshots,
-            metrics,
+            core: StreamCore::new(snapshots, metrics),
             tx,
             types: XdsType::ORDER
                 .into_iter()
                 .map(|t| (t, TypeState::default()))
                 .collect(),
             nonce: 0,
-            node: String::new(),
-            holding_since: None,
-            connected: std::time::Instant::now(),
         }
     }
+}
 
-    async fn run(mut self, mut requests: Streaming<DiscoveryRequest>) {
-        self.metrics.xds_streams.inc();
-        loop {
-            let hold_deadline = self.holding_since.map(|since| since + HOLD_MAX);
-            tokio::select! {
-                () = tokio::time::sleep_until(hold_deadline.unwrap_or_else(Instant::now)), if hold_deadline.is_some() => {}
-                request = requests.message() => match request {
-                    Ok(Some(request)) => self.on_request(request),
-                    Ok(None) => break,
-                    Err(status) => {
-                        tracing::debug!(node = %self.node, error = %status, "xds stream ended");
-                        break;
-                    }
-                },
-                changed = self.snapshots.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
-                }
-            }
-            if self.push().await.is_err() {
-                break;
-            }
-        }
-        self.metrics.xds_streams.dec();
+impl Session for AdsStream {
+    type Request = DiscoveryRequest;
+
+    fn core(&mut self) -> &mut StreamCore {
+        &mut self.core
     }
 
     fn on_request(&mut self, request: DiscoveryRequest) {
+        AdsStream::on_request(self, request);
+    }
+
+    async fn push(&mut self) -> Result<(), ()> {
+        AdsStream::push(self).await
+    }
+}
+
+impl AdsStream {
+    fn on_request(&mut self, request: DiscoveryRequest) {
         if let Some(node) = &request.node
-            && self.node.is_empty()
+            && self.core.node.is_empty()
         {
-            self.node = node.id.clone();
-            tracing::info!(node = %self.node, cluster = %node.cluster, "envoy connected");
+            self.core.node = node.id.clone();
+            tracing::info!(node = %self.core.node, cluster = %node.cluster, "envoy connected");
         }
         let Some(t) = XdsType::from_type_url(&request.type_url) else {
             tracing::debug!(type_url = %request.type_url, "request for a type isobar does not serve");
@@ -231,7 +303,7 @@ impl AdsStream {
             return;
         }
         tracing::debug!(
-            node = %self.node,
+            node = %self.core.node,
             xds_type = t.short(),
             version = %request.version_info,
             nonce = %request.response_nonce,
@@ -244,9 +316,9 @@ impl AdsStream {
             match &request.error_detail {
                 Some(error) => {
                     state.rejected_version = state.sent_version.clone();
-                    self.metrics.nack(t.short());
+                    self.core.metrics.nack(t.short());
                     tracing::error!(
-                        node = %self.node,
+                        node = %self.core.node,
                         xds_type = t.short(),
                         version = state.sent_version.as_deref().unwrap_or_default(),
                         error = %error.message,
@@ -280,7 +352,7 @@ impl AdsStream {
     /// and endpoints in flight, and has subscribed to every current endpoint set: a
     /// route never reaches Envoy before the clusters it names (make before break).
     async fn push(&mut self) -> Result<(), ()> {
-        let Some(snapshot) = self.snapshots.borrow().clone() else {
+        let Some(snapshot) = self.core.snapshots.borrow().clone() else {
             return Ok(());
         };
         for t in XdsType::ORDER {
@@ -288,7 +360,12 @@ impl AdsStream {
                 let upstream_in_flight = [XdsType::Cluster, XdsType::Endpoint]
                     .iter()
                     .any(|d| self.types.get(d).is_some_and(|s| s.in_flight));
-                if upstream_in_flight || self.hold_for_endpoints(&snapshot) {
+                let eds = &self.types[&XdsType::Endpoint].names;
+                if upstream_in_flight
+                    || self
+                        .core
+                        .hold_for_endpoints(&snapshot, |name| eds.contains(name))
+                {
                     return Ok(());
                 }
             }
@@ -296,36 +373,10 @@ impl AdsStream {
                 let bytes = response.encoded_len();
                 let resources = response.resources.len();
                 self.tx.send(Ok(response)).await.map_err(|_| ())?;
-                // Only changes made while this stream was up: a new Envoy's first sync
-                // is not an event's latency.
-                let since = snapshot
-                    .changed_at
-                    .filter(|at| *at >= self.connected)
-                    .map(|at| at.elapsed());
-                self.metrics.response(t.short(), bytes, resources, since);
+                self.core.sent(t, &snapshot, bytes, resources);
             }
         }
         Ok(())
-    }
-
-    /// Routes must not reach Envoy before the endpoints of the clusters they use: a
-    /// cluster is only usable once its ClusterLoadAssignment arrived. Holds LDS/RDS
-    /// while Envoy has not yet subscribed to every current EDS name (it does so after
-    /// taking a CDS update), for at most `HOLD_MAX`.
-    fn hold_for_endpoints(&mut self, snapshot: &Snapshot) -> bool {
-        let eds = &self.types[&XdsType::Endpoint];
-        let wanted = snapshot.get(XdsType::Endpoint).resources.keys();
-        let subscribed = wanted.into_iter().all(|name| eds.names.contains(name));
-        if subscribed {
-            self.holding_since = None;
-            return false;
-        }
-        let since = *self.holding_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < HOLD_MAX {
-            return true;
-        }
-        tracing::warn!(node = %self.node, "envoy has not subscribed to every endpoint set; sending routes anyway");
-        false
     }
 
     fn caught_up(&self, t: XdsType, snapshot: &Snapshot) -> bool {
@@ -382,7 +433,7 @@ impl AdsStream {
             let state = self.types.get_mut(&t)?;
             state.sent_resources = resources.clone();
         }
-        tracing::debug!(node = %self.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
+        tracing::debug!(node = %self.core.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
         Some(DiscoveryResponse {
             version_info: version,
             resources: resources.into_values().collect(),

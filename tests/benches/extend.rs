@@ -80,32 +80,9 @@ pub fn webhook(n: usize, reviews: usize) {
         std::fs::create_dir_all(&objects).unwrap_or_else(|e| panic!("{e}"));
         let text: String = (0..n).map(crate::tenant).collect::<Vec<_>>().join("---\n");
         std::fs::write(objects.join("all.yaml"), text).unwrap_or_else(|e| panic!("{e}"));
-        let ca = webhook_client::certificate(dir.path());
         let config = policies_config();
-        let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let controller = isobar::serve::Controller::start(
-            &config,
-            pipeline,
-            isobar::serve::ProviderChoice::Files(Some(objects)),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        let mut snapshots = controller.snapshots.clone();
-        let _ = snapshots.wait_for(|s| s.is_some()).await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-        let router = isobar::admission::routes().with_state(isobar::admission::Webhook {
-            runner: controller.admission.clone(),
-        });
-        let server = tokio::spawn(isobar::admission::serve(
-            listener,
-            dir.path().join("tls.crt"),
-            dir.path().join("tls.key"),
-            router,
-        ));
+        let running = webhook_client::start(&config, objects, dir.path()).await;
+        let (addr, ca) = (running.addr, running.ca.clone());
         let mut samples = Vec::new();
         let (mut allowed, mut denied) = (0, 0);
         for i in 0..reviews + 20 {
@@ -129,9 +106,8 @@ pub fn webhook(n: usize, reviews: usize) {
                 if got { allowed += 1 } else { denied += 1 }
             }
         }
-        server.abort();
         let metric = |name: &str| -> f64 {
-            let text = controller.metrics.encode();
+            let text = running.controller.metrics.encode();
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.trim().split(' ').next()?.parse().ok())
                 .unwrap_or(0.0)

@@ -2,78 +2,31 @@
 //! controller reading a manifest directory.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio_rustls::rustls::pki_types::CertificateDer;
 
 use isobar::config::Config;
 use isobar::pipeline::Pipeline;
 
-use crate::support::{eventually, service_yaml, write};
+use crate::support::{service_yaml, write};
 
 /// A controller on a manifest directory with its webhook on a loopback port.
 struct Hook {
-    _controller: isobar::serve::Controller,
+    running: crate::webhook_client::Running,
     _dir: tempfile::TempDir,
-    addr: std::net::SocketAddr,
-    ca: CertificateDer<'static>,
-    server: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl Drop for Hook {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
 }
 
 async fn hook(manifests: &str, config: Config) -> Hook {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let objects = dir.path().join("objects");
     write(&objects, "objects.yaml", manifests);
-    let ca = crate::webhook_client::certificate(dir.path());
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
-    let controller = isobar::serve::Controller::start(
-        &config,
-        pipeline,
-        isobar::serve::ProviderChoice::Files(Some(objects)),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    let router = isobar::admission::routes().with_state(isobar::admission::Webhook {
-        runner: controller.admission.clone(),
-    });
-    let server = tokio::spawn(isobar::admission::serve(
-        listener,
-        dir.path().join("tls.crt"),
-        dir.path().join("tls.key"),
-        router,
-    ));
-    // Ready once the first snapshot is built.
-    let mut snapshots = controller.snapshots.clone();
-    let ready = eventually(Duration::from_secs(10), || {
-        let ready = snapshots.borrow_and_update().is_some();
-        async move { ready.then_some(()) }
-    })
-    .await;
-    assert!(ready.is_some(), "the controller never built");
-    Hook {
-        _controller: controller,
-        _dir: dir,
-        addr,
-        ca,
-        server,
-    }
+    let running = crate::webhook_client::start(&config, objects, dir.path()).await;
+    Hook { running, _dir: dir }
 }
 
 impl Hook {
     async fn post(&self, body: &str) -> (u16, String) {
-        crate::webhook_client::post(self.addr, &self.ca, body).await
+        crate::webhook_client::post(self.running.addr, &self.running.ca, body).await
     }
 
     /// Sends a review and returns its `response`.

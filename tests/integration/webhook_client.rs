@@ -61,3 +61,63 @@ pub fn certificate(dir: &std::path::Path) -> CertificateDer<'static> {
     std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap_or_else(|e| panic!("{e}"));
     cert.der().clone()
 }
+
+/// A controller on the manifest directory `objects` with its webhook on a loopback port
+/// (certificate from [`certificate`] in `dir`), ready once the first snapshot is built.
+pub struct Running {
+    /// Kept running while the webhook serves (benches read its metrics).
+    #[allow(dead_code)]
+    pub controller: isobar::serve::Controller,
+    pub addr: std::net::SocketAddr,
+    pub ca: CertificateDer<'static>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+pub async fn start(
+    config: &isobar::config::Config,
+    objects: std::path::PathBuf,
+    dir: &std::path::Path,
+) -> Running {
+    let ca = certificate(dir);
+    let pipeline = isobar::pipeline::Pipeline::from_config(&config.pipeline, &config.plugins)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let controller = isobar::serve::Controller::start(
+        config,
+        pipeline,
+        isobar::serve::ProviderChoice::Files(Some(objects)),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let router = isobar::admission::routes().with_state(isobar::admission::Webhook {
+        runner: controller.admission.clone(),
+    });
+    let server = tokio::spawn(isobar::admission::serve(
+        listener,
+        dir.join("tls.crt"),
+        dir.join("tls.key"),
+        router,
+    ));
+    let mut snapshots = controller.snapshots.clone();
+    let built = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        snapshots.wait_for(|s| s.is_some()),
+    )
+    .await;
+    assert!(matches!(built, Ok(Ok(_))), "the controller never built");
+    Running {
+        controller,
+        addr,
+        ca,
+        server,
+    }
+}
