@@ -104,24 +104,30 @@ impl Envoy {
     }
 }
 
+/// Serves `service` on a loopback port and connects a client to it.
+async fn ads_client(
+    service: AdsService,
+) -> AggregatedDiscoveryServiceClient<tonic::transport::Channel> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
 async fn server(
     initial: Option<Arc<Snapshot>>,
 ) -> (watch::Sender<Option<Arc<Snapshot>>>, Arc<Metrics>, Envoy) {
     let (tx, rx) = watch::channel(initial);
     let metrics = Arc::new(Metrics::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    let service = AdsService::new(rx, metrics.clone()).into_server();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
-    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let mut client = ads_client(AdsService::new(rx, metrics.clone())).await;
     let (req_tx, req_rx) = mpsc::channel(16);
     let responses = client
         .stream_aggregated_resources(ReceiverStream::new(req_rx))
@@ -414,19 +420,7 @@ async fn delta_server(
     known: &[(XdsType, BTreeMap<String, String>)],
 ) -> (watch::Sender<Option<Arc<Snapshot>>>, DeltaEnvoy) {
     let (tx, rx) = watch::channel(initial);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    let service = AdsService::new(rx, Arc::new(Metrics::default())).into_server();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
-    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let mut client = ads_client(AdsService::new(rx, Arc::new(Metrics::default()))).await;
     let (req_tx, req_rx) = mpsc::channel(16);
     let responses = client
         .delta_aggregated_resources(ReceiverStream::new(req_rx))
