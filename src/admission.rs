@@ -3,7 +3,9 @@
 //! plus the candidate.
 //!
 //! - The candidate's errors reject it with the messages its status would carry; its
-//!   warnings come back as warnings.
+//!   warnings come back as warnings. Two kinds of error are only warnings: references
+//!   to things that do not exist yet (they may be created next), and, on an update,
+//!   errors the object already had (an invalid object must stay editable).
 //! - A create or update that would make another, currently valid object invalid is
 //!   rejected too, saying which and why; a delete never is (blocking deletes would trap
 //!   namespace teardown), it gets those as warnings.
@@ -33,7 +35,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use isobar_sdk::host::parse_host;
-use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport};
+use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport, SubCondition};
 
 use crate::pipeline::Pipeline;
 
@@ -121,7 +123,7 @@ fn stored(objects: &Objects, key: &ObjectKey) -> Option<usize> {
 }
 
 /// What makes an object's change unacceptable: its errors, and its FQDN-sharing warnings.
-fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<String> {
+fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<SubCondition> {
     status
         .get(key)
         .map(|s| {
@@ -129,11 +131,7 @@ fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<String> {
                 .warnings
                 .iter()
                 .filter(|w| w.reason == Reason::DuplicateVhost);
-            s.errors
-                .iter()
-                .chain(shared)
-                .map(|e| e.message.clone())
-                .collect()
+            s.errors.iter().chain(shared).cloned().collect()
         })
         .unwrap_or_default()
 }
@@ -228,14 +226,26 @@ fn current(objects: &Objects, key: &ObjectKey) -> Option<Object> {
     }
 }
 
+/// What a review came to.
+#[derive(Debug)]
+pub enum Outcome {
+    Answer(Verdict),
+    /// The dry builds needed Secrets whose data the store dropped (unreferenced until
+    /// now); ask again once they are fetched.
+    NeedsSecrets(Vec<(String, String)>),
+}
+
 impl Admissions {
-    /// Answers one review against `objects` (what the runner holds).
+    /// Answers one review against `objects` (what the runner holds). With
+    /// `wait_for_secrets`, a review that needs dropped Secrets says so instead of
+    /// judging without them (they would read as missing).
     pub fn review(
         &mut self,
         pipeline: &Pipeline,
         objects: &Objects,
-        candidate: Candidate,
-    ) -> Verdict {
+        candidate: &Candidate,
+        wait_for_secrets: bool,
+    ) -> Outcome {
         let now = Instant::now();
         self.pending.retain(|key, p| {
             now.duration_since(p.at) < PENDING_TTL && stored(objects, key) == p.stored
@@ -244,6 +254,7 @@ impl Admissions {
         // The store as it will be once what was admitted lands, before and after this
         // change; both dry builds cover only the objects linked to the candidate.
         let mut view = objects.clone();
+        view.detach_requests();
         for (k, p) in &self.pending {
             put(&mut view, k, p.object.as_ref());
         }
@@ -256,6 +267,10 @@ impl Admissions {
         let after = pipeline.build_dry(&part, &view, key).status;
         put(&mut part, key, old.as_ref());
         let before = pipeline.build_dry(&part, &view, key).status;
+        let missing = objects.elided_among(&view.take_requested());
+        if wait_for_secrets && !missing.is_empty() {
+            return Outcome::NeedsSecrets(missing);
+        }
 
         let mut warnings: Vec<String> = after
             .get(key)
@@ -278,7 +293,19 @@ impl Admissions {
         }
         let mut problems = Vec::new();
         if candidate.object.is_some() {
-            problems.extend(errors_of(&after, key));
+            // An update is judged on what it changes: a problem the object already had
+            // (say, caused by another object) does not block removing a finalizer.
+            let had = match candidate.operation {
+                Operation::Update => errors_of(&before, key),
+                _ => Vec::new(),
+            };
+            for error in errors_of(&after, key) {
+                if error.is_unresolved_reference() || had.contains(&error) {
+                    warnings.push(error.message);
+                } else {
+                    problems.push(error.message);
+                }
+            }
         }
         // Objects this change would break.
         for other in after.objects.keys() {
@@ -286,22 +313,23 @@ impl Admissions {
                 continue;
             }
             let had = errors_of(&before, other);
-            for message in &errors_of(&after, other) {
-                if !had.contains(message) {
-                    let line = format!(
-                        "{} {}/{}: {message}",
-                        other.kind, other.namespace, other.name
-                    );
-                    if candidate.operation == Operation::Delete {
-                        warnings.push(line);
-                    } else {
-                        problems.push(line);
-                    }
+            for error in errors_of(&after, other) {
+                if had.contains(&error) {
+                    continue;
+                }
+                let line = format!(
+                    "{} {}/{}: {}",
+                    other.kind, other.namespace, other.name, error.message
+                );
+                if candidate.operation == Operation::Delete || error.is_unresolved_reference() {
+                    warnings.push(line);
+                } else {
+                    problems.push(line);
                 }
             }
         }
         if !problems.is_empty() {
-            return Verdict::deny(problems.join("; "), warnings);
+            return Outcome::Answer(Verdict::deny(problems.join("; "), warnings));
         }
         if !candidate.dry_run {
             self.pending.insert(
@@ -313,7 +341,7 @@ impl Admissions {
                 },
             );
         }
-        Verdict::allow(warnings)
+        Outcome::Answer(Verdict::allow(warnings))
     }
 }
 

@@ -42,6 +42,16 @@ const HYDRATE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// How soon a held build is retried when nothing arrives.
 const HYDRATE_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long a review waits for dropped Secrets before it is judged without them (well
+/// inside the webhook's `timeoutSeconds`).
+const REVIEW_WAIT_MAX: Duration = Duration::from_secs(2);
+
+/// A review being answered, and since when.
+struct Waiting {
+    review: crate::admission::Request,
+    started: Instant,
+}
+
 pub struct StatusOutput {
     pub desired: watch::Sender<Option<Arc<Desired>>>,
     /// `ingress-status-address`.
@@ -64,7 +74,13 @@ impl Runner {
         let mut holding: Option<Instant> = None;
         // Objects whose latest version did not decode, with why.
         let mut unreadable: BTreeMap<ObjectKey, String> = BTreeMap::new();
+        // Reviews waiting for dropped Secrets to be fetched again.
+        let mut waiting_reviews: Vec<Waiting> = Vec::new();
         loop {
+            let review_deadline = waiting_reviews
+                .iter()
+                .map(|w| w.started + REVIEW_WAIT_MAX)
+                .min();
             let deadline = pending
                 .filter(|_| synced)
                 .map(|(first, last)| (last + self.holdoff).min(first + self.holdoff_max));
@@ -90,20 +106,22 @@ impl Runner {
                     continue;
                 }
                 Some(review) = async { admission.as_mut()?.recv().await }, if admission.is_some() => {
-                    let verdict = if synced {
-                        let started = Instant::now();
-                        let verdict = tokio::task::block_in_place(|| {
-                            admissions.review(&self.pipeline, &objects, review.candidate)
-                        });
-                        self.metrics.admission(verdict.allowed, started.elapsed());
-                        verdict
+                    if synced {
+                        let waiting = Waiting { review, started: Instant::now() };
+                        self.judge(&mut admissions, &objects, waiting, &mut waiting_reviews);
                     } else {
-                        crate::admission::Verdict::deny(
+                        let _ = review.reply.send(crate::admission::Verdict::deny(
                             "isobar is not ready to review objects (still reading the cluster)".to_string(),
                             Vec::new(),
-                        )
-                    };
-                    let _ = review.reply.send(verdict);
+                        ));
+                    }
+                    continue;
+                }
+                () = tokio::time::sleep_until(review_deadline.unwrap_or_else(Instant::now).into()), if review_deadline.is_some() => {
+                    // Secrets asked for did not arrive in time: judge without them.
+                    for waiting in std::mem::take(&mut waiting_reviews) {
+                        self.judge(&mut admissions, &objects, waiting, &mut Vec::new());
+                    }
                     continue;
                 }
             };
@@ -112,9 +130,46 @@ impl Runner {
             while let Ok(event) = events.try_recv() {
                 changed |= self.apply(&mut objects, &mut unreadable, event, &mut synced);
             }
+            // Reviews waiting for Secrets are judged again as soon as anything arrives.
+            for waiting in std::mem::take(&mut waiting_reviews) {
+                self.judge(&mut admissions, &objects, waiting, &mut waiting_reviews);
+            }
             if changed {
                 let now = Instant::now();
                 pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
+            }
+        }
+    }
+
+    /// Answers a review, or, when it needs Secrets whose data was dropped and there is
+    /// time, asks for them and puts it in `waiting`.
+    fn judge(
+        &self,
+        admissions: &mut crate::admission::Admissions,
+        objects: &Objects,
+        review: Waiting,
+        waiting: &mut Vec<Waiting>,
+    ) {
+        use crate::admission::Outcome;
+        let can_wait = self.hydrate.is_some() && review.started.elapsed() < REVIEW_WAIT_MAX;
+        let outcome = tokio::task::block_in_place(|| {
+            admissions.review(&self.pipeline, objects, &review.review.candidate, can_wait)
+        });
+        match outcome {
+            Outcome::Answer(verdict) => {
+                self.metrics
+                    .admission(verdict.allowed, review.started.elapsed());
+                let _ = review.review.reply.send(verdict);
+            }
+            Outcome::NeedsSecrets(secrets) => {
+                tracing::debug!(
+                    secrets = secrets.len(),
+                    "a review needs secrets whose data was dropped; fetching them first"
+                );
+                if let Some(hydrate) = &self.hydrate {
+                    let _ = hydrate.try_send(secrets);
+                }
+                waiting.push(review);
             }
         }
     }

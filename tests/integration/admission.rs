@@ -305,3 +305,46 @@ async fn changes_to_included_proxies_are_judged_with_their_roots() {
     let warnings = answer["warnings"].to_string();
     assert!(warnings.contains("HTTPProxy team-a/portal"), "{answer}");
 }
+
+/// What an object names may land after it (kubectl apply order, cert-manager's Secret):
+/// a missing Service or Secret is a warning, not a refusal. An update is judged on what
+/// it changes: an object already invalid for another reason can still be edited (to
+/// remove a finalizer, say), while a new error is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_references_warn_and_updates_are_judged_on_what_they_change() {
+    let mut early = proxy("team-b", "early", "early.example.com");
+    early["spec"]["routes"][0]["services"][0]["name"] = json!("not-yet");
+    early["spec"]["virtualhost"]["tls"] = json!({"secretName": "cert-not-yet"});
+    let answer = {
+        let hook = hook(&existing(), Config::default()).await;
+        hook.review(&review("r-1", "CREATE", &early)).await
+    };
+    assert_eq!(answer["allowed"], true, "{answer}");
+    let warnings = answer["warnings"].to_string();
+    assert!(warnings.contains("not-yet"), "{answer}");
+    assert!(warnings.contains("cert-not-yet"), "{answer}");
+
+    // Stored already broken (a bad timeout): a label change is allowed, with the
+    // error as a warning; an edit adding another error is refused.
+    let mut broken = proxy("team-b", "broken", "broken.example.com");
+    broken["spec"]["routes"][0]["timeoutPolicy"] = json!({"response": "soon"});
+    let manifests = format!("{}---\n{}", existing(), yaml(&broken));
+    let hook = hook(&manifests, Config::default()).await;
+    let mut labelled = broken.clone();
+    labelled["metadata"]["labels"] = json!({"team": "b"});
+    let answer = hook.review(&review("r-2", "UPDATE", &labelled)).await;
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert!(answer["warnings"].to_string().contains("soon"), "{answer}");
+    let mut worse = broken.clone();
+    worse["spec"]["routes"][0]["retryPolicy"] = json!({"count": -3});
+    let answer = hook.review(&review("r-3", "UPDATE", &worse)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+    // The same broken object as a create is refused.
+    let mut copy = broken.clone();
+    copy["metadata"]["name"] = json!("copy");
+    copy["spec"]["virtualhost"]["fqdn"] = json!("copy.example.com");
+    let answer = hook.review(&review("r-4", "CREATE", &copy)).await;
+    assert_eq!(answer["allowed"], false, "{answer}");
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("soon"), "{answer}");
+}

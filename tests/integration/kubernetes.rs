@@ -768,6 +768,55 @@ async fn an_unreferenced_secret_is_fetched_again_when_referenced() {
     );
 }
 
+/// An admission review that names a Secret whose data the controller dropped (nothing
+/// used it) waits for it to be read again and judges the real thing: a good certificate
+/// is admitted without a word, a Secret that is not a certificate is refused, and a
+/// Secret that does not exist (yet) is only a warning (cert-manager creates it later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_reads_secrets_the_controller_dropped() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    server.put(&tls_secret("team-a", "spare", "b.example.com"));
+    server.put(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: junk, namespace: team-a}\ntype: kubernetes.io/tls\ndata: {tls.crt: bm90IGEgY2VydA==, tls.key: bm90IGEga2V5}\n",
+    );
+    let c = controller(&server, &[]).await;
+    c.until("a served", |c| c.serves("a.example.com")).await;
+    let review = |secret: &str| {
+        let yaml = format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: b, namespace: team-a}}\nspec:\n  virtualhost: {{fqdn: b.example.com, tls: {{secretName: {secret}}}}}\n  routes:\n    - services: [{{name: app, port: 80}}]\n"
+        );
+        let object = isobar::provider::manifest::parse_file(std::path::Path::new("b.yaml"), &yaml)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .remove(0);
+        let candidate = isobar::admission::Candidate {
+            operation: isobar::admission::Operation::Create,
+            key: object.key(),
+            object: Some(object),
+            dry_run: true,
+        };
+        let admission = c.admission.clone();
+        async move {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let request = isobar::admission::Request { candidate, reply };
+            assert!(admission.send(request).await.is_ok());
+            answer.await.unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    let good = review("spare").await;
+    assert!(good.allowed && good.warnings.is_empty(), "{good:?}");
+    let junk = review("junk").await;
+    assert!(!junk.allowed, "{junk:?}");
+    assert!(junk.message.contains("team-a/junk"), "{junk:?}");
+    assert!(!junk.message.contains("not found"), "{junk:?}");
+    let later = review("not-yet").await;
+    assert!(later.allowed, "{later:?}");
+    assert!(
+        later.warnings.iter().any(|w| w.contains("team-a/not-yet")),
+        "{later:?}"
+    );
+}
+
 /// Without a fixed address, `status.loadBalancer` is the Envoy Service's own, and follows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancer_status_follows_the_envoy_service() {

@@ -207,6 +207,22 @@ pub struct SubCondition {
     pub message: String,
 }
 
+/// How a `SecretNotValid` message about a Secret that does not exist ends.
+pub const SECRET_NOT_FOUND: &str = "not found";
+
+impl SubCondition {
+    /// Whether this says that something the object names does not exist (yet): a
+    /// Service or its port, an included HTTPProxy, a Secret. Such an object becomes valid
+    /// when what it names is created, without changing it.
+    pub fn is_unresolved_reference(&self) -> bool {
+        match self.reason {
+            Reason::ServiceUnresolvedReference | Reason::IncludeNotFound => true,
+            Reason::SecretNotValid => self.message.ends_with(SECRET_NOT_FOUND),
+            _ => false,
+        }
+    }
+}
+
 /// Contour's shape: `{type, status: "True", reason, message}`.
 impl Serialize for SubCondition {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -19,7 +19,10 @@ pub mod resolve;
 pub mod secret;
 pub mod telemetry;
 
-pub use condition::{ConditionType, CurrentStatus, ObjectStatus, Reason, StatusReport};
+pub use condition::{
+    ConditionType, CurrentStatus, ObjectStatus, Reason, SECRET_NOT_FOUND, StatusReport,
+    SubCondition,
+};
 pub use ir::Ir;
 pub use object::{Kind, Object, ObjectKey, Objects};
 pub use plugin::{BuildContext, Filter, PluginKind, PluginRegistration, Processor, Source};

@@ -333,6 +333,12 @@ impl Objects {
         Some(cell.get_or_init(|| SecretCheck::of(secret)))
     }
 
+    /// Gives this copy its own record of the Secrets asked for: what a dry build on it
+    /// asks for is neither seen by nor taken from the store it was copied from.
+    pub fn detach_requests(&mut self) {
+        self.requested = Arc::default();
+    }
+
     /// The Secrets asked for since the last call.
     pub fn take_requested(&self) -> BTreeSet<NsName> {
         self.requested

@@ -190,7 +190,10 @@ impl BuildContext<'_> {
         let check = self.objects.secret_check(ns, name).ok_or_else(|| {
             (
                 crate::Reason::SecretNotValid,
-                format!("Secret \"{ns}/{name}\" is invalid: not found"),
+                format!(
+                    "Secret \"{ns}/{name}\" is invalid: {}",
+                    crate::SECRET_NOT_FOUND
+                ),
             )
         })?;
         Ok((ns, name, check))
