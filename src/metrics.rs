@@ -20,6 +20,7 @@ pub struct KindLabel {
 pub struct Metrics {
     registry: Registry,
     pub builds: Counter,
+    pub endpoint_updates: Counter,
     pub build_seconds: Histogram,
     pub objects: Family<KindLabel, Gauge>,
     pub manifest_errors: Counter,
@@ -57,6 +58,7 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("isobar");
         let builds = Counter::default();
+        let endpoint_updates = Counter::default();
         let build_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         let objects = Family::<KindLabel, Gauge>::default();
         let manifest_errors = Counter::default();
@@ -73,6 +75,11 @@ impl Default for Metrics {
             latency_histogram as fn() -> Histogram,
         );
         registry.register("builds", "Completed pipeline builds", builds.clone());
+        registry.register(
+            "endpoint_updates",
+            "EndpointSlice changes served by updating EDS alone, without a build",
+            endpoint_updates.clone(),
+        );
         registry.register(
             "build_duration_seconds",
             "Time from objects to an encoded xDS snapshot",
@@ -155,6 +162,7 @@ impl Default for Metrics {
         Metrics {
             registry,
             builds,
+            endpoint_updates,
             build_seconds,
             objects,
             manifest_errors,

@@ -8,15 +8,17 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use isobar_sdk::{ConditionType, Kind, ObjectKey, Objects, Reason, StatusReport};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use isobar_sdk::{ConditionType, Ir, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
 use crate::metrics::{KindLabel, Metrics};
 use crate::pipeline::Pipeline;
 use crate::provider::Event;
 use crate::status::Desired;
-use crate::xds::{EnvoySettings, Snapshot, translate};
+use crate::xds::{EnvoySettings, Snapshot, XdsType, translate};
 
 pub struct Runner {
     pub pipeline: Pipeline,
@@ -46,6 +48,25 @@ const HYDRATE_RETRY: std::time::Duration = std::time::Duration::from_millis(250)
 /// inside the webhook's `timeoutSeconds`).
 const REVIEW_WAIT_MAX: Duration = Duration::from_secs(2);
 
+/// What changed since the last build.
+#[derive(Default)]
+struct Dirty {
+    /// Something other than EndpointSlices: the pipeline must run.
+    full: bool,
+    /// The Services (namespace, name) whose EndpointSlices changed.
+    services: BTreeSet<(String, String)>,
+}
+
+/// The Service an EndpointSlice belongs to.
+fn slice_service(slice: &EndpointSlice) -> Option<String> {
+    slice
+        .metadata
+        .labels
+        .as_ref()?
+        .get("kubernetes.io/service-name")
+        .cloned()
+}
+
 /// A review being answered, and since when.
 struct Waiting {
     review: crate::admission::Request,
@@ -74,6 +95,9 @@ impl Runner {
         let mut holding: Option<Instant> = None;
         // Objects whose latest version did not decode, with why.
         let mut unreadable: BTreeMap<ObjectKey, String> = BTreeMap::new();
+        // What changed since the last build, and that build's IR.
+        let mut dirty = Dirty::default();
+        let mut built: Option<Ir> = None;
         // Reviews waiting for dropped Secrets to be fetched again.
         let mut waiting_reviews: Vec<Waiting> = Vec::new();
         loop {
@@ -90,8 +114,9 @@ impl Runner {
                     let since = pending.take().map(|(first, _)| first);
                     let held;
                     (last_status, held) = tokio::task::block_in_place(|| {
-                        self.rebuild(&mut objects, &unreadable, &last_status, since, &mut holding)
+                        self.rebuild(&mut objects, &unreadable, &last_status, since, &mut holding, &mut built)
                     });
+                    dirty = Dirty::default();
                     if held {
                         // Try again shortly even if nothing arrives (the fetch may fail).
                         let at = Instant::now() + HYDRATE_RETRY;
@@ -126,13 +151,42 @@ impl Runner {
                 }
             };
             let Some(event) = event else { return };
-            let mut changed = self.apply(&mut objects, &mut unreadable, event, &mut synced);
+            let arrived = Instant::now();
+            let mut changed = self.apply(
+                &mut objects,
+                &mut unreadable,
+                event,
+                &mut synced,
+                &mut dirty,
+            );
             while let Ok(event) = events.try_recv() {
-                changed |= self.apply(&mut objects, &mut unreadable, event, &mut synced);
+                changed |= self.apply(
+                    &mut objects,
+                    &mut unreadable,
+                    event,
+                    &mut synced,
+                    &mut dirty,
+                );
             }
             // Reviews waiting for Secrets are judged again as soon as anything arrives.
             for waiting in std::mem::take(&mut waiting_reviews) {
                 self.judge(&mut admissions, &objects, waiting, &mut waiting_reviews);
+            }
+            // Only endpoints changed, and nothing else waits to be built: the pipeline's
+            // output cannot change, so only EDS is updated, now (no hold-off: it costs
+            // microseconds per Service).
+            if changed
+                && synced
+                && pending.is_none()
+                && holding.is_none()
+                && !dirty.full
+                && let Some(ir) = &built
+            {
+                let services = std::mem::take(&mut dirty.services);
+                tokio::task::block_in_place(|| {
+                    self.publish_endpoints(ir, &objects, &services, arrived);
+                });
+                continue;
             }
             if changed {
                 let now = Instant::now();
@@ -174,7 +228,53 @@ impl Runner {
         }
     }
 
+    /// Applies one event; returns whether anything changed, and records in `dirty`
+    /// whether only EndpointSlices did (and of which Services).
     fn apply(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        event: Event,
+        synced: &mut bool,
+        dirty: &mut Dirty,
+    ) -> bool {
+        // For an EndpointSlice: its key, and the Services it belongs to before and after.
+        let slice = match &event {
+            Event::Apply(Object::EndpointSlice(new)) => {
+                let key = ObjectKey::new(
+                    Kind::EndpointSlice,
+                    new.metadata.namespace.as_deref().unwrap_or("default"),
+                    new.metadata.name.as_deref().unwrap_or_default(),
+                );
+                Some((key, slice_service(new)))
+            }
+            Event::Delete(key) if key.kind == Kind::EndpointSlice => Some((key.clone(), None)),
+            _ => None,
+        };
+        let old_service = slice.as_ref().and_then(|(key, _)| {
+            let id = (key.namespace.clone(), key.name.clone());
+            slice_service(objects.endpoint_slices.get(&id)?)
+        });
+        let was_unreadable = slice
+            .as_ref()
+            .is_some_and(|(key, _)| unreadable.contains_key(key));
+        let changed = self.apply_event(objects, unreadable, event, synced);
+        if !changed {
+            return false;
+        }
+        match slice {
+            // A slice that was unreadable has a status to clear: a full build.
+            Some((key, new_service)) if !was_unreadable => {
+                for service in [old_service, new_service].into_iter().flatten() {
+                    dirty.services.insert((key.namespace.clone(), service));
+                }
+            }
+            _ => dirty.full = true,
+        }
+        true
+    }
+
+    fn apply_event(
         &self,
         objects: &mut Objects,
         unreadable: &mut BTreeMap<ObjectKey, String>,
@@ -228,6 +328,7 @@ impl Runner {
         previous: &StatusReport,
         since: Option<Instant>,
         holding: &mut Option<Instant>,
+        built: &mut Option<Ir>,
     ) -> (StatusReport, bool) {
         let started = Instant::now();
         let mut output = self.pipeline.build(objects);
@@ -301,7 +402,46 @@ impl Runner {
                 tracing::debug!(elided, "dropped the data of unreferenced secrets");
             }
         }
+        *built = Some(output.ir);
         (output.status, false)
+    }
+
+    /// Publishes the current snapshot with the ClusterLoadAssignments of `services`
+    /// recomputed; every other resource is shared with it.
+    fn publish_endpoints(
+        &self,
+        ir: &Ir,
+        objects: &Objects,
+        services: &BTreeSet<(String, String)>,
+        since: Instant,
+    ) {
+        let started = Instant::now();
+        let fresh = crate::xds::endpoints_of(ir, objects, services);
+        let published = self.snapshots.send_if_modified(|current| {
+            let Some(snapshot) = current.as_ref() else {
+                return false;
+            };
+            let eds = snapshot.get(XdsType::Endpoint);
+            let changes: Vec<_> = fresh
+                .into_iter()
+                .filter(|(name, any)| eds.resources.get(name) != Some(any))
+                .map(|(name, any)| (name, Some(any)))
+                .collect();
+            if changes.is_empty() {
+                return false;
+            }
+            let mut next = snapshot.with_changes(XdsType::Endpoint, changes);
+            next.changed_at = Some(since);
+            *current = Some(Arc::new(next));
+            true
+        });
+        self.metrics.endpoint_updates.inc();
+        tracing::debug!(
+            services = services.len(),
+            published,
+            micros = started.elapsed().as_micros() as u64,
+            "endpoints updated"
+        );
     }
 }
 

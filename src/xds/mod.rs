@@ -6,5 +6,5 @@ pub mod snapshot;
 pub mod tls;
 pub mod translate;
 
-pub use snapshot::{Snapshot, XdsType};
-pub use translate::{EnvoySettings, Resources, translate};
+pub use snapshot::{ResourceMap, Snapshot, XdsType};
+pub use translate::{EnvoySettings, Resources, endpoints_of, translate};

@@ -36,7 +36,7 @@ use tonic::{Request, Response, Status, Streaming};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
 
-use super::snapshot::{Snapshot, XdsType, digest, version_of};
+use super::snapshot::{ResourceMap, Snapshot, XdsType, digest, version_of};
 use crate::metrics::Metrics;
 
 /// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
@@ -230,7 +230,7 @@ struct TypeState {
     acked_version: Option<String>,
     rejected_version: Option<String>,
     /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
-    sent_resources: BTreeMap<String, Any>,
+    sent_resources: ResourceMap<Any>,
     /// EDS, SDS, RDS: the digest of each resource Envoy has taken (ACKed), and of those in
     /// the response in flight. These types may be answered in part (xDS spec: a resource
     /// left out of a response keeps its last value), so only changed ones are sent.
@@ -436,7 +436,7 @@ impl AdsStream {
         tracing::debug!(node = %self.core.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
         Some(DiscoveryResponse {
             version_info: version,
-            resources: resources.into_values().collect(),
+            resources: resources.into_iter().map(|(_, any)| any).collect(),
             type_url: t.type_url().to_string(),
             nonce,
             ..Default::default()
@@ -448,7 +448,7 @@ impl AdsStream {
         &self,
         t: XdsType,
         snapshot: &Snapshot,
-    ) -> Option<(String, BTreeMap<String, Any>)> {
+    ) -> Option<(String, ResourceMap<Any>)> {
         let routes_caught_up =
             self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         let state = &self.types[&t];
@@ -495,7 +495,7 @@ impl AdsStream {
         &mut self,
         t: XdsType,
         snapshot: &Snapshot,
-    ) -> Option<(String, BTreeMap<String, Any>)> {
+    ) -> Option<(String, ResourceMap<Any>)> {
         let current = snapshot.get(t);
         let state = self.types.get_mut(&t)?;
         let requested: Vec<(&String, &u64)> = state

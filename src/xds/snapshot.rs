@@ -4,8 +4,6 @@
 //! (so a relist that changes nothing sends nothing, and a restarted Isobar does not make
 //! Envoy reload), and different content never shares a version, across restarts too.
 
-use std::collections::BTreeMap;
-
 use envoy_types::pb::google::protobuf::Any;
 use sha1::{Digest, Sha1};
 
@@ -70,13 +68,51 @@ impl XdsType {
     }
 }
 
+/// Resources by name. A persistent map: a snapshot that changes a few resources shares
+/// everything else with the one before (an endpoint change copies a few tree nodes, not
+/// 10,000 resources).
+pub type ResourceMap<V> = imbl::OrdMap<String, V>;
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TypeSnapshot {
     pub version: String,
-    pub resources: BTreeMap<String, Any>,
+    pub resources: ResourceMap<Any>,
     /// A hash of each resource's bytes: what a stream compares to send only the
     /// resources that changed (EDS, SDS and RDS may be sent in part).
-    pub digests: BTreeMap<String, u64>,
+    pub digests: ResourceMap<u64>,
+    /// The combined hash `version` is the hex of (see [`version_of`]).
+    combined: u64,
+}
+
+impl TypeSnapshot {
+    fn of(map: std::collections::BTreeMap<String, Any>) -> TypeSnapshot {
+        let mut out = TypeSnapshot::default();
+        for (name, any) in map {
+            let digest = digest(&any.value);
+            out.combined ^= entry_hash(&name, digest);
+            out.digests.insert(name.clone(), digest);
+            out.resources.insert(name, any);
+        }
+        out.version = hex(out.combined);
+        out
+    }
+
+    /// Replaces (`Some`) or removes (`None`) resources; the version follows.
+    fn change(&mut self, changes: impl IntoIterator<Item = (String, Option<Any>)>) {
+        for (name, any) in changes {
+            if let Some(old) = self.digests.remove(&name) {
+                self.combined ^= entry_hash(&name, old);
+                self.resources.remove(&name);
+            }
+            if let Some(any) = any {
+                let digest = digest(&any.value);
+                self.combined ^= entry_hash(&name, digest);
+                self.digests.insert(name.clone(), digest);
+                self.resources.insert(name, any);
+            }
+        }
+        self.version = hex(self.combined);
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -103,17 +139,21 @@ impl Snapshot {
             (XdsType::Listener, resources.listeners),
             (XdsType::Route, resources.routes),
         ] {
-            let digests: BTreeMap<String, u64> = map
-                .iter()
-                .map(|(name, any)| (name.clone(), digest(&any.value)))
-                .collect();
-            snapshot.types[t.index()] = TypeSnapshot {
-                version: version_of(digests.iter()),
-                resources: map,
-                digests,
-            };
+            snapshot.types[t.index()] = TypeSnapshot::of(map);
         }
         snapshot
+    }
+
+    /// This snapshot with some resources of one type replaced (`Some`) or removed
+    /// (`None`); everything else is shared with it.
+    pub fn with_changes(
+        &self,
+        t: XdsType,
+        changes: impl IntoIterator<Item = (String, Option<Any>)>,
+    ) -> Snapshot {
+        let mut out = self.clone();
+        out.types[t.index()].change(changes);
+        out
     }
 
     pub fn get(&self, t: XdsType) -> &TypeSnapshot {
@@ -129,16 +169,26 @@ pub fn digest(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(first)
 }
 
-/// 16 hex digits of a hash over every resource's name and digest.
-pub fn version_of<'a>(digests: impl IntoIterator<Item = (&'a String, &'a u64)>) -> String {
+/// One resource's share of a version: a hash of its name and digest.
+fn entry_hash(name: &str, digest: u64) -> u64 {
     let mut hasher = Sha1::new();
-    for (name, digest) in digests {
-        hasher.update((name.len() as u64).to_le_bytes());
-        hasher.update(name.as_bytes());
-        hasher.update(digest.to_le_bytes());
-    }
-    hasher.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hasher.update((name.len() as u64).to_le_bytes());
+    hasher.update(name.as_bytes());
+    hasher.update(digest.to_le_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hasher.finalize()[..8]);
+    u64::from_le_bytes(first)
+}
+
+fn hex(value: u64) -> String {
+    format!("{value:016x}")
+}
+
+/// 16 hex digits of a hash over every resource's name and digest: the XOR of each
+/// resource's [`entry_hash`], so a change to a few resources updates it without
+/// visiting the rest. Equal sets give equal versions, across restarts too.
+pub fn version_of<'a>(digests: impl IntoIterator<Item = (&'a String, &'a u64)>) -> String {
+    hex(digests
+        .into_iter()
+        .fold(0, |acc, (name, digest)| acc ^ entry_hash(name, *digest)))
 }

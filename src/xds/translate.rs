@@ -419,6 +419,24 @@ fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
     }
 }
 
+/// The ClusterLoadAssignments of the clusters of `services` (namespace, name), for an
+/// endpoint change: only EDS changes, nothing else is built.
+pub fn endpoints_of(
+    ir: &Ir,
+    objects: &Objects,
+    services: &std::collections::BTreeSet<(String, String)>,
+) -> BTreeMap<String, Any> {
+    ir.clusters
+        .values()
+        .filter(|c| {
+            services
+                .iter()
+                .any(|(ns, name)| *name == c.service && *ns == c.namespace)
+        })
+        .map(|c| (c.eds_name.clone(), pack_any(load_assignment(c, objects))))
+        .collect()
+}
+
 fn load_assignment(c: &ir::Cluster, objects: &Objects) -> ClusterLoadAssignment {
     let lb_endpoints: Vec<LbEndpoint> =
         ready_endpoints(objects, &c.namespace, &c.service, &c.port_name)

@@ -768,6 +768,61 @@ async fn an_unreferenced_secret_is_fetched_again_when_referenced() {
     );
 }
 
+/// An EndpointSlice change runs no build: only the Service's ClusterLoadAssignment is
+/// recomputed and published; every other type keeps its version, and the EDS version is
+/// the same content hash a full build would give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_change_updates_eds_alone() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    put_all(&server, &tenant("team-b", "b.example.com"));
+    let c = controller(&server, &[]).await;
+    c.until("served", |c| {
+        c.serves("a.example.com") && c.serves("b.example.com")
+    })
+    .await;
+    let before = c.snapshot().unwrap_or_else(|| panic!("no snapshot"));
+    let builds = c.builds();
+    server.put(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: app-1\n  namespace: team-a\n  labels: {kubernetes.io/service-name: app}\naddressType: IPv4\nports: [{name: http, port: 8080, protocol: TCP}]\nendpoints:\n  - {addresses: [\"10.0.0.9\"], conditions: {ready: true}}\n",
+    );
+    c.until("new endpoint served", |c| {
+        c.snapshot().is_some_and(|s| {
+            s.get(XdsType::Endpoint)
+                .resources
+                .values()
+                .any(|r| contains(&r.value, b"10.0.0.9"))
+        })
+    })
+    .await;
+    let after = c.snapshot().unwrap_or_else(|| panic!("no snapshot"));
+    assert_eq!(c.builds(), builds, "an endpoint change ran the pipeline");
+    assert!(metric(&c.metrics, "isobar_endpoint_updates_total") >= 1);
+    for t in [
+        XdsType::Cluster,
+        XdsType::Listener,
+        XdsType::Route,
+        XdsType::Secret,
+    ] {
+        assert_eq!(before.get(t).version, after.get(t).version, "{t:?} changed");
+    }
+    let (old, new) = (before.get(XdsType::Endpoint), after.get(XdsType::Endpoint));
+    assert_ne!(old.version, new.version);
+    let changed: Vec<&String> = new
+        .digests
+        .iter()
+        .filter(|(name, digest)| old.digests.get(*name) != Some(*digest))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert!(changed[0].starts_with("team-a/app/"), "{changed:?}");
+    assert_eq!(
+        new.version,
+        isobar::xds::snapshot::version_of(new.digests.iter()),
+        "the EDS version is not the content hash"
+    );
+}
+
 /// An admission review that names a Secret whose data the controller dropped (nothing
 /// used it) waits for it to be read again and judges the real thing: a good certificate
 /// is admitted without a word, a Secret that is not a certificate is refused, and a

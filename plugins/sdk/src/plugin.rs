@@ -48,6 +48,10 @@ impl SecretGrants {
 }
 
 /// What a build reads: every stored object, less those a filter turned away.
+///
+/// EndpointSlices are here for completeness, but a plugin's output must not depend on
+/// them: an EndpointSlice change does not run the pipeline, it only recomputes the
+/// ClusterLoadAssignments of the Services it belongs to (from the IR's clusters).
 #[derive(Debug, Clone, Copy)]
 pub struct BuildContext<'a> {
     pub objects: &'a Objects,
