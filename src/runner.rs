@@ -12,13 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use isobar_sdk::{ConditionType, Ir, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
+use isobar_sdk::{ConditionType, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
 use crate::metrics::{KindLabel, Metrics};
 use crate::pipeline::Pipeline;
 use crate::provider::Event;
 use crate::status::Desired;
-use crate::xds::{EnvoySettings, Snapshot, XdsType, translate};
+use crate::xds::{ClustersByService, EnvoySettings, Snapshot, XdsType, translate};
 
 pub struct Runner {
     pub pipeline: Pipeline,
@@ -95,9 +95,9 @@ impl Runner {
         let mut holding: Option<Instant> = None;
         // Objects whose latest version did not decode, with why.
         let mut unreadable: BTreeMap<ObjectKey, String> = BTreeMap::new();
-        // What changed since the last build, and that build's IR.
+        // What changed since the last build, and that build's clusters.
         let mut dirty = Dirty::default();
-        let mut built: Option<Ir> = None;
+        let mut built: Option<ClustersByService> = None;
         // Reviews waiting for dropped Secrets to be fetched again.
         let mut waiting_reviews: Vec<Waiting> = Vec::new();
         loop {
@@ -180,11 +180,11 @@ impl Runner {
                 && pending.is_none()
                 && holding.is_none()
                 && !dirty.full
-                && let Some(ir) = &built
+                && let Some(clusters) = &built
             {
                 let services = std::mem::take(&mut dirty.services);
                 tokio::task::block_in_place(|| {
-                    self.publish_endpoints(ir, &objects, &services, arrived);
+                    self.publish_endpoints(clusters, &objects, &services, arrived);
                 });
                 continue;
             }
@@ -328,7 +328,7 @@ impl Runner {
         previous: &StatusReport,
         since: Option<Instant>,
         holding: &mut Option<Instant>,
-        built: &mut Option<Ir>,
+        built: &mut Option<ClustersByService>,
     ) -> (StatusReport, bool) {
         let started = Instant::now();
         let mut output = self.pipeline.build(objects);
@@ -402,7 +402,7 @@ impl Runner {
                 tracing::debug!(elided, "dropped the data of unreferenced secrets");
             }
         }
-        *built = Some(output.ir);
+        *built = Some(crate::xds::clusters_by_service(&output.ir));
         (output.status, false)
     }
 
@@ -410,13 +410,13 @@ impl Runner {
     /// recomputed; every other resource is shared with it.
     fn publish_endpoints(
         &self,
-        ir: &Ir,
+        clusters: &ClustersByService,
         objects: &Objects,
         services: &BTreeSet<(String, String)>,
         since: Instant,
     ) {
         let started = Instant::now();
-        let fresh = crate::xds::endpoints_of(ir, objects, services);
+        let fresh = crate::xds::endpoints_of(clusters, objects, services);
         let published = self.snapshots.send_if_modified(|current| {
             let Some(snapshot) = current.as_ref() else {
                 return false;

@@ -7,4 +7,6 @@ pub mod tls;
 pub mod translate;
 
 pub use snapshot::{ResourceMap, Snapshot, XdsType};
-pub use translate::{EnvoySettings, Resources, endpoints_of, translate};
+pub use translate::{
+    ClustersByService, EnvoySettings, Resources, clusters_by_service, endpoints_of, translate,
+};

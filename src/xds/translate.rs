@@ -2,7 +2,7 @@
 //!
 //! Pure functions: the same IR and objects give byte-identical resources.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::accesslog::v3::{self as accesslog, AccessLog};
@@ -113,9 +113,10 @@ pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resour
             c.name.clone(),
             pack_any(cluster_for(c, settings, client_certificate.as_deref())),
         );
-        out.endpoints
-            .entry(c.eds_name.clone())
-            .or_insert_with(|| pack_any(load_assignment(c, objects)));
+        out.endpoints.entry(c.eds_name.clone()).or_insert_with(|| {
+            let cla = load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
+            pack_any(cla)
+        });
     }
     // RDS is always published, even empty, so a listener never waits on it.
     out.routes.insert(
@@ -419,40 +420,59 @@ fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
     }
 }
 
-/// The ClusterLoadAssignments of the clusters of `services` (namespace, name), for an
-/// endpoint change: only EDS changes, nothing else is built.
-pub fn endpoints_of(
-    ir: &Ir,
-    objects: &Objects,
-    services: &std::collections::BTreeSet<(String, String)>,
-) -> BTreeMap<String, Any> {
-    ir.clusters
-        .values()
-        .filter(|c| {
-            services
-                .iter()
-                .any(|(ns, name)| *name == c.service && *ns == c.namespace)
-        })
-        .map(|c| (c.eds_name.clone(), pack_any(load_assignment(c, objects))))
-        .collect()
+/// For each Service (namespace, name), the endpoint sets (EDS name, port name) its
+/// clusters use: what an endpoint change needs of a build, kept instead of the IR.
+pub type ClustersByService = BTreeMap<(String, String), BTreeSet<(String, String)>>;
+
+pub fn clusters_by_service(ir: &Ir) -> ClustersByService {
+    let mut out = ClustersByService::new();
+    for c in ir.clusters.values() {
+        out.entry((c.namespace.clone(), c.service.clone()))
+            .or_default()
+            .insert((c.eds_name.clone(), c.port_name.clone()));
+    }
+    out
 }
 
-fn load_assignment(c: &ir::Cluster, objects: &Objects) -> ClusterLoadAssignment {
-    let lb_endpoints: Vec<LbEndpoint> =
-        ready_endpoints(objects, &c.namespace, &c.service, &c.port_name)
-            .into_iter()
-            .map(|(address, port)| LbEndpoint {
-                host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
-                    endpoint::Endpoint {
-                        address: Some(socket_address(&address, port)),
-                        ..Default::default()
-                    },
-                )),
-                ..Default::default()
-            })
-            .collect();
+/// The ClusterLoadAssignments of the clusters of `services`, for an endpoint change: only
+/// EDS changes, nothing else is built.
+pub fn endpoints_of(
+    clusters: &ClustersByService,
+    objects: &Objects,
+    services: &BTreeSet<(String, String)>,
+) -> BTreeMap<String, Any> {
+    let mut out = BTreeMap::new();
+    for service in services {
+        for (eds_name, port_name) in clusters.get(service).into_iter().flatten() {
+            let (namespace, name) = service;
+            let cla = load_assignment(eds_name, objects, namespace, name, port_name);
+            out.insert(eds_name.clone(), pack_any(cla));
+        }
+    }
+    out
+}
+
+fn load_assignment(
+    eds_name: &str,
+    objects: &Objects,
+    namespace: &str,
+    service: &str,
+    port_name: &str,
+) -> ClusterLoadAssignment {
+    let lb_endpoints: Vec<LbEndpoint> = ready_endpoints(objects, namespace, service, port_name)
+        .into_iter()
+        .map(|(address, port)| LbEndpoint {
+            host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
+                endpoint::Endpoint {
+                    address: Some(socket_address(&address, port)),
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        })
+        .collect();
     ClusterLoadAssignment {
-        cluster_name: c.eds_name.clone(),
+        cluster_name: eds_name.to_string(),
         endpoints: if lb_endpoints.is_empty() {
             Vec::new()
         } else {
