@@ -21,6 +21,7 @@ use isobar_sdk::Objects;
 mod apiserver;
 mod extend;
 mod kube;
+mod perf;
 mod tls;
 #[path = "../integration/webhook_client.rs"]
 mod webhook_client;
@@ -212,7 +213,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES")
-        .unwrap_or_else(|_| "build,tls,kube,webhook,wasm".into());
+        .unwrap_or_else(|_| "build,tls,kube,perf,webhook,wasm".into());
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
         build_profiles(n, runs);
@@ -222,6 +223,9 @@ fn main() {
     }
     if profiles.contains(&"kube") {
         kube::report(n);
+    }
+    if profiles.contains(&"perf") {
+        perf::run(n, benching);
     }
     // Issue 6's figures are stated at 1,000 objects.
     let small = env_usize("ISOBAR_BENCH_N", if benching { 1_000 } else { 50 });

@@ -1,0 +1,661 @@
+//! The performance profile ("10k profile"): N HTTPProxies (2 routes each, every other one
+//! with TLS and its own certificate), N Services, N EndpointSlices (3 endpoints), N TLS
+//! Secrets and 2N unreferenced Secrets. One run reports, beside the floors measured in the
+//! same run (decoding the same objects, encoding the same xDS):
+//!
+//! - cold start: every object handed to the runner → first complete snapshot;
+//! - single changes (edit a route of a TLS vhost, of a plain vhost, add a proxy, delete
+//!   one, move an endpoint): the provider event → the response carrying it read by a
+//!   simulated Envoy on a real ADS stream, and the bytes each change sent;
+//! - endpoint churn: EndpointSlice events at a fixed rate, CPU used by the process and
+//!   event → EDS response latency;
+//! - fan-out: one endpoint change delivered to many ADS streams.
+//!
+//! The runner is the one `isobar serve` runs (hold-off disabled); events go straight into
+//! it, as a provider would send them.
+//!
+//! Not run under `cargo bench` (`--bench` absent, i.e. `cargo test --all-targets`), the
+//! profile runs small and checks ratios against the floors (see `check`), so CI catches
+//! a regression without depending on the machine's speed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use isobar::config::Config;
+use isobar::metrics::Metrics;
+use isobar::pipeline::Pipeline;
+use isobar::provider::Event;
+use isobar::provider::manifest::parse_file;
+use isobar::runner::Runner;
+use isobar::serve::envoy_settings;
+use isobar::xds::server::AdsService;
+use isobar::xds::{Snapshot, XdsType};
+use isobar_sdk::{Kind, Object, ObjectKey};
+use prost::Message;
+use tokio::sync::{mpsc, watch};
+
+use super::tenant;
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+/// Tenant `i`; even tenants serve HTTPS with their own certificate (made here).
+fn tenant_10k(i: usize) -> String {
+    let plain = tenant(i);
+    if i % 2 == 1 {
+        return plain;
+    }
+    let fqdn = format!("site-{i}.example.com");
+    let secure = plain.replace(
+        &format!("virtualhost: {{fqdn: {fqdn}}}"),
+        &format!("virtualhost: {{fqdn: {fqdn}, tls: {{secretName: cert}}}}"),
+    );
+    let params =
+        rcgen::CertificateParams::new(vec![fqdn.clone()]).unwrap_or_else(|e| panic!("{e}"));
+    let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+    format!(
+        "{secure}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: ns-{i}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        indent(&cert.pem()),
+        indent(&key.serialize_pem())
+    )
+}
+
+/// A TLS Secret in tenant `i`'s namespace that nothing references (a certificate's size).
+fn unreferenced(i: usize, j: usize) -> String {
+    let blob = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo".repeat(20);
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: spare-{j}, namespace: ns-{i}}}\ntype: kubernetes.io/tls\ndata: {{tls.crt: {blob}, tls.key: {blob}}}\n"
+    )
+}
+
+fn proxy(i: usize, api_prefix: &str, timeout: usize) -> Object {
+    let tls = if i.is_multiple_of(2) {
+        ", tls: {secretName: cert}"
+    } else {
+        ""
+    };
+    let text = format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: site, namespace: ns-{i}}}\nspec:\n  virtualhost: {{fqdn: site-{i}.example.com{tls}}}\n  routes:\n    - services: [{{name: app, port: 80}}]\n    - conditions: [{{prefix: {api_prefix}}}]\n      services: [{{name: app, port: 80, weight: 100}}]\n      timeoutPolicy: {{response: {timeout}s}}\n"
+    );
+    one(&text)
+}
+
+/// Tenant `i`'s EndpointSlice with its third endpoint at an address unique to `k`.
+fn slice(i: usize, k: usize) -> Object {
+    let (a, b) = (i / 256 % 256, i % 256);
+    let third = format!("172.16.{}.{}", k / 256 % 256, k % 256);
+    one(&format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: app-1\n  namespace: ns-{i}\n  labels: {{kubernetes.io/service-name: app}}\naddressType: IPv4\nports: [{{name: http, port: 8080, protocol: TCP}}]\nendpoints:\n  - {{addresses: [\"10.{a}.{b}.1\"], conditions: {{ready: true}}}}\n  - {{addresses: [\"10.{a}.{b}.2\"], conditions: {{ready: true}}}}\n  - {{addresses: [\"{third}\"], conditions: {{ready: true}}}}\n"
+    ))
+}
+
+fn one(text: &str) -> Object {
+    parse_file(Path::new("change.yaml"), text)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
+}
+
+/// One response as a simulated Envoy read it.
+#[derive(Clone)]
+struct Seen {
+    at: Instant,
+    t: XdsType,
+    bytes: usize,
+    names: Vec<String>,
+}
+
+/// A simulated Envoy: one ADS stream, subscribed to everything the latest snapshot
+/// holds, ACKing every response; what it reads is appended to `seen`.
+struct Client {
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+/// The name a resource carries, read from its bytes (field 1 of every type served).
+fn resource_name(t: XdsType, value: &[u8]) -> String {
+    match t {
+        XdsType::Cluster => Cluster::decode(value).map(|r| r.name),
+        XdsType::Endpoint => ClusterLoadAssignment::decode(value).map(|r| r.cluster_name),
+        XdsType::Secret => Secret::decode(value).map(|r| r.name),
+        XdsType::Listener => Listener::decode(value).map(|r| r.name),
+        XdsType::Route => RouteConfiguration::decode(value).map(|r| r.name),
+    }
+    .unwrap_or_default()
+}
+
+impl Client {
+    async fn connect(
+        addr: std::net::SocketAddr,
+        snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    ) -> Client {
+        let mut ads = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"))
+            .max_decoding_message_size(usize::MAX);
+        let (requests, rx) = mpsc::unbounded_channel::<DiscoveryRequest>();
+        let mut responses = ads
+            .stream_aggregated_resources(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .unwrap_or_else(|e| panic!("stream: {e}"))
+            .into_inner();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let names_of = move |t: XdsType| -> Vec<String> {
+            if t.is_wildcard() {
+                return Vec::new();
+            }
+            let snapshot = snapshots.borrow().clone();
+            snapshot
+                .map(|s| s.get(t).resources.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let mut asked: BTreeMap<XdsType, Vec<String>> = BTreeMap::new();
+        for t in XdsType::ORDER {
+            let names = names_of(t);
+            asked.insert(t, names.clone());
+            let _ = requests.send(DiscoveryRequest {
+                type_url: t.type_url().to_string(),
+                resource_names: names,
+                ..Default::default()
+            });
+        }
+        tokio::spawn(async move {
+            while let Ok(Some(response)) = responses.message().await {
+                let at = Instant::now();
+                let Some(t) = XdsType::from_type_url(&response.type_url) else {
+                    continue;
+                };
+                let names = response
+                    .resources
+                    .iter()
+                    .map(|any| resource_name(t, &any.value))
+                    .collect();
+                let bytes = DiscoveryResponse::encoded_len(&response);
+                if let Ok(mut seen) = record.lock() {
+                    seen.push(Seen {
+                        at,
+                        t,
+                        bytes,
+                        names,
+                    });
+                }
+                // ACK; after clusters or listeners, follow new names as Envoy would.
+                let mut follow = vec![t];
+                if matches!(t, XdsType::Cluster | XdsType::Listener) {
+                    follow.extend([XdsType::Endpoint, XdsType::Secret, XdsType::Route]);
+                }
+                for f in follow {
+                    let names = names_of(f);
+                    if f != t && asked.get(&f) == Some(&names) {
+                        continue;
+                    }
+                    asked.insert(f, names.clone());
+                    let (version, nonce) = if f == t {
+                        (response.version_info.clone(), response.nonce.clone())
+                    } else {
+                        (String::new(), String::new())
+                    };
+                    let _ = requests.send(DiscoveryRequest {
+                        type_url: f.type_url().to_string(),
+                        resource_names: names,
+                        version_info: version,
+                        response_nonce: nonce,
+                        ..Default::default()
+                    });
+                }
+            }
+        });
+        Client { seen }
+    }
+
+    /// Waits for a response of type `t` naming `name` read after `since`; returns when.
+    async fn until(
+        &self,
+        since: Instant,
+        t: XdsType,
+        name: &str,
+        limit: Duration,
+    ) -> Option<Instant> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(seen) = self.seen.lock()
+                && let Some(s) = seen
+                    .iter()
+                    .find(|s| s.at >= since && s.t == t && s.names.iter().any(|n| n == name))
+            {
+                return Some(s.at);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// Bytes read since `since`, by type.
+    fn bytes_by_type(&self, since: Instant) -> BTreeMap<XdsType, usize> {
+        let mut out = BTreeMap::new();
+        if let Ok(seen) = self.seen.lock() {
+            for s in seen.iter().filter(|s| s.at >= since) {
+                *out.entry(s.t).or_default() += s.bytes;
+            }
+        }
+        out
+    }
+
+    /// Bytes read since `since`.
+    fn bytes_since(&self, since: Instant) -> usize {
+        self.seen
+            .lock()
+            .map(|seen| seen.iter().filter(|s| s.at >= since).map(|s| s.bytes).sum())
+            .unwrap_or(0)
+    }
+
+    fn quiet_since(&self) -> Option<Instant> {
+        self.seen.lock().ok()?.last().map(|s| s.at)
+    }
+
+    /// Waits until nothing has arrived for `quiet`.
+    async fn settle(&self, quiet: Duration) {
+        loop {
+            tokio::time::sleep(quiet / 4).await;
+            if self.quiet_since().is_none_or(|at| at.elapsed() >= quiet) {
+                return;
+            }
+        }
+    }
+}
+
+fn cpu_seconds() -> f64 {
+    // utime and stime (fields 14 and 15 of /proc/self/stat), in clock ticks of 1/100 s.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (tick(11) + tick(12)) / 100.0
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (f64, f64, f64) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let n = samples.len().max(1);
+    let at = |q: f64| ms(samples[((n as f64 * q).ceil() as usize).clamp(1, n) - 1]);
+    (
+        at(0.5),
+        at(0.99),
+        ms(*samples.last().unwrap_or(&Duration::ZERO)),
+    )
+}
+
+/// Figures the CI check compares.
+struct Figures {
+    decode_floor: Duration,
+    encode_floor: Duration,
+    cold_start: Duration,
+    eds_change_p99: f64,
+    route_change_bytes_tls: usize,
+}
+
+pub fn run(n: usize, benching: bool) {
+    let changes = if benching { 200 } else { 20 };
+    let churn_rate = 200.0;
+    let churn_seconds = if benching {
+        std::env::var("ISOBAR_BENCH_CHURN_SECONDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60.0)
+    } else {
+        2.0
+    };
+    let fanout = if benching { 200 } else { 20 };
+    println!(
+        "perf: {n} HTTPProxies (2 routes, {} with TLS), {n} Services, {n} EndpointSlices (3 endpoints), {} referenced TLS Secrets, {} unreferenced",
+        n.div_ceil(2),
+        n.div_ceil(2),
+        2 * n
+    );
+    let started = Instant::now();
+    let mut text: Vec<String> = (0..n).map(tenant_10k).collect();
+    text.extend((0..n).flat_map(|i| [unreferenced(i, 0), unreferenced(i, 1)]));
+    let text = text.join("---\n");
+    println!(
+        "  generated {:.1} MB of YAML (certificates made with rcgen, not timed): {:.0} ms",
+        text.len() as f64 / 1e6,
+        started.elapsed().as_secs_f64() * 1e3
+    );
+
+    // Floor 1: decoding the objects.
+    let started = Instant::now();
+    let objects = parse_file(Path::new("perf.yaml"), &text).unwrap_or_else(|e| panic!("{e}"));
+    let decode_floor = started.elapsed();
+    let count = objects.len();
+    drop(text);
+    println!(
+        "  floor: decode {count} objects from YAML: {:.0} ms ({:.1} µs per object)",
+        decode_floor.as_secs_f64() * 1e3,
+        decode_floor.as_secs_f64() * 1e6 / count as f64
+    );
+
+    let config = Config::default();
+    let pipeline =
+        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let (snapshot_tx, snapshots) = watch::channel(None);
+    let metrics = Arc::new(Metrics::default());
+    let runner = Runner {
+        pipeline,
+        settings: envoy_settings(&config),
+        holdoff: Duration::ZERO,
+        holdoff_max: Duration::ZERO,
+        metrics: metrics.clone(),
+        snapshots: snapshot_tx,
+        statuses: None,
+        debug: None,
+        admission: None,
+        hydrate: None,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let figures = runtime.block_on(async move {
+        let (events, rx) = mpsc::channel(4096);
+        tokio::spawn(runner.run(rx));
+        let mut watch = snapshots.clone();
+
+        // Cold start: every object to the runner → the first snapshot.
+        let started = Instant::now();
+        for object in objects {
+            let _ = events.send(Event::Apply(object)).await;
+        }
+        let _ = events.send(Event::Synced).await;
+        let _ = watch.wait_for(Option::is_some).await;
+        let cold_start = started.elapsed();
+        let snapshot = watch.borrow().clone().unwrap_or_else(|| panic!("no snapshot"));
+        let resources: usize = XdsType::ORDER
+            .iter()
+            .map(|t| snapshot.get(*t).resources.len())
+            .sum();
+        let size: usize = XdsType::ORDER
+            .iter()
+            .flat_map(|t| snapshot.get(*t).resources.values())
+            .map(|a| a.value.len())
+            .sum();
+        println!(
+            "  cold start: objects handed to the runner → first complete snapshot: {:.0} ms ({:.2}× the decode floor); {resources} resources, {:.1} MB",
+            cold_start.as_secs_f64() * 1e3,
+            cold_start.as_secs_f64() / decode_floor.as_secs_f64(),
+            size as f64 / 1e6
+        );
+
+        // Floor 2: encoding the same xDS (decoded here, untimed, then encoded).
+        let decoded: Vec<(XdsType, Vec<u8>)> = XdsType::ORDER
+            .iter()
+            .flat_map(|t| {
+                snapshot
+                    .get(*t)
+                    .resources
+                    .values()
+                    .map(|a| (*t, a.value.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let clusters: Vec<Cluster> = decoded.iter().filter(|(t, _)| *t == XdsType::Cluster).filter_map(|(_, b)| Cluster::decode(b.as_slice()).ok()).collect();
+        let loads: Vec<ClusterLoadAssignment> = decoded.iter().filter(|(t, _)| *t == XdsType::Endpoint).filter_map(|(_, b)| ClusterLoadAssignment::decode(b.as_slice()).ok()).collect();
+        let secrets: Vec<Secret> = decoded.iter().filter(|(t, _)| *t == XdsType::Secret).filter_map(|(_, b)| Secret::decode(b.as_slice()).ok()).collect();
+        let listeners: Vec<Listener> = decoded.iter().filter(|(t, _)| *t == XdsType::Listener).filter_map(|(_, b)| Listener::decode(b.as_slice()).ok()).collect();
+        let routes: Vec<RouteConfiguration> = decoded.iter().filter(|(t, _)| *t == XdsType::Route).filter_map(|(_, b)| RouteConfiguration::decode(b.as_slice()).ok()).collect();
+        drop(decoded);
+        let started = Instant::now();
+        let mut encoded = 0usize;
+        encoded += clusters.iter().map(|m| m.encode_to_vec().len()).sum::<usize>();
+        encoded += loads.iter().map(|m| m.encode_to_vec().len()).sum::<usize>();
+        encoded += secrets.iter().map(|m| m.encode_to_vec().len()).sum::<usize>();
+        encoded += listeners.iter().map(|m| m.encode_to_vec().len()).sum::<usize>();
+        encoded += routes.iter().map(|m| m.encode_to_vec().len()).sum::<usize>();
+        let encode_floor = started.elapsed();
+        println!(
+            "  floor: encode the same {resources} resources with prost: {:.0} ms ({:.1} MB)",
+            encode_floor.as_secs_f64() * 1e3,
+            encoded as f64 / 1e6
+        );
+        println!(
+            "  cold start / (decode + encode floors): {:.2}×",
+            cold_start.as_secs_f64() / (decode_floor + encode_floor).as_secs_f64()
+        );
+        drop((clusters, loads, secrets, listeners, routes));
+
+        // One simulated Envoy on a real ADS stream.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let service = AdsService::new(snapshots.clone(), Arc::new(Metrics::default())).into_server();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let client = Client::connect(addr, snapshots.clone()).await;
+        client.settle(Duration::from_millis(500)).await;
+        let synced_bytes = client.bytes_since(started);
+        println!("  initial sync of one stream: {:.1} MB", synced_bytes as f64 / 1e6);
+
+        // Single changes: event → the response carrying it, and bytes per change.
+        let builds_before = metrics.builds.get();
+        let report = |title: &str, samples: Vec<Duration>, bytes: Vec<usize>| {
+            let (p50, p99, max) = percentiles(samples.clone());
+            let mut bytes = bytes;
+            bytes.sort();
+            println!(
+                "  {title} ({} changes): event → response read p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; bytes sent per change median {}, max {}",
+                samples.len(),
+                bytes.get(bytes.len() / 2).copied().unwrap_or(0),
+                bytes.last().copied().unwrap_or(0)
+            );
+            p99
+        };
+        let quiet = Duration::from_millis(if benching { 30 } else { 100 });
+        let last_types: Mutex<BTreeMap<XdsType, usize>> = Mutex::default();
+        let types = || -> String {
+            let last = last_types.lock().map(|m| m.clone()).unwrap_or_default();
+            last.iter()
+                .map(|(t, b)| format!("{} {b} B", t.short()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let change = async |object: Option<Object>, key: ObjectKey, t: XdsType, name: String| {
+            let since = Instant::now();
+            let event = match object {
+                Some(object) => Event::Apply(object),
+                None => Event::Delete(key),
+            };
+            let _ = events.send(event).await;
+            let at = client
+                .until(since, t, &name, Duration::from_secs(30))
+                .await
+                .unwrap_or_else(|| panic!("{name} never arrived"));
+            client.settle(quiet).await;
+            *last_types.lock().unwrap_or_else(|e| e.into_inner()) = client.bytes_by_type(since);
+            (at - since, client.bytes_since(since))
+        };
+        let per_kind = changes / 4;
+        let mut tls_bytes = Vec::new();
+        let kinds = [
+            ("edit a route's timeout on a TLS vhost", 0),
+            ("edit a route's prefix on a TLS vhost", 2),
+            ("edit a route on a plain vhost", 1),
+        ];
+        for (title, step) in kinds {
+            let (mut samples, mut bytes) = (Vec::new(), Vec::new());
+            for k in 0..per_kind {
+                let i = (2 * k + step % 2) % n;
+                let (prefix, timeout) = match step {
+                    0 => ("/api".to_string(), 10 + k),
+                    _ => (format!("/api-{k}"), 10),
+                };
+                let route = if i.is_multiple_of(2) {
+                    format!("https/site-{i}.example.com")
+                } else {
+                    "ingress_http".to_string()
+                };
+                let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "site");
+                let (latency, sent) = change(Some(proxy(i, &prefix, timeout)), key, XdsType::Route, route).await;
+                samples.push(latency);
+                bytes.push(sent);
+            }
+            if step == 0 {
+                tls_bytes = bytes.clone();
+            }
+            report(title, samples, bytes);
+            println!("    last change: {}", types());
+        }
+        // Add proxies (plain, reusing existing Services), then delete them.
+        let (mut samples, mut bytes) = (Vec::new(), Vec::new());
+        for k in 0..per_kind / 2 {
+            let i = 2 * k + 1;
+            let text = format!(
+                "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: extra, namespace: ns-{i}}}\nspec:\n  virtualhost: {{fqdn: extra-{i}.example.com}}\n  routes:\n    - services: [{{name: app, port: 80}}]\n"
+            );
+            let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "extra");
+            let (latency, sent) = change(Some(one(&text)), key, XdsType::Route, "ingress_http".into()).await;
+            samples.push(latency);
+            bytes.push(sent);
+        }
+        report("add a proxy", samples, bytes);
+        println!("    last change: {}", types());
+        let (mut samples, mut bytes) = (Vec::new(), Vec::new());
+        for k in 0..per_kind / 2 {
+            let i = 2 * k + 1;
+            let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "extra");
+            let (latency, sent) = change(None, key, XdsType::Route, "ingress_http".into()).await;
+            samples.push(latency);
+            bytes.push(sent);
+        }
+        report("delete a proxy", samples, bytes);
+        println!("    last change: {}", types());
+        let route_builds = metrics.builds.get() - builds_before;
+        let (mut samples, mut bytes) = (Vec::new(), Vec::new());
+        for k in 0..per_kind {
+            let i = (7 * k) % n;
+            let key = ObjectKey::new(Kind::EndpointSlice, format!("ns-{i}"), "app-1");
+            let (latency, sent) = change(Some(slice(i, k)), key, XdsType::Endpoint, format!("ns-{i}/app/http")).await;
+            samples.push(latency);
+            bytes.push(sent);
+        }
+        let eds_change_p99 = report("move an endpoint", samples, bytes);
+        println!("    last change: {}", types());
+        println!(
+            "    ({route_builds} full builds for the proxy changes, {} for the endpoint changes)",
+            metrics.builds.get() - builds_before - route_builds
+        );
+
+        // Endpoint churn at a fixed rate.
+        let total = (churn_rate * churn_seconds) as usize;
+        let interval = Duration::from_secs_f64(1.0 / churn_rate);
+        let cpu_before = cpu_seconds();
+        let started = Instant::now();
+        let mut sent: Vec<(Instant, String)> = Vec::with_capacity(total);
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        for k in 0..total {
+            ticker.tick().await;
+            let i = (k * 7919) % n;
+            let _ = events.send(Event::Apply(slice(i, 1000 + k))).await;
+            sent.push((Instant::now(), format!("ns-{i}/app/http")));
+        }
+        client.settle(Duration::from_millis(200)).await;
+        let wall = started.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu_before;
+        let seen = client.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut latencies = Vec::new();
+        let mut missing = 0;
+        for (at, name) in &sent {
+            let found = seen.iter().find(|s| s.at >= *at && s.t == XdsType::Endpoint && s.names.iter().any(|n| n == name));
+            match found {
+                Some(s) => latencies.push(s.at - *at),
+                None => missing += 1,
+            }
+        }
+        let (p50, p99, max) = percentiles(latencies);
+        println!(
+            "  endpoint churn: {total} EndpointSlice events at {churn_rate:.0}/s for {wall:.1} s: CPU {:.3} cores (whole process, the simulated Envoy included); event → EDS response p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; {missing} never seen",
+            cpu / wall
+        );
+
+        // Fan-out: many streams, one endpoint change each round.
+        let mut clients = Vec::new();
+        for _ in 0..fanout {
+            clients.push(Client::connect(addr, snapshots.clone()).await);
+        }
+        for c in &clients {
+            c.settle(Duration::from_millis(300)).await;
+        }
+        let mut worst = Vec::new();
+        let mut all = Vec::new();
+        for k in 0..20 {
+            let i = (k * 31) % n;
+            let name = format!("ns-{i}/app/http");
+            let since = Instant::now();
+            let _ = events.send(Event::Apply(slice(i, 60000 + k))).await;
+            let mut last = Duration::ZERO;
+            for c in &clients {
+                let at = c.until(since, XdsType::Endpoint, &name, Duration::from_secs(30)).await.unwrap_or_else(|| panic!("fan-out: {name} missing"));
+                last = last.max(at - since);
+                all.push(at - since);
+            }
+            worst.push(last);
+        }
+        let (p50, p99, max) = percentiles(all);
+        let (_, worst_p99, _) = percentiles(worst);
+        println!(
+            "  fan-out: one endpoint change to {fanout} ADS streams (20 changes): per stream p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; last stream served p99 {worst_p99:.2} ms"
+        );
+        Figures {
+            decode_floor,
+            encode_floor,
+            cold_start,
+            eds_change_p99,
+            route_change_bytes_tls: tls_bytes.iter().copied().max().unwrap_or(0),
+        }
+    });
+    if !benching {
+        check(&figures);
+    }
+}
+
+/// Regression bounds for CI, as ratios to the floors of the same run (generous: the
+/// machine is shared and this runs in a debug build).
+fn check(f: &Figures) {
+    let cold = f.cold_start.as_secs_f64() / (f.decode_floor + f.encode_floor).as_secs_f64();
+    assert!(
+        cold < 20.0,
+        "cold start is {cold:.1}× the decode + encode floors (bound 20×)"
+    );
+    let floor_ms = f.encode_floor.as_secs_f64() * 1e3;
+    assert!(
+        f.eds_change_p99 < 50.0_f64.max(20.0 * floor_ms),
+        "an endpoint change took {:.1} ms at p99 (bound: 20× the encode floor of everything, {floor_ms:.1} ms, or 50 ms)",
+        f.eds_change_p99
+    );
+    assert!(
+        f.route_change_bytes_tls < 20_000,
+        "a route change on a TLS vhost sent {} bytes (bound 20 KB)",
+        f.route_change_bytes_tls
+    );
+}
