@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use super::server::{Session, StreamCore};
-use super::snapshot::{Snapshot, XdsType};
+use super::snapshot::{LogPosition, Snapshot, XdsType};
 use crate::metrics::Metrics;
 
 fn version(digest: u64) -> String {
@@ -40,6 +40,14 @@ struct TypeState {
     in_flight: Option<(String, BTreeMap<String, Option<u64>>)>,
     /// Versions Envoy rejected, not sent again until they change.
     rejected: BTreeMap<String, u64>,
+    /// A point in the type's change log such that only names changed after it can need
+    /// sending (everything else is held, rejected or not wanted): a new snapshot is
+    /// compared by the names its log lists, not name by name. `None`: compare every
+    /// name.
+    synced: Option<LogPosition>,
+    /// For the response in flight: the log position it brought this stream up to, which
+    /// becomes `synced` when it is ACKed (`None`: it left removals for later).
+    basis: Option<LogPosition>,
 }
 
 impl TypeState {
@@ -104,6 +112,18 @@ impl DeltaStream {
         let state = self.types.entry(t).or_default();
         let first = !state.requested;
         state.requested = true;
+        if first
+            || !request.resource_names_subscribe.is_empty()
+            || !request.resource_names_unsubscribe.is_empty()
+        {
+            // What Envoy holds or wants changed other than by an ACK: compare every
+            // name next time.
+            state.synced = None;
+            state.basis = None;
+            if t == XdsType::Endpoint {
+                self.core.endpoints_subscribed = None;
+            }
+        }
         if first {
             // What a reconnecting Envoy already holds, by our versions (digests in hex).
             for (name, v) in &request.initial_resource_versions {
@@ -142,8 +162,10 @@ impl DeltaStream {
         let Some((_, sent)) = state.in_flight.take() else {
             return;
         };
+        let basis = state.basis.take();
         match &request.error_detail {
             Some(error) => {
+                state.synced = None;
                 self.core.metrics.nack(t.short());
                 tracing::error!(node = %self.core.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
                 for (name, digest) in sent {
@@ -162,6 +184,11 @@ impl DeltaStream {
                             state.held.remove(&name);
                         }
                     }
+                }
+                // (Kept otherwise: holding more of what was sent never adds work; it was
+                // cleared if subscriptions changed meanwhile.)
+                if basis.is_some() {
+                    state.synced = basis;
                 }
             }
         }
@@ -200,10 +227,11 @@ impl DeltaStream {
     fn routes_settled(&self, snapshot: &Snapshot) -> bool {
         [XdsType::Listener, XdsType::Route].iter().all(|t| {
             let state = &self.types[t];
+            let of = snapshot.get(*t);
             !state.requested
+                || (state.in_flight.is_none() && state.synced == Some(of.position()))
                 || (state.in_flight.is_none()
-                    && snapshot
-                        .get(*t)
+                    && of
                         .digests
                         .iter()
                         .filter(|(name, _)| state.wants(name))
@@ -221,29 +249,57 @@ impl DeltaStream {
             return None;
         }
         let current = snapshot.get(t);
-        let changed: Vec<(&String, u64)> = current
-            .digests
-            .iter()
-            .filter(|(name, d)| {
-                state.wants(name)
-                    && state.held.get(*name) != Some(*d)
-                    && state.rejected.get(*name) != Some(*d)
-            })
-            .map(|(name, d)| (name, *d))
-            .collect();
+        let needs = |name: &String, d: &u64| {
+            state.wants(name)
+                && state.held.get(name) != Some(d)
+                && state.rejected.get(name) != Some(d)
+        };
+        let since = state.synced.and_then(|at| current.changed_since(at));
+        let (changed, gone): (Vec<(&String, u64)>, Vec<String>) = match since {
+            // Only the names changed since this stream was in step.
+            Some(names) => {
+                let (mut changed, mut gone) = (Vec::new(), Vec::new());
+                for name in names {
+                    match current.digests.get_key_value(name) {
+                        Some((name, d)) => {
+                            if needs(name, d) {
+                                changed.push((name, *d));
+                            }
+                        }
+                        None => {
+                            if state.held.contains_key(name) {
+                                gone.push(name.clone());
+                            }
+                        }
+                    }
+                }
+                (changed, gone)
+            }
+            None => (
+                current
+                    .digests
+                    .iter()
+                    .filter(|(name, d)| needs(name, d))
+                    .map(|(name, d)| (name, *d))
+                    .collect(),
+                state
+                    .held
+                    .keys()
+                    .filter(|name| !current.digests.contains_key(*name))
+                    .cloned()
+                    .collect(),
+            ),
+        };
         // Clusters (and their endpoints) go only once no route Envoy holds can still
         // use them.
-        let removed: Vec<String> = if settled {
-            state
-                .held
-                .keys()
-                .filter(|name| !current.digests.contains_key(*name))
-                .cloned()
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let deferred = !settled && !gone.is_empty();
+        let removed = if settled { gone } else { Vec::new() };
+        let basis = (!deferred).then(|| current.position());
         if changed.is_empty() && removed.is_empty() {
+            let state = self.types.get_mut(&t)?;
+            if basis.is_some() {
+                state.synced = basis;
+            }
             return None;
         }
         let resources: Vec<Resource> = changed
@@ -267,6 +323,7 @@ impl DeltaStream {
         let nonce = self.nonce.to_string();
         let state = self.types.get_mut(&t)?;
         state.in_flight = Some((nonce.clone(), sent));
+        state.basis = basis;
         tracing::debug!(node = %self.core.node, xds_type = t.short(), %nonce, resources = resources.len(), removed = removed.len(), "sending delta");
         Some(DeltaDiscoveryResponse {
             system_version_info: current.version.clone(),

@@ -36,7 +36,7 @@ use tonic::{Request, Response, Status, Streaming};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
 
-use super::snapshot::{ResourceMap, Snapshot, XdsType, digest, version_of};
+use super::snapshot::{LogPosition, ResourceMap, Snapshot, XdsType, digest, version_of};
 use crate::metrics::Metrics;
 
 /// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
@@ -140,6 +140,9 @@ pub(super) struct StreamCore {
     pub node: String,
     /// Since when LDS/RDS have been held back waiting for EDS subscriptions.
     pub holding_since: Option<Instant>,
+    /// Where the EDS log stood when Envoy had subscribed to every endpoint set;
+    /// cleared when an EDS subscription changes.
+    pub endpoints_subscribed: Option<LogPosition>,
     pub connected: std::time::Instant,
 }
 
@@ -150,6 +153,7 @@ impl StreamCore {
             metrics,
             node: String::new(),
             holding_since: None,
+            endpoints_subscribed: None,
             connected: std::time::Instant::now(),
         }
     }
@@ -163,8 +167,19 @@ impl StreamCore {
         snapshot: &Snapshot,
         subscribed: impl Fn(&str) -> bool,
     ) -> bool {
-        let wanted = snapshot.get(XdsType::Endpoint).resources.keys();
-        if wanted.into_iter().all(|name| subscribed(name)) {
+        let current = snapshot.get(XdsType::Endpoint);
+        // Checked before, and since then only these names changed (and no EDS
+        // subscription went away).
+        let checked = self
+            .endpoints_subscribed
+            .and_then(|at| current.changed_since(at))
+            .is_some_and(|names| {
+                names
+                    .into_iter()
+                    .all(|name| !current.digests.contains_key(name) || subscribed(name))
+            });
+        if checked || current.digests.keys().all(|name| subscribed(name)) {
+            self.endpoints_subscribed = Some(current.position());
             self.holding_since = None;
             return false;
         }
@@ -338,7 +353,11 @@ impl AdsStream {
             // An empty first LDS/CDS request is a wildcard, and a stream never leaves it.
             state.wildcard = true;
         } else {
-            state.names = request.resource_names.into_iter().collect();
+            let names: BTreeSet<String> = request.resource_names.into_iter().collect();
+            if t == XdsType::Endpoint && names != state.names {
+                self.core.endpoints_subscribed = None;
+            }
+            state.names = names;
             // A name Envoy dropped is forgotten there: if it comes back, send it again.
             let names = &state.names;
             state.held.retain(|name, _| names.contains(name));

@@ -18,7 +18,7 @@
 //! profile runs small and checks ratios against the floors (see `check`), so CI catches
 //! a regression without depending on the machine's speed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,7 +29,9 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DiscoveryRequest, DiscoveryResponse,
+};
 use isobar::config::Config;
 use isobar::metrics::Metrics;
 use isobar::pipeline::Pipeline;
@@ -119,6 +121,24 @@ struct Seen {
 /// holds, ACKing every response; what it reads is appended to `seen`.
 struct Client {
     seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The names of `t` in the latest snapshot (none for the wildcard types).
+fn names_of(snapshots: &watch::Receiver<Option<Arc<Snapshot>>>, t: XdsType) -> Vec<String> {
+    if t.is_wildcard() {
+        return Vec::new();
+    }
+    let snapshot = snapshots.borrow().clone();
+    snapshot
+        .map(|s| s.get(t).resources.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// The name a resource carries, read from its bytes (field 1 of every type served).
@@ -150,15 +170,7 @@ impl Client {
             .into_inner();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = seen.clone();
-        let names_of = move |t: XdsType| -> Vec<String> {
-            if t.is_wildcard() {
-                return Vec::new();
-            }
-            let snapshot = snapshots.borrow().clone();
-            snapshot
-                .map(|s| s.get(t).resources.keys().cloned().collect())
-                .unwrap_or_default()
-        };
+        let names_of = move |t: XdsType| names_of(&snapshots, t);
         let mut asked: BTreeMap<XdsType, Vec<String>> = BTreeMap::new();
         for t in XdsType::ORDER {
             let names = names_of(t);
@@ -169,7 +181,7 @@ impl Client {
                 ..Default::default()
             });
         }
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             while let Ok(Some(response)) = responses.message().await {
                 let at = Instant::now();
                 let Some(t) = XdsType::from_type_url(&response.type_url) else {
@@ -215,7 +227,79 @@ impl Client {
                 }
             }
         });
-        Client { seen }
+        Client { seen, task }
+    }
+
+    /// The same over a delta (incremental) stream: subscribes by name, ACKs by nonce,
+    /// and after clusters or listeners subscribes to the names that are new.
+    async fn connect_delta(
+        addr: std::net::SocketAddr,
+        snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    ) -> Client {
+        let mut ads = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"))
+            .max_decoding_message_size(usize::MAX);
+        let (requests, rx) = mpsc::unbounded_channel::<DeltaDiscoveryRequest>();
+        let mut responses = ads
+            .delta_aggregated_resources(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .unwrap_or_else(|e| panic!("stream: {e}"))
+            .into_inner();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let mut asked: BTreeMap<XdsType, BTreeSet<String>> = BTreeMap::new();
+        for t in XdsType::ORDER {
+            let names = names_of(&snapshots, t);
+            asked.insert(t, names.iter().cloned().collect());
+            let _ = requests.send(DeltaDiscoveryRequest {
+                type_url: t.type_url().to_string(),
+                resource_names_subscribe: names,
+                ..Default::default()
+            });
+        }
+        let task = tokio::spawn(async move {
+            while let Ok(Some(response)) = responses.message().await {
+                let at = Instant::now();
+                let Some(t) = XdsType::from_type_url(&response.type_url) else {
+                    continue;
+                };
+                let names = response.resources.iter().map(|r| r.name.clone()).collect();
+                let bytes = response.encoded_len();
+                if let Ok(mut seen) = record.lock() {
+                    seen.push(Seen {
+                        at,
+                        t,
+                        bytes,
+                        names,
+                    });
+                }
+                let _ = requests.send(DeltaDiscoveryRequest {
+                    type_url: response.type_url.clone(),
+                    response_nonce: response.nonce.clone(),
+                    ..Default::default()
+                });
+                if matches!(t, XdsType::Cluster | XdsType::Listener) {
+                    for f in [XdsType::Endpoint, XdsType::Secret, XdsType::Route] {
+                        let held = asked.entry(f).or_default();
+                        let new: Vec<String> = names_of(&snapshots, f)
+                            .into_iter()
+                            .filter(|n| !held.contains(n))
+                            .collect();
+                        if new.is_empty() {
+                            continue;
+                        }
+                        held.extend(new.iter().cloned());
+                        let _ = requests.send(DeltaDiscoveryRequest {
+                            type_url: f.type_url().to_string(),
+                            resource_names_subscribe: new,
+                            ..Default::default()
+                        });
+                    }
+                }
+            }
+        });
+        Client { seen, task }
     }
 
     /// Waits for a response of type `t` naming `name` read after `since`; returns when.
@@ -308,6 +392,8 @@ struct Figures {
     encode_floor: Duration,
     cold_start: Duration,
     eds_change_p99: f64,
+    churn_p99_delta: f64,
+    churn_missing: usize,
     route_change_bytes_tls: usize,
 }
 
@@ -565,43 +651,67 @@ pub fn run(n: usize, benching: bool) {
             metrics.builds.get() - builds_before - route_builds
         );
 
-        // Endpoint churn at a fixed rate.
+        // Endpoint churn at a fixed rate, on one stream of each kind (the other closed).
+        drop(client);
         let total = (churn_rate * churn_seconds) as usize;
         let interval = Duration::from_secs_f64(1.0 / churn_rate);
-        let cpu_before = cpu_seconds();
-        let started = Instant::now();
-        let mut sent: Vec<(Instant, String)> = Vec::with_capacity(total);
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        for k in 0..total {
-            ticker.tick().await;
-            let i = (k * 7919) % n;
-            let _ = events.send(Event::Apply(slice(i, 1000 + k))).await;
-            sent.push((Instant::now(), format!("ns-{i}/app/http")));
-        }
-        client.settle(Duration::from_millis(200)).await;
-        let wall = started.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu_before;
-        let seen = client.seen.lock().map(|s| s.clone()).unwrap_or_default();
-        let mut latencies = Vec::new();
-        let mut missing = 0;
-        for (at, name) in &sent {
-            let found = seen.iter().find(|s| s.at >= *at && s.t == XdsType::Endpoint && s.names.iter().any(|n| n == name));
-            match found {
-                Some(s) => latencies.push(s.at - *at),
-                None => missing += 1,
+        let mut churn_p99 = 0.0;
+        let mut churn_missing = 0;
+        for (kind, delta) in [("state of the world", false), ("delta", true)] {
+            let client = if delta {
+                Client::connect_delta(addr, snapshots.clone()).await
+            } else {
+                Client::connect(addr, snapshots.clone()).await
+            };
+            client.settle(Duration::from_millis(500)).await;
+            let cpu_before = cpu_seconds();
+            let started = Instant::now();
+            let mut sent: Vec<(Instant, String)> = Vec::with_capacity(total);
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let offset = if delta { 30_000 } else { 1_000 };
+            for k in 0..total {
+                ticker.tick().await;
+                let i = (k * 7919) % n;
+                let at = Instant::now();
+                let _ = events.send(Event::Apply(slice(i, offset + k))).await;
+                sent.push((at, format!("ns-{i}/app/http")));
             }
+            client.settle(Duration::from_millis(200)).await;
+            let wall = started.elapsed().as_secs_f64();
+            let cpu = cpu_seconds() - cpu_before;
+            let seen = client.seen.lock().map(|s| s.clone()).unwrap_or_default();
+            let mut latencies = Vec::new();
+            let mut missing = 0;
+            for (at, name) in &sent {
+                let found = seen.iter().find(|s| {
+                    s.at >= *at && s.t == XdsType::Endpoint && s.names.iter().any(|n| n == name)
+                });
+                match found {
+                    Some(s) => latencies.push(s.at - *at),
+                    None => {
+                        missing += 1;
+                        if std::env::var("ISOBAR_BENCH_DEBUG").is_ok() {
+                            let k = sent.iter().position(|(a, _)| a == at).unwrap_or(0);
+                            let last = seen.iter().filter(|s| s.t == XdsType::Endpoint && s.names.iter().any(|n| n == name)).map(|s| s.at).max();
+                            eprintln!("missing k={k} {name} sent {:?} after start; last seen {:?}", *at - started, last.map(|l| l - started));
+                        }
+                    }
+                }
+            }
+            let (p50, p99, max) = percentiles(latencies);
+            churn_p99 = p99;
+            churn_missing += missing;
+            println!(
+                "  endpoint churn over {kind}: {total} EndpointSlice events at {churn_rate:.0}/s for {wall:.1} s: CPU {:.3} cores (whole process, the simulated Envoy included); event → EDS response p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; {missing} never seen",
+                cpu / wall
+            );
         }
-        let (p50, p99, max) = percentiles(latencies);
-        println!(
-            "  endpoint churn: {total} EndpointSlice events at {churn_rate:.0}/s for {wall:.1} s: CPU {:.3} cores (whole process, the simulated Envoy included); event → EDS response p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; {missing} never seen",
-            cpu / wall
-        );
 
         // Fan-out: many streams, one endpoint change each round.
         let mut clients = Vec::new();
         for _ in 0..fanout {
-            clients.push(Client::connect(addr, snapshots.clone()).await);
+            clients.push(Client::connect_delta(addr, snapshots.clone()).await);
         }
         for c in &clients {
             c.settle(Duration::from_millis(300)).await;
@@ -624,13 +734,15 @@ pub fn run(n: usize, benching: bool) {
         let (p50, p99, max) = percentiles(all);
         let (_, worst_p99, _) = percentiles(worst);
         println!(
-            "  fan-out: one endpoint change to {fanout} ADS streams (20 changes): per stream p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; last stream served p99 {worst_p99:.2} ms"
+            "  fan-out: one endpoint change to {fanout} delta ADS streams (20 changes): per stream p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; last stream served p99 {worst_p99:.2} ms"
         );
         Figures {
             decode_floor,
             encode_floor,
             cold_start,
             eds_change_p99,
+            churn_p99_delta: churn_p99,
+            churn_missing,
             route_change_bytes_tls: tls_bytes.iter().copied().max().unwrap_or(0),
         }
     });
@@ -652,6 +764,15 @@ fn check(f: &Figures) {
         f.eds_change_p99 < 50.0_f64.max(20.0 * floor_ms),
         "an endpoint change took {:.1} ms at p99 (bound: 20× the encode floor of everything, {floor_ms:.1} ms, or 50 ms)",
         f.eds_change_p99
+    );
+    assert_eq!(
+        f.churn_missing, 0,
+        "endpoint changes never reached a stream"
+    );
+    assert!(
+        f.churn_p99_delta < 250.0,
+        "endpoint churn over delta: p99 {:.1} ms (bound 250 ms)",
+        f.churn_p99_delta
     );
     assert!(
         f.route_change_bytes_tls < 20_000,
