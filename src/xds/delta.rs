@@ -139,8 +139,11 @@ impl DeltaStream {
             if name == "*" {
                 state.wildcard = true;
             } else {
-                // Subscribing again asks for the resource again (a re-warming cluster).
-                state.held.remove(&name);
+                // Subscribing again asks for the resource again (a re-warming cluster),
+                // but not one a reconnecting Envoy just said it holds.
+                if !(first && request.initial_resource_versions.contains_key(&name)) {
+                    state.held.remove(&name);
+                }
                 state.names.insert(name);
             }
         }

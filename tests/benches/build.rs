@@ -3,7 +3,7 @@
 //!
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
-//! `build` (flat and inclusion), `tls`, `kube`, `webhook` and `wasm`; all by default;
+//! `build` (flat and inclusion), `tls`, `kube`, `perf`, `envoy`, `webhook` and `wasm`; all by default;
 //! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
 
 use std::path::Path;
@@ -19,9 +19,13 @@ use isobar_sdk::Objects;
 #[path = "../integration/apiserver.rs"]
 #[allow(dead_code)]
 mod apiserver;
+mod envoy;
 mod extend;
 mod kube;
 mod perf;
+#[path = "../integration/support.rs"]
+#[allow(dead_code)]
+mod support;
 mod tls;
 #[path = "../integration/webhook_client.rs"]
 mod webhook_client;
@@ -213,7 +217,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES")
-        .unwrap_or_else(|_| "build,tls,kube,perf,webhook,wasm".into());
+        .unwrap_or_else(|_| "build,tls,kube,perf,envoy,webhook,wasm".into());
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
         build_profiles(n, runs);
@@ -226,6 +230,9 @@ fn main() {
     }
     if profiles.contains(&"perf") {
         perf::run(n, benching);
+    }
+    if profiles.contains(&"envoy") {
+        envoy::run(n, if benching { 100 } else { 5 });
     }
     // Issue 6's figures are stated at 1,000 objects.
     let small = env_usize("ISOBAR_BENCH_N", if benching { 1_000 } else { 50 });

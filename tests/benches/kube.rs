@@ -147,7 +147,9 @@ async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
     // Steady state: after the leader's status writes have settled.
     let metrics_url = format!("http://127.0.0.1:{metrics}/metrics");
     let mut last = String::new();
-    for _ in 0..120 {
+    // With no objects there is nothing to write: idle.
+    let rounds = if n == 0 { 0 } else { 120 };
+    for _ in 0..rounds {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let text = match client.get(&metrics_url).send().await {
             Ok(r) => r.text().await.unwrap_or_default(),
@@ -205,5 +207,10 @@ pub fn report(n: usize) {
         );
         let per_thousand = (with.steady_mib - without.steady_mib) / (2 * n) as f64 * 1000.0;
         println!("  unreferenced Secrets cost {per_thousand:.2} MiB per 1,000 (steady RSS difference)");
+        let idle = run(0, 0).await;
+        println!(
+            "  idle (no objects, every watch listed, ready): RSS {:.1} MiB, peak {:.1} MiB",
+            idle.steady_mib, idle.peak_mib
+        );
     });
 }

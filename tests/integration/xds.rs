@@ -566,3 +566,25 @@ async fn a_reconnecting_delta_envoy_gets_only_what_it_lacks() {
     assert_eq!(delta_names(&cds), ["b"]);
     assert_eq!(cds.removed_resources, ["c"]);
 }
+
+/// A reconnecting Envoy that subscribes by name and says what it holds is sent only the
+/// endpoint sets it lacks or holds in another version.
+#[tokio::test]
+async fn a_reconnecting_delta_envoy_resumes_named_subscriptions() {
+    let current = snapshot(&["a", "b"], "r1");
+    let eds = current.get(XdsType::Endpoint);
+    let a_version = format!("{:016x}", eds.digests["a"]);
+    let (_tx, mut envoy) = delta_server(Some(current.clone()), &[]).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    envoy.ack(&cds, false).await;
+    envoy
+        .send(DeltaDiscoveryRequest {
+            type_url: XdsType::Endpoint.type_url().to_string(),
+            resource_names_subscribe: vec!["a".to_string(), "b".to_string()],
+            initial_resource_versions: [("a".to_string(), a_version)].into_iter().collect(),
+            ..Default::default()
+        })
+        .await;
+    let endpoints = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(delta_names(&endpoints), ["b"]);
+}
