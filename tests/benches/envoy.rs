@@ -9,7 +9,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::support::{Behaviour, ISOBAR, backend_with, envoy_bin, free_port, isobar, spawn, write};
+use super::support::{
+    Behaviour, ISOBAR, ServePorts, backend_with, envoy_bin, isobar, spawn, write,
+};
 
 fn tenant(i: usize, port: u16, extra: Option<&str>) -> String {
     let service = super::support::service_yaml(&format!("ns-{i}"), "app", port);
@@ -49,7 +51,8 @@ pub fn run(n: usize, changes: usize) {
         let config = dir.path().join("contour.yaml");
         std::fs::write(&config, "pipeline:\n  holdoff-delay: 0s\n")
             .unwrap_or_else(|e| panic!("{e}"));
-        let [xds, http, https, stats, metrics, debug] = [(); 6].map(|()| free_port());
+        let ports = ServePorts::free();
+        let (xds, http) = (ports.xds, ports.http);
         let port = |p: u16| p.to_string();
         let started = Instant::now();
         let _isobar = spawn(
@@ -62,33 +65,8 @@ pub fn run(n: usize, changes: usize) {
                     "--insecure",
                     "--manifests",
                     &manifests.to_string_lossy(),
-                    "--xds-address",
-                    "127.0.0.1",
-                    "--xds-port",
-                    &port(xds),
-                    "--envoy-service-http-address",
-                    "127.0.0.1",
-                    "--envoy-service-http-port",
-                    &port(http),
-                    "--envoy-service-https-address",
-                    "127.0.0.1",
-                    "--envoy-service-https-port",
-                    &port(https),
-                    "--stats-address",
-                    "127.0.0.1",
-                    "--stats-port",
-                    &port(stats),
-                    "--http-address",
-                    "127.0.0.1",
-                    "--http-port",
-                    &port(metrics),
-                    "--health-address",
-                    "127.0.0.1",
-                    "--health-port",
-                    &port(metrics),
-                    "--debug-http-port",
-                    &port(debug),
                 ])
+                .args(ports.args())
                 .env("ISOBAR_LOG", "warn")
                 .env_remove("ISOBAR_BENCH_PROFILES")
                 .env_remove("ISOBAR_BENCH_N")

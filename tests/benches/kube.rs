@@ -11,13 +11,6 @@ use std::time::{Duration, Instant};
 use super::tenant;
 use crate::apiserver::ApiServer;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("    {l}\n")).collect()
 }
@@ -84,36 +77,12 @@ async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
     load(&server, n, unreferenced_per_tenant);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let kubeconfig = server.kubeconfig(dir.path());
-    let [xds, http, https, stats, metrics, debug] = [(); 6].map(|()| free_port());
-    let port = |p: u16| p.to_string();
+    let ports = super::support::ServePorts::free();
+    let metrics = ports.metrics;
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_isobar"))
-        .args([
-            "serve",
-            "--insecure",
-            "--kubeconfig",
-            &kubeconfig,
-            "--xds-address",
-            "127.0.0.1",
-            "--xds-port",
-            &port(xds),
-            "--envoy-service-http-port",
-            &port(http),
-            "--envoy-service-https-port",
-            &port(https),
-            "--stats-port",
-            &port(stats),
-            "--http-address",
-            "127.0.0.1",
-            "--http-port",
-            &port(metrics),
-            "--health-address",
-            "127.0.0.1",
-            "--health-port",
-            &port(metrics),
-            "--debug-http-port",
-            &port(debug),
-        ])
+        .args(["serve", "--insecure", "--kubeconfig", &kubeconfig])
+        .args(ports.args())
         .env("ISOBAR_LOG", "warn")
         // The bench's own settings are not Isobar configuration.
         .env_remove("ISOBAR_BENCH_PROFILES")

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::support::{
-    Behaviour, ISOBAR, Proc, backend_with, envoy_bin, eventually, free_port, isobar, service_yaml,
+    Behaviour, ISOBAR, Proc, ServePorts, backend_with, envoy_bin, eventually, isobar, service_yaml,
     spawn, write,
 };
 
@@ -335,52 +335,32 @@ async fn start_from(
         ],
     };
 
-    let [
-        xds_port,
-        http_port,
-        https_port,
-        stats_port,
-        metrics_port,
-        health_port,
-        debug_port,
-    ] = [(); 7].map(|()| free_port());
+    let ports = ServePorts {
+        health: crate::support::free_port(),
+        ..ServePorts::free()
+    };
+    let ServePorts {
+        xds: xds_port,
+        http: http_port,
+        https: https_port,
+        stats: stats_port,
+        metrics: metrics_port,
+        health: health_port,
+        debug: debug_port,
+    } = ports;
     let port = |p: u16| p.to_string();
     let isobar_proc = spawn(
         "isobar",
-        Command::new(ISOBAR).args([
-            "serve",
-            "-c",
-            &config_path.to_string_lossy(),
-            "--insecure",
-            &source[0],
-            &source[1],
-            "--xds-address",
-            "127.0.0.1",
-            "--xds-port",
-            &port(xds_port),
-            "--envoy-service-http-address",
-            "127.0.0.1",
-            "--envoy-service-http-port",
-            &port(http_port),
-            "--envoy-service-https-address",
-            "127.0.0.1",
-            "--envoy-service-https-port",
-            &port(https_port),
-            "--stats-address",
-            "127.0.0.1",
-            "--stats-port",
-            &port(stats_port),
-            "--http-address",
-            "127.0.0.1",
-            "--http-port",
-            &port(metrics_port),
-            "--health-address",
-            "127.0.0.1",
-            "--health-port",
-            &port(health_port),
-            "--debug-http-port",
-            &port(debug_port),
-        ]),
+        Command::new(ISOBAR)
+            .args([
+                "serve",
+                "-c",
+                &config_path.to_string_lossy(),
+                "--insecure",
+                &source[0],
+                &source[1],
+            ])
+            .args(ports.args()),
         &dir.path().join("isobar.log"),
     );
     let bootstrap = dir.path().join("bootstrap.json");

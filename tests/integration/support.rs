@@ -143,6 +143,57 @@ pub fn spawn(name: &'static str, cmd: &mut Command, log: &Path) -> Proc {
     Proc(child)
 }
 
+/// The loopback ports of one `isobar serve`.
+#[derive(Clone, Copy)]
+pub struct ServePorts {
+    pub xds: u16,
+    pub http: u16,
+    pub https: u16,
+    pub stats: u16,
+    /// `/metrics` and, on the same port, `/healthz` and `/readyz`.
+    pub metrics: u16,
+    pub health: u16,
+    pub debug: u16,
+}
+
+impl ServePorts {
+    /// Free ports, health on the metrics port.
+    pub fn free() -> ServePorts {
+        let metrics = free_port();
+        ServePorts {
+            xds: free_port(),
+            http: free_port(),
+            https: free_port(),
+            stats: free_port(),
+            metrics,
+            health: metrics,
+            debug: free_port(),
+        }
+    }
+
+    /// `isobar serve` flags putting every listener on loopback at these ports.
+    pub fn args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (flag, port) in [
+            ("xds", self.xds),
+            ("envoy-service-http", self.http),
+            ("envoy-service-https", self.https),
+            ("stats", self.stats),
+            ("http", self.metrics),
+            ("health", self.health),
+        ] {
+            out.extend([
+                format!("--{flag}-address"),
+                "127.0.0.1".to_string(),
+                format!("--{flag}-port"),
+                port.to_string(),
+            ]);
+        }
+        out.extend(["--debug-http-port".to_string(), self.debug.to_string()]);
+        out
+    }
+}
+
 /// Runs `isobar` with `args` and extra environment, returning (exit ok, stdout, stderr).
 pub fn isobar(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let mut cmd = Command::new(ISOBAR);
