@@ -78,7 +78,7 @@ async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let kubeconfig = server.kubeconfig(dir.path());
     let ports = super::support::ServePorts::free();
-    let metrics = ports.metrics;
+    let (metrics, health) = (ports.metrics, ports.health);
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_isobar"))
         .args(["serve", "--insecure", "--kubeconfig", &kubeconfig])
@@ -98,7 +98,7 @@ async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
         .unwrap_or_else(|e| panic!("isobar: {e}"));
     let pid = child.id();
     let client = reqwest::Client::new();
-    let ready_url = format!("http://127.0.0.1:{metrics}/readyz");
+    let ready_url = format!("http://127.0.0.1:{health}/readyz");
     let ready_at = loop {
         if let Ok(r) = client.get(&ready_url).send().await
             && r.status().as_u16() == 200

@@ -335,10 +335,7 @@ async fn start_from(
         ],
     };
 
-    let ports = ServePorts {
-        health: crate::support::free_port(),
-        ..ServePorts::free()
-    };
+    let ports = ServePorts::free();
     let ServePorts {
         xds: xds_port,
         http: http_port,

@@ -24,15 +24,6 @@ pub fn envoy_bin() -> PathBuf {
     })
 }
 
-/// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("addr: {e}"))
-}
-
 /// Polls `check` until it returns Some or `timeout` passes.
 pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
@@ -150,24 +141,33 @@ pub struct ServePorts {
     pub http: u16,
     pub https: u16,
     pub stats: u16,
-    /// `/metrics` and, on the same port, `/healthz` and `/readyz`.
+    /// `/metrics`.
     pub metrics: u16,
+    /// `/healthz`, `/readyz`.
     pub health: u16,
     pub debug: u16,
 }
 
 impl ServePorts {
-    /// Free ports, health on the metrics port.
+    /// Free ports, all different (held open together while chosen).
     pub fn free() -> ServePorts {
-        let metrics = free_port();
+        let held: Vec<TcpListener> = (0..7)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}")))
+            .collect();
+        let port = |i: usize| {
+            held[i]
+                .local_addr()
+                .map(|a| a.port())
+                .unwrap_or_else(|e| panic!("addr: {e}"))
+        };
         ServePorts {
-            xds: free_port(),
-            http: free_port(),
-            https: free_port(),
-            stats: free_port(),
-            metrics,
-            health: metrics,
-            debug: free_port(),
+            xds: port(0),
+            http: port(1),
+            https: port(2),
+            stats: port(3),
+            metrics: port(4),
+            health: port(5),
+            debug: port(6),
         }
     }
 
