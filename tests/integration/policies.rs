@@ -229,6 +229,40 @@ fn no_wildcard_hosts() {
     );
 }
 
+/// A boolean `deny` (OPA's `deny if { … }`) denies when true, naming the rule; it does not
+/// fail open as an unreadable answer.
+#[test]
+fn a_boolean_deny_rule_denies() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("flag.rego");
+    std::fs::write(
+        &file,
+        "package flag
+
+import rego.v1
+
+deny if input.object.metadata.name == \"bad\"
+",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let files = [file.display().to_string()];
+    let bad = deny(
+        &files,
+        json!({}),
+        "",
+        &proxy("team-a", "bad", "bad.example.com", false),
+    );
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].starts_with("data.flag.deny is true"), "{bad:?}");
+    let good = deny(
+        &files,
+        json!({}),
+        "",
+        &proxy("team-a", "good", "good.example.com", false),
+    );
+    assert!(good.is_empty(), "{good:?}");
+}
+
 #[test]
 fn a_policy_that_does_not_parse_stops_start_up_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -365,11 +365,17 @@ fn focus_object(ctx: &BuildContext<'_>, key: &ObjectKey) -> Option<isobar_sdk::O
     }
 }
 
-/// Reads a policy's answer for one rule: a set or array of messages, each a string or
-/// an object with `msg` (Gatekeeper's shape).
-fn messages(value: &serde_json::Value) -> Result<Vec<String>, String> {
+/// Reads a policy's answer for one rule (`rule` names it): a set or array of messages,
+/// each a string or an object with `msg` (Gatekeeper's shape), or a boolean (`true`
+/// counts as one message naming the rule).
+fn messages(value: &serde_json::Value, rule: &str) -> Result<Vec<String>, String> {
     let items = match value {
-        serde_json::Value::Null => return Ok(Vec::new()),
+        serde_json::Value::Null | serde_json::Value::Bool(false) => return Ok(Vec::new()),
+        serde_json::Value::Bool(true) => {
+            return Ok(vec![format!(
+                "{rule} is true (a boolean rule: give it messages to say why)"
+            )]);
+        }
         serde_json::Value::Array(items) => items,
         other => return Err(format!("expected a set of messages, got {other}")),
     };

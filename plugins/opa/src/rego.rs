@@ -99,7 +99,7 @@ impl PreparedRego<'_> {
         let json: serde_json::Value =
             serde_json::from_str(&value.to_json_str().map_err(|e| e.to_string())?)
                 .map_err(|e| e.to_string())?;
-        messages(&json)
+        messages(&json, rule)
     }
 }
 

@@ -109,7 +109,7 @@ impl PreparedWasm<'_> {
         let mut out = Vec::new();
         for item in results.as_array().into_iter().flatten() {
             if let Some(value) = item.get("result") {
-                out.extend(messages(value)?);
+                out.extend(messages(value, entrypoint)?);
             }
         }
         Ok(out)
