@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use isobar_sdk::object::slice_service;
 
 use isobar_sdk::{ConditionType, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
@@ -55,16 +55,6 @@ struct Dirty {
     full: bool,
     /// The Services (namespace, name) whose EndpointSlices changed.
     services: BTreeSet<(String, String)>,
-}
-
-/// The Service an EndpointSlice belongs to.
-fn slice_service(slice: &EndpointSlice) -> Option<String> {
-    slice
-        .metadata
-        .labels
-        .as_ref()?
-        .get("kubernetes.io/service-name")
-        .cloned()
 }
 
 /// A review being answered, and since when.
@@ -240,20 +230,15 @@ impl Runner {
     ) -> bool {
         // For an EndpointSlice: its key, and the Services it belongs to before and after.
         let slice = match &event {
-            Event::Apply(Object::EndpointSlice(new)) => {
-                let key = ObjectKey::new(
-                    Kind::EndpointSlice,
-                    new.metadata.namespace.as_deref().unwrap_or("default"),
-                    new.metadata.name.as_deref().unwrap_or_default(),
-                );
-                Some((key, slice_service(new)))
+            Event::Apply(object @ Object::EndpointSlice(new)) => {
+                Some((object.key(), slice_service(new).cloned()))
             }
             Event::Delete(key) if key.kind == Kind::EndpointSlice => Some((key.clone(), None)),
             _ => None,
         };
         let old_service = slice.as_ref().and_then(|(key, _)| {
             let id = (key.namespace.clone(), key.name.clone());
-            slice_service(objects.endpoint_slices.get(&id)?)
+            slice_service(objects.endpoint_slices.get(&id)?).cloned()
         });
         let was_unreadable = slice
             .as_ref()

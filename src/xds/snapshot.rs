@@ -120,13 +120,18 @@ impl TypeSnapshot {
             ..TypeSnapshot::default()
         };
         for (name, any) in map {
-            let digest = digest(&any.value);
-            out.combined ^= entry_hash(&name, digest);
-            out.digests.insert(name.clone(), digest);
-            out.resources.insert(name, any);
+            out.insert(name, any);
         }
         out.version = hex(out.combined);
         out
+    }
+
+    /// Adds a resource not held yet (the version is left to the caller).
+    fn insert(&mut self, name: String, any: Any) {
+        let digest = digest(&any.value);
+        self.combined ^= entry_hash(&name, digest);
+        self.digests.insert(name.clone(), digest);
+        self.resources.insert(name, any);
     }
 
     /// Replaces (`Some`) or removes (`None`) resources; the version follows.
@@ -138,10 +143,7 @@ impl TypeSnapshot {
                 self.resources.remove(&name);
             }
             if let Some(any) = any {
-                let digest = digest(&any.value);
-                self.combined ^= entry_hash(&name, digest);
-                self.digests.insert(name.clone(), digest);
-                self.resources.insert(name.clone(), any);
+                self.insert(name.clone(), any);
             }
             names.push(name);
         }

@@ -36,11 +36,7 @@ async fn status(client: &reqwest::Client, port: u16, host: &str, path: &str) -> 
 }
 
 pub fn run(n: usize, changes: usize) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = super::runtime();
     runtime.block_on(async {
         let (backend, _) = backend_with("ok", Behaviour::Echo).await;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

@@ -69,11 +69,7 @@ fn review(uid: usize, operation: &str, object: &serde_json::Value, dry_run: bool
 /// webhook; `reviews` reviews, a third each: new sites (dry run), collisions (denied),
 /// updates of 20 existing sites.
 pub fn webhook(n: usize, reviews: usize) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = super::runtime();
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let objects = dir.path().join("objects");

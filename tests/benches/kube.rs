@@ -146,11 +146,7 @@ async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
 }
 
 pub fn report(n: usize) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = super::runtime();
     runtime.block_on(async {
         let with = run(n, 2).await;
         let without = run(n, 0).await;

@@ -153,15 +153,22 @@ fn resource_name(t: XdsType, value: &[u8]) -> String {
     .unwrap_or_default()
 }
 
+/// An ADS client on `addr` that takes responses of any size.
+async fn ads_client(
+    addr: std::net::SocketAddr,
+) -> AggregatedDiscoveryServiceClient<tonic::transport::Channel> {
+    AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+        .max_decoding_message_size(usize::MAX)
+}
+
 impl Client {
     async fn connect(
         addr: std::net::SocketAddr,
         snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
     ) -> Client {
-        let mut ads = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap_or_else(|e| panic!("connect: {e}"))
-            .max_decoding_message_size(usize::MAX);
+        let mut ads = ads_client(addr).await;
         let (requests, rx) = mpsc::unbounded_channel::<DiscoveryRequest>();
         let mut responses = ads
             .stream_aggregated_resources(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
@@ -236,10 +243,7 @@ impl Client {
         addr: std::net::SocketAddr,
         snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
     ) -> Client {
-        let mut ads = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap_or_else(|e| panic!("connect: {e}"))
-            .max_decoding_message_size(usize::MAX);
+        let mut ads = ads_client(addr).await;
         let (requests, rx) = mpsc::unbounded_channel::<DeltaDiscoveryRequest>();
         let mut responses = ads
             .delta_aggregated_resources(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
@@ -454,11 +458,7 @@ pub fn run(n: usize, benching: bool) {
         admission: None,
         hydrate: None,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = super::runtime();
     let figures = runtime.block_on(async move {
         let (events, rx) = mpsc::channel(4096);
         tokio::spawn(runner.run(rx));

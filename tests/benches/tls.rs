@@ -291,11 +291,7 @@ pub fn run(n: usize, runs: usize) {
     }
     assert_eq!(snapshot.get(XdsType::Secret).resources.len(), n);
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = super::runtime();
     runtime.block_on(async move {
         let (tx, rx) = watch::channel(Some(snapshot.clone()));
         let mut envoy = FakeEnvoy::connect(rx).await;

@@ -173,7 +173,8 @@ fn secret_digest(secret: &Secret) -> [u8; 32] {
 
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-fn slice_service(slice: &EndpointSlice) -> Option<&String> {
+/// The Service an EndpointSlice belongs to (its `kubernetes.io/service-name` label).
+pub fn slice_service(slice: &EndpointSlice) -> Option<&String> {
     slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)
 }
 
