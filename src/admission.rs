@@ -34,7 +34,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use isobar_sdk::host::parse_host;
 use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport, SubCondition};
 
 use crate::pipeline::Pipeline;
@@ -136,66 +135,6 @@ fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<SubCondition> {
         .unwrap_or_default()
 }
 
-/// The routing objects linked to `start`, directly or not: by an include (either way)
-/// or by claiming a host it claims. Nothing outside this set can change the verdict on
-/// `start` or be changed by it, so a dry build needs only these (and every Service,
-/// Secret, EndpointSlice and delegation, which are looked up, never iterated).
-fn linked(objects: &Objects, start: &ObjectKey, out: &mut BTreeSet<ObjectKey>) {
-    let mut edges: BTreeMap<ObjectKey, Vec<ObjectKey>> = BTreeMap::new();
-    let mut hosts: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
-    let mut link = |a: &ObjectKey, b: ObjectKey| {
-        edges.entry(b.clone()).or_default().push(a.clone());
-        edges.entry(a.clone()).or_default().push(b);
-    };
-    for ((ns, name), proxy) in &objects.httpproxies {
-        let key = ObjectKey::new(Kind::HTTPProxy, ns, name);
-        let tcp = proxy.spec.tcpproxy.as_ref();
-        let tcp_include = tcp.and_then(|t| t.include.as_ref().or(t.includes.as_ref()));
-        let includes = proxy
-            .spec
-            .includes
-            .iter()
-            .map(|i| (i.namespace.as_deref(), i.name.as_str()))
-            .chain(tcp_include.map(|i| (i.namespace.as_deref(), i.name.as_str())));
-        for (child_ns, child) in includes {
-            link(
-                &key,
-                ObjectKey::new(Kind::HTTPProxy, child_ns.unwrap_or(ns), child),
-            );
-        }
-        if let Some(vhost) = &proxy.spec.virtualhost
-            && let Ok(host) = parse_host(&vhost.fqdn)
-        {
-            hosts.entry(host.fqdn).or_default().push(key);
-        }
-    }
-    for ((ns, name), ingress) in &objects.ingresses {
-        let key = ObjectKey::new(Kind::Ingress, ns, name);
-        let rules = ingress.spec.as_ref().and_then(|s| s.rules.as_ref());
-        for host in rules
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.host.as_deref())
-        {
-            let host = parse_host(host).map_or_else(|_| host.to_ascii_lowercase(), |h| h.fqdn);
-            hosts.entry(host).or_default().push(key.clone());
-        }
-    }
-    for claimants in hosts.values() {
-        for pair in claimants.windows(2) {
-            link(&pair[0], pair[1].clone());
-        }
-    }
-    let mut seen = BTreeSet::new();
-    let mut todo = vec![start.clone()];
-    while let Some(key) = todo.pop() {
-        if seen.insert(key.clone()) {
-            todo.extend(edges.remove(&key).into_iter().flatten());
-        }
-    }
-    out.extend(seen);
-}
-
 /// `objects` with only the routing objects in `keep`.
 fn restricted(objects: &Objects, keep: &BTreeSet<ObjectKey>) -> Objects {
     let mut out = objects.clone();
@@ -259,10 +198,11 @@ impl Admissions {
             put(&mut view, k, p.object.as_ref());
         }
         let old = current(&view, key);
-        let mut scope = BTreeSet::new();
-        linked(&view, key, &mut scope);
+        let mut links = crate::links::Links::of(&view);
+        let mut scope = links.linked(key).objects;
         put(&mut view, key, candidate.object.as_ref());
-        linked(&view, key, &mut scope);
+        let changed = BTreeSet::from([key.clone()]);
+        scope.extend(links.update(&view, &changed).objects);
         let mut part = restricted(&view, &scope);
         let after = pipeline.build_dry(&part, &view, key).status;
         put(&mut part, key, old.as_ref());

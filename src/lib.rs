@@ -11,6 +11,7 @@ pub mod crds;
 pub mod debug;
 pub mod http;
 pub mod leader;
+pub mod links;
 pub mod metrics;
 pub mod output;
 pub mod pipeline;

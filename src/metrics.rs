@@ -21,6 +21,8 @@ pub struct Metrics {
     registry: Registry,
     pub builds: Counter,
     pub endpoint_updates: Counter,
+    /// Builds of a change alone, spliced into the previous build.
+    pub spliced_builds: Counter,
     pub build_seconds: Histogram,
     pub objects: Family<KindLabel, Gauge>,
     pub manifest_errors: Counter,
@@ -59,6 +61,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("isobar");
         let builds = Counter::default();
         let endpoint_updates = Counter::default();
+        let spliced_builds = Counter::default();
         let build_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         let objects = Family::<KindLabel, Gauge>::default();
         let manifest_errors = Counter::default();
@@ -79,6 +82,11 @@ impl Default for Metrics {
             "endpoint_updates",
             "EndpointSlice changes served by updating EDS alone, without a build",
             endpoint_updates.clone(),
+        );
+        registry.register(
+            "spliced_builds",
+            "Builds of the objects a change reaches alone, spliced into the previous build (also counted in builds)",
+            spliced_builds.clone(),
         );
         registry.register(
             "build_duration_seconds",
@@ -163,6 +171,7 @@ impl Default for Metrics {
             registry,
             builds,
             endpoint_updates,
+            spliced_builds,
             build_seconds,
             objects,
             manifest_errors,

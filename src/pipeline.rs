@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use isobar_sdk::plugin::{Factory, PluginKind, PluginRegistration, SecretGrants, registered};
 use isobar_sdk::{
-    BuildContext, Filter, Ir, Kind, Object, Objects, Processor, Source, StatusReport,
+    BuildContext, Filter, Ir, Kind, Object, ObjectKey, Objects, Processor, Source, StatusReport,
 };
 
 use crate::config::PipelineConfig;
@@ -156,6 +156,14 @@ impl Pipeline {
         self
     }
 
+    /// Whether a change may be rebuilt over the objects it reaches alone (see
+    /// `Processor::local`): every enabled plugin says its output is local.
+    pub fn local(&self) -> bool {
+        self.filters.iter().all(|(_, f)| f.local())
+            && self.sources.iter().all(|(_, s)| s.local())
+            && self.processors.iter().all(|(_, p)| p.local())
+    }
+
     pub fn kinds(&self) -> BTreeSet<Kind> {
         self.sources
             .iter()
@@ -170,7 +178,13 @@ impl Pipeline {
 
     /// Filters, then sources, then processors: objects → IR and conditions.
     pub fn build(&self, objects: &Objects) -> BuildOutput {
-        self.build_with(objects, None, None)
+        self.build_with(objects, None, None, None)
+    }
+
+    /// A build of the routing objects in `scope` alone (and everything they look up):
+    /// what a change that reaches only them is spliced in from. Needs [`Pipeline::local`].
+    pub fn build_scoped(&self, objects: &Objects, scope: &BTreeSet<ObjectKey>) -> BuildOutput {
+        self.build_with(objects, None, None, Some(scope))
     }
 
     /// A build made to judge `focus` (admission) over `objects`, the part of `store` the
@@ -182,7 +196,7 @@ impl Pipeline {
         store: &Objects,
         focus: &isobar_sdk::ObjectKey,
     ) -> BuildOutput {
-        self.build_with(objects, Some(store), Some(focus))
+        self.build_with(objects, Some(store), Some(focus), None)
     }
 
     fn build_with(
@@ -190,20 +204,21 @@ impl Pipeline {
         objects: &Objects,
         store: Option<&Objects>,
         focus: Option<&isobar_sdk::ObjectKey>,
+        scope: Option<&BTreeSet<ObjectKey>>,
     ) -> BuildOutput {
         let mut status = StatusReport::default();
         let mut rejected = BTreeSet::new();
         if !self.filters.is_empty() {
-            let routing = objects
-                .ingresses
-                .values()
-                .map(|o| Object::Ingress(o.clone()))
+            let scoped = BuildContext::new(objects, &rejected).with_scope(scope);
+            let routing: Vec<Object> = scoped
+                .ingresses()
+                .map(|(_, o)| Object::Ingress(o.clone()))
                 .chain(
-                    objects
-                        .httpproxies
-                        .values()
-                        .map(|o| Object::HTTPProxy(o.clone())),
-                );
+                    scoped
+                        .httpproxies()
+                        .map(|(_, o)| Object::HTTPProxy(o.clone())),
+                )
+                .collect();
             for object in routing {
                 for (name, filter) in &self.filters {
                     let _span = tracing::debug_span!("filter", plugin = name).entered();
@@ -219,7 +234,8 @@ impl Pipeline {
             let more = processor.reject(
                 &BuildContext::new(objects, &rejected)
                     .with_focus(focus)
-                    .with_store(store),
+                    .with_store(store)
+                    .with_scope(scope),
                 &mut status,
             );
             rejected.extend(more);
@@ -230,7 +246,8 @@ impl Pipeline {
             processor.grant(
                 &BuildContext::new(objects, &rejected)
                     .with_focus(focus)
-                    .with_store(store),
+                    .with_store(store)
+                    .with_scope(scope),
                 &mut grants,
             );
         }
@@ -238,7 +255,8 @@ impl Pipeline {
             .with_grants(&grants)
             .with_fallback_certificate(self.fallback.as_ref())
             .with_focus(focus)
-            .with_store(store);
+            .with_store(store)
+            .with_scope(scope);
         let mut ir = Ir::default();
         for (name, source) in &self.sources {
             let _span = tracing::debug_span!("source", plugin = name).entered();

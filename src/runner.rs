@@ -14,11 +14,12 @@ use isobar_sdk::object::slice_service;
 
 use isobar_sdk::{ConditionType, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
+use crate::links::Links;
 use crate::metrics::{KindLabel, Metrics};
 use crate::pipeline::Pipeline;
 use crate::provider::Event;
 use crate::status::Desired;
-use crate::xds::{ClustersByService, EnvoySettings, Snapshot, XdsType, translate};
+use crate::xds::{Encoder, EnvoySettings, Snapshot, XdsType, translate_keeping};
 
 pub struct Runner {
     pub pipeline: Pipeline,
@@ -48,13 +49,33 @@ const HYDRATE_RETRY: std::time::Duration = std::time::Duration::from_millis(250)
 /// inside the webhook's `timeoutSeconds`).
 const REVIEW_WAIT_MAX: Duration = Duration::from_secs(2);
 
+/// A change that reaches more routing objects than this (or a quarter of them, if more)
+/// is built in full rather than spliced in.
+const SPLICE_MAX: usize = 256;
+
 /// What changed since the last build.
 #[derive(Default)]
 struct Dirty {
-    /// Something other than EndpointSlices: the pipeline must run.
+    /// Something other than routing objects and EndpointSlices: everything is rebuilt.
     full: bool,
+    /// The HTTPProxies and Ingresses that changed: rebuilt with what they reach.
+    routing: BTreeSet<ObjectKey>,
     /// The Services (namespace, name) whose EndpointSlices changed.
     services: BTreeSet<(String, String)>,
+}
+
+impl Dirty {
+    /// Whether the pipeline must run (not only EDS be updated).
+    fn pipeline(&self) -> bool {
+        self.full || !self.routing.is_empty()
+    }
+}
+
+/// What the last build keeps for the next: its encoded vhosts and the links between
+/// routing objects.
+struct Built {
+    encoder: Encoder,
+    links: Links,
 }
 
 /// A review being answered, and since when.
@@ -87,7 +108,7 @@ impl Runner {
         let mut unreadable: BTreeMap<ObjectKey, String> = BTreeMap::new();
         // What changed since the last build, and that build's clusters.
         let mut dirty = Dirty::default();
-        let mut built: Option<ClustersByService> = None;
+        let mut built: Option<Built> = None;
         // Reviews waiting for dropped Secrets to be fetched again.
         let mut waiting_reviews: Vec<Waiting> = Vec::new();
         loop {
@@ -102,12 +123,12 @@ impl Runner {
                 event = events.recv() => event,
                 () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => {
                     let since = pending.take().map(|(first, _)| first);
-                    let held;
-                    (last_status, held) = tokio::task::block_in_place(|| {
-                        self.rebuild(&mut objects, &unreadable, &last_status, since, &mut holding, &mut built)
+                    let changed = std::mem::take(&mut dirty);
+                    let held = tokio::task::block_in_place(|| {
+                        self.rebuild(&mut objects, &unreadable, &mut last_status, since, &mut holding, &mut built, &changed)
                     });
-                    dirty = Dirty::default();
                     if held {
+                        dirty.full = true;
                         // Try again shortly even if nothing arrives (the fetch may fail).
                         let at = Instant::now() + HYDRATE_RETRY;
                         pending = Some((at, at.checked_sub(self.holdoff).unwrap_or(at)));
@@ -169,12 +190,12 @@ impl Runner {
                 && synced
                 && pending.is_none()
                 && holding.is_none()
-                && !dirty.full
-                && let Some(clusters) = &built
+                && !dirty.pipeline()
+                && let Some(built) = &built
             {
                 let services = std::mem::take(&mut dirty.services);
                 tokio::task::block_in_place(|| {
-                    self.publish_endpoints(clusters, &objects, &services, arrived);
+                    self.publish_endpoints(&built.encoder, &objects, &services, arrived);
                 });
                 continue;
             }
@@ -240,21 +261,36 @@ impl Runner {
             let id = (key.namespace.clone(), key.name.clone());
             slice_service(objects.endpoint_slices.get(&id)?).cloned()
         });
+        let routing = match &event {
+            Event::Apply(object @ (Object::HTTPProxy(_) | Object::Ingress(_))) => {
+                Some(object.key())
+            }
+            Event::Delete(key) if matches!(key.kind, Kind::HTTPProxy | Kind::Ingress) => {
+                Some(key.clone())
+            }
+            _ => None,
+        };
         let was_unreadable = slice
             .as_ref()
-            .is_some_and(|(key, _)| unreadable.contains_key(key));
+            .map(|(key, _)| key)
+            .or(routing.as_ref())
+            .is_some_and(|key| unreadable.contains_key(key));
         let changed = self.apply_event(objects, unreadable, event, synced);
         if !changed {
             return false;
         }
-        match slice {
-            // A slice that was unreadable has a status to clear: a full build.
-            Some((key, new_service)) if !was_unreadable => {
+        match (slice, routing) {
+            // An object that was unreadable has a status to clear: a full build.
+            _ if was_unreadable => dirty.full = true,
+            (Some((key, new_service)), _) => {
                 for service in [old_service, new_service].into_iter().flatten() {
                     dirty.services.insert((key.namespace.clone(), service));
                 }
             }
-            _ => dirty.full = true,
+            (None, Some(key)) => {
+                dirty.routing.insert(key);
+            }
+            (None, None) => dirty.full = true,
         }
         true
     }
@@ -304,17 +340,138 @@ impl Runner {
         }
     }
 
-    /// One build; returns the status report for the next comparison, and whether the
-    /// build was held back (not published) waiting for elided Secrets to be fetched.
+    /// One build: what `dirty` reaches spliced into the last build when it can be, else
+    /// everything. `status` becomes this build's report. Returns whether the build was
+    /// held back (not published) waiting for elided Secrets to be fetched.
+    #[allow(clippy::too_many_arguments)]
     fn rebuild(
         &self,
         objects: &mut Objects,
         unreadable: &BTreeMap<ObjectKey, String>,
-        previous: &StatusReport,
+        status: &mut StatusReport,
         since: Option<Instant>,
         holding: &mut Option<Instant>,
-        built: &mut Option<ClustersByService>,
-    ) -> (StatusReport, bool) {
+        built: &mut Option<Built>,
+        dirty: &Dirty,
+    ) -> bool {
+        if !dirty.full
+            && holding.is_none()
+            && self.pipeline.local()
+            && let Some(last) = built.as_mut()
+            && last.encoder.splices()
+        {
+            if self.splice(objects, unreadable, status, since, last, dirty) {
+                return false;
+            }
+            *built = None;
+        }
+        self.build_all(objects, unreadable, status, since, holding, built)
+    }
+
+    /// Rebuilds only the routing objects `dirty` reaches and splices the result into
+    /// the last build. False when it cannot (then nothing was published or kept).
+    fn splice(
+        &self,
+        objects: &mut Objects,
+        unreadable: &BTreeMap<ObjectKey, String>,
+        status: &mut StatusReport,
+        since: Option<Instant>,
+        last: &mut Built,
+        dirty: &Dirty,
+    ) -> bool {
+        let started = Instant::now();
+        let reach = last.links.update(objects, &dirty.routing);
+        if reach.objects.len() > SPLICE_MAX.max(last.links.len() / 4) {
+            return false;
+        }
+        let mut output = self.pipeline.build_scoped(objects, &reach.objects);
+        let requested = objects.take_requested();
+        if self.hydrate.is_some() && !objects.elided_among(&requested).is_empty() {
+            // A full build holds back until they are fetched.
+            return false;
+        }
+        let every = output.ir.virtual_hosts.keys();
+        if let Some(stray) = every
+            .chain(output.ir.secure_virtual_hosts.keys())
+            .find(|fqdn| !reach.hosts.contains(*fqdn))
+        {
+            tracing::debug!(fqdn = %stray, "a change reached a vhost its objects do not claim; building everything");
+            return false;
+        }
+        report_unreadable(&mut output.status, objects, unreadable);
+        let mut changes = last
+            .encoder
+            .replace(&output.ir, objects, &self.settings, &reach.hosts);
+        if !dirty.services.is_empty() {
+            let eds = changes.by_type.entry(XdsType::Endpoint).or_default();
+            for (name, any) in last.encoder.endpoints_of(objects, &dirty.services) {
+                eds.entry(name).or_insert(Some(any));
+            }
+        }
+        let mut fresh = StatusReport::default();
+        for key in &reach.objects {
+            if let Some(s) = output.status.objects.remove(key) {
+                fresh.objects.insert(key.clone(), s);
+            }
+        }
+        log_status_changes(status, &fresh);
+        for key in &reach.objects {
+            match fresh.objects.remove(key) {
+                Some(s) => status.objects.insert(key.clone(), s),
+                None => status.objects.remove(key),
+            };
+        }
+        let published = self.snapshots.send_if_modified(|current| {
+            let Some(snapshot) = current.as_ref() else {
+                return false;
+            };
+            let mut next = snapshot.with_all_changes(changes);
+            if next == **snapshot {
+                return false;
+            }
+            next.changed_at = since;
+            *current = Some(Arc::new(next));
+            true
+        });
+        let elapsed = started.elapsed();
+        if let Some(out) = &self.statuses {
+            let envoy = objects.services.get(&out.envoy_service);
+            let lb = crate::status::load_balancer(&out.fixed_address, envoy.map(|s| s.as_ref()));
+            out.desired.send_if_modified(|current| {
+                let mut desired = current.as_deref().cloned().unwrap_or_default();
+                desired.load_balancer = lb;
+                desired.update(status, objects, &reach.objects);
+                if current.as_deref() == Some(&desired) {
+                    return false;
+                }
+                *current = Some(Arc::new(desired));
+                true
+            });
+        }
+        tracing::info!(
+            objects = reach.objects.len(),
+            vhosts = reach.hosts.len(),
+            published,
+            millis = elapsed.as_secs_f64() * 1000.0,
+            "built the change alone"
+        );
+        // Counted once everything is published (tests wait on the count).
+        self.metrics.spliced_builds.inc();
+        self.metrics.build_seconds.observe(elapsed.as_secs_f64());
+        self.metrics.builds.inc();
+        true
+    }
+
+    /// Builds everything from the objects.
+    fn build_all(
+        &self,
+        objects: &mut Objects,
+        unreadable: &BTreeMap<ObjectKey, String>,
+        status: &mut StatusReport,
+        since: Option<Instant>,
+        holding: &mut Option<Instant>,
+        built: &mut Option<Built>,
+    ) -> bool {
         let started = Instant::now();
         let mut output = self.pipeline.build(objects);
         report_unreadable(&mut output.status, objects, unreadable);
@@ -329,7 +486,7 @@ impl Runner {
                         "a build needs secrets whose data was dropped; fetching them first"
                     );
                     let _ = hydrate.try_send(missing);
-                    return (previous.clone(), true);
+                    return true;
                 }
                 tracing::warn!(
                     secrets = missing.len(),
@@ -338,12 +495,10 @@ impl Runner {
             }
             *holding = None;
         }
-        let resources = translate(&output.ir, objects, &self.settings);
+        let (resources, encoder) = translate_keeping(&output.ir, objects, &self.settings);
         let mut snapshot = Snapshot::new(resources);
         snapshot.changed_at = since;
         let elapsed = started.elapsed();
-        self.metrics.builds.inc();
-        self.metrics.build_seconds.observe(elapsed.as_secs_f64());
         for (kind, count) in objects.counts() {
             let label = KindLabel {
                 kind: kind_label(kind),
@@ -379,7 +534,7 @@ impl Runner {
                 true
             });
         }
-        log_status_changes(previous, &output.status);
+        log_status_changes(status, &output.status);
         if self.hydrate.is_some() {
             // Unreferenced Secrets keep only a digest; a later reference fetches them.
             let elided = objects.elide_unrequested_secrets(&requested);
@@ -387,21 +542,28 @@ impl Runner {
                 tracing::debug!(elided, "dropped the data of unreferenced secrets");
             }
         }
-        *built = Some(crate::xds::clusters_by_service(&output.ir));
-        (output.status, false)
+        *status = output.status;
+        *built = Some(Built {
+            encoder,
+            links: Links::of(objects),
+        });
+        // Counted once everything is published (tests wait on the count).
+        self.metrics.build_seconds.observe(elapsed.as_secs_f64());
+        self.metrics.builds.inc();
+        false
     }
 
     /// Publishes the current snapshot with the ClusterLoadAssignments of `services`
     /// recomputed; every other resource is shared with it.
     fn publish_endpoints(
         &self,
-        clusters: &ClustersByService,
+        encoder: &Encoder,
         objects: &Objects,
         services: &BTreeSet<(String, String)>,
         since: Instant,
     ) {
         let started = Instant::now();
-        let fresh = crate::xds::endpoints_of(clusters, objects, services);
+        let fresh = encoder.endpoints_of(objects, services);
         let published = self.snapshots.send_if_modified(|current| {
             let Some(snapshot) = current.as_ref() else {
                 return false;

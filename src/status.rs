@@ -43,24 +43,41 @@ impl Desired {
             load_balancer,
             ..Default::default()
         };
-        for key in report.objects.keys() {
+        desired.update(report, objects, report.objects.keys());
+        desired
+    }
+
+    /// Brings the entries of `keys` up to `report` (a build that covered only them).
+    pub fn update<'a>(
+        &mut self,
+        report: &StatusReport,
+        objects: &Objects,
+        keys: impl IntoIterator<Item = &'a ObjectKey>,
+    ) {
+        for key in keys {
             let id = (key.namespace.clone(), key.name.clone());
+            let reported = report.objects.contains_key(key);
             match key.kind {
-                Kind::HTTPProxy => {
+                Kind::HTTPProxy if reported => {
                     let generation = objects
                         .httpproxies
                         .get(&id)
                         .and_then(|p| p.metadata.generation);
                     let rendered = serde_json::to_string(&report.render(key)).unwrap_or_default();
-                    desired.proxies.insert(key.clone(), (generation, rendered));
+                    self.proxies.insert(key.clone(), (generation, rendered));
+                }
+                Kind::Ingress if reported => {
+                    self.ingresses.insert(key.clone());
+                }
+                Kind::HTTPProxy => {
+                    self.proxies.remove(key);
                 }
                 Kind::Ingress => {
-                    desired.ingresses.insert(key.clone());
+                    self.ingresses.remove(key);
                 }
                 _ => {}
             }
         }
-        desired
     }
 }
 

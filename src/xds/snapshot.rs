@@ -138,14 +138,23 @@ impl TypeSnapshot {
     fn change(&mut self, changes: impl IntoIterator<Item = (String, Option<Any>)>) {
         let mut names = Vec::new();
         for (name, any) in changes {
+            let digest = any.as_ref().map(|a| digest(&a.value));
+            if self.digests.get(&name).copied() == digest {
+                continue;
+            }
             if let Some(old) = self.digests.remove(&name) {
                 self.combined ^= entry_hash(&name, old);
                 self.resources.remove(&name);
             }
-            if let Some(any) = any {
-                self.insert(name.clone(), any);
+            if let (Some(any), Some(digest)) = (any, digest) {
+                self.combined ^= entry_hash(&name, digest);
+                self.digests.insert(name.clone(), digest);
+                self.resources.insert(name.clone(), any);
             }
             names.push(name);
+        }
+        if names.is_empty() {
+            return;
         }
         self.version = hex(self.combined);
         if self.log.len() >= LOG_MAX {
@@ -216,6 +225,15 @@ impl Snapshot {
     ) -> Snapshot {
         let mut out = self.clone();
         out.types[t.index()].change(changes);
+        out
+    }
+
+    /// This snapshot with the resources of several types replaced or removed.
+    pub fn with_all_changes(&self, changes: super::Changes) -> Snapshot {
+        let mut out = self.clone();
+        for (t, resources) in changes.by_type {
+            out.types[t.index()].change(resources);
+        }
         out
     }
 

@@ -19,6 +19,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use envoy_types::util::pack_any;
+use prost::Message;
 
 use isobar_sdk::Ir;
 use isobar_sdk::ir;
@@ -323,8 +324,10 @@ fn fallback_chain(sds: &str, settings: &EnvoySettings) -> FilterChain {
     }
 }
 
-/// `ingress_https`: TLS inspection, then one filter chain per secure vhost by SNI.
-pub fn https_listener(ir: &Ir, settings: &EnvoySettings) -> Listener {
+/// `ingress_https` without its filter chains: TLS inspection and the address. The chains
+/// (one per secure vhost by SNI, then the fallback chain) are appended as encoded bytes,
+/// so a change re-encodes only its own vhost's chain.
+pub fn https_listener_shell(settings: &EnvoySettings) -> Vec<u8> {
     Listener {
         name: HTTPS_LISTENER.to_string(),
         address: Some(socket_address(&settings.https_address, settings.https_port)),
@@ -335,18 +338,21 @@ pub fn https_listener(ir: &Ir, settings: &EnvoySettings) -> Listener {
             )),
             ..Default::default()
         }],
-        filter_chains: ir
-            .secure_virtual_hosts
-            .values()
-            .map(|v| filter_chain(v, settings))
-            .chain(
-                ir.fallback_secret
-                    .as_ref()
-                    .filter(|_| fallback_in_use(ir))
-                    .map(|sds| fallback_chain(sds, settings)),
-            )
-            .collect(),
         per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
         ..Default::default()
     }
+    .encode_to_vec()
+}
+
+/// `Listener.filter_chains`.
+pub const LISTENER_FILTER_CHAINS: u32 = 3;
+
+/// One secure vhost's filter chain, encoded.
+pub fn vhost_chain(vhost: &ir::SecureVirtualHost, settings: &EnvoySettings) -> Vec<u8> {
+    filter_chain(vhost, settings).encode_to_vec()
+}
+
+/// The fallback certificate's filter chain, encoded.
+pub fn fallback_chain_bytes(sds: &str, settings: &EnvoySettings) -> Vec<u8> {
+    fallback_chain(sds, settings).encode_to_vec()
 }

@@ -34,6 +34,8 @@ use isobar_sdk::ir::{self, PathMatch, RouteAction};
 use isobar_sdk::resolve::ready_endpoints;
 use isobar_sdk::{Ir, Objects};
 
+use super::encoder::Encoder;
+use super::snapshot::XdsType;
 use super::tls;
 
 /// The listener and route configuration names Contour uses.
@@ -79,6 +81,15 @@ pub struct Resources {
 }
 
 pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
+    translate_keeping(ir, objects, settings).0
+}
+
+/// [`translate`], and what it keeps to later re-encode only what a change touches.
+pub fn translate_keeping(
+    ir: &Ir,
+    objects: &Objects,
+    settings: &EnvoySettings,
+) -> (Resources, Encoder) {
     let mut out = Resources::default();
     // Envoy's client certificate for upstream TLS, served over SDS when it is valid.
     let client_certificate = settings.client_certificate.as_ref().and_then(|(ns, name)| {
@@ -108,65 +119,25 @@ pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resour
     if !uses_tls && let Some(name) = &client_certificate {
         out.secrets.remove(name);
     }
-    for c in ir.clusters.values() {
-        out.clusters.insert(
-            c.name.clone(),
-            pack_any(cluster_for(c, settings, client_certificate.as_deref())),
-        );
-        out.endpoints.entry(c.eds_name.clone()).or_insert_with(|| {
-            let cla = load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
-            pack_any(cla)
-        });
+    let mut encoder = Encoder::new(client_certificate);
+    let every: BTreeSet<String> = ir
+        .virtual_hosts
+        .keys()
+        .chain(ir.secure_virtual_hosts.keys())
+        .cloned()
+        .collect();
+    let changes = encoder.replace(ir, objects, settings, &every);
+    for (t, resources) in changes.by_type {
+        let map = match t {
+            XdsType::Cluster => &mut out.clusters,
+            XdsType::Endpoint => &mut out.endpoints,
+            XdsType::Secret => &mut out.secrets,
+            XdsType::Listener => &mut out.listeners,
+            XdsType::Route => &mut out.routes,
+        };
+        map.extend(resources.into_iter().filter_map(|(k, v)| Some((k, v?))));
     }
-    // RDS is always published, even empty, so a listener never waits on it.
-    out.routes.insert(
-        HTTP_LISTENER.to_string(),
-        route_configuration(HTTP_LISTENER, ir.virtual_hosts.values(), false),
-    );
-    for (name, secret) in &ir.secrets {
-        out.secrets
-            .insert(name.clone(), pack_any(tls::secret(name, secret)));
-    }
-    for vhost in ir.secure_virtual_hosts.values() {
-        if vhost.tcp_proxy.is_none() {
-            out.routes.insert(
-                tls::route_config_name(&vhost.fqdn),
-                route_configuration(
-                    &tls::route_config_name(&vhost.fqdn),
-                    std::iter::once(&vhost.http),
-                    true,
-                ),
-            );
-        }
-    }
-    if tls::fallback_in_use(ir) {
-        out.routes.insert(
-            tls::FALLBACK_ROUTES.to_string(),
-            route_configuration(
-                tls::FALLBACK_ROUTES,
-                ir.secure_virtual_hosts
-                    .values()
-                    .filter(|v| v.fallback)
-                    .map(|v| &v.http),
-                false,
-            ),
-        );
-    }
-    if !ir.secure_virtual_hosts.is_empty() {
-        out.listeners.insert(
-            tls::HTTPS_LISTENER.to_string(),
-            pack_any(tls::https_listener(ir, settings)),
-        );
-    }
-    if !ir.virtual_hosts.is_empty() {
-        out.listeners
-            .insert(HTTP_LISTENER.to_string(), pack_any(http_listener(settings)));
-    }
-    out.listeners.insert(
-        STATS_LISTENER.to_string(),
-        pack_any(stats_listener(settings)),
-    );
-    out
+    (out, encoder)
 }
 
 pub(super) fn duration(d: Duration) -> pb::Duration {
@@ -198,7 +169,7 @@ pub(super) fn socket_address(address: &str, port: u16) -> Address {
     }
 }
 
-fn cluster_for(
+pub(super) fn cluster_for(
     c: &ir::Cluster,
     settings: &EnvoySettings,
     client_certificate: Option<&str>,
@@ -420,39 +391,7 @@ fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
     }
 }
 
-/// For each Service (namespace, name), the endpoint sets (EDS name, port name) its
-/// clusters use: what an endpoint change needs of a build, kept instead of the IR.
-pub type ClustersByService = BTreeMap<(String, String), BTreeSet<(String, String)>>;
-
-pub fn clusters_by_service(ir: &Ir) -> ClustersByService {
-    let mut out = ClustersByService::new();
-    for c in ir.clusters.values() {
-        out.entry((c.namespace.clone(), c.service.clone()))
-            .or_default()
-            .insert((c.eds_name.clone(), c.port_name.clone()));
-    }
-    out
-}
-
-/// The ClusterLoadAssignments of the clusters of `services`, for an endpoint change: only
-/// EDS changes, nothing else is built.
-pub fn endpoints_of(
-    clusters: &ClustersByService,
-    objects: &Objects,
-    services: &BTreeSet<(String, String)>,
-) -> BTreeMap<String, Any> {
-    let mut out = BTreeMap::new();
-    for service in services {
-        for (eds_name, port_name) in clusters.get(service).into_iter().flatten() {
-            let (namespace, name) = service;
-            let cla = load_assignment(eds_name, objects, namespace, name, port_name);
-            out.insert(eds_name.clone(), pack_any(cla));
-        }
-    }
-    out
-}
-
-fn load_assignment(
+pub(super) fn load_assignment(
     eds_name: &str,
     objects: &Objects,
     namespace: &str,
@@ -491,9 +430,9 @@ fn load_assignment(
 /// which differs run to run; identical input must give identical bytes (versions are
 /// content hashes). So routes are encoded one by one with their metadata appended in key
 /// order; protobuf parsers accept fields in any order and merge them.
-fn route_configuration<'a>(
+pub(super) fn route_configuration<'a>(
     name: &str,
-    vhosts: impl Iterator<Item = &'a ir::VirtualHost>,
+    vhosts: impl Iterator<Item = &'a [u8]>,
     misdirected: bool,
 ) -> Any {
     let shell = RouteConfiguration {
@@ -511,11 +450,7 @@ fn route_configuration<'a>(
     };
     let mut bytes = shell.encode_to_vec();
     for vhost in vhosts {
-        append_field(
-            &mut bytes,
-            ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
-            &virtual_host(vhost),
-        );
+        append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, vhost);
     }
     if misdirected {
         // A request whose Host is not the vhost its SNI chose is answered 421, as
@@ -539,13 +474,13 @@ const MAP_FIELD: u32 = 1;
 const MAP_KEY: u32 = 1;
 const MAP_VALUE: u32 = 2;
 
-fn append_field(buf: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
+pub(super) fn append_field(buf: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
     prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, buf);
     prost::encoding::encode_varint(bytes.len() as u64, buf);
     buf.extend_from_slice(bytes);
 }
 
-fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
+pub(super) fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
     let mut routes: Vec<&ir::Route> = vhost.routes.values().map(|r| &**r).collect();
     routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
     let shell = VirtualHost {
@@ -1252,7 +1187,7 @@ pub(super) fn connection_manager(
     manager
 }
 
-fn http_listener(settings: &EnvoySettings) -> Listener {
+pub(super) fn http_listener(settings: &EnvoySettings) -> Listener {
     let manager = connection_manager(settings, HTTP_LISTENER, HTTP_LISTENER, true);
     Listener {
         name: HTTP_LISTENER.to_string(),
@@ -1268,7 +1203,7 @@ fn http_listener(settings: &EnvoySettings) -> Listener {
 
 /// Contour's `stats-health` listener: GET `/ready`, `/stats` and `/stats/prometheus` from
 /// Envoy's admin, and nothing else of it.
-fn stats_listener(settings: &EnvoySettings) -> Listener {
+pub(super) fn stats_listener(settings: &EnvoySettings) -> Listener {
     let get_only = HeaderMatcher {
         name: ":method".to_string(),
         header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(

@@ -17,7 +17,7 @@ use crate::support::{eventually, isobar, write};
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
 
-fn cases() -> Vec<(String, PathBuf)> {
+pub(crate) fn cases() -> Vec<(String, PathBuf)> {
     let mut cases: Vec<(String, PathBuf)> = std::fs::read_dir(GOLDEN)
         .unwrap_or_else(|e| panic!("{GOLDEN}: {e}"))
         .flatten()
@@ -39,7 +39,7 @@ fn cases() -> Vec<(String, PathBuf)> {
 }
 
 /// The case's input files with the shared Services, in a fresh directory.
-fn manifests(case: &Path, extra: &[&Path]) -> tempfile::TempDir {
+pub(crate) fn manifests(case: &Path, extra: &[&Path]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let copy = |from: &Path, to: &str| {
         let text =

@@ -5,6 +5,7 @@ mod apiserver;
 mod cli;
 mod e2e;
 mod golden;
+mod incremental;
 mod kubernetes;
 mod pipeline;
 mod policies;

@@ -67,6 +67,10 @@ isobar_sdk::inventory::submit! {
 type Claimant = (Option<String>, ObjectKey);
 
 impl Processor for Conflicts {
+    fn local(&self) -> bool {
+        true
+    }
+
     fn reject(&self, ctx: &BuildContext<'_>, status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         let mut claims: BTreeMap<String, Vec<Claimant>> = BTreeMap::new();
         for (key, proxy) in ctx.httpproxies() {

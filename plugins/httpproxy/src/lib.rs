@@ -94,6 +94,10 @@ pub(crate) fn check_unsupported(
 }
 
 impl Source for HttpProxySource {
+    fn local(&self) -> bool {
+        true
+    }
+
     fn kinds(&self) -> &'static [Kind] {
         &[
             Kind::HTTPProxy,

@@ -62,6 +62,10 @@ isobar_sdk::inventory::submit! {
 const REGEX_CHARS: &[char] = &['^', '+', '*', '[', ']', '%'];
 
 impl Source for IngressSource {
+    fn local(&self) -> bool {
+        true
+    }
+
     fn kinds(&self) -> &'static [Kind] {
         &[
             Kind::Ingress,

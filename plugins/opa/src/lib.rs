@@ -273,6 +273,11 @@ isobar_sdk::inventory::submit! {
 }
 
 impl Processor for Opa {
+    /// Local unless a policy reads `data.inventory` (every object of the cluster).
+    fn local(&self) -> bool {
+        !self.policies.iter().any(|p| p.reads_inventory())
+    }
+
     fn reject(&self, ctx: &BuildContext<'_>, status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         let mut rejected = BTreeSet::new();
         if self.policies.is_empty() {

@@ -43,6 +43,15 @@ pub struct SecureVirtualHost {
 }
 
 impl SecureVirtualHost {
+    /// The clusters this vhost sends to: its routes', or its TCP proxy's.
+    pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
+        self.http.cluster_names().chain(
+            self.tcp_proxy
+                .iter()
+                .flat_map(|t| t.clusters.iter().map(|c| c.cluster.as_str())),
+        )
+    }
+
     pub fn new(fqdn: &str, tls: Option<DownstreamTls>) -> SecureVirtualHost {
         SecureVirtualHost {
             fqdn: fqdn.to_string(),
@@ -218,25 +227,15 @@ impl Ir {
 
     /// Drops clusters no route forwards to.
     pub fn prune_clusters(&mut self) {
-        let tcp = self
-            .secure_virtual_hosts
-            .values()
-            .filter_map(|v| v.tcp_proxy.as_ref())
-            .flat_map(|t| t.clusters.iter().map(|c| c.cluster.as_str()));
         let used: std::collections::BTreeSet<&str> = self
             .virtual_hosts
             .values()
-            .chain(self.secure_virtual_hosts.values().map(|v| &v.http))
-            .flat_map(|v| v.routes.values())
-            .flat_map(|r| match &r.action {
-                RouteAction::Forward(w) => w
-                    .iter()
-                    .map(|c| c.cluster.as_str())
-                    .chain(r.policy().mirror.iter().map(|m| m.cluster.as_str()))
-                    .collect(),
-                RouteAction::DirectResponse { .. } | RouteAction::Redirect(_) => Vec::new(),
-            })
-            .chain(tcp)
+            .flat_map(VirtualHost::cluster_names)
+            .chain(
+                self.secure_virtual_hosts
+                    .values()
+                    .flat_map(SecureVirtualHost::cluster_names),
+            )
             .collect();
         let keep: std::collections::BTreeSet<String> =
             used.into_iter().map(str::to_string).collect();
@@ -262,6 +261,25 @@ pub struct VirtualHost {
 }
 
 impl VirtualHost {
+    /// The clusters this vhost's routes send to (forwarded and mirrored traffic).
+    pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
+        self.routes.values().flat_map(|r| {
+            let forwarded: &[WeightedCluster] = match &r.action {
+                RouteAction::Forward(w) => w,
+                RouteAction::DirectResponse { .. } | RouteAction::Redirect(_) => &[],
+            };
+            let mirrored = r
+                .policy()
+                .mirror
+                .iter()
+                .filter(move |_| !forwarded.is_empty());
+            forwarded
+                .iter()
+                .map(|c| c.cluster.as_str())
+                .chain(mirrored.map(|m| m.cluster.as_str()))
+        })
+    }
+
     pub fn new(fqdn: &str) -> VirtualHost {
         VirtualHost {
             fqdn: fqdn.to_string(),

@@ -64,6 +64,9 @@ pub struct BuildContext<'a> {
     /// In a dry build, every object (`objects` then holds only those the verdict
     /// depends on).
     store: Option<&'a Objects>,
+    /// In a build of part of the store (a change spliced into the previous build), the
+    /// routing objects it covers; the others are still looked up, never iterated.
+    scope: Option<&'a BTreeSet<ObjectKey>>,
 }
 
 impl<'a> BuildContext<'a> {
@@ -76,7 +79,13 @@ impl<'a> BuildContext<'a> {
             fallback: None,
             focus: None,
             store: None,
+            scope: None,
         }
+    }
+
+    /// Iterates only the routing objects in `scope` (when given).
+    pub fn with_scope(self, scope: Option<&'a BTreeSet<ObjectKey>>) -> Self {
+        BuildContext { scope, ..self }
     }
 
     /// A dry build over part of the store: `objects` holds what the verdict on `focus`
@@ -125,24 +134,35 @@ impl<'a> BuildContext<'a> {
 
     /// Admitted Ingresses, in namespace/name order.
     pub fn ingresses(&self) -> impl Iterator<Item = (ObjectKey, &'a Arc<Ingress>)> + '_ {
-        self.objects
-            .ingresses
-            .iter()
-            .filter_map(move |((ns, name), obj)| {
-                let key = ObjectKey::new(Kind::Ingress, ns, name);
-                self.admitted(&key).then_some((key, obj))
-            })
+        self.routing(Kind::Ingress, &self.objects.ingresses)
     }
 
     /// Admitted HTTPProxies, in namespace/name order.
     pub fn httpproxies(&self) -> impl Iterator<Item = (ObjectKey, &'a Arc<HTTPProxy>)> + '_ {
-        self.objects
-            .httpproxies
-            .iter()
-            .filter_map(move |((ns, name), obj)| {
-                let key = ObjectKey::new(Kind::HTTPProxy, ns, name);
+        self.routing(Kind::HTTPProxy, &self.objects.httpproxies)
+    }
+
+    /// The admitted objects of one routing kind (within the scope, when there is one).
+    fn routing<T>(
+        &self,
+        kind: Kind,
+        all: &'a BTreeMap<(String, String), Arc<T>>,
+    ) -> Box<dyn Iterator<Item = (ObjectKey, &'a Arc<T>)> + '_> {
+        match self.scope {
+            Some(scope) => Box::new(
+                scope
+                    .range(ObjectKey::new(kind, "", "")..)
+                    .take_while(move |k| k.kind == kind)
+                    .filter_map(move |key| {
+                        let obj = all.get(&(key.namespace.clone(), key.name.clone()))?;
+                        self.admitted(key).then(|| (key.clone(), obj))
+                    }),
+            ),
+            None => Box::new(all.iter().filter_map(move |((ns, name), obj)| {
+                let key = ObjectKey::new(kind, ns, name);
                 self.admitted(&key).then_some((key, obj))
-            })
+            })),
+        }
     }
 }
 
@@ -262,12 +282,25 @@ pub trait Source: Send + Sync {
     /// The kinds this source reads; providers watch exactly the union of these.
     fn kinds(&self) -> &'static [Kind];
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport);
+
+    /// Whether this plugin's output for an object depends only on the objects linked to
+    /// it: those it includes or is included by, and those claiming one of its hosts.
+    /// When every enabled plugin says so, a change is rebuilt over the objects it reaches
+    /// and spliced into the previous build; otherwise every change rebuilds everything.
+    fn local(&self) -> bool {
+        false
+    }
 }
 
 /// Decides whether an object takes part in the build at all.
 pub trait Filter: Send + Sync {
     /// False turns the object away; the filter may say why in `status`.
     fn admit(&self, object: &Object, status: &mut StatusReport) -> bool;
+
+    /// Filters judge one object at a time.
+    fn local(&self) -> bool {
+        true
+    }
 }
 
 /// Validates or transforms the build as a whole: `reject` runs before the sources, with
@@ -289,6 +322,14 @@ pub trait Processor: Send + Sync {
     fn grant(&self, _ctx: &BuildContext<'_>, _grants: &mut SecretGrants) {}
 
     fn process(&self, _ctx: &BuildContext<'_>, _ir: &mut Ir, _status: &mut StatusReport) {}
+
+    /// Whether this plugin's output for an object depends only on the objects linked to
+    /// it: those it includes or is included by, and those claiming one of its hosts.
+    /// When every enabled plugin says so, a change is rebuilt over the objects it reaches
+    /// and spliced into the previous build; otherwise every change rebuilds everything.
+    fn local(&self) -> bool {
+        false
+    }
 }
 
 /// A plugin setting that cannot be used; the message names the field and the valid choices.

@@ -35,6 +35,10 @@ isobar_sdk::inventory::submit! {
 }
 
 impl Processor for TlsDelegation {
+    fn local(&self) -> bool {
+        true
+    }
+
     fn kinds(&self) -> &'static [Kind] {
         &[Kind::TLSCertificateDelegation]
     }

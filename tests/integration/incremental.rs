@@ -1,0 +1,238 @@
+//! A change built alone and spliced into the last build gives exactly what a full build
+//! of the same objects gives. Every golden case goes through the runner; each of its
+//! routing objects is deleted, put back and edited one at a time, and after each build
+//! the published snapshot is compared with a full build of the same objects.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use isobar::config;
+use isobar::metrics::Metrics;
+use isobar::pipeline::Pipeline;
+use isobar::provider::Event;
+use isobar::provider::manifest::parse_file;
+use isobar::runner::{Runner, StatusOutput};
+use isobar::serve::envoy_settings;
+use isobar::status::{Desired, load_balancer};
+use isobar::xds::{EnvoySettings, Snapshot, XdsType, translate};
+use isobar_sdk::{Object, Objects};
+use tokio::sync::{mpsc, watch};
+
+use crate::golden::{cases, manifests};
+
+fn objects_in(dir: &Path) -> Vec<Object> {
+    let mut out = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        out.extend(parse_file(&path, &text).unwrap_or_default());
+    }
+    out
+}
+
+/// A full build's snapshot and the statuses it would write.
+fn full(pipeline: &Pipeline, settings: &EnvoySettings, objects: &[Object]) -> (Snapshot, Desired) {
+    let mut store = Objects::default();
+    for o in objects {
+        store.apply(o.clone());
+    }
+    let output = pipeline.build(&store);
+    let desired = Desired::from_build(&output.status, &store, load_balancer("", None));
+    (
+        Snapshot::new(translate(&output.ir, &store, settings)),
+        desired,
+    )
+}
+
+/// The resources two snapshots disagree on, by type and name.
+fn differences(a: &Snapshot, b: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in XdsType::ORDER {
+        let (x, y) = (&a.get(t).digests, &b.get(t).digests);
+        for name in x.keys().chain(y.keys()) {
+            if x.get(name) != y.get(name) {
+                out.push(format!("{t:?} {name}"));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// An edit that changes what a routing object routes: another prefix on its first
+/// route or rule, or a new FQDN.
+fn edited(object: &Object) -> Option<Object> {
+    let mut value = match object {
+        Object::HTTPProxy(p) => serde_json::to_value(&**p).ok()?,
+        Object::Ingress(i) => serde_json::to_value(&**i).ok()?,
+        _ => return None,
+    };
+    let edit = |v: &mut serde_json::Value| -> Option<()> {
+        if let Some(fqdn) = v.pointer_mut("/spec/virtualhost/fqdn") {
+            *fqdn = format!("edited.{}", fqdn.as_str()?).into();
+            return Some(());
+        }
+        if let Some(prefix) = v.pointer_mut("/spec/routes/0/conditions/0/prefix") {
+            *prefix = format!("{}/edited", prefix.as_str()?.trim_end_matches('/')).into();
+            return Some(());
+        }
+        let path = v.pointer_mut("/spec/rules/0/http/paths/0/path")?;
+        *path = format!("{}/edited", path.as_str()?.trim_end_matches('/')).into();
+        Some(())
+    };
+    edit(&mut value)?;
+    match object {
+        Object::HTTPProxy(_) => serde_json::from_value(value)
+            .ok()
+            .map(|p| Object::HTTPProxy(Arc::new(p))),
+        Object::Ingress(_) => serde_json::from_value(value)
+            .ok()
+            .map(|i| Object::Ingress(Arc::new(i))),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_change_spliced_into_the_last_build_equals_a_full_build() {
+    let mut config = config::load(
+        Some(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/contour.yaml")),
+        serde_json::json!({}),
+    )
+    .unwrap_or_else(|e| panic!("golden contour.yaml: {e}"));
+    // The WebAssembly processor sees the whole IR, so it makes every build a full one.
+    config.pipeline.processors.retain(|p| p != "wasm");
+    let pipeline = || {
+        Pipeline::from_config(&config.pipeline, &config.plugins)
+            .unwrap_or_else(|e| panic!("pipeline: {e}"))
+            .with_fallback_certificate(config.tls.fallback())
+    };
+    let reference = pipeline();
+    assert!(reference.local(), "the default plugins must be local");
+    let settings = envoy_settings(&config);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let (mut changes, mut spliced) = (0u64, 0u64);
+    let mut mismatches = Vec::new();
+    for (case, path) in cases() {
+        let dir = manifests(&path, &[]);
+        let all = objects_in(dir.path());
+        let metrics = Arc::new(Metrics::default());
+        let (snapshot_tx, snapshots) = watch::channel(None);
+        let (desired_tx, desired) = watch::channel(None);
+        let runner = Runner {
+            pipeline: pipeline(),
+            settings: settings.clone(),
+            holdoff: Duration::ZERO,
+            holdoff_max: Duration::ZERO,
+            metrics: metrics.clone(),
+            snapshots: snapshot_tx,
+            statuses: Some(StatusOutput {
+                desired: desired_tx,
+                fixed_address: String::new(),
+                envoy_service: ("projectcontour".to_string(), "envoy".to_string()),
+            }),
+            debug: None,
+            admission: None,
+            hydrate: None,
+        };
+        let (events, rx) = mpsc::channel(1024);
+        runtime.block_on(async {
+            let task = tokio::spawn(runner.run(rx));
+            // Sends one event and waits for the build it causes.
+            let step = |event: Event| {
+                let events = events.clone();
+                let metrics = metrics.clone();
+                async move {
+                    let before = metrics.builds.get();
+                    events
+                        .send(event)
+                        .await
+                        .unwrap_or_else(|e| panic!("send: {e}"));
+                    let started = Instant::now();
+                    while metrics.builds.get() == before {
+                        assert!(
+                            started.elapsed() < Duration::from_secs(10),
+                            "no build after a change"
+                        );
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+            };
+            for o in &all {
+                let _ = events.send(Event::Apply(o.clone())).await;
+            }
+            step(Event::Synced).await;
+            let mut current: Vec<Object> = all.clone();
+            let mut check = |what: String, current: &[Object]| {
+                let (expected, statuses) = full(&reference, &settings, current);
+                let got = snapshots.borrow().as_deref().cloned().unwrap_or_default();
+                if got != expected {
+                    mismatches.push(format!(
+                        "{case}: {what}: {:?}",
+                        differences(&got, &expected)
+                    ));
+                }
+                let written = desired.borrow().as_deref().cloned().unwrap_or_default();
+                if written != statuses {
+                    mismatches.push(format!(
+                        "{case}: {what}: statuses differ: {:?} vs {:?}",
+                        written.proxies, statuses.proxies
+                    ));
+                }
+            };
+            check("initial build".to_string(), &current);
+            let routing: Vec<usize> = (0..all.len())
+                .filter(|i| matches!(all[*i], Object::HTTPProxy(_) | Object::Ingress(_)))
+                .collect();
+            for i in routing {
+                let object = all[i].clone();
+                let key = object.key();
+                let label = format!("{}/{}/{}", key.kind, key.namespace, key.name);
+                let before = metrics.spliced_builds.get();
+                current.retain(|o| o.key() != key);
+                step(Event::Delete(key.clone())).await;
+                check(format!("{label} deleted"), &current);
+                current.push(object.clone());
+                step(Event::Apply(object.clone())).await;
+                check(format!("{label} put back"), &current);
+                changes += 2;
+                if let Some(edit) = edited(&object) {
+                    current.retain(|o| o.key() != key);
+                    current.push(edit.clone());
+                    step(Event::Apply(edit)).await;
+                    check(format!("{label} edited"), &current);
+                    current.retain(|o| o.key() != key);
+                    current.push(object.clone());
+                    step(Event::Apply(object)).await;
+                    check(format!("{label} restored"), &current);
+                    changes += 2;
+                }
+                spliced += metrics.spliced_builds.get() - before;
+            }
+            drop(events);
+            task.abort();
+        });
+    }
+    assert!(
+        mismatches.is_empty(),
+        "spliced builds differ from full builds:\n{}",
+        mismatches.join("\n")
+    );
+    // Nearly every change must have been spliced, or this test proves nothing.
+    assert!(
+        spliced * 10 >= changes * 9,
+        "only {spliced} of {changes} changes were spliced"
+    );
+    println!("{spliced} of {changes} changes spliced, each equal to a full build");
+}
