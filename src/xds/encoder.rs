@@ -146,53 +146,51 @@ impl Encoder {
         let mut plain_changed = !self.started;
         let mut chains_changed = false;
         let mut fallback_changed = false;
+        // The old shares: released now, compared with the new ones below so that only
+        // what differs is assembled and sent again.
+        let mut olds: BTreeMap<&String, Parts> = BTreeMap::new();
         for fqdn in touched {
             let Some(old) = self.vhosts.remove(fqdn) else {
                 continue;
             };
-            if old.plain.is_some() {
-                plain_changed = true;
-                self.plains -= 1;
-            }
-            if old.chain.is_some() {
-                chains_changed = true;
-                self.chains -= 1;
-            }
-            if old.rds {
-                changes.put(XdsType::Route, tls::route_config_name(fqdn), None);
-            }
-            if old.fallback {
-                fallback_changed = true;
-                self.fallbacks -= 1;
-            }
+            self.plains -= usize::from(old.plain.is_some());
+            self.chains -= usize::from(old.chain.is_some());
+            self.fallbacks -= usize::from(old.fallback);
             for name in &old.clusters {
                 self.release_cluster(name, &mut changes);
             }
             if let Some(sds) = &old.secret {
                 self.release_secret(sds, &mut changes);
             }
+            olds.insert(fqdn, old);
         }
         for (fqdn, parts) in fresh {
-            if parts.plain.is_some() {
-                plain_changed = true;
-                self.plains += 1;
-            }
-            if parts.chain.is_some() {
-                chains_changed = true;
-                self.chains += 1;
-            }
-            if parts.fallback {
-                fallback_changed = true;
-                self.fallbacks += 1;
-            }
-            if parts.rds
-                && let Some(routes) = &parts.secure_routes
-            {
-                let name = tls::route_config_name(fqdn);
-                let any = route_configuration(&name, std::iter::once(&**routes), true);
-                changes.put(XdsType::Route, name, Some(any));
+            let old = olds.remove(fqdn).unwrap_or_default();
+            plain_changed |= old.plain != parts.plain;
+            chains_changed |= old.chain != parts.chain;
+            fallback_changed |= (old.fallback || parts.fallback)
+                && (old.fallback != parts.fallback || old.secure_routes != parts.secure_routes);
+            self.plains += usize::from(parts.plain.is_some());
+            self.chains += usize::from(parts.chain.is_some());
+            self.fallbacks += usize::from(parts.fallback);
+            let name = tls::route_config_name(fqdn);
+            match (&parts.secure_routes, parts.rds) {
+                (Some(routes), true) if !old.rds || old.secure_routes != parts.secure_routes => {
+                    let any = route_configuration(&name, std::iter::once(&**routes), true);
+                    changes.put(XdsType::Route, name, Some(any));
+                }
+                (_, false) if old.rds => changes.put(XdsType::Route, name, None),
+                _ => {}
             }
             self.vhosts.insert(fqdn.clone(), parts);
+        }
+        for (fqdn, old) in olds {
+            plain_changed |= old.plain.is_some();
+            chains_changed |= old.chain.is_some();
+            fallback_changed |= old.fallback;
+            if old.rds {
+                changes.put(XdsType::Route, tls::route_config_name(fqdn), None);
+            }
         }
         // The fallback certificate is in use while a vhost enables it.
         let fallback = self.fallback_secret.clone().filter(|_| self.fallbacks > 0);

@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_types::pb::google::protobuf::Any;
-use sha1::{Digest, Sha1};
 
 use super::translate::Resources;
 
@@ -242,22 +241,25 @@ impl Snapshot {
     }
 }
 
-/// The first 8 bytes of the SHA-1 of a resource's bytes.
+/// The first 8 bytes of the BLAKE3 hash of a resource's bytes (a cryptographic hash, so
+/// no tenant can make a change look like no change; several GB/s, so the 4 MB
+/// `ingress_http` of 10,000 vhosts hashes in about a millisecond).
 pub fn digest(bytes: &[u8]) -> u64 {
-    let hash = Sha1::digest(bytes);
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&hash[..8]);
-    u64::from_le_bytes(first)
+    first_u64(blake3::hash(bytes).as_bytes())
 }
 
 /// One resource's share of a version: a hash of its name and digest.
 fn entry_hash(name: &str, digest: u64) -> u64 {
-    let mut hasher = Sha1::new();
-    hasher.update((name.len() as u64).to_le_bytes());
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&(name.len() as u64).to_le_bytes());
     hasher.update(name.as_bytes());
-    hasher.update(digest.to_le_bytes());
+    hasher.update(&digest.to_le_bytes());
+    first_u64(hasher.finalize().as_bytes())
+}
+
+fn first_u64(hash: &[u8; 32]) -> u64 {
     let mut first = [0u8; 8];
-    first.copy_from_slice(&hasher.finalize()[..8]);
+    first.copy_from_slice(&hash[..8]);
     u64::from_le_bytes(first)
 }
 
