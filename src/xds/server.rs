@@ -36,7 +36,9 @@ use tonic::{Request, Response, Status, Streaming};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
 
-use super::snapshot::{LogPosition, ResourceMap, Snapshot, XdsType, digest, version_of};
+use super::snapshot::{
+    LogPosition, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
+};
 use crate::metrics::Metrics;
 
 /// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
@@ -255,6 +257,12 @@ struct TypeState {
     /// `response_for`); `resend_all` when the names are not known.
     resend: BTreeSet<String>,
     resend_all: bool,
+    /// The names as Envoy last listed them.
+    asked: Vec<String>,
+    /// EDS, SDS, RDS: where the snapshot's change log stood when every name Envoy asks
+    /// for was last compared, if it asks for every resource of the type; from there only
+    /// names logged since need comparing.
+    basis: Option<LogPosition>,
 }
 
 struct AdsStream {
@@ -331,6 +339,7 @@ impl AdsStream {
             match &request.error_detail {
                 Some(error) => {
                     state.rejected_version = state.sent_version.clone();
+                    state.basis = None;
                     self.core.metrics.nack(t.short());
                     tracing::error!(
                         node = %self.core.node,
@@ -353,14 +362,22 @@ impl AdsStream {
             // An empty first LDS/CDS request is a wildcard, and a stream never leaves it.
             state.wildcard = true;
         } else {
-            let names: BTreeSet<String> = request.resource_names.into_iter().collect();
-            if t == XdsType::Endpoint && names != state.names {
-                self.core.endpoints_subscribed = None;
+            // Envoy repeats the same list with every ACK: compared as sent, it costs
+            // nothing to see that it did not change.
+            if request.resource_names != state.asked {
+                let names: BTreeSet<String> = request.resource_names.iter().cloned().collect();
+                if names != state.names {
+                    if t == XdsType::Endpoint {
+                        self.core.endpoints_subscribed = None;
+                    }
+                    state.basis = None;
+                }
+                state.names = names;
+                state.asked = request.resource_names;
+                // A name Envoy dropped is forgotten there: if it comes back, send it again.
+                let names = &state.names;
+                state.held.retain(|name, _| names.contains(name));
             }
-            state.names = names;
-            // A name Envoy dropped is forgotten there: if it comes back, send it again.
-            let names = &state.names;
-            state.held.retain(|name, _| names.contains(name));
         }
     }
 
@@ -517,6 +534,9 @@ impl AdsStream {
     ) -> Option<(String, ResourceMap<Any>)> {
         let current = snapshot.get(t);
         let state = self.types.get_mut(&t)?;
+        if let Some(fast) = Self::partial_since_basis(state, current) {
+            return fast;
+        }
         let requested: Vec<(&String, &u64)> = state
             .names
             .iter()
@@ -533,6 +553,8 @@ impl AdsStream {
         if state.rejected_version.as_ref() == Some(&version) {
             return None;
         }
+        // Every resource is asked for: later responses may look at changed names only.
+        state.basis = (requested.len() == current.digests.len()).then(|| current.position());
         let changed: BTreeMap<String, u64> = requested
             .iter()
             .filter(|(name, digest)| {
@@ -556,6 +578,51 @@ impl AdsStream {
             .collect();
         state.pending = changed;
         Some((version, resources))
+    }
+
+    /// [`Self::partial_response`] from the basis: only the names logged since are
+    /// compared. `None` when there is no basis or it no longer holds (a new resource
+    /// Envoy does not ask for yet, a resend of unknown names).
+    #[allow(clippy::option_option)]
+    fn partial_since_basis(
+        state: &mut TypeState,
+        current: &TypeSnapshot,
+    ) -> Option<Option<(String, ResourceMap<Any>)>> {
+        if state.resend_all {
+            return None;
+        }
+        let logged = current.changed_since(state.basis?)?;
+        if logged
+            .iter()
+            .any(|name| current.digests.contains_key(*name) && !state.names.contains(*name))
+        {
+            return None;
+        }
+        let version = current.version.clone();
+        if current.digests.is_empty() || state.rejected_version.as_ref() == Some(&version) {
+            return Some(None);
+        }
+        let changed: BTreeMap<String, u64> = logged
+            .into_iter()
+            .chain(state.resend.iter())
+            .filter_map(|name| current.digests.get_key_value(name))
+            .filter(|(name, digest)| state.held.get(*name) != Some(digest))
+            .map(|(name, digest)| (name.clone(), *digest))
+            .collect();
+        state.resend.clear();
+        state.basis = Some(current.position());
+        if changed.is_empty() {
+            state.sent_version = Some(version.clone());
+            state.acked_version = Some(version);
+            return Some(None);
+        }
+        let resources = changed
+            .keys()
+            .filter_map(|name| current.resources.get_key_value(name))
+            .map(|(name, any)| (name.clone(), any.clone()))
+            .collect();
+        state.pending = changed;
+        Some(Some((version, resources)))
     }
 }
 

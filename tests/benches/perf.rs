@@ -543,7 +543,6 @@ pub fn run(n: usize, benching: bool) {
         println!("  initial sync of one stream: {:.1} MB", synced_bytes as f64 / 1e6);
 
         // Single changes: event → the response carrying it, and bytes per change.
-        let builds_before = metrics.builds.get();
         let report = |title: &str, samples: Vec<Duration>, bytes: Vec<usize>| {
             let (p50, p99, max) = percentiles(samples.clone());
             let mut bytes = bytes;
@@ -565,7 +564,7 @@ pub fn run(n: usize, benching: bool) {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let change = async |object: Option<Object>, key: ObjectKey, t: XdsType, name: String| {
+        let change = async |client: &Client, object: Option<Object>, key: ObjectKey, t: XdsType, name: String| {
             let since = Instant::now();
             let event = match object {
                 Some(object) => Event::Apply(object),
@@ -582,6 +581,20 @@ pub fn run(n: usize, benching: bool) {
         };
         let per_kind = changes / 4;
         let mut tls_bytes = Vec::new();
+        let mut eds_change_p99 = 0.0;
+        // Each stream kind in turn: the same changes (edits differ by run).
+        for (run, mode) in ["state of the world", "delta"].into_iter().enumerate() {
+        let delta_client;
+        let client: &Client = if run == 0 {
+            &client
+        } else {
+            delta_client = Client::connect_delta(addr, snapshots.clone()).await;
+            delta_client.settle(Duration::from_millis(500)).await;
+            &delta_client
+        };
+        let builds_before = metrics.builds.get();
+        let spliced_before = metrics.spliced_builds.get();
+        println!("  single changes over {mode}:");
         let kinds = [
             ("edit a route's timeout on a TLS vhost", 0),
             ("edit a route's prefix on a TLS vhost", 2),
@@ -592,8 +605,10 @@ pub fn run(n: usize, benching: bool) {
             for k in 0..per_kind {
                 let i = (2 * k + step % 2) % n;
                 let (prefix, timeout) = match step {
-                    0 => ("/api".to_string(), 10 + k),
-                    _ => (format!("/api-{k}"), 10),
+                    // A timeout alone: the prefix the last run left in place.
+                    0 if run == 0 => ("/api".to_string(), 10 + k),
+                    0 => (format!("/api-{}-{k}", run - 1), 10 + k + 1000 * run),
+                    _ => (format!("/api-{run}-{k}"), 10),
                 };
                 let route = if i.is_multiple_of(2) {
                     format!("https/site-{i}.example.com")
@@ -601,11 +616,11 @@ pub fn run(n: usize, benching: bool) {
                     "ingress_http".to_string()
                 };
                 let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "site");
-                let (latency, sent) = change(Some(proxy(i, &prefix, timeout)), key, XdsType::Route, route).await;
+                let (latency, sent) = change(client, Some(proxy(i, &prefix, timeout)), key, XdsType::Route, route).await;
                 samples.push(latency);
                 bytes.push(sent);
             }
-            if step == 0 {
+            if step == 0 && run == 0 {
                 tls_bytes = bytes.clone();
             }
             report(title, samples, bytes);
@@ -619,7 +634,7 @@ pub fn run(n: usize, benching: bool) {
                 "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: extra, namespace: ns-{i}}}\nspec:\n  virtualhost: {{fqdn: extra-{i}.example.com}}\n  routes:\n    - services: [{{name: app, port: 80}}]\n"
             );
             let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "extra");
-            let (latency, sent) = change(Some(one(&text)), key, XdsType::Route, "ingress_http".into()).await;
+            let (latency, sent) = change(client, Some(one(&text)), key, XdsType::Route, "ingress_http".into()).await;
             samples.push(latency);
             bytes.push(sent);
         }
@@ -629,7 +644,7 @@ pub fn run(n: usize, benching: bool) {
         for k in 0..per_kind / 2 {
             let i = 2 * k + 1;
             let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "extra");
-            let (latency, sent) = change(None, key, XdsType::Route, "ingress_http".into()).await;
+            let (latency, sent) = change(client, None, key, XdsType::Route, "ingress_http".into()).await;
             samples.push(latency);
             bytes.push(sent);
         }
@@ -640,16 +655,18 @@ pub fn run(n: usize, benching: bool) {
         for k in 0..per_kind {
             let i = (7 * k) % n;
             let key = ObjectKey::new(Kind::EndpointSlice, format!("ns-{i}"), "app-1");
-            let (latency, sent) = change(Some(slice(i, k)), key, XdsType::Endpoint, format!("ns-{i}/app/http")).await;
+            let (latency, sent) = change(client, Some(slice(i, k + 100_000 * run)), key, XdsType::Endpoint, format!("ns-{i}/app/http")).await;
             samples.push(latency);
             bytes.push(sent);
         }
-        let eds_change_p99 = report("move an endpoint", samples, bytes);
+        eds_change_p99 = f64::max(eds_change_p99, report("move an endpoint", samples, bytes));
         println!("    last change: {}", types());
         println!(
-            "    ({route_builds} full builds for the proxy changes, {} for the endpoint changes)",
+            "    ({route_builds} builds for the proxy changes, {} of them of the change alone; {} for the endpoint changes)",
+            metrics.spliced_builds.get() - spliced_before,
             metrics.builds.get() - builds_before - route_builds
         );
+        }
 
         // Endpoint churn at a fixed rate, on one stream of each kind (the other closed).
         drop(client);
