@@ -62,12 +62,28 @@ struct Dirty {
     routing: BTreeSet<ObjectKey>,
     /// The Services (namespace, name) whose EndpointSlices changed.
     services: BTreeSet<(String, String)>,
+    /// The Secrets (namespace, name) that changed.
+    secrets: BTreeSet<(String, String)>,
 }
 
 impl Dirty {
-    /// Whether the pipeline must run (not only EDS be updated).
-    fn pipeline(&self) -> bool {
-        self.full || !self.routing.is_empty()
+    /// Whether the pipeline must run (not only EDS be updated): something changed that
+    /// the last build read. A Secret no build asked for cannot change any output.
+    fn pipeline(&self, built: Option<&Built>) -> bool {
+        self.full || !self.routing.is_empty() || self.secrets_matter(built)
+    }
+
+    /// Whether a changed Secret is one the last build (or a change spliced since) asked
+    /// for, so that everything must be rebuilt.
+    fn secrets_matter(&self, built: Option<&Built>) -> bool {
+        match built {
+            Some(Built {
+                secrets_used: Some(used),
+                ..
+            }) => self.secrets.iter().any(|s| used.contains(s)),
+            Some(_) => !self.secrets.is_empty(),
+            None => !self.secrets.is_empty(),
+        }
     }
 }
 
@@ -76,6 +92,10 @@ impl Dirty {
 struct Built {
     encoder: Encoder,
     links: Links,
+    /// Every Secret a build asked for (found or not) since the last full build: only a
+    /// change to one of these can change the output. Only kept when every plugin is
+    /// local (a policy reading the whole inventory could read any Secret).
+    secrets_used: Option<BTreeSet<(String, String)>>,
 }
 
 /// A review being answered, and since when.
@@ -190,13 +210,22 @@ impl Runner {
                 && synced
                 && pending.is_none()
                 && holding.is_none()
-                && !dirty.pipeline()
+                && !dirty.pipeline(built.as_ref())
                 && let Some(built) = &built
             {
                 let services = std::mem::take(&mut dirty.services);
-                tokio::task::block_in_place(|| {
-                    self.publish_endpoints(&built.encoder, &objects, &services, arrived);
-                });
+                let secrets = std::mem::take(&mut dirty.secrets);
+                if !secrets.is_empty() {
+                    tracing::debug!(
+                        secrets = secrets.len(),
+                        "changed secrets no build uses; nothing to build"
+                    );
+                }
+                if !services.is_empty() {
+                    tokio::task::block_in_place(|| {
+                        self.publish_endpoints(&built.encoder, &objects, &services, arrived);
+                    });
+                }
                 continue;
             }
             if changed {
@@ -261,6 +290,11 @@ impl Runner {
             let id = (key.namespace.clone(), key.name.clone());
             slice_service(objects.endpoint_slices.get(&id)?).cloned()
         });
+        let secret = match &event {
+            Event::Apply(object @ Object::Secret(_)) => Some(object.key()),
+            Event::Delete(key) if key.kind == Kind::Secret => Some(key.clone()),
+            _ => None,
+        };
         let routing = match &event {
             Event::Apply(object @ (Object::HTTPProxy(_) | Object::Ingress(_))) => {
                 Some(object.key())
@@ -274,6 +308,7 @@ impl Runner {
             .as_ref()
             .map(|(key, _)| key)
             .or(routing.as_ref())
+            .or(secret.as_ref())
             .is_some_and(|key| unreadable.contains_key(key));
         let changed = self.apply_event(objects, unreadable, event, synced);
         if !changed {
@@ -290,7 +325,12 @@ impl Runner {
             (None, Some(key)) => {
                 dirty.routing.insert(key);
             }
-            (None, None) => dirty.full = true,
+            (None, None) => match secret {
+                Some(key) => {
+                    dirty.secrets.insert((key.namespace, key.name));
+                }
+                None => dirty.full = true,
+            },
         }
         true
     }
@@ -355,6 +395,7 @@ impl Runner {
         dirty: &Dirty,
     ) -> bool {
         if !dirty.full
+            && !dirty.secrets_matter(built.as_ref())
             && holding.is_none()
             && self.pipeline.local()
             && let Some(last) = built.as_mut()
@@ -389,6 +430,9 @@ impl Runner {
         if self.hydrate.is_some() && !objects.elided_among(&requested).is_empty() {
             // A full build holds back until they are fetched.
             return false;
+        }
+        if let Some(used) = &mut last.secrets_used {
+            used.extend(requested);
         }
         let every = output.ir.virtual_hosts.keys();
         if let Some(stray) = every
@@ -543,9 +587,15 @@ impl Runner {
             }
         }
         *status = output.status;
+        let secrets_used = self.pipeline.local().then(|| {
+            let mut used = requested;
+            used.extend(self.settings.client_certificate.iter().cloned());
+            used
+        });
         *built = Some(Built {
             encoder,
             links: Links::of(objects),
+            secrets_used,
         });
         // Counted once everything is published (tests wait on the count).
         self.metrics.build_seconds.observe(elapsed.as_secs_f64());
