@@ -43,6 +43,8 @@ pub struct ManifestDir {
     files: BTreeMap<PathBuf, FileState>,
     /// The winning definition of every object.
     merged: BTreeMap<ObjectKey, Object>,
+    /// The files defining each object (the last one wins).
+    defined_by: BTreeMap<ObjectKey, BTreeSet<PathBuf>>,
     /// The error last reported for each failing path, so a rescan that finds the same
     /// broken file again stays quiet.
     reported: BTreeMap<PathBuf, String>,
@@ -90,13 +92,131 @@ impl ManifestDir {
         (self.merge(), fresh)
     }
 
-    fn merge(&mut self) -> Vec<Event> {
-        let mut merged = BTreeMap::new();
-        for file in self.files.values() {
-            for object in &file.objects {
-                merged.insert(object.key(), object.clone());
+    /// Re-reads only `paths` (what the watcher saw change), as [`ManifestDir::rescan`]
+    /// would find them; `None` when one of them needs a whole rescan (a directory, a
+    /// hidden entry such as a mounted ConfigMap's `..data`).
+    pub fn refresh(
+        &mut self,
+        dir: &Path,
+        paths: &BTreeSet<PathBuf>,
+    ) -> Option<(Vec<Event>, Vec<ManifestError>)> {
+        let mut errors = Vec::new();
+        let mut affected: BTreeSet<ObjectKey> = BTreeSet::new();
+        for path in paths {
+            let relative = path.strip_prefix(dir).ok()?;
+            let hidden = relative
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
+            // A directory (or something gone that may have been one) holds unnamed files.
+            if hidden || path.is_dir() || (!is_manifest(path) && !path.exists()) {
+                return None;
+            }
+            if !is_manifest(path) {
+                continue;
+            }
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => Some(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    errors.push(ManifestError {
+                        path: path.clone(),
+                        line: None,
+                        message: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let old = self.files.get(path);
+            if old.map(|f| &f.text) == text.as_ref() {
+                self.reported.remove(path);
+                continue;
+            }
+            let parsed = match text {
+                Some(text) => match parse_file(path, &text) {
+                    Ok(objects) => Some(FileState { text, objects }),
+                    Err(e) => {
+                        errors.push(e);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            self.reported.remove(path);
+            for object in old.into_iter().flat_map(|f| &f.objects) {
+                let key = object.key();
+                if let Some(set) = self.defined_by.get_mut(&key) {
+                    set.remove(path);
+                }
+                affected.insert(key);
+            }
+            match parsed {
+                Some(file) => {
+                    for object in &file.objects {
+                        let key = object.key();
+                        self.defined_by
+                            .entry(key.clone())
+                            .or_default()
+                            .insert(path.clone());
+                        affected.insert(key);
+                    }
+                    self.files.insert(path.clone(), file);
+                }
+                None => {
+                    self.files.remove(path);
+                }
             }
         }
+        let mut fresh = Vec::new();
+        for error in errors {
+            let message = error.to_string();
+            if self.reported.get(&error.path) != Some(&message) {
+                fresh.push(error.clone());
+            }
+            self.reported.insert(error.path, message);
+        }
+        let mut events = Vec::new();
+        for key in affected {
+            let winner = self
+                .defined_by
+                .get(&key)
+                .and_then(|paths| paths.last())
+                .and_then(|path| self.files.get(path))
+                .and_then(|file| file.objects.iter().rev().find(|o| o.key() == key));
+            match winner {
+                Some(object) => {
+                    let same = self
+                        .merged
+                        .get(&key)
+                        .is_some_and(|old| same_object(old, object));
+                    if !same {
+                        self.merged.insert(key, object.clone());
+                        events.push(Event::Apply(object.clone()));
+                    }
+                }
+                None => {
+                    self.defined_by.remove(&key);
+                    if self.merged.remove(&key).is_some() {
+                        events.push(Event::Delete(key));
+                    }
+                }
+            }
+        }
+        Some((events, fresh))
+    }
+
+    fn merge(&mut self) -> Vec<Event> {
+        let mut merged = BTreeMap::new();
+        let mut defined_by: BTreeMap<ObjectKey, BTreeSet<PathBuf>> = BTreeMap::new();
+        for (path, file) in &self.files {
+            for object in &file.objects {
+                merged.insert(object.key(), object.clone());
+                defined_by
+                    .entry(object.key())
+                    .or_default()
+                    .insert(path.clone());
+            }
+        }
+        self.defined_by = defined_by;
         let mut events = Vec::new();
         for key in self.merged.keys() {
             if !merged.contains_key(key) {
@@ -197,7 +317,20 @@ impl Provider for FilesProvider {
             anyhow::bail!("manifest directory {} does not exist", dir.display());
         }
         let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
-        let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+        // The paths the watcher saw change since the last look; `None`: look at everything.
+        let seen: Arc<std::sync::Mutex<Option<BTreeSet<PathBuf>>>> = Arc::default();
+        let record = seen.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(mut seen) = record.lock() {
+                match event {
+                    Ok(e) if !e.paths.is_empty() && !e.need_rescan() => {
+                        if let Some(set) = seen.as_mut() {
+                            set.extend(e.paths);
+                        }
+                    }
+                    _ => *seen = None,
+                }
+            }
             let _ = wake_tx.try_send(());
         })
         .and_then(|mut w| w.watch(&dir, RecursiveMode::Recursive).map(|()| w));
@@ -212,7 +345,16 @@ impl Provider for FilesProvider {
         let mut state = ManifestDir::default();
         let mut first = true;
         loop {
-            let (changes, errors) = state.rescan(&dir);
+            // Only the files the watcher named, when it named them all.
+            let named = match seen.lock() {
+                Ok(mut seen) => seen.replace(BTreeSet::new()),
+                Err(_) => None,
+            };
+            let looked = match named.filter(|_| !first && !polling) {
+                Some(paths) => state.refresh(&dir, &paths),
+                None => None,
+            };
+            let (changes, errors) = looked.unwrap_or_else(|| state.rescan(&dir));
             for error in errors {
                 tracing::warn!(file = %error.path.display(), line = error.line, error = %error.message, "manifest not loaded; keeping its last good objects");
                 send(&events, Event::Problem(error.to_string())).await?;
@@ -249,4 +391,90 @@ async fn send(events: &mpsc::Sender<Event>, event: Event) -> anyhow::Result<()> 
         .send(event)
         .await
         .map_err(|_| anyhow::anyhow!("the pipeline stopped"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(name: &str, port: u16) -> String {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  ports: [{{port: {port}}}]\n---\n"
+        )
+    }
+
+    fn state(dir: &ManifestDir) -> Vec<String> {
+        dir.merged.values().map(|o| format!("{o:?}")).collect()
+    }
+
+    /// Each step changes files and names them; the watched state must be what a fresh
+    /// read of the directory gives.
+    #[test]
+    fn refreshing_the_named_files_agrees_with_reading_everything() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tmp.path();
+        let (a, b) = (dir.join("a.yaml"), dir.join("b.yaml"));
+        let write = |path: &Path, text: &str| {
+            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+        };
+        write(&a, &service("x", 80));
+        write(&b, &(service("x", 81) + &service("y", 82)));
+        let mut live = ManifestDir::default();
+        live.rescan(dir);
+        type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
+        let steps: Vec<Step> = vec![
+            (
+                "the later file's copy changes",
+                Box::new(|| write(&b, &(service("x", 91) + &service("y", 82)))),
+            ),
+            (
+                "the later file goes",
+                Box::new(|| std::fs::remove_file(&b).unwrap_or_else(|e| panic!("{e}"))),
+            ),
+            (
+                "it comes back broken",
+                Box::new(|| write(&b, "kind: [unclosed")),
+            ),
+            ("it is fixed", Box::new(|| write(&b, &service("y", 83)))),
+            (
+                "the earlier file changes",
+                Box::new(|| write(&a, &(service("x", 84) + &service("z", 85)))),
+            ),
+        ];
+        for (what, change) in steps {
+            change();
+            let named = BTreeSet::from([a.clone(), b.clone()]);
+            let (events, _) = live
+                .refresh(dir, &named)
+                .unwrap_or_else(|| panic!("{what}: files only, yet a whole rescan was asked for"));
+            let mut fresh = ManifestDir::default();
+            fresh.rescan(dir);
+            assert_eq!(state(&live), state(&fresh), "{what}");
+            // A file that comes back broken changes nothing; every other step does.
+            assert_eq!(
+                events.is_empty(),
+                what.contains("broken"),
+                "{what}: {events:?}"
+            );
+        }
+        // Broken again: the last good objects stay, as a rescan keeps them.
+        write(&b, "kind: [unclosed");
+        let (_, errors) = live
+            .refresh(dir, &BTreeSet::from([b.clone()]))
+            .unwrap_or_else(|| panic!("files only"));
+        assert_eq!(errors.len(), 1);
+        assert!(
+            state(&live).iter().any(|o| o.contains("\"y\"")),
+            "y was dropped"
+        );
+        // A hidden entry or a directory asks for a whole rescan.
+        assert!(
+            live.refresh(dir, &BTreeSet::from([dir.join("..data")]))
+                .is_none()
+        );
+        assert!(
+            live.refresh(dir, &BTreeSet::from([dir.to_path_buf()]))
+                .is_none()
+        );
+    }
 }
