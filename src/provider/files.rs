@@ -61,11 +61,7 @@ impl ManifestDir {
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
                 Err(e) => {
-                    errors.push(ManifestError {
-                        path: path.clone(),
-                        line: None,
-                        message: e.to_string(),
-                    });
+                    errors.push(unreadable(&path, &e));
                     continue;
                 }
             };
@@ -118,11 +114,7 @@ impl ManifestDir {
                 Ok(text) => Some(text),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => {
-                    errors.push(ManifestError {
-                        path: path.clone(),
-                        line: None,
-                        message: e.to_string(),
-                    });
+                    errors.push(unreadable(path, &e));
                     continue;
                 }
             };
@@ -243,6 +235,14 @@ impl ManifestDir {
             objects.apply(object.clone());
         }
         objects
+    }
+}
+
+fn unreadable(path: &Path, e: &std::io::Error) -> ManifestError {
+    ManifestError {
+        path: path.to_path_buf(),
+        line: None,
+        message: e.to_string(),
     }
 }
 

@@ -566,6 +566,16 @@ impl AdsStream {
             .collect();
         state.resend_all = false;
         state.resend.clear();
+        Self::answer(state, current, version, changed)
+    }
+
+    /// The resources of `changed`, now in flight; with none, the stream is caught up.
+    fn answer(
+        state: &mut TypeState,
+        current: &TypeSnapshot,
+        version: String,
+        changed: BTreeMap<String, u64>,
+    ) -> Option<(String, ResourceMap<Any>)> {
         if changed.is_empty() {
             state.sent_version = Some(version.clone());
             state.acked_version = Some(version);
@@ -611,18 +621,7 @@ impl AdsStream {
             .collect();
         state.resend.clear();
         state.basis = Some(current.position());
-        if changed.is_empty() {
-            state.sent_version = Some(version.clone());
-            state.acked_version = Some(version);
-            return Some(None);
-        }
-        let resources = changed
-            .keys()
-            .filter_map(|name| current.resources.get_key_value(name))
-            .map(|(name, any)| (name.clone(), any.clone()))
-            .collect();
-        state.pending = changed;
-        Some(Some((version, resources)))
+        Some(Self::answer(state, current, version, changed))
     }
 }
 
