@@ -478,20 +478,12 @@ impl Runner {
             true
         });
         let elapsed = started.elapsed();
-        if let Some(out) = &self.statuses {
-            let envoy = objects.services.get(&out.envoy_service);
-            let lb = crate::status::load_balancer(&out.fixed_address, envoy.map(|s| s.as_ref()));
-            out.desired.send_if_modified(|current| {
-                let mut desired = current.as_deref().cloned().unwrap_or_default();
-                desired.load_balancer = lb;
-                desired.update(status, objects, &reach.objects);
-                if current.as_deref() == Some(&desired) {
-                    return false;
-                }
-                *current = Some(Arc::new(desired));
-                true
-            });
-        }
+        self.publish_statuses(objects, |last, lb| {
+            let mut desired = last.cloned().unwrap_or_default();
+            desired.load_balancer = lb;
+            desired.update(status, objects, &reach.objects);
+            desired
+        });
         tracing::info!(
             objects = reach.objects.len(),
             vhosts = reach.hosts.len(),
@@ -566,18 +558,9 @@ impl Runner {
             millis = elapsed.as_secs_f64() * 1000.0,
             "built"
         );
-        if let Some(out) = &self.statuses {
-            let envoy = objects.services.get(&out.envoy_service);
-            let lb = crate::status::load_balancer(&out.fixed_address, envoy.map(|s| s.as_ref()));
-            let desired = Desired::from_build(&output.status, objects, lb);
-            out.desired.send_if_modified(|current| {
-                if current.as_deref() == Some(&desired) {
-                    return false;
-                }
-                *current = Some(Arc::new(desired));
-                true
-            });
-        }
+        self.publish_statuses(objects, |_, lb| {
+            Desired::from_build(&output.status, objects, lb)
+        });
         log_status_changes(status, &output.status);
         if self.hydrate.is_some() {
             // Unreferenced Secrets keep only a digest; a later reference fetches them.
@@ -601,6 +584,29 @@ impl Runner {
         self.metrics.build_seconds.observe(elapsed.as_secs_f64());
         self.metrics.builds.inc();
         false
+    }
+
+    /// Hands the status writer what `make` builds from the statuses last handed to it and
+    /// `status.loadBalancer`, when it differs (Kubernetes provider only).
+    fn publish_statuses(
+        &self,
+        objects: &Objects,
+        make: impl FnOnce(Option<&Desired>, serde_json::Value) -> Desired,
+    ) {
+        let Some(out) = &self.statuses else {
+            return;
+        };
+        let envoy = objects.services.get(&out.envoy_service);
+        let lb = crate::status::load_balancer(&out.fixed_address, envoy.map(|s| s.as_ref()));
+        let last = out.desired.borrow().clone();
+        let desired = make(last.as_deref(), lb);
+        out.desired.send_if_modified(|current| {
+            if current.as_deref() == Some(&desired) {
+                return false;
+            }
+            *current = Some(Arc::new(desired));
+            true
+        });
     }
 
     /// Publishes the current snapshot with the ClusterLoadAssignments of `services`

@@ -90,11 +90,6 @@ impl Encoder {
         self.client_certificate.is_none()
     }
 
-    /// Every FQDN with a vhost.
-    pub fn fqdns(&self) -> impl Iterator<Item = &String> {
-        self.vhosts.keys()
-    }
-
     /// Replaces the vhosts named in `touched` (the ones they had, if any) with the ones
     /// `ir` has; every vhost of `ir` must be named in `touched`. `ir` must also hold
     /// every cluster and secret its vhosts use. Returns the resources that changed.

@@ -21,7 +21,6 @@ use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use envoy_types::util::pack_any;
 use prost::Message;
 
-use isobar_sdk::Ir;
 use isobar_sdk::ir;
 
 use super::translate::{
@@ -35,12 +34,6 @@ pub const HTTPS_LISTENER: &str = "ingress_https";
 /// The fallback certificate's filter chain and RouteConfiguration (Contour's names).
 pub const FALLBACK_CHAIN: &str = "fallback-certificate";
 pub const FALLBACK_ROUTES: &str = "ingress_fallbackcert";
-
-/// Whether clients without SNI are served: a served vhost enabled the fallback
-/// certificate, which is then in the IR.
-pub fn fallback_in_use(ir: &Ir) -> bool {
-    ir.fallback_secret.is_some() && ir.secure_virtual_hosts.values().any(|v| v.fallback)
-}
 
 /// The RouteConfiguration of one secure vhost.
 pub fn route_config_name(fqdn: &str) -> String {
