@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use isobar_sdk::{Kind, Object, ObjectKey, Objects};
@@ -48,6 +49,11 @@ pub struct ManifestDir {
     /// The error last reported for each failing path, so a rescan that finds the same
     /// broken file again stays quiet.
     reported: BTreeMap<PathBuf, String>,
+    /// The visible directories the last rescan walked.
+    dirs: BTreeSet<PathBuf>,
+    /// Whether a visible entry was a symbolic link at the last rescan: only then can a
+    /// hidden entry (a mounted ConfigMap's `..data`) change what a visible name reads.
+    links: bool,
 }
 
 impl ManifestDir {
@@ -55,7 +61,9 @@ impl ManifestDir {
     /// failed or fail differently (those keep their last good objects).
     pub fn rescan(&mut self, dir: &Path) -> (Vec<Event>, Vec<ManifestError>) {
         let mut errors = Vec::new();
-        let paths = manifest_paths(dir, &mut errors);
+        let Walk { paths, dirs, links } = manifest_paths(dir, &mut errors);
+        self.dirs = dirs;
+        self.links = links;
         self.files.retain(|path, _| paths.contains(path));
         for path in paths {
             let text = match std::fs::read_to_string(&path) {
@@ -99,12 +107,28 @@ impl ManifestDir {
         let mut errors = Vec::new();
         let mut affected: BTreeSet<ObjectKey> = BTreeSet::new();
         for path in paths {
-            let relative = path.strip_prefix(dir).ok()?;
+            let Ok(relative) = path.strip_prefix(dir) else {
+                tracing::debug!(path = %path.display(), "a change outside the manifest directory");
+                return None;
+            };
             let hidden = relative
                 .components()
                 .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
-            // A directory (or something gone that may have been one) holds unnamed files.
-            if hidden || path.is_dir() || (!is_manifest(path) && !path.exists()) {
+            if hidden {
+                // Editors' and tools' temporary files (written, then renamed over the
+                // manifest) are never read; they matter only when a visible link may
+                // lead into them.
+                if self.links {
+                    return None;
+                }
+                continue;
+            }
+            // A directory (or one that went) holds unnamed files; a new link may lead
+            // anywhere.
+            let link = path
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink());
+            if link || path.is_dir() || self.dirs.contains(path) {
                 return None;
             }
             if !is_manifest(path) {
@@ -266,10 +290,22 @@ fn is_manifest(path: &Path) -> bool {
         .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
 }
 
+/// What a walk of the directory found.
+struct Walk {
+    /// Manifest files.
+    paths: BTreeSet<PathBuf>,
+    /// Visible directories below the top one.
+    dirs: BTreeSet<PathBuf>,
+    /// Whether any visible entry is a symbolic link.
+    links: bool,
+}
+
 /// Manifest files under `dir`, recursively, skipping hidden entries (editor swap files,
 /// `..data` links of mounted ConfigMaps are followed through their visible names).
-fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> BTreeSet<PathBuf> {
+fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> Walk {
     let mut out = BTreeSet::new();
+    let mut dirs = BTreeSet::new();
+    let mut links = false;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
         let entries = match std::fs::read_dir(&current) {
@@ -288,14 +324,20 @@ fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> BTreeSet<PathB
             if entry.file_name().to_string_lossy().starts_with('.') {
                 continue;
             }
+            links |= entry.file_type().is_ok_and(|t| t.is_symlink());
             if path.is_dir() {
+                dirs.insert(path.clone());
                 stack.push(path);
             } else if is_manifest(&path) {
                 out.insert(path);
             }
         }
     }
-    out
+    Walk {
+        paths: out,
+        dirs,
+        links,
+    }
 }
 
 /// Reads a directory once: its objects and the files that failed.
@@ -312,7 +354,8 @@ impl Provider for FilesProvider {
         kinds: BTreeSet<Kind>,
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<()> {
-        let dir = self.dir;
+        // Absolute, as the watcher names what changed (else every change is a rescan).
+        let dir = std::path::absolute(&self.dir).unwrap_or(self.dir);
         if !dir.is_dir() {
             anyhow::bail!("manifest directory {} does not exist", dir.display());
         }
@@ -321,6 +364,14 @@ impl Provider for FilesProvider {
         let seen: Arc<std::sync::Mutex<Option<BTreeSet<PathBuf>>>> = Arc::default();
         let record = seen.clone();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // Opening and reading (Isobar's own reads among them) change nothing: waking
+            // on them would read the files again, and again.
+            if let Ok(e) = &event
+                && let EventKind::Access(access) = e.kind
+                && access != AccessKind::Close(AccessMode::Write)
+            {
+                return;
+            }
             if let Ok(mut seen) = record.lock() {
                 match event {
                     Ok(e) if !e.paths.is_empty() && !e.need_rescan() => {
@@ -354,6 +405,9 @@ impl Provider for FilesProvider {
                 Some(paths) => state.refresh(&dir, &paths),
                 None => None,
             };
+            if looked.is_none() && !first {
+                tracing::debug!(dir = %dir.display(), "reading the whole manifest directory again");
+            }
             let (changes, errors) = looked.unwrap_or_else(|| state.rescan(&dir));
             for error in errors {
                 tracing::warn!(file = %error.path.display(), line = error.line, error = %error.message, "manifest not loaded; keeping its last good objects");
@@ -467,14 +521,65 @@ mod tests {
             state(&live).iter().any(|o| o.contains("\"y\"")),
             "y was dropped"
         );
-        // A hidden entry or a directory asks for a whole rescan.
+        // Written to a hidden file, then renamed over the manifest (as editors and the
+        // benches do): both names are seen, neither asks for a rescan.
+        let tmp = dir.join(".b.yaml.tmp");
+        write(&tmp, &service("y", 86));
+        std::fs::rename(&tmp, &b).unwrap_or_else(|e| panic!("{e}"));
+        let (events, _) = live
+            .refresh(dir, &BTreeSet::from([tmp.clone(), b.clone()]))
+            .unwrap_or_else(|| panic!("a hidden temporary file asked for a whole rescan"));
+        assert_eq!(events.len(), 1, "{events:?}");
+        // So do other files that are not manifests, gone or not.
         assert!(
-            live.refresh(dir, &BTreeSet::from([dir.join("..data")]))
-                .is_none()
+            live.refresh(dir, &BTreeSet::from([dir.join("4913")]))
+                .is_some()
         );
+        // A directory asks for a whole rescan, and so does one that went.
+        let sub = dir.join("sub");
+        std::fs::create_dir(&sub).unwrap_or_else(|e| panic!("{e}"));
+        assert!(live.refresh(dir, &BTreeSet::from([sub.clone()])).is_none());
+        live.rescan(dir);
+        std::fs::remove_dir(&sub).unwrap_or_else(|e| panic!("{e}"));
+        assert!(live.refresh(dir, &BTreeSet::from([sub])).is_none());
         assert!(
             live.refresh(dir, &BTreeSet::from([dir.to_path_buf()]))
                 .is_none()
+        );
+    }
+
+    /// A mounted ConfigMap: visible names are links through `..data` to a hidden
+    /// directory that is swapped whole. The swap must be seen.
+    #[cfg(unix)]
+    #[test]
+    fn a_swapped_configmap_mount_is_read_again() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tmp.path();
+        let run = |args: &[&str]| {
+            let ok = std::process::Command::new(args[0])
+                .args(&args[1..])
+                .current_dir(dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "{args:?}");
+        };
+        let (one, two) = (dir.join("..v1"), dir.join("..v2"));
+        std::fs::create_dir(&one).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(one.join("a.yaml"), service("x", 80)).unwrap_or_else(|e| panic!("{e}"));
+        run(&["ln", "-s", "..v1", "..data"]);
+        run(&["ln", "-s", "..data/a.yaml", "a.yaml"]);
+        let mut live = ManifestDir::default();
+        live.rescan(dir);
+        std::fs::create_dir(&two).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(two.join("a.yaml"), service("x", 81)).unwrap_or_else(|e| panic!("{e}"));
+        run(&["ln", "-sfn", "..v2", "..data"]);
+        let named = BTreeSet::from([dir.join("..data"), two.join("a.yaml")]);
+        assert!(live.refresh(dir, &named).is_none(), "the swap went unseen");
+        live.rescan(dir);
+        assert!(
+            state(&live).iter().any(|o| o.contains("81")),
+            "{:?}",
+            state(&live)
         );
     }
 }

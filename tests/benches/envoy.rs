@@ -139,5 +139,21 @@ pub fn run(n: usize, changes: usize) {
             at(0.99),
             ms(samples[samples.len() - 1])
         );
+        // Envoy's own account of applying the route tables (its subscription's
+        // `update_duration` histogram), to tell its share from Isobar's.
+        let stats = client
+            .get(format!("http://127.0.0.1:{}/stats", ports.stats))
+            .send()
+            .await
+            .ok();
+        let stats = match stats {
+            Some(r) => r.text().await.unwrap_or_default(),
+            None => String::new(),
+        };
+        for line in stats.lines().filter(|l| {
+            l.contains("rds.ingress_http.update_duration") || l.contains("rds.ingress_http.update_success")
+        }) {
+            println!("  envoy: {line}");
+        }
     });
 }
