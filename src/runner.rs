@@ -141,7 +141,7 @@ impl Runner {
                 .map(|(first, last)| (last + self.holdoff).min(first + self.holdoff_max));
             let event = tokio::select! {
                 event = events.recv() => event,
-                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into()), if deadline.is_some() => {
+                () = until(deadline), if deadline.is_some() => {
                     let since = pending.take().map(|(first, _)| first);
                     let changed = std::mem::take(&mut dirty);
                     let held = tokio::task::block_in_place(|| {
@@ -425,7 +425,9 @@ impl Runner {
         if reach.objects.len() > SPLICE_MAX.max(last.links.len() / 4) {
             return false;
         }
+        let linked = started.elapsed();
         let mut output = self.pipeline.build_scoped(objects, &reach.objects);
+        let piped = started.elapsed();
         let requested = objects.take_requested();
         if self.hydrate.is_some() && !objects.elided_among(&requested).is_empty() {
             // A full build holds back until they are fetched.
@@ -452,6 +454,7 @@ impl Runner {
                 eds.entry(name).or_insert(Some(any));
             }
         }
+        let encoded = started.elapsed();
         let mut fresh = StatusReport::default();
         for key in &reach.objects {
             if let Some(s) = output.status.objects.remove(key) {
@@ -489,6 +492,10 @@ impl Runner {
             vhosts = reach.hosts.len(),
             published,
             millis = elapsed.as_secs_f64() * 1000.0,
+            links_ms = linked.as_secs_f64() * 1000.0,
+            pipeline_ms = (piped - linked).as_secs_f64() * 1000.0,
+            encode_ms = (encoded - piped).as_secs_f64() * 1000.0,
+            publish_ms = (elapsed - encoded).as_secs_f64() * 1000.0,
             "built the change alone"
         );
         // Counted once everything is published (tests wait on the count).
@@ -645,6 +652,14 @@ impl Runner {
             micros = started.elapsed().as_micros() as u64,
             "endpoints updated"
         );
+    }
+}
+
+/// Resolves at `deadline`; at once when it has passed (a timer would add up to a
+/// millisecond of its own resolution to every change with the hold-off at zero).
+async fn until(deadline: Option<Instant>) {
+    if let Some(at) = deadline.filter(|at| *at > Instant::now()) {
+        tokio::time::sleep_until(at.into()).await;
     }
 }
 

@@ -223,6 +223,13 @@ fn report(title: &str, text: &str, runs: usize, vhosts_expected: usize) -> Durat
 fn main() {
     // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
     let benching = std::env::args().any(|a| a == "--bench");
+    // The in-process runner's logs (e.g. each spliced build's phases) with `ISOBAR_LOG`.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("ISOBAR_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES")

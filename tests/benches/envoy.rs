@@ -3,7 +3,7 @@
 //! a real Envoy started from `isobar bootstrap`, and one change at a time: a tenant's
 //! file rewritten with a new route → the first request through Envoy that the new route
 //! answers (polled every 2 ms). The hold-off is 0 (`pipeline.holdoff-delay: 0s`); the
-//! file watcher's settle time (30 ms) is part of every figure.
+//! file watcher's settle time (10 ms) is part of every figure.
 
 use std::path::Path;
 use std::process::Command;
