@@ -308,13 +308,10 @@ async fn serve(
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(60)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
         .add_service(ads)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let mut closing = closing;
-                let _ = closing.wait_for(|c| *c).await;
-            },
-        );
+        .serve_with_incoming_shutdown(crate::xds::server::incoming(listener), async move {
+            let mut closing = closing;
+            let _ = closing.wait_for(|c| *c).await;
+        });
 
     let result = tokio::select! {
         result = grpc => result.context("xds server"),

@@ -636,3 +636,18 @@ fn eds_name(any: &Any) -> Option<String> {
     })
     .filter(|name| !name.is_empty())
 }
+
+/// The connections accepted on `listener`, with Nagle's algorithm off: a small response
+/// written after a large one must not wait for the peer's delayed ACK (up to 40 ms).
+pub fn incoming(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot turn Nagle's algorithm off on an xds connection");
+        }
+        Ok(stream)
+    })
+}

@@ -535,7 +535,7 @@ pub fn run(n: usize, benching: bool) {
         tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(service)
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+                .serve_with_incoming(isobar::xds::server::incoming(listener)),
         );
         let client = Client::connect(addr, snapshots.clone()).await;
         client.settle(Duration::from_millis(500)).await;

@@ -99,7 +99,7 @@ impl FakeEnvoy {
         tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(service)
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+                .serve_with_incoming(isobar::xds::server::incoming(listener)),
         );
         let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
             .await

@@ -115,7 +115,7 @@ async fn ads_client(
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(isobar::xds::server::incoming(listener)),
     );
     AggregatedDiscoveryServiceClient::connect(format!("http://{addr}"))
         .await
