@@ -163,6 +163,8 @@ pub async fn serve(
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             };
+            // Handshake flights and small answers must not wait for delayed ACKs.
+            let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
             let tx = tx.clone();
             tokio::spawn(async move {
