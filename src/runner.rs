@@ -221,10 +221,14 @@ impl Runner {
                         "changed secrets no build uses; nothing to build"
                     );
                 }
-                if !services.is_empty() {
+                // A few Services take microseconds: handing the worker thread over
+                // (`block_in_place`) would cost more than the work.
+                if services.len() > 64 {
                     tokio::task::block_in_place(|| {
                         self.publish_endpoints(&built.encoder, &objects, &services, arrived);
                     });
+                } else if !services.is_empty() {
+                    self.publish_endpoints(&built.encoder, &objects, &services, arrived);
                 }
                 continue;
             }

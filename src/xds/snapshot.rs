@@ -176,10 +176,10 @@ impl TypeSnapshot {
         if epoch != self.epoch || at > self.log.len() {
             return None;
         }
+        // By index: skipping an `imbl` iterator steps through every entry before `at`.
         Some(
-            self.log
-                .iter()
-                .skip(at)
+            (at..self.log.len())
+                .filter_map(|i| self.log.get(i))
                 .flat_map(|names| names.iter())
                 .collect(),
         )
