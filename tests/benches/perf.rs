@@ -18,6 +18,7 @@
 //! profile runs small and checks ratios against the floors (see `check`), so CI catches
 //! a regression without depending on the machine's speed.
 
+use super::support::cpu_seconds_of;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -443,20 +444,6 @@ impl Drop for Apart {
 
 fn cpu_seconds() -> f64 {
     cpu_seconds_of("/proc/self/stat")
-}
-
-fn cpu_seconds_of(path: &str) -> f64 {
-    // utime and stime (fields 14 and 15 of a /proc stat file), in clock ticks of 1/100 s.
-    let stat = std::fs::read_to_string(path).unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or_default();
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (tick(11) + tick(12)) / 100.0
 }
 
 fn percentiles(mut samples: Vec<Duration>) -> (f64, f64, f64) {

@@ -452,29 +452,12 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
     }
 }
 
-/// CPU seconds `pid` has used so far (user + system), from `/proc`.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap_or_else(|e| panic!("/proc/{pid}/stat: {e}"));
-    // Fields after the command name (which is in parentheses): utime is the 14th field
-    // of the line, stime the 15th, in clock ticks (100 a second on Linux).
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// A watched manifest directory costs nothing while nothing changes. Isobar's own reads
 /// of the files once woke its watcher, which read the files again, and again: a core
 /// spent forever on a quiet directory of a few thousand files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_manifest_directory_costs_no_cpu() {
-    use crate::support::{ISOBAR, ServePorts, spawn};
+    use crate::support::{ISOBAR, ServePorts, cpu_seconds_of, spawn};
     let dir = tempdir();
     let manifests = dir.path().join("manifests");
     for i in 0..2_000 {
@@ -504,10 +487,10 @@ async fn a_quiet_manifest_directory_costs_no_cpu() {
     }
     // Whatever the first read stirred up settles well within a second.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let pid = process.0.id();
-    let before = cpu_seconds(pid);
+    let stat = format!("/proc/{}/stat", process.0.id());
+    let before = cpu_seconds_of(&stat);
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let used = cpu_seconds(pid) - before;
+    let used = cpu_seconds_of(&stat) - before;
     assert!(
         used < 0.15,
         "isobar used {used:.2} CPU seconds in 3 idle seconds: {}",

@@ -246,3 +246,21 @@ endpoints:
 "#
     )
 }
+
+/// CPU seconds used so far (user + system) by the process or thread whose `/proc` stat
+/// file is `path` (`/proc/self/stat`, `/proc/<pid>/stat`, `/proc/self/task/<tid>/stat`);
+/// 0 when it cannot be read.
+pub fn cpu_seconds_of(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    // After the command name (in parentheses), utime and stime are the 12th and 13th
+    // fields, in clock ticks (100 a second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
