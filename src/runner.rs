@@ -52,6 +52,9 @@ const REVIEW_WAIT_MAX: Duration = Duration::from_secs(2);
 /// A change that reaches more routing objects than this (or a quarter of them, if more)
 /// is built in full rather than spliced in.
 const SPLICE_MAX: usize = 256;
+/// Endpoint updates of up to this many Services run on the runtime's worker: they take
+/// microseconds, less than handing the worker over (`block_in_place`) would.
+const ENDPOINTS_INLINE_MAX: usize = 64;
 
 /// What changed since the last build.
 #[derive(Default)]
@@ -221,9 +224,7 @@ impl Runner {
                         "changed secrets no build uses; nothing to build"
                     );
                 }
-                // A few Services take microseconds: handing the worker thread over
-                // (`block_in_place`) would cost more than the work.
-                if services.len() > 64 {
+                if services.len() > ENDPOINTS_INLINE_MAX {
                     tokio::task::block_in_place(|| {
                         self.publish_endpoints(&built.encoder, &objects, &services, arrived);
                     });
