@@ -350,17 +350,19 @@ impl Client {
             .unwrap_or(0)
     }
 
-    fn quiet_since(&self) -> Option<Instant> {
-        self.seen.lock().ok()?.last().map(|s| s.at)
-    }
-
     /// Waits until nothing has arrived for `quiet`.
     async fn settle(&self, quiet: Duration) {
-        loop {
-            tokio::time::sleep(quiet / 4).await;
-            if self.quiet_since().is_none_or(|at| at.elapsed() >= quiet) {
-                return;
-            }
+        settle(&self.seen, quiet).await;
+    }
+}
+
+/// Waits until nothing has arrived in `seen` for `quiet`.
+async fn settle(seen: &Mutex<Vec<Seen>>, quiet: Duration) {
+    loop {
+        tokio::time::sleep(quiet / 4).await;
+        let last = seen.lock().ok().and_then(|s| s.last().map(|s| s.at));
+        if last.is_none_or(|at| at.elapsed() >= quiet) {
+            return;
         }
     }
 }
@@ -421,13 +423,7 @@ impl Apart {
 
     /// Waits until nothing has arrived for `quiet`.
     async fn settle(&self, quiet: Duration) {
-        loop {
-            tokio::time::sleep(quiet / 4).await;
-            let last = self.seen.lock().ok().and_then(|s| s.last().map(|s| s.at));
-            if last.is_none_or(|at| at.elapsed() >= quiet) {
-                return;
-            }
-        }
+        settle(&self.seen, quiet).await;
     }
 }
 
