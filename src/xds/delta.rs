@@ -245,8 +245,6 @@ impl DeltaStream {
     }
 
     fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<DeltaDiscoveryResponse> {
-        let settled =
-            !matches!(t, XdsType::Cluster | XdsType::Endpoint) || self.routes_settled(snapshot);
         let state = self.types.get(&t)?;
         if !state.requested || state.in_flight.is_some() {
             return None;
@@ -294,7 +292,10 @@ impl DeltaStream {
             ),
         };
         // Clusters (and their endpoints) go only once no route Envoy holds can still
-        // use them.
+        // use them (asked only when some go: it may compare every route).
+        let settled = gone.is_empty()
+            || !matches!(t, XdsType::Cluster | XdsType::Endpoint)
+            || self.routes_settled(snapshot);
         let deferred = !settled && !gone.is_empty();
         let removed = if settled { gone } else { Vec::new() };
         let basis = (!deferred).then(|| current.position());

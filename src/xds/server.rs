@@ -489,6 +489,15 @@ impl AdsStream {
             self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         let state = &self.types[&t];
         let current = snapshot.get(t);
+        // What was sent is what is current (the version hashes every name and digest):
+        // nothing was kept back, nothing to send. Checked first, as the scan for kept
+        // clusters below visits every cluster sent.
+        if [&state.sent_version, &state.rejected_version]
+            .iter()
+            .any(|v| v.as_ref() == Some(&current.version))
+        {
+            return None;
+        }
         // Removed clusters the routes Envoy holds may still use (make before break).
         let kept: Vec<(&String, &Any)> = if t == XdsType::Cluster && !routes_caught_up {
             state
