@@ -653,10 +653,15 @@ pub fn run(n: usize, benching: bool) {
         let mut tls_bytes = Vec::new();
         let mut eds_change_p99 = 0.0;
         // Each stream kind in turn: the same changes (edits differ by run).
+        // Each kind alone: the state-of-the-world stream is closed before the delta one opens.
+        let mut sotw = Some(client);
         for (run, mode) in ["state of the world", "delta"].into_iter().enumerate() {
+        if run > 0 {
+            sotw = None;
+        }
         let delta_client;
-        let client: &Client = if run == 0 {
-            &client
+        let client: &Client = if let Some(client) = &sotw {
+            client
         } else {
             delta_client = Client::connect_delta(addr, snapshots.clone()).await;
             delta_client.settle(Duration::from_millis(500)).await;
@@ -739,7 +744,6 @@ pub fn run(n: usize, benching: bool) {
         }
 
         // Endpoint churn at a fixed rate, on one stream of each kind (the other closed).
-        drop(client);
         let total = (churn_rate * churn_seconds) as usize;
         let interval = Duration::from_secs_f64(1.0 / churn_rate);
         let mut churn_p99 = 0.0;
