@@ -485,8 +485,6 @@ impl AdsStream {
         t: XdsType,
         snapshot: &Snapshot,
     ) -> Option<(String, ResourceMap<Any>)> {
-        let routes_caught_up =
-            self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         let state = &self.types[&t];
         let current = snapshot.get(t);
         // What was sent is what is current (the version hashes every name and digest):
@@ -498,6 +496,8 @@ impl AdsStream {
         {
             return None;
         }
+        let routes_caught_up =
+            self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         // Removed clusters the routes Envoy holds may still use (make before break).
         let kept: Vec<(&String, &Any)> = if t == XdsType::Cluster && !routes_caught_up {
             state

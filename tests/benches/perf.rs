@@ -652,8 +652,8 @@ pub fn run(n: usize, benching: bool) {
         let per_kind = changes / 4;
         let mut tls_bytes = Vec::new();
         let mut eds_change_p99 = 0.0;
-        // Each stream kind in turn: the same changes (edits differ by run).
-        // Each kind alone: the state-of-the-world stream is closed before the delta one opens.
+        // Each stream kind in turn, alone (the state-of-the-world stream closes before the
+        // delta one opens): the same changes (edits differ by run).
         let mut sotw = Some(client);
         for (run, mode) in ["state of the world", "delta"].into_iter().enumerate() {
         if run > 0 {
@@ -750,12 +750,11 @@ pub fn run(n: usize, benching: bool) {
         let mut churn_missing = 0;
         for (kind, delta) in [("state of the world", false), ("delta", true)] {
             let client = Apart::start(addr, snapshots.clone(), delta);
-            // The slices are made (decoded from YAML) before the clock starts, and this
-            // driving thread's CPU is subtracted with the simulated Envoy's: the figure
-            // is Isobar's alone.
+            // The events are made before the clock starts, as the API server sends them
+            // (JSON). Decoding each is Isobar's work: timed on this driving thread and
+            // counted in; the rest of this thread's CPU and the simulated Envoy's are
+            // subtracted.
             let offset = if delta { 30_000 } else { 1_000 };
-            // Each event as the API server sends it (JSON): decoding it is Isobar's work,
-            // timed on this thread and counted in.
             let made: Vec<(usize, serde_json::Value)> = (0..total)
                 .map(|k| {
                     let i = (k * 7919) % n;
