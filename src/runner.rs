@@ -452,9 +452,24 @@ impl Runner {
             return false;
         }
         report_unreadable(&mut output.status, objects, unreadable);
-        let mut changes = last
-            .encoder
-            .replace(&output.ir, objects, &self.settings, &reach.hosts);
+        let published = self.snapshots.borrow().clone();
+        let Ok(mut changes) = last.encoder.replace(
+            &output.ir,
+            objects,
+            &self.settings,
+            &reach.hosts,
+            published.as_deref(),
+        ) else {
+            // A bug, not bad input: tests must see it; a release build recovers.
+            debug_assert!(
+                false,
+                "the published resources are not what the last build made"
+            );
+            tracing::warn!(
+                "the published resources are not what the last build made; building everything"
+            );
+            return false;
+        };
         if !dirty.services.is_empty() {
             let eds = changes.by_type.entry(XdsType::Endpoint).or_default();
             for (name, any) in last.encoder.endpoints_of(objects, &dirty.services) {

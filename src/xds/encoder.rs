@@ -11,28 +11,70 @@ use envoy_types::util::pack_any;
 
 use isobar_sdk::{Ir, Objects};
 
-use super::snapshot::XdsType;
+use super::snapshot::{Snapshot, XdsType};
 use super::tls;
 use super::translate::{
-    EnvoySettings, HTTP_LISTENER, STATS_LISTENER, append_field, cluster_for, http_listener,
-    load_assignment, route_configuration, stats_listener, virtual_host,
+    EnvoySettings, HTTP_LISTENER, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, STATS_LISTENER, append_field,
+    cluster_for, http_listener, load_assignment, route_configuration, stats_listener, virtual_host,
 };
 
-/// One vhost's encoded share (plain and secure listeners share an FQDN).
+/// One vhost's encoded share (plain and secure listeners share an FQDN). Its bytes are
+/// not kept: they are in the published resources, where a later change copies them from
+/// (each vhost's bytes are held once, not twice).
 #[derive(Default)]
 struct Parts {
     /// Its `VirtualHost` in `ingress_http`.
-    plain: Option<Box<[u8]>>,
+    plain: Option<Share>,
     /// Its filter chain on `ingress_https`.
-    chain: Option<Box<[u8]>>,
+    chain: Option<Share>,
     /// Its secure `VirtualHost` (its own RouteConfiguration, and the fallback one).
-    secure_routes: Option<Box<[u8]>>,
+    secure_routes: Option<Share>,
+    /// The secure `VirtualHost`'s bytes, kept while it serves the fallback certificate
+    /// (the fallback RouteConfiguration is assembled from them).
+    fallback_routes: Option<Box<[u8]>>,
     /// Whether it has its own RouteConfiguration (not TCP proxying).
     rds: bool,
     fallback: bool,
     clusters: BTreeSet<String>,
     secret: Option<String>,
 }
+
+/// What is remembered of an encoded share: its length (where it sits in an assembled
+/// table) and a digest of its bytes (whether it changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Share {
+    len: usize,
+    digest: u64,
+}
+
+impl Share {
+    fn of(bytes: &[u8]) -> Share {
+        Share {
+            len: bytes.len(),
+            digest: super::snapshot::digest(bytes),
+        }
+    }
+
+    /// Its length as a field of an assembled table: tag, length, bytes.
+    fn field_len(self, tag: u32) -> usize {
+        prost::encoding::key_len(tag)
+            + prost::encoding::encoded_len_varint(self.len as u64)
+            + self.len
+    }
+}
+
+/// A vhost's freshly encoded bytes, until they are assembled.
+#[derive(Default)]
+struct Fresh {
+    plain: Option<Vec<u8>>,
+    chain: Option<Vec<u8>>,
+    secure_routes: Option<Vec<u8>>,
+}
+
+/// The published resources disagree with what the encoder remembers of them: the
+/// encoder must be rebuilt from everything.
+#[derive(Debug)]
+pub struct Stale;
 
 /// A cluster in use, by how many vhosts.
 struct Used {
@@ -92,27 +134,38 @@ impl Encoder {
 
     /// Replaces the vhosts named in `touched` (the ones they had, if any) with the ones
     /// `ir` has; every vhost of `ir` must be named in `touched`. `ir` must also hold
-    /// every cluster and secret its vhosts use. Returns the resources that changed.
+    /// every cluster and secret its vhosts use. `published` is the snapshot holding what
+    /// this encoder produced last (the bytes of the vhosts not touched are copied from
+    /// it). Returns the resources that changed; `Stale` when `published` does not hold
+    /// what was produced (then this encoder is of no further use).
     pub fn replace(
         &mut self,
         ir: &Ir,
         objects: &Objects,
         settings: &EnvoySettings,
         touched: &BTreeSet<String>,
-    ) -> Changes {
+        published: Option<&Snapshot>,
+    ) -> Result<Changes, Stale> {
         let mut changes = Changes::default();
-        let mut fresh: BTreeMap<&String, Parts> = BTreeMap::new();
+        let mut fresh: BTreeMap<&String, (Parts, Fresh)> = BTreeMap::new();
         for (fqdn, vhost) in &ir.virtual_hosts {
-            let parts = fresh.entry(fqdn).or_default();
-            parts.plain = Some(virtual_host(vhost).into());
+            let (parts, bytes) = fresh.entry(fqdn).or_default();
+            let plain = virtual_host(vhost);
+            parts.plain = Some(Share::of(&plain));
+            bytes.plain = Some(plain);
             parts
                 .clusters
                 .extend(vhost.cluster_names().map(str::to_string));
         }
         for (fqdn, vhost) in &ir.secure_virtual_hosts {
-            let parts = fresh.entry(fqdn).or_default();
-            parts.chain = Some(tls::vhost_chain(vhost, settings).into());
-            parts.secure_routes = Some(virtual_host(&vhost.http).into());
+            let (parts, bytes) = fresh.entry(fqdn).or_default();
+            let chain = tls::vhost_chain(vhost, settings);
+            let routes = virtual_host(&vhost.http);
+            parts.chain = Some(Share::of(&chain));
+            parts.secure_routes = Some(Share::of(&routes));
+            parts.fallback_routes = vhost.fallback.then(|| routes.as_slice().into());
+            bytes.chain = Some(chain);
+            bytes.secure_routes = Some(routes);
             parts.rds = vhost.tcp_proxy.is_none();
             parts.fallback = vhost.fallback;
             parts
@@ -129,7 +182,7 @@ impl Encoder {
         }
         // What stays in use is counted again before the old shares are released, so it
         // is neither removed nor sent again.
-        for parts in fresh.values_mut() {
+        for (parts, _) in fresh.values_mut() {
             parts.clusters.retain(|c| ir.clusters.contains_key(c));
             for name in &parts.clusters {
                 self.use_cluster(ir, objects, settings, name, &mut changes);
@@ -159,8 +212,10 @@ impl Encoder {
             }
             olds.insert(fqdn, old);
         }
-        for (fqdn, parts) in fresh {
-            let old = olds.remove(fqdn).unwrap_or_default();
+        let mut assembling: BTreeMap<&String, Fresh> = BTreeMap::new();
+        for (fqdn, (parts, bytes)) in fresh {
+            let no_old = Parts::default();
+            let old = olds.get(fqdn).unwrap_or(&no_old);
             plain_changed |= old.plain != parts.plain;
             chains_changed |= old.chain != parts.chain;
             fallback_changed |= (old.fallback || parts.fallback)
@@ -169,17 +224,21 @@ impl Encoder {
             self.chains += usize::from(parts.chain.is_some());
             self.fallbacks += usize::from(parts.fallback);
             let name = tls::route_config_name(fqdn);
-            match (&parts.secure_routes, parts.rds) {
+            match (&bytes.secure_routes, parts.rds) {
                 (Some(routes), true) if !old.rds || old.secure_routes != parts.secure_routes => {
-                    let any = route_configuration(&name, std::iter::once(&**routes), true);
+                    let any = route_configuration(&name, std::iter::once(&routes[..]), true);
                     changes.put(XdsType::Route, name, Some(any));
                 }
                 (_, false) if old.rds => changes.put(XdsType::Route, name, None),
                 _ => {}
             }
             self.vhosts.insert(fqdn.clone(), parts);
+            assembling.insert(fqdn, bytes);
         }
-        for (fqdn, old) in olds {
+        for (fqdn, old) in &olds {
+            if self.vhosts.contains_key(*fqdn) {
+                continue;
+            }
             plain_changed |= old.plain.is_some();
             chains_changed |= old.chain.is_some();
             fallback_changed |= old.fallback;
@@ -212,23 +271,53 @@ impl Encoder {
             let routes = self
                 .vhosts
                 .values()
-                .filter(|p| p.fallback)
-                .filter_map(|p| p.secure_routes.as_deref());
+                .filter_map(|p| p.fallback_routes.as_deref());
             let any = self
                 .fallback_counted
                 .then(|| route_configuration(tls::FALLBACK_ROUTES, routes, false));
             changes.put(XdsType::Route, tls::FALLBACK_ROUTES.to_string(), any);
         }
+        let table = Table {
+            vhosts: &self.vhosts,
+            olds: &olds,
+            fresh: &assembling,
+            published,
+        };
         if plain_changed {
             // RDS is always published, even empty, so a listener never waits on it.
-            let routes = self.vhosts.values().filter_map(|p| p.plain.as_deref());
-            let any = route_configuration(HTTP_LISTENER, routes, false);
+            let shell = route_configuration(HTTP_LISTENER, std::iter::empty(), false);
+            let value = table.splice(
+                shell.value,
+                (XdsType::Route, HTTP_LISTENER),
+                ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+                |p| p.plain,
+                |f| f.plain.as_deref(),
+            )?;
+            let any = Any { value, ..shell };
             changes.put(XdsType::Route, HTTP_LISTENER.to_string(), Some(any));
             let listener = (self.plains > 0).then(|| pack_any(http_listener(settings)));
             changes.put(XdsType::Listener, HTTP_LISTENER.to_string(), listener);
         }
         if chains_changed {
-            let listener = (self.chains > 0).then(|| self.https_listener(settings));
+            let listener = if self.chains > 0 {
+                let mut value = table.splice(
+                    tls::https_listener_shell(settings),
+                    (XdsType::Listener, tls::HTTPS_LISTENER),
+                    tls::LISTENER_FILTER_CHAINS,
+                    |p| p.chain,
+                    |f| f.chain.as_deref(),
+                )?;
+                if let (true, Some(sds)) = (self.fallback_counted, &self.fallback_secret) {
+                    let chain = tls::fallback_chain_bytes(sds, settings);
+                    append_field(&mut value, tls::LISTENER_FILTER_CHAINS, &chain);
+                }
+                Some(Any {
+                    type_url: <Listener as prost::Name>::type_url(),
+                    value,
+                })
+            } else {
+                None
+            };
             changes.put(XdsType::Listener, tls::HTTPS_LISTENER.to_string(), listener);
         }
         if !self.started {
@@ -236,22 +325,7 @@ impl Encoder {
             changes.put(XdsType::Listener, STATS_LISTENER.to_string(), Some(stats));
             self.started = true;
         }
-        changes
-    }
-
-    fn https_listener(&self, settings: &EnvoySettings) -> Any {
-        let mut bytes = tls::https_listener_shell(settings);
-        for chain in self.vhosts.values().filter_map(|p| p.chain.as_deref()) {
-            append_field(&mut bytes, tls::LISTENER_FILTER_CHAINS, chain);
-        }
-        if let (true, Some(sds)) = (self.fallback_counted, &self.fallback_secret) {
-            let chain = tls::fallback_chain_bytes(sds, settings);
-            append_field(&mut bytes, tls::LISTENER_FILTER_CHAINS, &chain);
-        }
-        Any {
-            type_url: <Listener as prost::Name>::type_url(),
-            value: bytes,
-        }
+        Ok(changes)
     }
 
     fn use_cluster(
@@ -357,5 +431,85 @@ impl Encoder {
             }
         }
         out
+    }
+}
+
+/// A table being assembled: a shell, then one field per vhost in name order.
+struct Table<'a> {
+    /// The vhosts now.
+    vhosts: &'a BTreeMap<String, Parts>,
+    /// The vhosts replaced or removed, as they were.
+    olds: &'a BTreeMap<&'a String, Parts>,
+    /// The bytes of the vhosts replaced or added.
+    fresh: &'a BTreeMap<&'a String, Fresh>,
+    published: Option<&'a Snapshot>,
+}
+
+impl Table<'_> {
+    /// `shell`, then each vhost's `tag` field: a fresh vhost's new bytes, every other
+    /// one's copied from the table as published (`resource`), where the same vhosts
+    /// sat in the same order with the lengths their shares recorded, between the
+    /// removed and replaced ones. Anything the published table has after its vhosts is
+    /// left out (the caller appends its own).
+    fn splice(
+        &self,
+        shell: Vec<u8>,
+        resource: (XdsType, &str),
+        tag: u32,
+        share: fn(&Parts) -> Option<Share>,
+        fresh: fn(&Fresh) -> Option<&[u8]>,
+    ) -> Result<Vec<u8>, Stale> {
+        let (t, name) = resource;
+        let old = self
+            .published
+            .and_then(|s| s.get(t).resources.get(name))
+            .map_or(&[][..], |any| any.value.as_slice());
+        let shell_len = shell.len();
+        let mut bytes = shell;
+        let mut cursor = shell_len;
+        let mut shell_checked = false;
+        let mut gone = self
+            .olds
+            .iter()
+            .filter(|(fqdn, _)| !self.vhosts.contains_key(**fqdn))
+            .peekable();
+        let was = |parts: Option<&Parts>| parts.and_then(share).map_or(0, |s| s.field_len(tag));
+        for (fqdn, parts) in self.vhosts {
+            while let Some((_, old)) = gone.next_if(|(g, _)| **g < fqdn) {
+                cursor += was(Some(old));
+            }
+            if let Some(new) = self.fresh.get(fqdn) {
+                if let Some(b) = fresh(new) {
+                    append_field(&mut bytes, tag, b);
+                }
+                cursor += was(self.olds.get(fqdn));
+                continue;
+            }
+            let Some(kept) = share(parts) else {
+                continue;
+            };
+            if !shell_checked {
+                // Settings shape the shell; a different one means a different encoder.
+                if old.get(..shell_len) != Some(&bytes[..shell_len]) {
+                    return Err(Stale);
+                }
+                shell_checked = true;
+            }
+            let end = cursor + kept.field_len(tag);
+            let field = old.get(cursor..end).ok_or(Stale)?;
+            let mut header = Vec::with_capacity(16);
+            prost::encoding::encode_key(
+                tag,
+                prost::encoding::WireType::LengthDelimited,
+                &mut header,
+            );
+            prost::encoding::encode_varint(kept.len as u64, &mut header);
+            if !field.starts_with(&header) {
+                return Err(Stale);
+            }
+            bytes.extend_from_slice(field);
+            cursor = end;
+        }
+        Ok(bytes)
     }
 }

@@ -126,7 +126,11 @@ pub fn translate_keeping(
         .chain(ir.secure_virtual_hosts.keys())
         .cloned()
         .collect();
-    let changes = encoder.replace(ir, objects, settings, &every);
+    // Every vhost is fresh: nothing is copied from a published snapshot, so nothing
+    // can be stale.
+    let changes = encoder
+        .replace(ir, objects, settings, &every, None)
+        .unwrap_or_default();
     for (t, resources) in changes.by_type {
         let map = match t {
             XdsType::Cluster => &mut out.clusters,
@@ -467,7 +471,7 @@ pub(super) fn route_configuration<'a>(
     }
 }
 
-const ROUTE_CONFIGURATION_VIRTUAL_HOSTS: u32 = 2;
+pub(super) const ROUTE_CONFIGURATION_VIRTUAL_HOSTS: u32 = 2;
 const VIRTUAL_HOST_ROUTES: u32 = 3;
 const ROUTE_METADATA: u32 = 4;
 const MAP_FIELD: u32 = 1;
