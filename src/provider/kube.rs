@@ -330,6 +330,15 @@ fn event_for(kind: Kind, object: DynamicObject, metrics: &Metrics) -> Option<Eve
     }
 }
 
+/// What an EndpointSlice's endpoints carry that Isobar never reads.
+const UNREAD_ENDPOINT_FIELDS: [&str; 5] = [
+    "targetRef",
+    "nodeName",
+    "zone",
+    "hints",
+    "deprecatedTopology",
+];
+
 /// The typed object; `Err(Some(why))` when it does not decode (logged with its name).
 fn decode(
     kind: Kind,
@@ -344,6 +353,24 @@ fn decode(
         && let Some(fields) = object.data.as_object_mut()
     {
         fields.remove("status");
+    }
+    if kind == Kind::EndpointSlice {
+        // Only where traffic goes is read. A real cluster also sets each endpoint's pod,
+        // node, zone and hints and the slice's owner and trigger-time annotation: memory
+        // for nothing, and a pod restart would look like a change of addresses.
+        object.metadata.owner_references = None;
+        object.metadata.annotations = None;
+        if let Some(endpoints) = object
+            .data
+            .get_mut("endpoints")
+            .and_then(|e| e.as_array_mut())
+        {
+            for endpoint in endpoints.iter_mut().filter_map(|e| e.as_object_mut()) {
+                for field in UNREAD_ENDPOINT_FIELDS {
+                    endpoint.remove(field);
+                }
+            }
+        }
     }
     if kind == Kind::Secret {
         let kept = object

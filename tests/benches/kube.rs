@@ -25,6 +25,33 @@ fn certificate() -> (String, String) {
     (cert.pem(), key.serialize_pem())
 }
 
+/// An EndpointSlice as a real cluster's controller writes it: each endpoint names its
+/// pod, node and zone; the slice names its owner and when it last changed.
+fn as_a_cluster_has_it(document: &str, i: usize) -> String {
+    if !document.contains("kind: EndpointSlice") {
+        return document.to_string();
+    }
+    let mut out = document.replace(
+        "  labels: {kubernetes.io/service-name: app}\n",
+        &format!(
+            "  labels: {{kubernetes.io/service-name: app, endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io}}\n  annotations: {{endpoints.kubernetes.io/last-change-trigger-time: \"2026-11-24T00:00:00Z\"}}\n  ownerReferences: [{{apiVersion: v1, kind: Service, name: app, uid: 00000000-0000-4000-8000-{i:012}, controller: true, blockOwnerDeletion: true}}]\n"
+        ),
+    );
+    for k in 0.. {
+        let endpoint = format!(
+            "conditions: {{ready: true, serving: true, terminating: false}}, nodeName: node-{n}, zone: zone-{z}, targetRef: {{kind: Pod, name: app-7d9f8b6c5-{i}x{k}, namespace: ns-{i}, uid: 00000000-0000-4000-9000-{i:08}{k:04}}}}}",
+            n = (i + k) % 50,
+            z = k % 3
+        );
+        let next = out.replacen("conditions: {ready: true}}", &endpoint, 1);
+        if next == out {
+            break;
+        }
+        out = next;
+    }
+    out
+}
+
 fn load(server: &ApiServer, n: usize, unreferenced_per_tenant: usize) {
     let (cert, key) = certificate();
     for i in 0..n {
@@ -33,7 +60,7 @@ fn load(server: &ApiServer, n: usize, unreferenced_per_tenant: usize) {
             &format!("virtualhost: {{fqdn: site-{i}.example.com, tls: {{secretName: cert}}}}"),
         );
         for document in text.split("---\n").filter(|d| !d.trim().is_empty()) {
-            server.put(document);
+            server.put(&as_a_cluster_has_it(document, i));
         }
         server.put(&format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: ns-{i}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",

@@ -833,6 +833,47 @@ async fn an_endpoint_change_updates_eds_alone() {
     );
 }
 
+/// A real cluster's EndpointSlice names each endpoint's pod and node and carries a
+/// trigger-time annotation; a pod replaced at the same address changes only those, and
+/// Isobar, which routes by address, does no work for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_whose_addresses_stay_is_no_endpoint_change() {
+    let slice = |pod: &str, at: &str| {
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: app-1\n  namespace: team-a\n  labels: {{kubernetes.io/service-name: app}}\n  annotations: {{endpoints.kubernetes.io/last-change-trigger-time: \"{at}\"}}\n  ownerReferences: [{{apiVersion: v1, kind: Service, name: app, uid: 5d2f7c1e-0000-4000-8000-000000000001}}]\naddressType: IPv4\nports: [{{name: http, port: 8080, protocol: TCP}}]\nendpoints:\n  - addresses: [\"10.0.0.9\"]\n    conditions: {{ready: true}}\n    nodeName: node-{pod}\n    zone: zone-a\n    targetRef: {{kind: Pod, name: app-{pod}, namespace: team-a, uid: 5d2f7c1e-0000-4000-8000-00000000000{pod}}}\n"
+        )
+    };
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    server.put(&slice("1", "2026-11-24T00:00:00Z"));
+    let c = controller(&server, &[]).await;
+    c.until("the endpoint served", |c| {
+        c.snapshot().is_some_and(|s| {
+            s.get(XdsType::Endpoint)
+                .resources
+                .values()
+                .any(|r| contains(&r.value, b"10.0.0.9"))
+        })
+    })
+    .await;
+    let updates = metric(&c.metrics, "isobar_endpoint_updates_total");
+    let version = c
+        .snapshot()
+        .map(|s| s.get(XdsType::Endpoint).version.clone());
+    server.put(&slice("2", "2026-11-24T00:05:00Z"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        metric(&c.metrics, "isobar_endpoint_updates_total"),
+        updates,
+        "a new pod at the same address recomputed endpoints"
+    );
+    assert_eq!(
+        c.snapshot()
+            .map(|s| s.get(XdsType::Endpoint).version.clone()),
+        version
+    );
+}
+
 /// An admission review that names a Secret whose data the controller dropped (nothing
 /// used it) waits for it to be read again and judges the real thing: a good certificate
 /// is admitted without a word, a Secret that is not a certificate is refused, and a
