@@ -330,6 +330,8 @@ fn event_for(kind: Kind, object: DynamicObject, metrics: &Metrics) -> Option<Eve
     }
 }
 
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// What an EndpointSlice's endpoints carry that Isobar never reads.
 const UNREAD_ENDPOINT_FIELDS: [&str; 5] = [
     "targetRef",
@@ -346,6 +348,10 @@ fn decode(
     metrics: &Metrics,
 ) -> Result<isobar_sdk::Object, Option<String>> {
     object.metadata.managed_fields = None;
+    // `kubectl apply`'s copy of the whole object as last applied: never read.
+    if let Some(annotations) = object.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
     // Neither moves routing: without them, Isobar's own status writes (which change
     // both) leave the stored object equal, and so rebuild nothing.
     object.metadata.resource_version = None;

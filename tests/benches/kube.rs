@@ -25,11 +25,22 @@ fn certificate() -> (String, String) {
     (cert.pem(), key.serialize_pem())
 }
 
-/// An EndpointSlice as a real cluster's controller writes it: each endpoint names its
-/// pod, node and zone; the slice names its owner and when it last changed.
+/// An object as a real cluster holds it: what `kubectl apply` created carries its
+/// last-applied copy; an EndpointSlice, as its controller writes it, names each
+/// endpoint's pod, node and zone, its owner and when it last changed.
 fn as_a_cluster_has_it(document: &str, i: usize) -> String {
     if !document.contains("kind: EndpointSlice") {
-        return document.to_string();
+        let Some((head, rest)) = document.split_once("metadata: {") else {
+            return document.to_string();
+        };
+        let applied = serde_json::to_string(
+            &serde_yaml::from_str::<serde_json::Value>(document).unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        let annotation = serde_json::to_string(&applied).unwrap_or_default();
+        return format!(
+            "{head}metadata: {{annotations: {{kubectl.kubernetes.io/last-applied-configuration: {annotation}}}, {rest}"
+        );
     }
     let mut out = document.replace(
         "  labels: {kubernetes.io/service-name: app}\n",
