@@ -106,6 +106,16 @@ impl Controller {
         })
     }
 
+    /// Whether some ClusterLoadAssignment holds `address`.
+    fn serves_endpoint(&self, address: &str) -> bool {
+        self.snapshot().is_some_and(|s| {
+            s.get(XdsType::Endpoint)
+                .resources
+                .values()
+                .any(|r| contains(&r.value, address.as_bytes()))
+        })
+    }
+
     async fn until(&self, what: &str, check: impl Fn(&Controller) -> bool) {
         let ok = eventually(WAIT, || async { check(self).then_some(()) }).await;
         assert!(ok.is_some(), "timed out waiting for: {what}");
@@ -796,15 +806,8 @@ async fn an_endpoint_change_updates_eds_alone() {
     server.put(
         "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: app-1\n  namespace: team-a\n  labels: {kubernetes.io/service-name: app}\naddressType: IPv4\nports: [{name: http, port: 8080, protocol: TCP}]\nendpoints:\n  - {addresses: [\"10.0.0.9\"], conditions: {ready: true}}\n",
     );
-    c.until("new endpoint served", |c| {
-        c.snapshot().is_some_and(|s| {
-            s.get(XdsType::Endpoint)
-                .resources
-                .values()
-                .any(|r| contains(&r.value, b"10.0.0.9"))
-        })
-    })
-    .await;
+    c.until("new endpoint served", |c| c.serves_endpoint("10.0.0.9"))
+        .await;
     let after = c.snapshot().unwrap_or_else(|| panic!("no snapshot"));
     assert_eq!(c.builds(), builds, "an endpoint change ran the pipeline");
     assert!(metric(&c.metrics, "isobar_endpoint_updates_total") >= 1);
@@ -847,15 +850,8 @@ async fn a_slice_whose_addresses_stay_is_no_endpoint_change() {
     put_all(&server, &tenant("team-a", "a.example.com"));
     server.put(&slice("1", "2026-11-24T00:00:00Z"));
     let c = controller(&server, &[]).await;
-    c.until("the endpoint served", |c| {
-        c.snapshot().is_some_and(|s| {
-            s.get(XdsType::Endpoint)
-                .resources
-                .values()
-                .any(|r| contains(&r.value, b"10.0.0.9"))
-        })
-    })
-    .await;
+    c.until("the endpoint served", |c| c.serves_endpoint("10.0.0.9"))
+        .await;
     let updates = metric(&c.metrics, "isobar_endpoint_updates_total");
     let version = c
         .snapshot()
