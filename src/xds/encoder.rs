@@ -30,13 +30,20 @@ struct Parts {
     /// Its secure `VirtualHost` (its own RouteConfiguration, and the fallback one).
     secure_routes: Option<Share>,
     /// The secure `VirtualHost`'s bytes, kept while it serves the fallback certificate
-    /// (the fallback RouteConfiguration is assembled from them).
+    /// (the fallback RouteConfiguration is assembled from them): `Some` for exactly the
+    /// vhosts that do.
     fallback_routes: Option<Box<[u8]>>,
     /// Whether it has its own RouteConfiguration (not TCP proxying).
     rds: bool,
-    fallback: bool,
     clusters: BTreeSet<String>,
     secret: Option<String>,
+}
+
+impl Parts {
+    /// Whether it serves the fallback certificate.
+    fn fallback(&self) -> bool {
+        self.fallback_routes.is_some()
+    }
 }
 
 /// What is remembered of an encoded share: its length (where it sits in an assembled
@@ -167,7 +174,6 @@ impl Encoder {
             bytes.chain = Some(chain);
             bytes.secure_routes = Some(routes);
             parts.rds = vhost.tcp_proxy.is_none();
-            parts.fallback = vhost.fallback;
             parts
                 .clusters
                 .extend(vhost.cluster_names().map(str::to_string));
@@ -203,7 +209,7 @@ impl Encoder {
             };
             self.plains -= usize::from(old.plain.is_some());
             self.chains -= usize::from(old.chain.is_some());
-            self.fallbacks -= usize::from(old.fallback);
+            self.fallbacks -= usize::from(old.fallback());
             for name in &old.clusters {
                 self.release_cluster(name, &mut changes);
             }
@@ -218,11 +224,11 @@ impl Encoder {
             let old = olds.get(fqdn).unwrap_or(&no_old);
             plain_changed |= old.plain != parts.plain;
             chains_changed |= old.chain != parts.chain;
-            fallback_changed |= (old.fallback || parts.fallback)
-                && (old.fallback != parts.fallback || old.secure_routes != parts.secure_routes);
+            fallback_changed |= (old.fallback() || parts.fallback())
+                && (old.fallback() != parts.fallback() || old.secure_routes != parts.secure_routes);
             self.plains += usize::from(parts.plain.is_some());
             self.chains += usize::from(parts.chain.is_some());
-            self.fallbacks += usize::from(parts.fallback);
+            self.fallbacks += usize::from(parts.fallback());
             let name = tls::route_config_name(fqdn);
             match (&bytes.secure_routes, parts.rds) {
                 (Some(routes), true) if !old.rds || old.secure_routes != parts.secure_routes => {
@@ -241,7 +247,7 @@ impl Encoder {
             }
             plain_changed |= old.plain.is_some();
             chains_changed |= old.chain.is_some();
-            fallback_changed |= old.fallback;
+            fallback_changed |= old.fallback();
             if old.rds {
                 changes.put(XdsType::Route, tls::route_config_name(fqdn), None);
             }

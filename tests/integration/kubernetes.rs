@@ -96,24 +96,24 @@ impl Controller {
         self.snapshots.borrow().clone()
     }
 
-    /// The vhost names in `ingress_http`, by looking for each candidate's bytes.
-    fn serves(&self, fqdn: &str) -> bool {
+    /// Whether some resource of type `t` holds `text` (a vhost name, an address).
+    fn holds(&self, t: XdsType, text: &str) -> bool {
         self.snapshot().is_some_and(|s| {
-            s.get(XdsType::Route)
+            s.get(t)
                 .resources
                 .values()
-                .any(|r| contains(&r.value, fqdn.as_bytes()))
+                .any(|r| contains(&r.value, text.as_bytes()))
         })
+    }
+
+    /// Whether a route table names `fqdn`.
+    fn serves(&self, fqdn: &str) -> bool {
+        self.holds(XdsType::Route, fqdn)
     }
 
     /// Whether some ClusterLoadAssignment holds `address`.
     fn serves_endpoint(&self, address: &str) -> bool {
-        self.snapshot().is_some_and(|s| {
-            s.get(XdsType::Endpoint)
-                .resources
-                .values()
-                .any(|r| contains(&r.value, address.as_bytes()))
-        })
+        self.holds(XdsType::Endpoint, address)
     }
 
     async fn until(&self, what: &str, check: impl Fn(&Controller) -> bool) {
