@@ -2,6 +2,7 @@
 
 pub mod delta;
 pub mod encoder;
+pub mod grpc;
 pub mod server;
 pub mod snapshot;
 pub mod tls;

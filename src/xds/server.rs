@@ -21,9 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
@@ -70,10 +68,9 @@ impl AdsService {
         self
     }
 
-    pub fn into_server(self) -> AggregatedDiscoveryServiceServer<AdsService> {
-        AggregatedDiscoveryServiceServer::new(self)
-            .max_decoding_message_size(16 * 1024 * 1024)
-            .max_encoding_message_size(usize::MAX)
+    /// The service for tonic's router (see `grpc.rs` for how responses are framed).
+    pub fn into_server(self) -> super::grpc::AdsServer {
+        super::grpc::AdsServer::new(self)
     }
 }
 
