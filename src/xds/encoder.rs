@@ -474,6 +474,8 @@ impl Table<'_> {
         let mut bytes = shell;
         let mut cursor = shell_len;
         let mut shell_checked = false;
+        // What each copied field must start with: its tag and remembered length.
+        let mut header = Vec::with_capacity(16);
         let mut gone = self
             .olds
             .iter()
@@ -503,7 +505,7 @@ impl Table<'_> {
             }
             let end = cursor + kept.field_len(tag);
             let field = old.get(cursor..end).ok_or(Stale)?;
-            let mut header = Vec::with_capacity(16);
+            header.clear();
             prost::encoding::encode_key(
                 tag,
                 prost::encoding::WireType::LengthDelimited,

@@ -10,16 +10,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
 use http_body::Frame;
 use prost::Message;
-use tokio_stream::Stream;
+use tonic::Status;
 use tonic::codec::{DecodeBuf, Decoder, Streaming};
-use tonic::codegen::{BoxFuture, Bytes, Service, http};
+use tonic::codegen::{Bytes, Service, http};
 use tonic::server::NamedService;
-use tonic::{Request, Status};
 
-use super::server::AdsService;
+use super::server::{AdsService, ResponseStream};
 
 /// Requests larger than this are refused (a state-of-the-world ACK names every resource
 /// it holds: 10,000 names are ≈ 300 KB).
@@ -46,38 +44,21 @@ impl NamedService for AdsServer {
 impl Service<http::Request<tonic::body::Body>> for AdsServer {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Infallible>;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let service = self.service.clone();
-        Box::pin(async move {
-            let method = request.uri().path().rsplit('/').next().unwrap_or_default();
-            let response = match method {
-                "StreamAggregatedResources" => {
-                    let requests = decode(request.into_body());
-                    service
-                        .stream_aggregated_resources(Request::new(requests))
-                        .await
-                        .map(|r| framed(r.into_inner()))
-                }
-                "DeltaAggregatedResources" => {
-                    let requests = decode(request.into_body());
-                    service
-                        .delta_aggregated_resources(Request::new(requests))
-                        .await
-                        .map(|r| framed(r.into_inner()))
-                }
-                _ => Err(Status::unimplemented(format!(
-                    "{} has no method {method:?}",
-                    AdsServer::NAME
-                ))),
-            };
-            Ok(response.unwrap_or_else(Status::into_http))
-        })
+        let method = request.uri().path().rsplit('/').next().unwrap_or_default();
+        let response = match method {
+            "StreamAggregatedResources" => framed(self.service.sotw(decode(request.into_body()))),
+            "DeltaAggregatedResources" => framed(self.service.delta(decode(request.into_body()))),
+            _ => Status::unimplemented(format!("{} has no method {method:?}", AdsServer::NAME))
+                .into_http(),
+        };
+        std::future::ready(Ok(response))
     }
 }
 
@@ -99,9 +80,7 @@ impl<T: Message + Default> Decoder for ProstDecoder<T> {
     }
 }
 
-type Responses<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
-
-fn framed<T: Message + 'static>(responses: Responses<T>) -> http::Response<tonic::body::Body> {
+fn framed<T: Message + 'static>(responses: ResponseStream<T>) -> http::Response<tonic::body::Body> {
     let mut response = http::Response::new(tonic::body::Body::new(Framed {
         responses,
         done: false,
@@ -116,7 +95,7 @@ fn framed<T: Message + 'static>(responses: Responses<T>) -> http::Response<tonic
 /// The response body: one data frame per message (the 5-byte gRPC prefix and the
 /// message in one exact-size buffer), then the status as trailers.
 struct Framed<T> {
-    responses: Responses<T>,
+    responses: ResponseStream<T>,
     done: bool,
 }
 

@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
@@ -29,7 +28,7 @@ use envoy_types::pb::google::protobuf::Any;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Status, Streaming};
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
@@ -42,7 +41,7 @@ use crate::metrics::Metrics;
 /// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
 const HOLD_MAX: Duration = Duration::from_secs(5);
 
-type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+pub(super) type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 /// Serves the latest snapshot to every connected Envoy.
 #[derive(Clone)]
@@ -74,34 +73,30 @@ impl AdsService {
     }
 }
 
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsService {
-    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
-    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
-
-    async fn stream_aggregated_resources(
+impl AdsService {
+    /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
+    pub(super) fn sotw(
         &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        requests: Streaming<DiscoveryRequest>,
+    ) -> ResponseStream<DiscoveryResponse> {
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
-        self.spawn(stream, request.into_inner());
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        self.spawn(stream, requests);
+        Box::pin(ReceiverStream::new(rx))
     }
 
-    async fn delta_aggregated_resources(
+    /// Opens an incremental (delta) stream.
+    pub(super) fn delta(
         &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        requests: Streaming<DeltaDiscoveryRequest>,
+    ) -> ResponseStream<DeltaDiscoveryResponse> {
         let (tx, rx) = mpsc::channel(16);
         let stream =
             super::delta::DeltaStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
-        self.spawn(stream, request.into_inner());
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        self.spawn(stream, requests);
+        Box::pin(ReceiverStream::new(rx))
     }
-}
 
-impl AdsService {
     /// Runs one stream's session until Envoy hangs up or shutdown begins.
     fn spawn<S: Session + Send + 'static>(&self, session: S, requests: Streaming<S::Request>)
     where
