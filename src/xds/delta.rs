@@ -14,15 +14,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
-};
-use prost::Message;
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use super::server::{Session, StreamCore};
 use super::snapshot::{LogPosition, Snapshot, XdsType};
+use super::wire::{self, Named, Wire};
 use crate::metrics::Metrics;
 
 fn version(digest: u64) -> String {
@@ -58,7 +56,7 @@ impl TypeState {
 
 pub struct DeltaStream {
     core: StreamCore,
-    tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+    tx: mpsc::Sender<Result<Wire, Status>>,
     types: BTreeMap<XdsType, TypeState>,
     nonce: u64,
 }
@@ -67,7 +65,7 @@ impl DeltaStream {
     pub fn new(
         snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
         metrics: Arc<Metrics>,
-        tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+        tx: mpsc::Sender<Result<Wire, Status>>,
     ) -> Self {
         DeltaStream {
             core: StreamCore::new(snapshots, metrics),
@@ -217,10 +215,7 @@ impl DeltaStream {
                 }
             }
             if let Some(response) = self.response_for(t, &snapshot) {
-                let bytes = response.encoded_len();
-                let resources = response.resources.len();
-                self.tx.send(Ok(response)).await.map_err(|_| ())?;
-                self.core.sent(t, &snapshot, bytes, resources);
+                self.core.send(&self.tx, response, t, &snapshot).await?;
             }
         }
         Ok(())
@@ -244,7 +239,7 @@ impl DeltaStream {
         })
     }
 
-    fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<DeltaDiscoveryResponse> {
+    fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<Result<Wire, Status>> {
         let state = self.types.get(&t)?;
         if !state.requested || state.in_flight.is_some() {
             return None;
@@ -306,15 +301,13 @@ impl DeltaStream {
             }
             return None;
         }
-        let resources: Vec<Resource> = changed
+        let resources: Vec<Named<'_>> = changed
             .iter()
             .filter_map(|(name, d)| {
-                let any = current.resources.get(*name)?;
-                Some(Resource {
-                    name: (*name).clone(),
+                Some(Named {
+                    name,
                     version: version(*d),
-                    resource: Some(any.clone()),
-                    ..Default::default()
+                    resource: current.resources.get(*name)?,
                 })
             })
             .collect();
@@ -329,13 +322,12 @@ impl DeltaStream {
         state.in_flight = Some((nonce.clone(), sent));
         state.basis = basis;
         tracing::debug!(node = %self.core.node, xds_type = t.short(), %nonce, resources = resources.len(), removed = removed.len(), "sending delta");
-        Some(DeltaDiscoveryResponse {
-            system_version_info: current.version.clone(),
-            resources,
-            type_url: t.type_url().to_string(),
-            removed_resources: removed,
-            nonce,
-            ..Default::default()
-        })
+        Some(wire::delta(
+            &current.version,
+            t.type_url(),
+            &nonce,
+            &resources,
+            &removed,
+        ))
     }
 }

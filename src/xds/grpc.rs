@@ -1,5 +1,6 @@
-//! The ADS service on the wire, with Isobar's own response framing: each response is
-//! encoded into a buffer of exactly its size, freed once it is sent. tonic's encoder
+//! The ADS service on the wire, with Isobar's own response framing: each response goes
+//! out as the pieces `wire.rs` encoded it into (large resources shared with the
+//! snapshot, the rest in exact-size chunks), each freed once sent. tonic's encoder
 //! writes every message of a stream into one buffer that keeps the capacity of the
 //! largest (up to twice it) until the stream ends: at 10,000 vhosts about 8 MB per
 //! connected Envoy, for as long as it stays connected. Requests are decoded by tonic.
@@ -18,6 +19,7 @@ use tonic::codegen::{Bytes, Service, http};
 use tonic::server::NamedService;
 
 use super::server::{AdsService, ResponseStream};
+use super::wire::Wire;
 
 /// Requests larger than this are refused (a state-of-the-world ACK names every resource
 /// it holds: 10,000 names are ≈ 300 KB).
@@ -80,9 +82,10 @@ impl<T: Message + Default> Decoder for ProstDecoder<T> {
     }
 }
 
-fn framed<T: Message + 'static>(responses: ResponseStream<T>) -> http::Response<tonic::body::Body> {
+fn framed(responses: ResponseStream<Wire>) -> http::Response<tonic::body::Body> {
     let mut response = http::Response::new(tonic::body::Body::new(Framed {
         responses,
+        pieces: Vec::new().into_iter(),
         done: false,
     }));
     response.headers_mut().insert(
@@ -92,14 +95,16 @@ fn framed<T: Message + 'static>(responses: ResponseStream<T>) -> http::Response<
     response
 }
 
-/// The response body: one data frame per message (the 5-byte gRPC prefix and the
-/// message in one exact-size buffer), then the status as trailers.
-struct Framed<T> {
-    responses: ResponseStream<T>,
+/// The response body: each response's pieces as data frames, then the status as
+/// trailers.
+struct Framed {
+    responses: ResponseStream<Wire>,
+    /// What is left of the response being sent.
+    pieces: std::vec::IntoIter<Bytes>,
     done: bool,
 }
 
-impl<T: Message> http_body::Body for Framed<T> {
+impl http_body::Body for Framed {
     type Data = Bytes;
     type Error = Status;
 
@@ -107,60 +112,32 @@ impl<T: Message> http_body::Body for Framed<T> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        if self.done {
-            return Poll::Ready(None);
+        loop {
+            if let Some(piece) = self.pieces.next() {
+                return Poll::Ready(Some(Ok(Frame::data(piece))));
+            }
+            if self.done {
+                return Poll::Ready(None);
+            }
+            let status = match self.responses.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(wire))) => {
+                    self.pieces = wire.into_pieces().into_iter();
+                    continue;
+                }
+                Poll::Ready(Some(Err(status))) => status,
+                Poll::Ready(None) => Status::ok(""),
+            };
+            self.done = true;
+            let mut trailers = http::HeaderMap::new();
+            return Poll::Ready(Some(match status.add_header(&mut trailers) {
+                Ok(()) => Ok(Frame::trailers(trailers)),
+                Err(status) => Err(status),
+            }));
         }
-        let status = match self.responses.as_mut().poll_next(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Some(Ok(message))) => match frame(&message) {
-                Ok(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
-                Err(status) => status,
-            },
-            Poll::Ready(Some(Err(status))) => status,
-            Poll::Ready(None) => Status::ok(""),
-        };
-        self.done = true;
-        let mut trailers = http::HeaderMap::new();
-        Poll::Ready(Some(match status.add_header(&mut trailers) {
-            Ok(()) => Ok(Frame::trailers(trailers)),
-            Err(status) => Err(status),
-        }))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done
-    }
-}
-
-/// A message as a gRPC length-prefixed message: not compressed, its length (big-endian),
-/// its bytes.
-fn frame<T: Message>(message: &T) -> Result<Bytes, Status> {
-    let len = message.encoded_len();
-    let prefix = u32::try_from(len)
-        .map_err(|_| Status::resource_exhausted(format!("a {len}-byte response")))?;
-    let mut buf = Vec::with_capacity(5 + len);
-    buf.push(0);
-    buf.extend_from_slice(&prefix.to_be_bytes());
-    message.encode_raw(&mut buf);
-    Ok(Bytes::from(buf))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
-
-    #[test]
-    fn a_frame_is_the_grpc_prefix_and_the_message() {
-        let message = DiscoveryResponse {
-            version_info: "v1".to_string(),
-            ..Default::default()
-        };
-        let bytes = frame(&message).unwrap_or_default();
-        let body = message.encode_to_vec();
-        assert_eq!(bytes[0], 0);
-        assert_eq!(&bytes[1..5], &(body.len() as u32).to_be_bytes());
-        assert_eq!(&bytes[5..], &body[..]);
-        assert_eq!(bytes.len(), 5 + body.len());
+        self.done && self.pieces.len() == 0
     }
 }

@@ -7,6 +7,7 @@ pub mod server;
 pub mod snapshot;
 pub mod tls;
 pub mod translate;
+pub mod wire;
 
 pub use encoder::{Changes, Encoder};
 pub use snapshot::{ResourceMap, Snapshot, XdsType};

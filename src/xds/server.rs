@@ -21,9 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use envoy_types::pb::google::protobuf::Any;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
@@ -36,6 +34,7 @@ use prost::Message;
 use super::snapshot::{
     LogPosition, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
 };
+use super::wire::{self, Wire};
 use crate::metrics::Metrics;
 
 /// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
@@ -75,10 +74,7 @@ impl AdsService {
 
 impl AdsService {
     /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
-    pub(super) fn sotw(
-        &self,
-        requests: Streaming<DiscoveryRequest>,
-    ) -> ResponseStream<DiscoveryResponse> {
+    pub(super) fn sotw(&self, requests: Streaming<DiscoveryRequest>) -> ResponseStream<Wire> {
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
         self.spawn(stream, requests);
@@ -86,10 +82,7 @@ impl AdsService {
     }
 
     /// Opens an incremental (delta) stream.
-    pub(super) fn delta(
-        &self,
-        requests: Streaming<DeltaDiscoveryRequest>,
-    ) -> ResponseStream<DeltaDiscoveryResponse> {
+    pub(super) fn delta(&self, requests: Streaming<DeltaDiscoveryRequest>) -> ResponseStream<Wire> {
         let (tx, rx) = mpsc::channel(16);
         let stream =
             super::delta::DeltaStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
@@ -187,12 +180,24 @@ impl StreamCore {
 
     /// Counts a response written, with the change latency when the change happened
     /// while this stream was up (a new Envoy's first sync is not an event's latency).
-    pub fn sent(&self, t: XdsType, snapshot: &Snapshot, bytes: usize, resources: usize) {
+    /// Hands a response to the connection and counts it; `Err` once the stream is gone
+    /// (or the response could not be encoded, which ends the stream with its status).
+    pub async fn send(
+        &self,
+        tx: &mpsc::Sender<Result<Wire, Status>>,
+        response: Result<Wire, Status>,
+        t: XdsType,
+        snapshot: &Snapshot,
+    ) -> Result<(), ()> {
+        let counts = response.as_ref().ok().map(|w| (w.message_len, w.resources));
+        tx.send(response).await.map_err(|_| ())?;
+        let (bytes, resources) = counts.ok_or(())?;
         let since = snapshot
             .changed_at
             .filter(|at| *at >= self.connected)
             .map(|at| at.elapsed());
         self.metrics.response(t.short(), bytes, resources, since);
+        Ok(())
     }
 }
 
@@ -239,7 +244,7 @@ struct TypeState {
     acked_version: Option<String>,
     rejected_version: Option<String>,
     /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
-    sent_resources: ResourceMap<Any>,
+    sent_resources: ResourceMap<Arc<Any>>,
     /// EDS, SDS, RDS: the digest of each resource Envoy has taken (ACKed), and of those in
     /// the response in flight. These types may be answered in part (xDS spec: a resource
     /// left out of a response keeps its last value), so only changed ones are sent.
@@ -259,7 +264,7 @@ struct TypeState {
 
 struct AdsStream {
     core: StreamCore,
-    tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+    tx: mpsc::Sender<Result<Wire, Status>>,
     types: BTreeMap<XdsType, TypeState>,
     nonce: u64,
 }
@@ -268,7 +273,7 @@ impl AdsStream {
     fn new(
         snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
         metrics: Arc<Metrics>,
-        tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
+        tx: mpsc::Sender<Result<Wire, Status>>,
     ) -> Self {
         AdsStream {
             core: StreamCore::new(snapshots, metrics),
@@ -398,10 +403,7 @@ impl AdsStream {
                 }
             }
             if let Some(response) = self.response_for(t, &snapshot) {
-                let bytes = response.encoded_len();
-                let resources = response.resources.len();
-                self.tx.send(Ok(response)).await.map_err(|_| ())?;
-                self.core.sent(t, &snapshot, bytes, resources);
+                self.core.send(&self.tx, response, t, &snapshot).await?;
             }
         }
         Ok(())
@@ -416,7 +418,7 @@ impl AdsStream {
             || state.rejected_version.as_ref() == current
     }
 
-    fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<DiscoveryResponse> {
+    fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<Result<Wire, Status>> {
         let state = self.types.get(&t)?;
         if !state.requested || state.in_flight {
             return None;
@@ -462,13 +464,8 @@ impl AdsStream {
             state.sent_resources = resources.clone();
         }
         tracing::debug!(node = %self.core.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
-        Some(DiscoveryResponse {
-            version_info: version,
-            resources: resources.into_iter().map(|(_, any)| any).collect(),
-            type_url: t.type_url().to_string(),
-            nonce,
-            ..Default::default()
-        })
+        let resources: Vec<&Arc<Any>> = resources.values().collect();
+        Some(wire::sotw(&version, t.type_url(), &nonce, &resources))
     }
 
     /// LDS and CDS: every resource, every time (the xDS spec requires it).
@@ -476,7 +473,7 @@ impl AdsStream {
         &self,
         t: XdsType,
         snapshot: &Snapshot,
-    ) -> Option<(String, ResourceMap<Any>)> {
+    ) -> Option<(String, ResourceMap<Arc<Any>>)> {
         let state = &self.types[&t];
         let current = snapshot.get(t);
         // What was sent is what is current (the version hashes every name and digest):
@@ -491,7 +488,7 @@ impl AdsStream {
         let routes_caught_up =
             self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         // Removed clusters the routes Envoy holds may still use (make before break).
-        let kept: Vec<(&String, &Any)> = if t == XdsType::Cluster && !routes_caught_up {
+        let kept: Vec<(&String, &Arc<Any>)> = if t == XdsType::Cluster && !routes_caught_up {
             state
                 .sent_resources
                 .iter()
@@ -532,7 +529,7 @@ impl AdsStream {
         &mut self,
         t: XdsType,
         snapshot: &Snapshot,
-    ) -> Option<(String, ResourceMap<Any>)> {
+    ) -> Option<(String, ResourceMap<Arc<Any>>)> {
         let current = snapshot.get(t);
         let state = self.types.get_mut(&t)?;
         if let Some(fast) = Self::partial_since_basis(state, current) {
@@ -576,7 +573,7 @@ impl AdsStream {
         current: &TypeSnapshot,
         version: String,
         changed: BTreeMap<String, u64>,
-    ) -> Option<(String, ResourceMap<Any>)> {
+    ) -> Option<(String, ResourceMap<Arc<Any>>)> {
         if changed.is_empty() {
             state.sent_version = Some(version.clone());
             state.acked_version = Some(version);
@@ -598,7 +595,7 @@ impl AdsStream {
     fn partial_since_basis(
         state: &mut TypeState,
         current: &TypeSnapshot,
-    ) -> Option<Option<(String, ResourceMap<Any>)>> {
+    ) -> Option<Option<(String, ResourceMap<Arc<Any>>)>> {
         if state.resend_all {
             return None;
         }

@@ -94,7 +94,8 @@ pub type LogPosition = (u64, usize);
 #[derive(Debug, Clone, Default)]
 pub struct TypeSnapshot {
     pub version: String,
-    pub resources: ResourceMap<Any>,
+    /// Shared with every response that carries them (see `wire.rs`).
+    pub resources: ResourceMap<Arc<Any>>,
     /// A hash of each resource's bytes: what a stream compares to send only the
     /// resources that changed (EDS, SDS and RDS may be sent in part).
     pub digests: ResourceMap<u64>,
@@ -130,7 +131,7 @@ impl TypeSnapshot {
         let digest = digest(&any.value);
         self.combined ^= entry_hash(&name, digest);
         self.digests.insert(name.clone(), digest);
-        self.resources.insert(name, any);
+        self.resources.insert(name, Arc::new(any));
     }
 
     /// Replaces (`Some`) or removes (`None`) resources; the version follows.
@@ -148,7 +149,7 @@ impl TypeSnapshot {
             if let (Some(any), Some(digest)) = (any, digest) {
                 self.combined ^= entry_hash(&name, digest);
                 self.digests.insert(name.clone(), digest);
-                self.resources.insert(name.clone(), any);
+                self.resources.insert(name.clone(), Arc::new(any));
             }
             names.push(name);
         }
