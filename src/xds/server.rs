@@ -178,10 +178,10 @@ impl StreamCore {
         false
     }
 
-    /// Counts a response written, with the change latency when the change happened
-    /// while this stream was up (a new Envoy's first sync is not an event's latency).
-    /// Hands a response to the connection and counts it; `Err` once the stream is gone
-    /// (or the response could not be encoded, which ends the stream with its status).
+    /// Hands a response to the connection and counts it, with the change latency when
+    /// the change happened while this stream was up (a new Envoy's first sync is not an
+    /// event's latency). `Err` once the stream is gone, or when the response could not
+    /// be encoded (the stream then ends with that status).
     pub async fn send(
         &self,
         tx: &mpsc::Sender<Result<Wire, Status>>,
