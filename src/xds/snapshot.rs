@@ -131,7 +131,7 @@ impl TypeSnapshot {
         let digest = digest(&any.value);
         self.combined ^= entry_hash(&name, digest);
         self.digests.insert(name.clone(), digest);
-        self.resources.insert(name, Arc::new(any));
+        self.resources.insert(name, held(any));
     }
 
     /// Replaces (`Some`) or removes (`None`) resources; the version follows.
@@ -149,7 +149,7 @@ impl TypeSnapshot {
             if let (Some(any), Some(digest)) = (any, digest) {
                 self.combined ^= entry_hash(&name, digest);
                 self.digests.insert(name.clone(), digest);
-                self.resources.insert(name.clone(), Arc::new(any));
+                self.resources.insert(name.clone(), held(any));
             }
             names.push(name);
         }
@@ -240,6 +240,18 @@ impl Snapshot {
     pub fn get(&self, t: XdsType) -> &TypeSnapshot {
         &self.types[t.index()]
     }
+}
+
+/// A resource as snapshots hold it: shared, its bytes at their exact size. Bytes built
+/// by appending can keep up to twice their length in capacity for as long as the
+/// resource is current (mimalloc does not shrink a block in place by less than half);
+/// copying a small resource costs less than that. The large tables are built at their
+/// exact size (`Table::splice`), so they are not copied here.
+fn held(mut any: Any) -> Arc<Any> {
+    if any.value.capacity() - any.value.len() > any.value.len() / 8 {
+        any.value = any.value.as_slice().to_vec();
+    }
+    Arc::new(any)
 }
 
 /// The first 8 bytes of the BLAKE3 hash of a resource's bytes (a cryptographic hash, so

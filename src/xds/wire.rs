@@ -114,7 +114,7 @@ pub fn delta(
 }
 
 /// A length-delimited field's size: its key, its length, its bytes.
-fn field_len(tag: u32, len: usize) -> usize {
+pub(super) fn field_len(tag: u32, len: usize) -> usize {
     key_len(tag) + encoded_len_varint(len as u64) + len
 }
 
