@@ -301,16 +301,20 @@ impl DeltaStream {
             }
             return None;
         }
-        let resources: Vec<Named<'_>> = changed
-            .iter()
-            .filter_map(|(name, d)| {
-                Some(Named {
-                    name,
-                    version: version(*d),
-                    resource: current.resources.get(*name)?,
-                })
-            })
-            .collect();
+        // Distinct names of the snapshot: as many as it has means all of them.
+        let part = if changed.len() == current.resources.len() {
+            current.all(true)
+        } else {
+            Arc::new(wire::delta_resources(changed.iter().filter_map(
+                |(name, d)| {
+                    Some(Named {
+                        name,
+                        version: version(*d),
+                        resource: current.resources.get(*name)?,
+                    })
+                },
+            )))
+        };
         let mut sent: BTreeMap<String, Option<u64>> = changed
             .iter()
             .map(|(name, d)| ((*name).clone(), Some(*d)))
@@ -321,12 +325,12 @@ impl DeltaStream {
         let state = self.types.get_mut(&t)?;
         state.in_flight = Some((nonce.clone(), sent));
         state.basis = basis;
-        tracing::debug!(node = %self.core.node, xds_type = t.short(), %nonce, resources = resources.len(), removed = removed.len(), "sending delta");
+        tracing::debug!(node = %self.core.node, xds_type = t.short(), %nonce, resources = changed.len(), removed = removed.len(), "sending delta");
         Some(wire::delta(
             &current.version,
             t.type_url(),
             &nonce,
-            &resources,
+            part,
             &removed,
         ))
     }

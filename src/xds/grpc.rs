@@ -85,7 +85,7 @@ impl<T: Message + Default> Decoder for ProstDecoder<T> {
 fn framed(responses: ResponseStream<Wire>) -> http::Response<tonic::body::Body> {
     let mut response = http::Response::new(tonic::body::Body::new(Framed {
         responses,
-        pieces: Vec::new().into_iter(),
+        sending: None,
         done: false,
     }));
     response.headers_mut().insert(
@@ -99,8 +99,8 @@ fn framed(responses: ResponseStream<Wire>) -> http::Response<tonic::body::Body> 
 /// trailers.
 struct Framed {
     responses: ResponseStream<Wire>,
-    /// What is left of the response being sent.
-    pieces: std::vec::IntoIter<Bytes>,
+    /// The response being sent, what is left of it.
+    sending: Option<Wire>,
     done: bool,
 }
 
@@ -113,16 +113,17 @@ impl http_body::Body for Framed {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         loop {
-            if let Some(piece) = self.pieces.next() {
+            if let Some(piece) = self.sending.as_mut().and_then(Wire::next_piece) {
                 return Poll::Ready(Some(Ok(Frame::data(piece))));
             }
+            self.sending = None;
             if self.done {
                 return Poll::Ready(None);
             }
             let status = match self.responses.as_mut().poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Ok(wire))) => {
-                    self.pieces = wire.into_pieces().into_iter();
+                    self.sending = Some(wire);
                     continue;
                 }
                 Poll::Ready(Some(Err(status))) => status,
@@ -138,6 +139,6 @@ impl http_body::Body for Framed {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done && self.pieces.len() == 0
+        self.done && self.sending.is_none()
     }
 }

@@ -464,8 +464,14 @@ impl AdsStream {
             state.sent_resources = resources.clone();
         }
         tracing::debug!(node = %self.core.node, xds_type = t.short(), %version, %nonce, resources = resources.len(), "sending");
-        let resources: Vec<&Arc<Any>> = resources.values().collect();
-        Some(wire::sotw(&version, t.type_url(), &nonce, &resources))
+        let current = snapshot.get(t);
+        // The same names as the snapshot's (a subset of it, or it and kept clusters).
+        let part = if resources.len() == current.resources.len() {
+            current.all(false)
+        } else {
+            Arc::new(wire::sotw_resources(resources.values()))
+        };
+        Some(wire::sotw(&version, t.type_url(), &nonce, part))
     }
 
     /// LDS and CDS: every resource, every time (the xDS spec requires it).

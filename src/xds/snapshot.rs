@@ -5,11 +5,12 @@
 //! Envoy reload), and different content never shares a version, across restarts too.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use envoy_types::pb::google::protobuf::Any;
 
 use super::translate::Resources;
+use super::wire::{self, Named};
 
 /// The xDS resource types Isobar serves, in the order a change is pushed: clusters before
 /// their endpoints, both (and certificates) before the listeners and routes that use them
@@ -104,7 +105,14 @@ pub struct TypeSnapshot {
     /// A full build starts a new epoch; each later change appends the names it touched.
     epoch: u64,
     log: imbl::Vector<Arc<[String]>>,
+    /// Every resource encoded for a response that carries them all (see [`Self::all`]).
+    all: AllEncoded,
 }
+
+/// The resources part of a state-of-the-world and of a delta response carrying every
+/// resource of a type, while some stream still sends it.
+#[derive(Debug, Clone, Default)]
+struct AllEncoded(Arc<Mutex<[Weak<wire::Resources>; 2]>>);
 
 /// Equal content has equal versions (a hash of every name and digest).
 impl PartialEq for TypeSnapshot {
@@ -156,6 +164,7 @@ impl TypeSnapshot {
         if names.is_empty() {
             return;
         }
+        self.all = AllEncoded::default();
         self.version = hex(self.combined);
         if self.log.len() >= LOG_MAX {
             self.epoch = next_epoch();
@@ -163,6 +172,30 @@ impl TypeSnapshot {
         } else {
             self.log.push_back(names.into());
         }
+    }
+
+    /// Every resource of the type as a state-of-the-world (`delta: false`) or delta
+    /// response carries it: encoded once and shared by the streams sending it at the
+    /// same time (a fleet connecting at once costs one copy, not one per Envoy), and
+    /// not held once they are done.
+    pub fn all(&self, delta: bool) -> Arc<wire::Resources> {
+        let mut slots = self.all.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = &mut slots[usize::from(delta)];
+        if let Some(part) = slot.upgrade() {
+            return part;
+        }
+        let part = Arc::new(if delta {
+            let named = self.resources.iter().zip(self.digests.values());
+            wire::delta_resources(named.map(|((name, any), digest)| Named {
+                name,
+                version: hex(*digest),
+                resource: any,
+            }))
+        } else {
+            wire::sotw_resources(self.resources.values())
+        });
+        *slot = Arc::downgrade(&part);
+        part
     }
 
     /// Where the change log stands now.
@@ -287,6 +320,48 @@ pub fn version_of<'a>(digests: impl IntoIterator<Item = (&'a String, &'a u64)>) 
     hex(digests
         .into_iter()
         .fold(0, |acc, (name, digest)| acc ^ entry_hash(name, *digest)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn any(text: &str) -> Any {
+        Any {
+            type_url: XdsType::Cluster.type_url().to_string(),
+            value: text.repeat(100).into_bytes(),
+        }
+    }
+
+    #[test]
+    fn every_resource_is_encoded_once_while_streams_send_it() {
+        let map = ["b", "a", "c"]
+            .into_iter()
+            .map(|n| (n.to_string(), any(n)))
+            .collect();
+        let t = TypeSnapshot::of(map);
+        let sotw = t.all(false);
+        assert!(Arc::ptr_eq(&sotw, &t.all(false)), "shared while held");
+        assert_eq!(
+            sotw.bytes(),
+            wire::sotw_resources(t.resources.values()).bytes()
+        );
+        let named = t.resources.iter().map(|(name, any)| Named {
+            name,
+            version: hex(digest(&any.value)),
+            resource: any,
+        });
+        assert_eq!(t.all(true).bytes(), wire::delta_resources(named).bytes());
+        // A copy of the snapshot shares it; a changed one encodes its own.
+        let mut changed = t.clone();
+        assert!(Arc::ptr_eq(&sotw, &changed.all(false)));
+        changed.change([("a".to_string(), Some(any("z")))]);
+        assert!(!Arc::ptr_eq(&sotw, &changed.all(false)));
+        // Not kept once no stream holds it.
+        let weak = Arc::downgrade(&sotw);
+        drop(sotw);
+        assert!(weak.upgrade().is_none());
+    }
 }
 
 #[cfg(test)]

@@ -25,41 +25,51 @@ const CHUNK: usize = 32 * 1024;
 /// bytes), in pieces to be sent in order.
 #[derive(Debug)]
 pub struct Wire {
-    pieces: Vec<Bytes>,
+    pieces: std::vec::IntoIter<Bytes>,
     /// The protobuf message's length (without the 5-byte prefix).
     pub message_len: usize,
     /// How many resources it carries.
     pub resources: usize,
+    /// Its resources part, kept while it is sent so that streams sending the same
+    /// one at the same time share it (see [`Resources`]).
+    _resources: Arc<Resources>,
 }
 
 impl Wire {
-    pub fn into_pieces(self) -> Vec<Bytes> {
-        self.pieces
+    /// The next piece to send; `None` once all are.
+    pub fn next_piece(&mut self) -> Option<Bytes> {
+        self.pieces.next()
     }
 }
 
-/// A state-of-the-world `DiscoveryResponse`.
-pub fn sotw(
-    version: &str,
-    type_url: &str,
-    nonce: &str,
-    resources: &[&Arc<Any>],
-) -> Result<Wire, Status> {
-    let len = string_len(1, version)
-        + resources
-            .iter()
-            .map(|any| field_len(2, any.encoded_len()))
-            .sum::<usize>()
-        + string_len(4, type_url)
-        + string_len(5, nonce);
-    let mut w = Writer::new(len, resources.len())?;
-    w.string(1, version);
+/// The resources field of a response, encoded: what responses of one type differ in
+/// besides nonce and version. A response carrying every resource of a type (a new
+/// Envoy's first sync) uses one the snapshot shares between streams (see
+/// `TypeSnapshot::all`), so 200 Envoys connecting at once cost one copy.
+#[derive(Debug, Default)]
+pub struct Resources {
+    pieces: Vec<Bytes>,
+    len: usize,
+    count: usize,
+}
+
+impl Resources {
+    /// Its bytes in one piece (for tests).
+    #[cfg(test)]
+    pub fn bytes(&self) -> Vec<u8> {
+        self.pieces.concat()
+    }
+}
+
+/// The resources field of a state-of-the-world response: each resource as it is.
+pub fn sotw_resources<'a>(resources: impl IntoIterator<Item = &'a Arc<Any>>) -> Resources {
+    let mut w = Writer::bare();
+    let mut count = 0;
     for any in resources {
         w.any(2, any);
+        count += 1;
     }
-    w.string(4, type_url);
-    w.string(5, nonce);
-    Ok(w.finish())
+    w.resources(count)
 }
 
 /// One resource of a delta response: its name, its version and the resource.
@@ -77,40 +87,63 @@ impl Named<'_> {
     }
 }
 
-/// An incremental `DeltaDiscoveryResponse`.
-pub fn delta(
-    system_version: &str,
-    type_url: &str,
-    nonce: &str,
-    resources: &[Named<'_>],
-    removed: &[String],
-) -> Result<Wire, Status> {
-    let len = string_len(1, system_version)
-        + resources
-            .iter()
-            .map(|r| field_len(2, r.encoded_len()))
-            .sum::<usize>()
-        + string_len(4, type_url)
-        + removed
-            .iter()
-            .map(|name| field_len(6, name.len()))
-            .sum::<usize>()
-        + string_len(5, nonce);
-    let mut w = Writer::new(len, resources.len())?;
-    w.string(1, system_version);
+/// The resources field of a delta response: each resource with its name and version.
+pub fn delta_resources<'a>(resources: impl IntoIterator<Item = Named<'a>>) -> Resources {
+    let mut w = Writer::bare();
+    let mut count = 0;
     for r in resources {
         w.header(2, r.encoded_len());
         w.string(1, &r.version);
         w.any(2, r.resource);
         w.string(3, r.name);
+        count += 1;
     }
+    w.resources(count)
+}
+
+/// A state-of-the-world `DiscoveryResponse`.
+pub fn sotw(
+    version: &str,
+    type_url: &str,
+    nonce: &str,
+    resources: Arc<Resources>,
+) -> Result<Wire, Status> {
+    let len =
+        string_len(1, version) + resources.len + string_len(4, type_url) + string_len(5, nonce);
+    let mut w = Writer::new(len)?;
+    w.string(1, version);
+    w.share(&resources);
+    w.string(4, type_url);
+    w.string(5, nonce);
+    Ok(w.finish(resources))
+}
+
+/// An incremental `DeltaDiscoveryResponse`.
+pub fn delta(
+    system_version: &str,
+    type_url: &str,
+    nonce: &str,
+    resources: Arc<Resources>,
+    removed: &[String],
+) -> Result<Wire, Status> {
+    let len = string_len(1, system_version)
+        + resources.len
+        + string_len(4, type_url)
+        + string_len(5, nonce)
+        + removed
+            .iter()
+            .map(|name| field_len(6, name.len()))
+            .sum::<usize>();
+    let mut w = Writer::new(len)?;
+    w.string(1, system_version);
+    w.share(&resources);
     w.string(4, type_url);
     w.string(5, nonce);
     for name in removed {
         w.header(6, name.len());
         w.copy(name.as_bytes());
     }
-    Ok(w.finish())
+    Ok(w.finish(resources))
 }
 
 /// A length-delimited field's size: its key, its length, its bytes.
@@ -136,27 +169,34 @@ impl AsRef<[u8]> for Value {
     }
 }
 
+#[derive(Default)]
 struct Writer {
     pieces: Vec<Bytes>,
     /// Copied bytes not yet a piece; each piece is cut to its exact size.
     chunk: Vec<u8>,
     message_len: usize,
-    resources: usize,
+    /// How many bytes were written (with the prefix, if any).
+    written: usize,
 }
 
 impl Writer {
-    fn new(message_len: usize, resources: usize) -> Result<Writer, Status> {
+    /// A message: its gRPC prefix first.
+    fn new(message_len: usize) -> Result<Writer, Status> {
         let prefix = u32::try_from(message_len)
             .map_err(|_| Status::resource_exhausted(format!("a {message_len}-byte response")))?;
-        let mut chunk = Vec::with_capacity(CHUNK.min(5 + message_len));
-        chunk.push(0);
-        chunk.extend_from_slice(&prefix.to_be_bytes());
-        Ok(Writer {
-            pieces: Vec::new(),
-            chunk,
+        let mut w = Writer {
+            chunk: Vec::with_capacity(CHUNK.min(5 + message_len)),
             message_len,
-            resources,
-        })
+            ..Writer::default()
+        };
+        w.copy(&[0]);
+        w.copy(&prefix.to_be_bytes());
+        Ok(w)
+    }
+
+    /// Part of a message.
+    fn bare() -> Writer {
+        Writer::default()
     }
 
     /// Makes room for `n` more copied bytes (`n` at most [`CHUNK`]).
@@ -177,13 +217,16 @@ impl Writer {
     fn copy(&mut self, bytes: &[u8]) {
         self.room(bytes.len());
         self.chunk.extend_from_slice(bytes);
+        self.written += bytes.len();
     }
 
     /// A length-delimited field's key and length.
     fn header(&mut self, tag: u32, len: usize) {
-        self.room(key_len(tag) + encoded_len_varint(len as u64));
+        let n = key_len(tag) + encoded_len_varint(len as u64);
+        self.room(n);
         encode_key(tag, WireType::LengthDelimited, &mut self.chunk);
         encode_varint(len as u64, &mut self.chunk);
+        self.written += n;
     }
 
     fn string(&mut self, tag: u32, s: &str) {
@@ -205,15 +248,34 @@ impl Writer {
         } else {
             self.flush();
             self.pieces.push(Bytes::from_owner(Value(Arc::clone(any))));
+            self.written += any.value.len();
         }
     }
 
-    fn finish(mut self) -> Wire {
+    /// Pieces encoded before, by reference.
+    fn share(&mut self, resources: &Resources) {
         self.flush();
-        Wire {
+        self.pieces.extend(resources.pieces.iter().cloned());
+        self.written += resources.len;
+    }
+
+    fn resources(mut self, count: usize) -> Resources {
+        self.flush();
+        Resources {
             pieces: self.pieces,
+            len: self.written,
+            count,
+        }
+    }
+
+    fn finish(mut self, resources: Arc<Resources>) -> Wire {
+        self.flush();
+        debug_assert_eq!(self.written, 5 + self.message_len);
+        Wire {
+            pieces: self.pieces.into_iter(),
             message_len: self.message_len,
-            resources: self.resources,
+            resources: resources.count,
+            _resources: resources,
         }
     }
 }
@@ -225,8 +287,12 @@ mod tests {
         DeltaDiscoveryResponse, DiscoveryResponse, Resource,
     };
 
-    fn joined(wire: Wire) -> Vec<u8> {
-        wire.into_pieces().concat()
+    fn joined(mut wire: Wire) -> Vec<u8> {
+        let mut out = Vec::new();
+        while let Some(piece) = wire.next_piece() {
+            out.extend_from_slice(&piece);
+        }
+        out
     }
 
     fn framed(message: &impl Message) -> Vec<u8> {
@@ -235,6 +301,10 @@ mod tests {
         out.extend_from_slice(&(body.len() as u32).to_be_bytes());
         out.extend_from_slice(&body);
         out
+    }
+
+    fn ok(wire: Result<Wire, Status>) -> Wire {
+        wire.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Small values, values around the sharing size, a value larger than a chunk, and
@@ -265,9 +335,8 @@ mod tests {
     #[test]
     fn a_sotw_response_is_what_prost_encodes() {
         let resources = resources();
-        let refs: Vec<&Arc<Any>> = resources.iter().collect();
-        let wire =
-            sotw("v1", "type.googleapis.com/x", "7", &refs).unwrap_or_else(|e| panic!("{e}"));
+        let part = Arc::new(sotw_resources(&resources));
+        let wire = ok(sotw("v1", "type.googleapis.com/x", "7", part));
         assert!(
             wire.pieces.len() > 3,
             "large values are pieces of their own"
@@ -287,25 +356,22 @@ mod tests {
     #[test]
     fn a_delta_response_is_what_prost_encodes() {
         let resources = resources();
-        let named: Vec<Named<'_>> = resources
-            .iter()
-            .enumerate()
-            .map(|(i, any)| Named {
+        let named = || {
+            resources.iter().enumerate().map(|(i, any)| Named {
                 name: if i == 2 { "" } else { "ns/name" },
                 version: format!("{i:016x}"),
                 resource: any,
             })
-            .collect();
+        };
         let removed = vec!["gone".to_string(), "also/gone".to_string()];
-        let wire = delta("sys", "type.googleapis.com/x", "8", &named, &removed)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let part = Arc::new(delta_resources(named()));
+        let wire = ok(delta("sys", "type.googleapis.com/x", "8", part, &removed));
         let expected = DeltaDiscoveryResponse {
             system_version_info: "sys".into(),
-            resources: named
-                .iter()
+            resources: named()
                 .map(|r| Resource {
                     name: r.name.to_string(),
-                    version: r.version.clone(),
+                    version: r.version,
                     resource: Some((**r.resource).clone()),
                     ..Default::default()
                 })
@@ -321,7 +387,8 @@ mod tests {
 
     #[test]
     fn an_empty_response_is_the_prefix_and_its_fields() {
-        let wire = sotw("", "type.googleapis.com/x", "1", &[]).unwrap_or_else(|e| panic!("{e}"));
+        let part = Arc::new(Resources::default());
+        let wire = ok(sotw("", "type.googleapis.com/x", "1", part));
         let expected = DiscoveryResponse {
             type_url: "type.googleapis.com/x".into(),
             nonce: "1".into(),
@@ -331,15 +398,17 @@ mod tests {
     }
 
     #[test]
-    fn a_large_value_is_shared_not_copied() {
+    fn a_large_value_and_a_shared_part_are_not_copied() {
         let resources = resources();
-        let big = &resources[6];
-        let refs = vec![big];
-        let wire = sotw("v", "t", "1", &refs).unwrap_or_else(|e| panic!("{e}"));
-        let shared = wire
-            .pieces
-            .iter()
-            .any(|p| p.as_ptr() == big.value.as_ptr() && p.len() == big.value.len());
-        assert!(shared);
+        let part = Arc::new(sotw_resources(&resources));
+        let first = ok(sotw("v", "t", "1", part.clone()));
+        let second = ok(sotw("v", "t", "2", part));
+        let big = &resources[6].value;
+        let points_at =
+            |wire: &Wire, at: *const u8| wire.pieces.as_slice().iter().any(|p| p.as_ptr() == at);
+        assert!(points_at(&first, big.as_ptr()));
+        // The two responses' resource bytes are the same memory.
+        let small = first.pieces.as_slice()[1].as_ptr();
+        assert!(points_at(&second, small));
     }
 }
