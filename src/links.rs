@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use isobar_sdk::host::parse_host;
-use isobar_sdk::{Kind, ObjectKey, Objects};
+use isobar_sdk::{Kind, ObjectKey, Objects, SmallSet};
 
 /// What one routing object claims and names.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -73,8 +73,8 @@ fn claim_of(objects: &Objects, key: &ObjectKey) -> Claim {
 #[derive(Debug, Default)]
 pub struct Links {
     claims: BTreeMap<ObjectKey, Claim>,
-    by_host: BTreeMap<String, BTreeSet<ObjectKey>>,
-    included_by: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    by_host: BTreeMap<String, SmallSet<ObjectKey>>,
+    included_by: BTreeMap<ObjectKey, SmallSet<ObjectKey>>,
 }
 
 /// What a change reaches: the routing objects to rebuild, and the FQDNs whose vhosts

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::google::protobuf::Any;
 use envoy_types::util::pack_any;
 
-use isobar_sdk::{Ir, Objects};
+use isobar_sdk::{Ir, Objects, SmallSet};
 
 use super::snapshot::{Snapshot, XdsType};
 use super::tls;
@@ -36,7 +36,7 @@ struct Parts {
     fallback_routes: Option<Box<[u8]>>,
     /// Whether it has its own RouteConfiguration (not TCP proxying).
     rds: bool,
-    clusters: BTreeSet<String>,
+    clusters: SmallSet<String>,
     secret: Option<String>,
 }
 
@@ -112,7 +112,7 @@ pub struct Encoder {
     /// EDS names by how many clusters use them.
     endpoints: HashMap<String, usize>,
     /// Endpoint sets (EDS name, port name) by Service: what an endpoint change recomputes.
-    by_service: BTreeMap<(String, String), BTreeSet<(String, String)>>,
+    by_service: BTreeMap<(String, String), SmallSet<(String, String)>>,
     /// SDS names by how many vhosts (and the fallback chain) use them.
     secrets: HashMap<String, usize>,
     /// The fallback certificate, once a build named it, and whether it is counted in use.

@@ -17,6 +17,7 @@ pub mod policy;
 pub mod regex;
 pub mod resolve;
 pub mod secret;
+pub mod small_set;
 pub mod telemetry;
 
 pub use condition::{
@@ -26,5 +27,6 @@ pub use condition::{
 pub use ir::Ir;
 pub use object::{Kind, Object, ObjectKey, Objects};
 pub use plugin::{BuildContext, Filter, PluginKind, PluginRegistration, Processor, Source};
+pub use small_set::SmallSet;
 
 pub use inventory;

@@ -152,7 +152,7 @@ pub struct Objects {
     /// Each stored secret's check, computed on first use and dropped with its version.
     secret_checks: BTreeMap<NsName, Arc<OnceLock<SecretCheck>>>,
     /// EndpointSlice names by the (namespace, service) they belong to.
-    slices_by_service: BTreeMap<NsName, BTreeSet<String>>,
+    slices_by_service: BTreeMap<NsName, crate::SmallSet<String>>,
     /// Secrets whose data was dropped because no build asked for them, with a digest of
     /// the whole Secret as it arrived (an equal re-delivery changes nothing).
     elided: BTreeMap<NsName, [u8; 32]>,
