@@ -1,6 +1,6 @@
 //! The ADS service on the wire, with Isobar's own response framing: each response goes
 //! out as the pieces `wire.rs` encoded it into (large resources shared with the
-//! snapshot, the rest in exact-size chunks), each freed once sent. tonic's encoder
+//! snapshot, the rest in exact-size chunks), each released once sent. tonic's encoder
 //! writes every message of a stream into one buffer that keeps the capacity of the
 //! largest (up to twice it) until the stream ends: at 10,000 vhosts about 8 MB per
 //! connected Envoy, for as long as it stays connected. Requests are decoded by tonic.

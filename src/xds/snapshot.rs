@@ -95,7 +95,8 @@ pub type LogPosition = (u64, usize);
 #[derive(Debug, Clone, Default)]
 pub struct TypeSnapshot {
     pub version: String,
-    /// Shared with every response that carries them (see `wire.rs`).
+    /// Values from 4 KB up are shared with the responses that carry them, not copied
+    /// (see `wire.rs`).
     pub resources: ResourceMap<Arc<Any>>,
     /// A hash of each resource's bytes: what a stream compares to send only the
     /// resources that changed (EDS, SDS and RDS may be sent in part).
@@ -278,8 +279,9 @@ impl Snapshot {
 /// A resource as snapshots hold it: shared, its bytes at their exact size. Bytes built
 /// by appending can keep up to twice their length in capacity for as long as the
 /// resource is current (mimalloc does not shrink a block in place by less than half);
-/// copying a small resource costs less than that. The large tables are built at their
-/// exact size (`Table::splice`), so they are not copied here.
+/// copying a small resource costs less than that. The spliced tables (`ingress_http`,
+/// `ingress_https`) are built at their exact size, so they are not copied here; the
+/// fallback RouteConfiguration, built by appending, may be.
 fn held(mut any: Any) -> Arc<Any> {
     if any.value.capacity() - any.value.len() > any.value.len() / 8 {
         any.value = any.value.as_slice().to_vec();

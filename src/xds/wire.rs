@@ -199,7 +199,7 @@ impl Writer {
         Writer::default()
     }
 
-    /// Makes room for `n` more copied bytes (`n` at most [`CHUNK`]).
+    /// Makes room for `n` more copied bytes.
     fn room(&mut self, n: usize) {
         if self.chunk.capacity() - self.chunk.len() < n {
             self.flush();
@@ -307,6 +307,12 @@ mod tests {
         wire.unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// `wire` is `expected` as a gRPC message, and says how long it is.
+    fn assert_frames(wire: Wire, expected: &impl Message) {
+        assert_eq!(wire.message_len, expected.encoded_len());
+        assert_eq!(joined(wire), framed(expected));
+    }
+
     /// Small values, values around the sharing size, a value larger than a chunk, and
     /// enough small ones to fill several chunks.
     fn resources() -> Vec<Arc<Any>> {
@@ -349,8 +355,7 @@ mod tests {
             nonce: "7".into(),
             ..Default::default()
         };
-        assert_eq!(wire.message_len, expected.encoded_len());
-        assert_eq!(joined(wire), framed(&expected));
+        assert_frames(wire, &expected);
     }
 
     #[test]
@@ -381,8 +386,7 @@ mod tests {
             nonce: "8".into(),
             ..Default::default()
         };
-        assert_eq!(wire.message_len, expected.encoded_len());
-        assert_eq!(joined(wire), framed(&expected));
+        assert_frames(wire, &expected);
     }
 
     #[test]
@@ -394,7 +398,7 @@ mod tests {
             nonce: "1".into(),
             ..Default::default()
         };
-        assert_eq!(joined(wire), framed(&expected));
+        assert_frames(wire, &expected);
     }
 
     #[test]

@@ -2,9 +2,13 @@
 //! object hold one element (the proxy claiming a host, the cluster of a vhost, the slice
 //! of a Service), and a `BTreeSet` allocates a node of eleven slots for it: about 600
 //! bytes for one `ObjectKey`, megabytes at 10,000 objects. Inserting is linear in the
-//! set's size, which stays small.
+//! set's size, which stays small; a set holds exactly its elements up to [`EXACT_UP_TO`],
+//! and grows as a vector does past it.
 
 use std::borrow::Borrow;
+
+/// Up to this many elements, a set's vector has no spare capacity.
+pub const EXACT_UP_TO: usize = 8;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SmallSet<T>(Vec<T>);
@@ -25,7 +29,9 @@ impl<T: Ord> SmallSet<T> {
         match self.0.binary_search(&value) {
             Ok(_) => false,
             Err(at) => {
-                self.0.reserve_exact(1);
+                if self.0.len() < EXACT_UP_TO {
+                    self.0.reserve_exact(1);
+                }
                 self.0.insert(at, value);
                 true
             }
@@ -93,18 +99,19 @@ impl<T> IntoIterator for SmallSet<T> {
 
 impl<T: Ord> FromIterator<T> for SmallSet<T> {
     fn from_iter<I: IntoIterator<Item = T>>(values: I) -> Self {
-        let mut all: Vec<T> = values.into_iter().collect();
-        all.sort();
-        all.dedup();
-        all.shrink_to_fit();
-        SmallSet(all)
+        let mut set = SmallSet(Vec::new());
+        set.extend(values);
+        set
     }
 }
 
 impl<T: Ord> Extend<T> for SmallSet<T> {
     fn extend<I: IntoIterator<Item = T>>(&mut self, values: I) {
-        for value in values {
-            self.insert(value);
+        self.0.extend(values);
+        self.0.sort();
+        self.0.dedup();
+        if self.0.len() <= EXACT_UP_TO {
+            self.0.shrink_to_fit();
         }
     }
 }
@@ -128,8 +135,10 @@ mod tests {
             assert_eq!(set.contains(&v), model.contains(&v));
             assert!(set.iter().eq(model.iter()));
         }
-        let from: SmallSet<u32> = [3, 1, 3, 2].into_iter().collect();
+        let mut from: SmallSet<u32> = [3, 1, 3, 2].into_iter().collect();
         assert!(from.iter().eq([1, 2, 3].iter()));
+        from.extend([0, 2, 9]);
+        assert!(from.iter().eq([0, 1, 2, 3, 9].iter()));
     }
 
     #[test]
