@@ -19,13 +19,9 @@ use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use super::server::{Session, StreamCore};
-use super::snapshot::{LogPosition, Snapshot, XdsType};
+use super::snapshot::{LogPosition, Snapshot, XdsType, hex};
 use super::wire::{self, Named, Wire};
 use crate::metrics::Metrics;
-
-fn version(digest: u64) -> String {
-    format!("{digest:016x}")
-}
 
 #[derive(Debug, Default)]
 struct TypeState {
@@ -309,7 +305,7 @@ impl DeltaStream {
                 |(name, d)| {
                     Some(Named {
                         name,
-                        version: version(*d),
+                        version: hex(*d),
                         resource: current.resources.get(*name)?,
                     })
                 },

@@ -311,7 +311,8 @@ fn first_u64(hash: &[u8; 32]) -> u64 {
     u64::from_le_bytes(first)
 }
 
-fn hex(value: u64) -> String {
+/// 16 hex digits: a type's version, and each resource's version in delta responses.
+pub(super) fn hex(value: u64) -> String {
     format!("{value:016x}")
 }
 
