@@ -129,6 +129,11 @@ pub struct XdsServer {
     pub port: u16,
     /// Serve xDS without TLS (`--insecure`). Required for now: xDS over TLS comes with certgen.
     pub insecure: bool,
+    /// Serve the plain HTTP listener's vhosts one by one over VHDS instead of all in the
+    /// `ingress_http` RouteConfiguration, so a change to one vhost sends that vhost only.
+    /// Envoy takes VHDS over ADS only when ADS is delta (`isobar bootstrap --xds-mode
+    /// delta`); state-of-the-world streams are refused while this is on.
+    pub vhds: bool,
 }
 
 /// Contour's `tls` section: bounds and parameters of every TLS vhost.
@@ -402,6 +407,7 @@ impl Default for XdsServer {
             address: "127.0.0.1".to_string(),
             port: 8001,
             insecure: false,
+            vhds: false,
         }
     }
 }

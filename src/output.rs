@@ -53,6 +53,9 @@ struct TypedResources {
     routes: Vec<serde_json::Value>,
     clusters: Vec<serde_json::Value>,
     endpoints: Vec<serde_json::Value>,
+    /// VHDS (`xds-server.vhds`): `ingress_http`'s vhosts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    virtual_hosts: Vec<serde_json::Value>,
     /// SDS secrets, by name, with the certificate replaced by its fingerprint and the key
     /// withheld: secret material is never printed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -105,6 +108,7 @@ pub fn translation(
             routes: all(&resources.routes)?,
             clusters: all(&resources.clusters)?,
             endpoints: all(&resources.endpoints)?,
+            virtual_hosts: all(&resources.virtual_hosts)?,
             secrets: all(&resources.secrets)?.into_iter().map(redact).collect(),
         },
         status: status

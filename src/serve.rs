@@ -39,6 +39,7 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
         stats_port: config.envoy.metrics.port,
         connect_timeout: config.timeouts.connect_timeout.0,
         access_log_path: config.envoy.access_log.clone(),
+        vhds: config.xds_server.vhds,
     }
 }
 
@@ -298,6 +299,7 @@ async fn serve(
         closing_tx.send_replace(true);
     });
     let ads = AdsService::new(snapshot_rx, metrics)
+        .delta_only(config.xds_server.vhds)
         .with_shutdown(closing.clone())
         .into_server();
     let listener = tokio::net::TcpListener::bind(xds_addr)

@@ -1,7 +1,7 @@
 //! Incremental (delta) ADS: per stream and type, the resources Envoy holds (name →
 //! digest of the bytes) are tracked, and a response carries only what changed and the
 //! names that went away. A stream is delta or state of the world by the RPC Envoy opens
-//! (`isobar bootstrap --xds-api delta` asks for delta).
+//! (`isobar bootstrap --xds-mode delta` asks for delta).
 //!
 //! The same rules as the state-of-the-world server apply: nothing before the first
 //! build; one response in flight per type; a NACKed resource version is not sent again
@@ -197,7 +197,7 @@ impl DeltaStream {
             return Ok(());
         };
         for t in XdsType::ORDER {
-            if matches!(t, XdsType::Listener | XdsType::Route) {
+            if t.is_downstream() {
                 let upstream_busy = [XdsType::Cluster, XdsType::Endpoint]
                     .iter()
                     .any(|d| self.types.get(d).is_some_and(|s| s.in_flight.is_some()));
@@ -217,22 +217,23 @@ impl DeltaStream {
         Ok(())
     }
 
-    /// Whether Envoy holds every listener and route of `snapshot` it asked for.
+    /// Whether Envoy holds every listener, route and vhost of `snapshot` it asked for.
     fn routes_settled(&self, snapshot: &Snapshot) -> bool {
-        [XdsType::Listener, XdsType::Route].iter().all(|t| {
-            let state = &self.types[t];
-            let of = snapshot.get(*t);
-            !state.requested
-                || (state.in_flight.is_none() && state.synced == Some(of.position()))
-                || (state.in_flight.is_none()
-                    && of
-                        .digests
-                        .iter()
-                        .filter(|(name, _)| state.wants(name))
-                        .all(|(name, d)| {
-                            state.held.get(name) == Some(d) || state.rejected.get(name) == Some(d)
-                        }))
-        })
+        [XdsType::Listener, XdsType::Route, XdsType::VirtualHost]
+            .iter()
+            .all(|t| {
+                let state = &self.types[t];
+                let of = snapshot.get(*t);
+                !state.requested
+                    || (state.in_flight.is_none() && state.synced == Some(of.position()))
+                    || (state.in_flight.is_none()
+                        && of.digests.iter().filter(|(name, _)| state.wants(name)).all(
+                            |(name, d)| {
+                                state.held.get(name) == Some(d)
+                                    || state.rejected.get(name) == Some(d)
+                            },
+                        ))
+            })
     }
 
     fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<Result<Wire, Status>> {

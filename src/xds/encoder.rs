@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::route::v3::VirtualHost;
 use envoy_types::pb::google::protobuf::Any;
 use envoy_types::util::pack_any;
 
@@ -15,7 +16,8 @@ use super::snapshot::{Snapshot, XdsType};
 use super::tls;
 use super::translate::{
     EnvoySettings, HTTP_LISTENER, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, STATS_LISTENER, append_field,
-    cluster_for, http_listener, load_assignment, route_configuration, stats_listener, virtual_host,
+    cluster_for, http_listener, load_assignment, route_configuration, stats_listener, vhds_name,
+    vhds_route_configuration, virtual_host,
 };
 use super::wire::field_len;
 
@@ -156,7 +158,7 @@ impl Encoder {
         let mut fresh: BTreeMap<&String, (Parts, Fresh)> = BTreeMap::new();
         for (fqdn, vhost) in &ir.virtual_hosts {
             let (parts, bytes) = fresh.entry(fqdn).or_default();
-            let plain = virtual_host(vhost);
+            let plain = virtual_host(vhost, settings.vhds);
             parts.plain = Some(Share::of(&plain));
             bytes.plain = Some(plain);
             parts
@@ -166,7 +168,7 @@ impl Encoder {
         for (fqdn, vhost) in &ir.secure_virtual_hosts {
             let (parts, bytes) = fresh.entry(fqdn).or_default();
             let chain = tls::vhost_chain(vhost, settings);
-            let routes = virtual_host(&vhost.http);
+            let routes = virtual_host(&vhost.http, false);
             parts.chain = Some(Share::of(&chain));
             parts.secure_routes = Some(Share::of(&routes));
             parts.fallback_routes = vhost.fallback.then(|| routes.as_slice().into());
@@ -218,10 +220,17 @@ impl Encoder {
             olds.insert(fqdn, old);
         }
         let mut assembling: BTreeMap<&String, Fresh> = BTreeMap::new();
-        for (fqdn, (parts, bytes)) in fresh {
+        for (fqdn, (parts, mut bytes)) in fresh {
             let no_old = Parts::default();
             let old = olds.get(fqdn).unwrap_or(&no_old);
             plain_changed |= old.plain != parts.plain;
+            if settings.vhds && old.plain != parts.plain {
+                let vhost = bytes.plain.take().map(|value| Any {
+                    type_url: <VirtualHost as prost::Name>::type_url(),
+                    value,
+                });
+                changes.put(XdsType::VirtualHost, vhds_name(fqdn), vhost);
+            }
             chains_changed |= old.chain != parts.chain;
             fallback_changed |= (old.fallback() || parts.fallback())
                 && (old.fallback() != parts.fallback() || old.secure_routes != parts.secure_routes);
@@ -245,6 +254,9 @@ impl Encoder {
                 continue;
             }
             plain_changed |= old.plain.is_some();
+            if settings.vhds && old.plain.is_some() {
+                changes.put(XdsType::VirtualHost, vhds_name(fqdn), None);
+            }
             chains_changed |= old.chain.is_some();
             fallback_changed |= old.fallback();
             if old.rds {
@@ -290,15 +302,19 @@ impl Encoder {
         };
         if plain_changed {
             // RDS is always published, even empty, so a listener never waits on it.
-            let shell = route_configuration(HTTP_LISTENER, std::iter::empty(), false);
-            let value = table.splice(
-                shell.value,
-                (XdsType::Route, HTTP_LISTENER),
-                ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
-                (|p| p.plain, |f| f.plain.as_deref()),
-                None,
-            )?;
-            let any = Any { value, ..shell };
+            let any = if settings.vhds {
+                vhds_route_configuration()
+            } else {
+                let shell = route_configuration(HTTP_LISTENER, std::iter::empty(), false);
+                let value = table.splice(
+                    shell.value,
+                    (XdsType::Route, HTTP_LISTENER),
+                    ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+                    (|p| p.plain, |f| f.plain.as_deref()),
+                    None,
+                )?;
+                Any { value, ..shell }
+            };
             changes.put(XdsType::Route, HTTP_LISTENER.to_string(), Some(any));
             let listener = (self.plains > 0).then(|| pack_any(http_listener(settings)));
             changes.put(XdsType::Listener, HTTP_LISTENER.to_string(), listener);

@@ -49,6 +49,9 @@ pub struct AdsService {
     metrics: Arc<Metrics>,
     /// Turns true on shutdown: every stream ends cleanly (Envoy reconnects elsewhere).
     closing: watch::Receiver<bool>,
+    /// `xds-server.vhds`: the routes served need delta xDS, so state-of-the-world
+    /// streams are refused.
+    delta_only: bool,
 }
 
 impl AdsService {
@@ -57,7 +60,15 @@ impl AdsService {
             snapshots,
             metrics,
             closing: watch::channel(false).1,
+            delta_only: false,
         }
+    }
+
+    /// Refuses state-of-the-world streams (with `FAILED_PRECONDITION`): for
+    /// `xds-server.vhds`, whose `ingress_http` Envoy accepts only over delta ADS.
+    pub fn delta_only(mut self, delta_only: bool) -> Self {
+        self.delta_only = delta_only;
+        self
     }
 
     /// Ends every stream once `closing` turns true.
@@ -75,6 +86,14 @@ impl AdsService {
 impl AdsService {
     /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
     pub(super) fn sotw(&self, requests: Streaming<DiscoveryRequest>) -> ResponseStream<Wire> {
+        if self.delta_only {
+            tracing::error!(
+                "refused a state-of-the-world xDS stream: xds-server.vhds is on, so Envoy must use delta xDS (isobar bootstrap --xds-mode delta)"
+            );
+            return Box::pin(tokio_stream::once(Err(Status::failed_precondition(
+                "xds-server.vhds is on: this Envoy must use delta xDS (isobar bootstrap --xds-mode delta)",
+            ))));
+        }
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
         self.spawn(stream, requests);
@@ -389,7 +408,7 @@ impl AdsStream {
             return Ok(());
         };
         for t in XdsType::ORDER {
-            if matches!(t, XdsType::Listener | XdsType::Route) {
+            if t.is_downstream() {
                 let upstream_in_flight = [XdsType::Cluster, XdsType::Endpoint]
                     .iter()
                     .any(|d| self.types.get(d).is_some_and(|s| s.in_flight));

@@ -22,15 +22,18 @@ pub enum XdsType {
     Secret,
     Listener,
     Route,
+    /// VHDS (`xds-server.vhds`, delta streams only): `ingress_http`'s vhosts.
+    VirtualHost,
 }
 
 impl XdsType {
-    pub const ORDER: [XdsType; 5] = [
+    pub const ORDER: [XdsType; 6] = [
         XdsType::Cluster,
         XdsType::Endpoint,
         XdsType::Secret,
         XdsType::Listener,
         XdsType::Route,
+        XdsType::VirtualHost,
     ];
 
     pub fn type_url(self) -> &'static str {
@@ -44,6 +47,7 @@ impl XdsType {
             }
             XdsType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             XdsType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            XdsType::VirtualHost => "type.googleapis.com/envoy.config.route.v3.VirtualHost",
         }
     }
 
@@ -51,9 +55,22 @@ impl XdsType {
         XdsType::ORDER.into_iter().find(|t| t.type_url() == url)
     }
 
-    /// LDS and CDS are subscribed to as a whole; EDS and RDS by name.
+    /// LDS and CDS are subscribed to as a whole; EDS and RDS by name. Envoy subscribes
+    /// to VHDS as a whole too (the vhosts' names say which RouteConfiguration they are
+    /// of: `ingress_http/...`).
     pub fn is_wildcard(self) -> bool {
-        matches!(self, XdsType::Cluster | XdsType::Listener)
+        matches!(
+            self,
+            XdsType::Cluster | XdsType::Listener | XdsType::VirtualHost
+        )
+    }
+
+    /// Listeners, routes and vhosts wait for clusters and endpoints (make before break).
+    pub fn is_downstream(self) -> bool {
+        matches!(
+            self,
+            XdsType::Listener | XdsType::Route | XdsType::VirtualHost
+        )
     }
 
     pub fn short(self) -> &'static str {
@@ -63,6 +80,7 @@ impl XdsType {
             XdsType::Secret => "sds",
             XdsType::Listener => "lds",
             XdsType::Route => "rds",
+            XdsType::VirtualHost => "vhds",
         }
     }
 
@@ -223,7 +241,7 @@ impl TypeSnapshot {
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    types: [TypeSnapshot; 5],
+    types: [TypeSnapshot; 6],
     /// When the earliest change this snapshot reflects arrived (for the event → xDS
     /// latency metric); not part of the content.
     pub changed_at: Option<std::time::Instant>,
@@ -244,6 +262,7 @@ impl Snapshot {
             (XdsType::Secret, resources.secrets),
             (XdsType::Listener, resources.listeners),
             (XdsType::Route, resources.routes),
+            (XdsType::VirtualHost, resources.virtual_hosts),
         ] {
             snapshot.types[t.index()] = TypeSnapshot::of(map);
         }

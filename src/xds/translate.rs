@@ -16,7 +16,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 };
 use envoy_types::pb::envoy::config::listener::v3::{self as listener, FilterChain, Listener};
 use envoy_types::pb::envoy::config::route::v3::{
-    self as route, DirectResponseAction, HeaderMatcher, RouteConfiguration, RouteMatch,
+    self as route, DirectResponseAction, HeaderMatcher, RouteConfiguration, RouteMatch, Vhds,
     VirtualHost, WeightedCluster,
 };
 use envoy_types::pb::envoy::extensions::access_loggers::file::v3::FileAccessLog;
@@ -59,6 +59,9 @@ pub struct EnvoySettings {
     pub stats_port: u16,
     pub connect_timeout: Duration,
     pub access_log_path: String,
+    /// `xds-server.vhds`: `ingress_http`'s vhosts are `VirtualHost` resources of their
+    /// own (VHDS), not fields of the RouteConfiguration.
+    pub vhds: bool,
 }
 
 /// Bounds and parameters of every downstream TLS context.
@@ -78,6 +81,8 @@ pub struct Resources {
     pub secrets: BTreeMap<String, Any>,
     pub listeners: BTreeMap<String, Any>,
     pub routes: BTreeMap<String, Any>,
+    /// VHDS (`xds-server.vhds`): `ingress_http`'s vhosts.
+    pub virtual_hosts: BTreeMap<String, Any>,
 }
 
 pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
@@ -138,6 +143,7 @@ pub fn translate_keeping(
             XdsType::Secret => &mut out.secrets,
             XdsType::Listener => &mut out.listeners,
             XdsType::Route => &mut out.routes,
+            XdsType::VirtualHost => &mut out.virtual_hosts,
         };
         map.extend(resources.into_iter().filter_map(|(k, v)| Some((k, v?))));
     }
@@ -434,25 +440,34 @@ pub(super) fn load_assignment(
 /// which differs run to run; identical input must give identical bytes (versions are
 /// content hashes). So routes are encoded one by one with their metadata appended in key
 /// order; protobuf parsers accept fields in any order and merge them.
+/// `ingress_http` under `xds-server.vhds`: no vhosts of its own, Envoy subscribes to
+/// them over the same (delta) ADS stream.
+pub(super) fn vhds_route_configuration() -> Any {
+    let shell = RouteConfiguration {
+        vhds: Some(Vhds {
+            config_source: Some(ads()),
+        }),
+        ..route_configuration_shell(HTTP_LISTENER)
+    };
+    pack_any(shell)
+}
+
+/// A plain vhost's VHDS resource name, which is also its `VirtualHost` name: Envoy
+/// files a vhost under the RouteConfiguration its name starts with (up to the last
+/// `/`).
+pub(super) fn vhds_name(fqdn: &str) -> String {
+    format!(
+        "{HTTP_LISTENER}/{}",
+        isobar_sdk::names::hashname(60, &[fqdn]).replace('/', "_")
+    )
+}
+
 pub(super) fn route_configuration<'a>(
     name: &str,
     vhosts: impl Iterator<Item = &'a [u8]>,
     misdirected: bool,
 ) -> Any {
-    let shell = RouteConfiguration {
-        name: name.to_string(),
-        request_headers_to_add: vec![HeaderValueOption {
-            header: Some(HeaderValue {
-                key: "x-request-start".to_string(),
-                value: "t=%START_TIME(%s.%3f)%".to_string(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }],
-        ignore_port_in_host_matching: true,
-        ..Default::default()
-    };
-    let mut bytes = shell.encode_to_vec();
+    let mut bytes = route_configuration_shell(name).encode_to_vec();
     for vhost in vhosts {
         append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, vhost);
     }
@@ -471,6 +486,23 @@ pub(super) fn route_configuration<'a>(
     }
 }
 
+/// Every RouteConfiguration's settings, without vhosts.
+fn route_configuration_shell(name: &str) -> RouteConfiguration {
+    RouteConfiguration {
+        name: name.to_string(),
+        request_headers_to_add: vec![HeaderValueOption {
+            header: Some(HeaderValue {
+                key: "x-request-start".to_string(),
+                value: "t=%START_TIME(%s.%3f)%".to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ignore_port_in_host_matching: true,
+        ..Default::default()
+    }
+}
+
 pub(super) const ROUTE_CONFIGURATION_VIRTUAL_HOSTS: u32 = 2;
 const VIRTUAL_HOST_ROUTES: u32 = 3;
 const ROUTE_METADATA: u32 = 4;
@@ -484,11 +516,16 @@ pub(super) fn append_field(buf: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
     buf.extend_from_slice(bytes);
 }
 
-pub(super) fn virtual_host(vhost: &ir::VirtualHost) -> Vec<u8> {
+/// A vhost's `VirtualHost`; `vhds`: named as a VHDS resource (see [`vhds_name`]).
+pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: bool) -> Vec<u8> {
     let mut routes: Vec<&ir::Route> = vhost.routes.values().map(|r| &**r).collect();
     routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
     let shell = VirtualHost {
-        name: isobar_sdk::names::hashname(60, &[&vhost.fqdn]),
+        name: if vhds {
+            vhds_name(&vhost.fqdn)
+        } else {
+            isobar_sdk::names::hashname(60, &[&vhost.fqdn])
+        },
         domains: vec![vhost.fqdn.clone()],
         ..Default::default()
     };

@@ -3,7 +3,8 @@
 //!
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
-//! `build` (flat and inclusion), `tls`, `kube`, `perf`, `envoy`, `webhook` and `wasm`; all by default;
+//! `build` (flat and inclusion), `tls`, `kube`, `perf`, `vhds` (perf with `xds-server.vhds`),
+//! `envoy`, `webhook` and `wasm`; all by default;
 //! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
 
 use std::path::Path;
@@ -233,7 +234,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES")
-        .unwrap_or_else(|_| "build,tls,kube,perf,envoy,webhook,wasm".into());
+        .unwrap_or_else(|_| "build,tls,kube,perf,vhds,envoy,webhook,wasm".into());
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
         build_profiles(n, runs);
@@ -245,7 +246,10 @@ fn main() {
         kube::report(n);
     }
     if profiles.contains(&"perf") {
-        perf::run(n, benching);
+        perf::run(n, benching, false);
+    }
+    if profiles.contains(&"vhds") {
+        perf::run(n, benching, true);
     }
     if profiles.contains(&"envoy") {
         envoy::run(n, if benching { 100 } else { 5 });

@@ -497,3 +497,61 @@ async fn a_quiet_manifest_directory_costs_no_cpu() {
         std::fs::read_to_string(dir.path().join("isobar.log")).unwrap_or_default()
     );
 }
+
+/// `xds-server.vhds`: `translate` shows `ingress_http` without vhosts, asking for them
+/// over ADS, and each plain vhost as a `VirtualHost` resource of its own.
+#[test]
+fn translate_with_vhds_shows_each_plain_vhost_on_its_own() {
+    let dir = tempdir();
+    let path = config_file(dir.path(), "xds-server:\n  vhds: true\n");
+    let (ok, out, err) = isobar(
+        &[
+            "translate",
+            "-o",
+            "json",
+            "--manifests",
+            &quickstart(),
+            "-c",
+            &path,
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let resources = &doc["resources"];
+    let routes = resources["routes"].as_array().cloned().unwrap_or_default();
+    let http = routes
+        .iter()
+        .find(|r| r["name"] == "ingress_http")
+        .unwrap_or_else(|| panic!("no ingress_http in {out}"));
+    assert!(http["virtual_hosts"].is_null(), "{http}");
+    assert!(http["vhds"]["config_source"]["ads"].is_object(), "{http}");
+    let vhosts: Vec<(String, String)> = resources["virtual_hosts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap_or_default().to_string(),
+                v["domains"][0].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        vhosts.contains(&(
+            "ingress_http/demo.example.com".to_string(),
+            "demo.example.com".to_string()
+        )),
+        "{vhosts:?}"
+    );
+    // The HTTPS vhost keeps its own RouteConfiguration, with its vhosts in it.
+    assert!(
+        routes
+            .iter()
+            .any(|r| r["name"] == "https/secure.example.com"
+                && r["virtual_hosts"].as_array().is_some_and(|v| !v.is_empty())),
+        "{out}"
+    );
+}

@@ -269,8 +269,12 @@ pub(crate) async fn start_with(
 }
 
 /// [`start`], with Envoy asking for incremental (delta) ADS.
-pub(crate) async fn start_delta(files: &[(&str, &str)], ready: (&str, &str, &str)) -> Stack {
-    start_from(None, files, None, ready, "delta").await
+pub(crate) async fn start_delta(
+    config: Option<&str>,
+    files: &[(&str, &str)],
+    ready: (&str, &str, &str),
+) -> Stack {
+    start_from(config, files, None, ready, "delta").await
 }
 
 /// [`start`] with `isobar serve --kubeconfig` on `api`: the backends' Services and
@@ -521,12 +525,53 @@ async fn real_envoy_routes_what_isobar_serves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_over_delta_xds() {
+    delta_changes(None).await;
+}
+
+/// `xds-server.vhds`: the same changes reach Envoy as vhosts of their own; the
+/// `ingress_http` RouteConfiguration is sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_over_vhds() {
+    let stack = delta_changes(Some("xds-server:\n  vhds: true\n")).await;
+    let stats = stack.envoy_stats().await;
+    let stat = |name: &str| {
+        stats
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(": ")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no stat {name}\n{stats}"))
+    };
+    // The first vhosts, then each of the three changes (at least: Envoy may batch).
+    assert!(
+        stat("http.ingress_http.rds.vhds.ingress_http.update_success") >= 2,
+        "{stats}"
+    );
+    assert_eq!(
+        stat("http.ingress_http.rds.ingress_http.update_success"),
+        1,
+        "the RouteConfiguration was sent again for a vhost change\n{stats}"
+    );
+    assert!(
+        stack.envoy_domains().await.contains("other.example.com"),
+        "{}",
+        stack.logs()
+    );
+}
+
+/// Changes a route, adds a site and removes one over delta xDS, checking each through
+/// Envoy; `config` is the `contour.yaml`.
+async fn delta_changes(config: Option<&str>) -> Stack {
     let demo = proxy_yaml(
         "demo",
         "demo.example.com",
         &[("/", &[("echo-a", 1)]), ("/b", &[("echo-b", 1)])],
     );
     let stack = start_delta(
+        config,
         &[("demo.yaml", &demo), ("shop.yaml", SHOP_INGRESS)],
         ("demo.example.com", "/", "a"),
     )
@@ -567,6 +612,7 @@ async fn real_envoy_over_delta_xds() {
     assert_eq!(stack.body("demo.example.com", "/").await, "b");
     assert_eq!(stack.body("other.example.com", "/").await, "mirror");
     stack.assert_nothing_rejected().await;
+    stack
 }
 
 const SITE: &str = r#"apiVersion: projectcontour.io/v1

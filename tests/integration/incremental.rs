@@ -130,7 +130,11 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
     };
     let reference = pipeline();
     assert!(reference.local(), "the default plugins must be local");
-    let settings = envoy_settings(&config);
+    // Both ways of serving `ingress_http`: its vhosts in it, and each on its own (VHDS).
+    let every_settings = [false, true].map(|vhds| EnvoySettings {
+        vhds,
+        ..envoy_settings(&config)
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -138,7 +142,15 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     let (mut changes, mut spliced, mut skipped) = (0u64, 0u64, 0u64);
     let mut mismatches = Vec::new();
-    for (case, path) in cases() {
+    for (settings, (case, path)) in every_settings
+        .iter()
+        .flat_map(|s| cases().into_iter().map(move |c| (s, c)))
+    {
+        let case = if settings.vhds {
+            format!("{case} (vhds)")
+        } else {
+            case
+        };
         let dir = manifests(&path, &[]);
         let all = objects_in(dir.path());
         let metrics = Arc::new(Metrics::default());
@@ -189,7 +201,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
             step(Event::Synced).await;
             let mut current: Vec<Object> = all.clone();
             let mut check = |what: String, current: &[Object]| {
-                let (expected, statuses) = full(&reference, &settings, current);
+                let (expected, statuses) = full(&reference, settings, current);
                 let got = snapshots.borrow().as_deref().cloned().unwrap_or_default();
                 if got != expected {
                     mismatches.push(format!(

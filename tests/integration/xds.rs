@@ -588,3 +588,117 @@ async fn a_reconnecting_delta_envoy_resumes_named_subscriptions() {
     let endpoints = envoy.expect(XdsType::Endpoint).await;
     assert_eq!(delta_names(&endpoints), ["b"]);
 }
+
+/// `xds-server.vhds`: Envoy subscribes to vhosts by an empty (wildcard) request once it
+/// holds `ingress_http`; only changed vhosts are sent again, a removed cluster waits
+/// until Envoy holds the vhosts that no longer use it, and a removed vhost is named in
+/// `removed_resources`.
+#[tokio::test]
+async fn delta_vhosts_are_served_to_a_wildcard_subscription_after_their_clusters() {
+    let with_vhosts = |clusters: &[&str], vhosts: &[&str], tag: &str| {
+        Arc::new(Snapshot::new(Resources {
+            clusters: map(XdsType::Cluster, clusters, "c"),
+            endpoints: map(XdsType::Endpoint, clusters, "e"),
+            listeners: map(XdsType::Listener, &["ingress_http"], "l"),
+            routes: map(XdsType::Route, &["ingress_http"], "shell"),
+            virtual_hosts: map(XdsType::VirtualHost, vhosts, tag),
+            ..Default::default()
+        }))
+    };
+    let (tx, mut envoy) = delta_server(
+        Some(with_vhosts(
+            &["a", "b"],
+            &["ingress_http/a", "ingress_http/b"],
+            "v1",
+        )),
+        &[],
+    )
+    .await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    envoy.ack(&cds, false).await;
+    envoy.subscribe(XdsType::Endpoint, &["a", "b"]).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    envoy.ack(&eds, false).await;
+    let lds = envoy.expect(XdsType::Listener).await;
+    envoy.ack(&lds, false).await;
+    envoy.subscribe(XdsType::Route, &["ingress_http"]).await;
+    let rds = envoy.expect(XdsType::Route).await;
+    envoy.ack(&rds, false).await;
+    envoy.quiet().await;
+    envoy.subscribe(XdsType::VirtualHost, &[]).await;
+    let vhds = envoy.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_names(&vhds), ["ingress_http/a", "ingress_http/b"]);
+    envoy.ack(&vhds, false).await;
+    envoy.quiet().await;
+
+    // One vhost changes: it alone goes, the RouteConfiguration stays.
+    tx.send_replace(Some(with_vhosts(
+        &["a", "b"],
+        &["ingress_http/a", "ingress_http/b"],
+        "v2",
+    )));
+    let vhds = envoy.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_names(&vhds), ["ingress_http/a", "ingress_http/b"]);
+    envoy.ack(&vhds, false).await;
+    envoy.quiet().await;
+    let mut one = with_vhosts(&["a", "b"], &["ingress_http/a", "ingress_http/b"], "v2");
+    one = Arc::new(one.with_changes(
+        XdsType::VirtualHost,
+        [(
+            "ingress_http/b".to_string(),
+            Some(any(XdsType::VirtualHost, "ingress_http/b:v3")),
+        )],
+    ));
+    tx.send_replace(Some(one));
+    let vhds = envoy.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_names(&vhds), ["ingress_http/b"]);
+    envoy.ack(&vhds, false).await;
+    envoy.quiet().await;
+
+    // Vhost a moves to cluster b, and cluster a goes: the cluster's removal waits until
+    // Envoy holds the vhost that no longer uses it.
+    tx.send_replace(Some(with_vhosts(
+        &["b"],
+        &["ingress_http/a", "ingress_http/b"],
+        "v4",
+    )));
+    let vhds = envoy.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_names(&vhds), ["ingress_http/a", "ingress_http/b"]);
+    envoy.quiet().await;
+    envoy.ack(&vhds, false).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    assert_eq!(cds.removed_resources, ["a"]);
+    envoy.ack(&cds, false).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    envoy.ack(&eds, false).await;
+    envoy.quiet().await;
+
+    // A vhost that goes is named in `removed_resources`.
+    tx.send_replace(Some(with_vhosts(&["b"], &["ingress_http/b"], "v4")));
+    let vhds = envoy.expect(XdsType::VirtualHost).await;
+    assert!(vhds.resources.is_empty());
+    assert_eq!(vhds.removed_resources, ["ingress_http/a"]);
+}
+
+#[tokio::test]
+async fn a_delta_only_service_refuses_state_of_the_world_streams() {
+    let (_tx, rx) = watch::channel(Some(snapshot(&["a"], "r1")));
+    let mut client =
+        ads_client(AdsService::new(rx, Arc::new(Metrics::default())).delta_only(true)).await;
+    let (_req_tx, req_rx) = mpsc::channel::<DiscoveryRequest>(1);
+    let refused = match client
+        .stream_aggregated_resources(ReceiverStream::new(req_rx))
+        .await
+    {
+        Err(status) => status,
+        Ok(stream) => {
+            let mut stream = stream.into_inner();
+            match tokio::time::timeout(WAIT, stream.message()).await {
+                Ok(Err(status)) => status,
+                other => panic!("not refused: {other:?}"),
+            }
+        }
+    };
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(refused.message().contains("delta"), "{}", refused.message());
+}
