@@ -4,7 +4,7 @@
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
 //! `build` (flat and inclusion), `tls`, `kube`, `perf`, `vhds` (perf with `xds-server.vhds`),
-//! `envoy`, `webhook` and `wasm`; all by default;
+//! `envoy`, `envoy-vhds` (the same over VHDS), `webhook` and `wasm`; all by default;
 //! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
 
 use std::path::Path;
@@ -234,7 +234,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES")
-        .unwrap_or_else(|_| "build,tls,kube,perf,vhds,envoy,webhook,wasm".into());
+        .unwrap_or_else(|_| "build,tls,kube,perf,vhds,envoy,envoy-vhds,webhook,wasm".into());
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
         build_profiles(n, runs);
@@ -252,7 +252,10 @@ fn main() {
         perf::run(n, benching, true);
     }
     if profiles.contains(&"envoy") {
-        envoy::run(n, if benching { 100 } else { 5 });
+        envoy::run(n, if benching { 100 } else { 5 }, false);
+    }
+    if profiles.contains(&"envoy-vhds") {
+        envoy::run(n, if benching { 100 } else { 5 }, true);
     }
     // Issue 6's figures are stated at 1,000 objects.
     let small = env_usize("ISOBAR_BENCH_N", if benching { 1_000 } else { 50 });
