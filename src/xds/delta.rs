@@ -5,9 +5,11 @@
 //!
 //! The same rules as the state-of-the-world server apply: nothing before the first
 //! build; one response in flight per type; a NACKed resource version is not sent again
-//! until it changes; changes go out in CDS → EDS → SDS → LDS → RDS order, listeners and
-//! routes only once clusters and endpoints are settled and subscribed, and clusters are
-//! removed only once Envoy holds the routes of the current snapshot (make before break).
+//! until it changes; changes go out in CDS → EDS → SDS → LDS → RDS → VHDS order,
+//! listeners, routes and vhosts only once clusters and endpoints are settled and
+//! subscribed, and clusters are removed only once Envoy holds the routes and vhosts of the
+//! current snapshot (make before break). VHDS (`xds-server.vhds`) is served on delta
+//! streams only: Envoy takes it over ADS only when ADS is delta.
 //! A resource's version is the hex digest of its bytes, so a reconnecting Envoy's
 //! `initial_resource_versions` say exactly what it holds.
 
