@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use super::server::{Session, StreamCore};
-use super::snapshot::{LogPosition, Snapshot, XdsType, hex};
+use super::snapshot::{LogPosition, Snapshot, TypeSnapshot, XdsType, hex};
 use super::wire::{self, Named, Wire};
 use crate::metrics::Metrics;
 
@@ -34,8 +34,13 @@ struct TypeState {
     held: BTreeMap<String, u64>,
     /// The response in flight: its nonce, and per name the digest sent (`None`: removed).
     in_flight: Option<(String, BTreeMap<String, Option<u64>>)>,
-    /// Versions Envoy rejected, not sent again until they change.
+    /// Versions Envoy rejected, not sent again until they change (or a retry below).
     rejected: BTreeMap<String, u64>,
+    /// Halves of refused responses, to be sent again apart: Envoy refuses a response as
+    /// a whole, so one bad resource would otherwise keep every other one of its response
+    /// (a first sync's 10,000 vhosts) from Envoy until each changes. Halving again on
+    /// each refusal leaves only the bad ones rejected, in a few round trips.
+    retry: Vec<Vec<String>>,
     /// A point in the type's change log such that only names changed after it can need
     /// sending (everything else is held, rejected or not wanted): a new snapshot is
     /// compared by the names its log lists, not name by name. `None`: compare every
@@ -133,6 +138,13 @@ impl DeltaStream {
         }
         for name in request.resource_names_subscribe {
             if name == "*" {
+                // A new VHDS subscription on the same stream (Envoy re-created its route
+                // configuration's) holds nothing yet: its first response must carry every
+                // vhost, or it never finishes warming.
+                if !first && t == XdsType::VirtualHost {
+                    state.held.clear();
+                    state.synced = None;
+                }
                 state.wildcard = true;
             } else {
                 // Subscribing again asks for the resource again (a re-warming cluster),
@@ -167,10 +179,20 @@ impl DeltaStream {
                 state.synced = None;
                 self.core.metrics.nack(t.short());
                 tracing::error!(node = %self.core.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
+                let put: Vec<String> = sent
+                    .iter()
+                    .filter(|(_, digest)| digest.is_some())
+                    .map(|(name, _)| name.clone())
+                    .collect();
                 for (name, digest) in sent {
                     if let Some(digest) = digest {
                         state.rejected.insert(name, digest);
                     }
+                }
+                if put.len() > 1 {
+                    let (first, second) = put.split_at(put.len() / 2);
+                    state.retry.push(second.to_vec());
+                    state.retry.push(first.to_vec());
                 }
             }
             None => {
@@ -239,11 +261,29 @@ impl DeltaStream {
     }
 
     fn response_for(&mut self, t: XdsType, snapshot: &Snapshot) -> Option<Result<Wire, Status>> {
-        let state = self.types.get(&t)?;
+        let state = self.types.get_mut(&t)?;
         if !state.requested || state.in_flight.is_some() {
             return None;
         }
         let current = snapshot.get(t);
+        // Part of a refused response first, alone: what is still as it was refused.
+        while let Some(group) = state.retry.pop() {
+            let again: Vec<(&String, u64)> = group
+                .iter()
+                .filter_map(|name| {
+                    let (name, d) = current.digests.get_key_value(name)?;
+                    (state.wants(name) && state.rejected.get(name) == Some(d)).then_some((name, *d))
+                })
+                .collect();
+            if again.is_empty() {
+                continue;
+            }
+            for (name, _) in &again {
+                state.rejected.remove(*name);
+            }
+            return self.respond(t, current, &again, &[], None);
+        }
+        let state = &self.types[&t];
         let needs = |name: &String, d: &u64| {
             state.wants(name)
                 && state.held.get(name) != Some(d)
@@ -300,6 +340,18 @@ impl DeltaStream {
             }
             return None;
         }
+        self.respond(t, current, &changed, &removed, basis)
+    }
+
+    /// Sends `changed` and `removed` of type `t` (`basis`: see [`TypeState::basis`]).
+    fn respond(
+        &mut self,
+        t: XdsType,
+        current: &TypeSnapshot,
+        changed: &[(&String, u64)],
+        removed: &[String],
+        basis: Option<LogPosition>,
+    ) -> Option<Result<Wire, Status>> {
         // Distinct names of the snapshot: as many as it has means all of them.
         let part = if changed.len() == current.resources.len() {
             current.all(true)
@@ -330,7 +382,7 @@ impl DeltaStream {
             t.type_url(),
             &nonce,
             part,
-            &removed,
+            removed,
         ))
     }
 }

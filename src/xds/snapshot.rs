@@ -13,8 +13,8 @@ use super::translate::Resources;
 use super::wire::{self, Named};
 
 /// The xDS resource types Isobar serves, in the order a change is pushed: clusters before
-/// their endpoints, both (and certificates) before the listeners and routes that use them
-/// (make before break).
+/// their endpoints, both (and certificates) before the listeners, routes and vhosts that
+/// use them (make before break).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum XdsType {
     Cluster,

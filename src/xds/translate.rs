@@ -1,4 +1,5 @@
-//! IR → Envoy resources (LDS, RDS, CDS, EDS), with Contour's names and defaults.
+//! IR → Envoy resources (LDS, RDS, CDS, EDS, SDS; VHDS with `xds-server.vhds`), with
+//! Contour's names and defaults.
 //!
 //! Pure functions: the same IR and objects give byte-identical resources.
 
@@ -434,12 +435,6 @@ pub(super) fn load_assignment(
     }
 }
 
-/// The `ingress_http` RouteConfiguration, encoded canonically.
-///
-/// prost encodes protobuf map fields (the `Struct` of route metadata) in `HashMap` order,
-/// which differs run to run; identical input must give identical bytes (versions are
-/// content hashes). So routes are encoded one by one with their metadata appended in key
-/// order; protobuf parsers accept fields in any order and merge them.
 /// `ingress_http` under `xds-server.vhds`: no vhosts of its own, Envoy subscribes to
 /// them over the same (delta) ADS stream.
 pub(super) fn vhds_route_configuration() -> Any {
@@ -462,6 +457,12 @@ pub(super) fn vhds_name(fqdn: &str) -> String {
     )
 }
 
+/// A RouteConfiguration with the given encoded vhosts, encoded canonically.
+///
+/// prost encodes protobuf map fields (the `Struct` of route metadata) in `HashMap` order,
+/// which differs run to run; identical input must give identical bytes (versions are
+/// content hashes). So routes are encoded one by one with their metadata appended in key
+/// order; protobuf parsers accept fields in any order and merge them.
 pub(super) fn route_configuration<'a>(
     name: &str,
     vhosts: impl Iterator<Item = &'a [u8]>,

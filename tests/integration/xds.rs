@@ -593,30 +593,34 @@ async fn a_reconnecting_delta_envoy_resumes_named_subscriptions() {
 /// holds `ingress_http`; only changed vhosts are sent again, a removed cluster waits
 /// until Envoy holds the vhosts that no longer use it, and a removed vhost is named in
 /// `removed_resources`.
-#[tokio::test]
-async fn delta_vhosts_are_served_to_a_wildcard_subscription_after_their_clusters() {
-    let with_vhosts = |clusters: &[&str], vhosts: &[&str], tag: &str| {
-        Arc::new(Snapshot::new(Resources {
-            clusters: map(XdsType::Cluster, clusters, "c"),
-            endpoints: map(XdsType::Endpoint, clusters, "e"),
-            listeners: map(XdsType::Listener, &["ingress_http"], "l"),
-            routes: map(XdsType::Route, &["ingress_http"], "shell"),
-            virtual_hosts: map(XdsType::VirtualHost, vhosts, tag),
-            ..Default::default()
-        }))
-    };
-    let (tx, mut envoy) = delta_server(
-        Some(with_vhosts(
-            &["a", "b"],
-            &["ingress_http/a", "ingress_http/b"],
-            "v1",
-        )),
-        &[],
-    )
-    .await;
+/// A snapshot with `clusters`, `ingress_http` and its `vhosts` (content `tag`).
+fn with_vhosts(clusters: &[&str], vhosts: &[&str], tag: &str) -> Arc<Snapshot> {
+    Arc::new(Snapshot::new(Resources {
+        clusters: map(XdsType::Cluster, clusters, "c"),
+        endpoints: map(XdsType::Endpoint, clusters, "e"),
+        listeners: map(XdsType::Listener, &["ingress_http"], "l"),
+        routes: map(XdsType::Route, &["ingress_http"], "shell"),
+        virtual_hosts: map(XdsType::VirtualHost, vhosts, tag),
+        ..Default::default()
+    }))
+}
+
+/// A delta stream on `snapshot` that ACKed clusters, endpoints, listeners and routes and
+/// subscribed to vhosts as Envoy does (an empty request).
+async fn vhds_stream(
+    snapshot: Arc<Snapshot>,
+) -> (watch::Sender<Option<Arc<Snapshot>>>, DeltaEnvoy) {
+    let clusters: Vec<String> = snapshot
+        .get(XdsType::Endpoint)
+        .resources
+        .keys()
+        .cloned()
+        .collect();
+    let (tx, mut envoy) = delta_server(Some(snapshot), &[]).await;
     let cds = envoy.expect(XdsType::Cluster).await;
     envoy.ack(&cds, false).await;
-    envoy.subscribe(XdsType::Endpoint, &["a", "b"]).await;
+    let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
+    envoy.subscribe(XdsType::Endpoint, &names).await;
     let eds = envoy.expect(XdsType::Endpoint).await;
     envoy.ack(&eds, false).await;
     let lds = envoy.expect(XdsType::Listener).await;
@@ -626,12 +630,23 @@ async fn delta_vhosts_are_served_to_a_wildcard_subscription_after_their_clusters
     envoy.ack(&rds, false).await;
     envoy.quiet().await;
     envoy.subscribe(XdsType::VirtualHost, &[]).await;
+    (tx, envoy)
+}
+
+#[tokio::test]
+async fn delta_vhosts_are_served_to_a_wildcard_subscription_after_their_clusters() {
+    let (tx, mut envoy) = vhds_stream(with_vhosts(
+        &["a", "b"],
+        &["ingress_http/a", "ingress_http/b"],
+        "v1",
+    ))
+    .await;
     let vhds = envoy.expect(XdsType::VirtualHost).await;
     assert_eq!(delta_names(&vhds), ["ingress_http/a", "ingress_http/b"]);
     envoy.ack(&vhds, false).await;
     envoy.quiet().await;
 
-    // One vhost changes: it alone goes, the RouteConfiguration stays.
+    // Both vhosts change: both go, the RouteConfiguration stays.
     tx.send_replace(Some(with_vhosts(
         &["a", "b"],
         &["ingress_http/a", "ingress_http/b"],
@@ -641,6 +656,7 @@ async fn delta_vhosts_are_served_to_a_wildcard_subscription_after_their_clusters
     assert_eq!(delta_names(&vhds), ["ingress_http/a", "ingress_http/b"]);
     envoy.ack(&vhds, false).await;
     envoy.quiet().await;
+    // One vhost changes: it alone goes.
     let mut one = with_vhosts(&["a", "b"], &["ingress_http/a", "ingress_http/b"], "v2");
     one = Arc::new(one.with_changes(
         XdsType::VirtualHost,
@@ -701,4 +717,53 @@ async fn a_delta_only_service_refuses_state_of_the_world_streams() {
     };
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
     assert!(refused.message().contains("delta"), "{}", refused.message());
+}
+
+/// Envoy refuses a delta response as a whole: the resources of a refused response are
+/// sent again in halves until the bad one is alone, so one bad vhost does not keep the
+/// others from Envoy; the bad one is not sent again until it changes.
+#[tokio::test]
+async fn a_refused_delta_response_is_retried_in_halves_until_the_bad_resource_is_alone() {
+    let vhosts = [
+        "ingress_http/a",
+        "ingress_http/b",
+        "ingress_http/c",
+        "ingress_http/d",
+    ];
+    let (tx, mut envoy) = vhds_stream(with_vhosts(&["a"], &vhosts, "v1")).await;
+    // "c" is the bad one.
+    let bad = |r: &DeltaDiscoveryResponse| delta_names(r).iter().any(|n| n == "ingress_http/c");
+    let first = envoy.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_names(&first), vhosts);
+    envoy.ack(&first, true).await;
+    let mut held = Vec::new();
+    let mut responses = 0;
+    loop {
+        let Ok(Ok(Some(r))) = tokio::time::timeout(QUIET, envoy.responses.message()).await else {
+            break;
+        };
+        responses += 1;
+        assert!(responses < 10, "retries do not end");
+        let refused = bad(&r);
+        if !refused {
+            held.extend(delta_names(&r));
+        }
+        envoy.ack(&r, refused).await;
+    }
+    held.sort();
+    assert_eq!(held, ["ingress_http/a", "ingress_http/b", "ingress_http/d"]);
+    // {a, b} ACKed, {c, d} refused, then {c} refused and {d} ACKed.
+    assert_eq!(responses, 4);
+
+    // The bad vhost goes again once it changes.
+    let fixed = with_vhosts(&["a"], &vhosts, "v1").with_changes(
+        XdsType::VirtualHost,
+        [(
+            "ingress_http/c".to_string(),
+            Some(any(XdsType::VirtualHost, "ingress_http/c:fixed")),
+        )],
+    );
+    tx.send_replace(Some(Arc::new(fixed)));
+    let r = envoy.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_names(&r), ["ingress_http/c"]);
 }
