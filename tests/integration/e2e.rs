@@ -25,6 +25,7 @@ pub(crate) struct Stack {
     pub(crate) metrics_port: u16,
     pub(crate) health_port: u16,
     pub(crate) debug_port: u16,
+    xds_port: u16,
     pub(crate) client: reqwest::Client,
     /// Requests each backend has seen, by Service name.
     hits: BTreeMap<&'static str, Arc<AtomicUsize>>,
@@ -401,6 +402,7 @@ async fn start_from(
         metrics_port,
         health_port,
         debug_port,
+        xds_port,
         hits,
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
@@ -560,6 +562,26 @@ async fn real_envoy_over_vhds() {
         "{}",
         stack.logs()
     );
+    // An Envoy on state-of-the-world xDS is refused, saying why.
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    let mut ads =
+        AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{}", stack.xds_port))
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+    let requests = tokio_stream::iter([DiscoveryRequest {
+        type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".to_string(),
+        ..Default::default()
+    }]);
+    let refused = match ads.stream_aggregated_resources(requests).await {
+        Err(status) => status,
+        Ok(stream) => match stream.into_inner().message().await {
+            Err(status) => status,
+            Ok(other) => panic!("a state-of-the-world stream was served: {other:?}"),
+        },
+    };
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused}");
+    assert!(refused.message().contains("--xds-mode delta"), "{refused}");
 }
 
 /// Changes a route, adds a site and removes one over delta xDS, checking each through
