@@ -505,15 +505,25 @@ fn delta_names(r: &DeltaDiscoveryResponse) -> Vec<String> {
     r.resources.iter().map(|r| r.name.clone()).collect()
 }
 
-#[tokio::test]
-async fn delta_sends_only_changes_and_removals() {
-    let (tx, mut envoy) = delta_server(Some(snapshot(&["a", "b"], "r1")), &[]).await;
+/// A delta stream on `snapshot` that was sent and ACKed every cluster, endpoint set,
+/// listener and `ingress_http`, in that order, and has nothing more to get.
+async fn warmed_delta(
+    snapshot: Arc<Snapshot>,
+) -> (watch::Sender<Option<Arc<Snapshot>>>, DeltaEnvoy) {
+    let clusters: Vec<String> = snapshot
+        .get(XdsType::Cluster)
+        .resources
+        .keys()
+        .cloned()
+        .collect();
+    let (tx, mut envoy) = delta_server(Some(snapshot), &[]).await;
     let cds = envoy.expect(XdsType::Cluster).await;
-    assert_eq!(delta_names(&cds), ["a", "b"]);
+    assert_eq!(delta_names(&cds), clusters);
     envoy.ack(&cds, false).await;
-    envoy.subscribe(XdsType::Endpoint, &["a", "b"]).await;
+    let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
+    envoy.subscribe(XdsType::Endpoint, &names).await;
     let eds = envoy.expect(XdsType::Endpoint).await;
-    assert_eq!(delta_names(&eds), ["a", "b"]);
+    assert_eq!(delta_names(&eds), clusters);
     envoy.ack(&eds, false).await;
     let lds = envoy.expect(XdsType::Listener).await;
     envoy.ack(&lds, false).await;
@@ -521,6 +531,12 @@ async fn delta_sends_only_changes_and_removals() {
     let rds = envoy.expect(XdsType::Route).await;
     envoy.ack(&rds, false).await;
     envoy.quiet().await;
+    (tx, envoy)
+}
+
+#[tokio::test]
+async fn delta_sends_only_changes_and_removals() {
+    let (tx, mut envoy) = warmed_delta(snapshot(&["a", "b"], "r1")).await;
 
     // A route change sends one route and nothing else.
     tx.send_replace(Some(snapshot(&["a", "b"], "r2")));
@@ -610,25 +626,7 @@ fn with_vhosts(clusters: &[&str], vhosts: &[&str], tag: &str) -> Arc<Snapshot> {
 async fn vhds_stream(
     snapshot: Arc<Snapshot>,
 ) -> (watch::Sender<Option<Arc<Snapshot>>>, DeltaEnvoy) {
-    let clusters: Vec<String> = snapshot
-        .get(XdsType::Endpoint)
-        .resources
-        .keys()
-        .cloned()
-        .collect();
-    let (tx, mut envoy) = delta_server(Some(snapshot), &[]).await;
-    let cds = envoy.expect(XdsType::Cluster).await;
-    envoy.ack(&cds, false).await;
-    let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
-    envoy.subscribe(XdsType::Endpoint, &names).await;
-    let eds = envoy.expect(XdsType::Endpoint).await;
-    envoy.ack(&eds, false).await;
-    let lds = envoy.expect(XdsType::Listener).await;
-    envoy.ack(&lds, false).await;
-    envoy.subscribe(XdsType::Route, &["ingress_http"]).await;
-    let rds = envoy.expect(XdsType::Route).await;
-    envoy.ack(&rds, false).await;
-    envoy.quiet().await;
+    let (tx, envoy) = warmed_delta(snapshot).await;
     envoy.subscribe(XdsType::VirtualHost, &[]).await;
     (tx, envoy)
 }
