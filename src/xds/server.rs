@@ -87,12 +87,14 @@ impl AdsService {
     /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
     pub(super) fn sotw(&self, requests: Streaming<DiscoveryRequest>) -> ResponseStream<Wire> {
         if self.delta_only {
-            tracing::error!(
-                "refused a state-of-the-world xDS stream: xds-server.vhds is on, so Envoy must use delta xDS (isobar bootstrap --xds-mode delta)"
-            );
-            return Box::pin(tokio_stream::once(Err(Status::failed_precondition(
+            let status = Status::failed_precondition(
                 "xds-server.vhds is on: this Envoy must use delta xDS (isobar bootstrap --xds-mode delta)",
-            ))));
+            );
+            tracing::error!(
+                reason = status.message(),
+                "refused a state-of-the-world xDS stream"
+            );
+            return Box::pin(tokio_stream::once(Err(status)));
         }
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
