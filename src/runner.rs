@@ -656,7 +656,7 @@ impl Runner {
             let eds = snapshot.get(XdsType::Endpoint);
             let changes: Vec<_> = fresh
                 .into_iter()
-                .filter(|(name, any)| eds.resources.get(name).map(|a| &**a) != Some(any))
+                .filter(|(name, any)| eds.resources.get(name.as_str()).map(|a| &**a) != Some(any))
                 .map(|(name, any)| (name, Some(any)))
                 .collect();
             if changes.is_empty() {

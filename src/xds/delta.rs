@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use super::server::{Session, StreamCore};
-use super::snapshot::{LogPosition, Snapshot, TypeSnapshot, XdsType, hex};
+use super::snapshot::{LogPosition, Name, Snapshot, TypeSnapshot, XdsType, hex};
 use super::wire::{self, Named, Wire};
 use crate::metrics::Metrics;
 
@@ -31,16 +31,16 @@ struct TypeState {
     wildcard: bool,
     names: BTreeSet<String>,
     /// What Envoy holds: name → digest.
-    held: BTreeMap<String, u64>,
+    held: BTreeMap<Name, u64>,
     /// The response in flight: its nonce, and per name the digest sent (`None`: removed).
-    in_flight: Option<(String, BTreeMap<String, Option<u64>>)>,
+    in_flight: Option<(String, BTreeMap<Name, Option<u64>>)>,
     /// Versions Envoy rejected, not sent again until they change (or a retry below).
-    rejected: BTreeMap<String, u64>,
+    rejected: BTreeMap<Name, u64>,
     /// Halves of refused responses, to be sent again apart: Envoy refuses a response as
     /// a whole, so one bad resource would otherwise keep every other one of its response
     /// (a first sync's 10,000 vhosts) from Envoy until each changes. Halving again on
     /// each refusal leaves only the bad ones rejected, in a few round trips.
-    retry: Vec<Vec<String>>,
+    retry: Vec<Vec<Name>>,
     /// A point in the type's change log such that only names changed after it can need
     /// sending (everything else is held, rejected or not wanted): a new snapshot is
     /// compared by the names its log lists, not name by name. `None`: compare every
@@ -129,7 +129,7 @@ impl DeltaStream {
             // What a reconnecting Envoy already holds, by our versions (digests in hex).
             for (name, v) in &request.initial_resource_versions {
                 if let Ok(digest) = u64::from_str_radix(v, 16) {
-                    state.held.insert(name.clone(), digest);
+                    state.held.insert(name.as_str().into(), digest);
                 }
             }
             if t.is_wildcard() && request.resource_names_subscribe.is_empty() {
@@ -150,7 +150,7 @@ impl DeltaStream {
                 // Subscribing again asks for the resource again (a re-warming cluster),
                 // but not one a reconnecting Envoy just said it holds.
                 if !(first && request.initial_resource_versions.contains_key(&name)) {
-                    state.held.remove(&name);
+                    state.held.remove(name.as_str());
                 }
                 state.names.insert(name);
             }
@@ -161,7 +161,7 @@ impl DeltaStream {
             } else {
                 state.names.remove(&name);
             }
-            state.held.remove(&name);
+            state.held.remove(name.as_str());
         }
         let current = state
             .in_flight
@@ -179,7 +179,7 @@ impl DeltaStream {
                 state.synced = None;
                 self.core.metrics.nack(t.short());
                 tracing::error!(node = %self.core.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
-                let put: Vec<String> = sent
+                let put: Vec<Name> = sent
                     .iter()
                     .filter(|(_, digest)| digest.is_some())
                     .map(|(name, _)| name.clone())
@@ -202,7 +202,7 @@ impl DeltaStream {
                             state.held.insert(name, digest);
                         }
                         _ => {
-                            state.held.remove(&name);
+                            state.held.remove(&*name);
                         }
                     }
                 }
@@ -268,7 +268,7 @@ impl DeltaStream {
         let current = snapshot.get(t);
         // Part of a refused response first, alone: what is still as it was refused.
         while let Some(group) = state.retry.pop() {
-            let again: Vec<(&String, u64)> = group
+            let again: Vec<(&Name, u64)> = group
                 .iter()
                 .filter_map(|name| {
                     let (name, d) = current.digests.get_key_value(name)?;
@@ -284,13 +284,13 @@ impl DeltaStream {
             return self.respond(t, current, &again, &[], None);
         }
         let state = &self.types[&t];
-        let needs = |name: &String, d: &u64| {
+        let needs = |name: &Name, d: &u64| {
             state.wants(name)
                 && state.held.get(name) != Some(d)
                 && state.rejected.get(name) != Some(d)
         };
         let since = state.synced.and_then(|at| current.changed_since(at));
-        let (changed, gone): (Vec<(&String, u64)>, Vec<String>) = match since {
+        let (changed, gone): (Vec<(&Name, u64)>, Vec<Name>) = match since {
             // Only the names changed since this stream was in step.
             Some(names) => {
                 let (mut changed, mut gone) = (Vec::new(), Vec::new());
@@ -348,8 +348,8 @@ impl DeltaStream {
         &mut self,
         t: XdsType,
         current: &TypeSnapshot,
-        changed: &[(&String, u64)],
-        removed: &[String],
+        changed: &[(&Name, u64)],
+        removed: &[Name],
         basis: Option<LogPosition>,
     ) -> Option<Result<Wire, Status>> {
         // Distinct names of the snapshot: as many as it has means all of them.
@@ -366,7 +366,7 @@ impl DeltaStream {
                 },
             )))
         };
-        let mut sent: BTreeMap<String, Option<u64>> = changed
+        let mut sent: BTreeMap<Name, Option<u64>> = changed
             .iter()
             .map(|(name, d)| ((*name).clone(), Some(*d)))
             .collect();

@@ -32,7 +32,7 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
 
 use super::snapshot::{
-    LogPosition, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
+    LogPosition, Name, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
 };
 use super::wire::{self, Wire};
 use crate::metrics::Metrics;
@@ -269,8 +269,8 @@ struct TypeState {
     /// EDS, SDS, RDS: the digest of each resource Envoy has taken (ACKed), and of those in
     /// the response in flight. These types may be answered in part (xDS spec: a resource
     /// left out of a response keeps its last value), so only changed ones are sent.
-    held: BTreeMap<String, u64>,
-    pending: BTreeMap<String, u64>,
+    held: BTreeMap<Name, u64>,
+    pending: BTreeMap<Name, u64>,
     /// Send these again even if unchanged (EDS after new or changed clusters: see
     /// `response_for`); `resend_all` when the names are not known.
     resend: BTreeSet<String>,
@@ -394,7 +394,7 @@ impl AdsStream {
                 state.asked = request.resource_names;
                 // A name Envoy dropped is forgotten there: if it comes back, send it again.
                 let names = &state.names;
-                state.held.retain(|name, _| names.contains(name));
+                state.held.retain(|name, _| names.contains(&**name));
             }
         }
     }
@@ -515,7 +515,7 @@ impl AdsStream {
         let routes_caught_up =
             self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         // Removed clusters the routes Envoy holds may still use (make before break).
-        let kept: Vec<(&String, &Arc<Any>)> = if t == XdsType::Cluster && !routes_caught_up {
+        let kept: Vec<(&Name, &Arc<Any>)> = if t == XdsType::Cluster && !routes_caught_up {
             state
                 .sent_resources
                 .iter()
@@ -562,10 +562,10 @@ impl AdsStream {
         if let Some(fast) = Self::partial_since_basis(state, current) {
             return fast;
         }
-        let requested: Vec<(&String, &u64)> = state
+        let requested: Vec<(&Name, &u64)> = state
             .names
             .iter()
-            .filter_map(|name| current.digests.get_key_value(name))
+            .filter_map(|name| current.digests.get_key_value(name.as_str()))
             .collect();
         if requested.is_empty() {
             return None;
@@ -580,11 +580,11 @@ impl AdsStream {
         }
         // Every resource is asked for: later responses may look at changed names only.
         state.basis = (requested.len() == current.digests.len()).then(|| current.position());
-        let changed: BTreeMap<String, u64> = requested
+        let changed: BTreeMap<Name, u64> = requested
             .iter()
             .filter(|(name, digest)| {
                 state.resend_all
-                    || state.resend.contains(*name)
+                    || state.resend.contains(&***name)
                     || state.held.get(*name) != Some(digest)
             })
             .map(|(name, digest)| ((*name).clone(), **digest))
@@ -599,7 +599,7 @@ impl AdsStream {
         state: &mut TypeState,
         current: &TypeSnapshot,
         version: String,
-        changed: BTreeMap<String, u64>,
+        changed: BTreeMap<Name, u64>,
     ) -> Option<(String, ResourceMap<Arc<Any>>)> {
         if changed.is_empty() {
             state.sent_version = Some(version.clone());
@@ -629,7 +629,7 @@ impl AdsStream {
         let logged = current.changed_since(state.basis?)?;
         if logged
             .iter()
-            .any(|name| current.digests.contains_key(*name) && !state.names.contains(*name))
+            .any(|name| current.digests.contains_key(*name) && !state.names.contains(&***name))
         {
             return None;
         }
@@ -637,9 +637,10 @@ impl AdsStream {
         if current.digests.is_empty() || state.rejected_version.as_ref() == Some(&version) {
             return Some(None);
         }
-        let changed: BTreeMap<String, u64> = logged
+        let changed: BTreeMap<Name, u64> = logged
             .into_iter()
-            .chain(state.resend.iter())
+            .map(|name| &**name)
+            .chain(state.resend.iter().map(String::as_str))
             .filter_map(|name| current.digests.get_key_value(name))
             .filter(|(name, digest)| state.held.get(*name) != Some(digest))
             .map(|(name, digest)| (name.clone(), *digest))

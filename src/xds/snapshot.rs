@@ -94,7 +94,12 @@ impl XdsType {
 /// 10,000 resources). Only lookups, inserts, removals and iteration are used: `imbl`'s
 /// `diff` (and so its `==`) misses changes (`probe` below), so snapshots are compared by
 /// version and changes are tracked by a log instead.
-pub type ResourceMap<V> = imbl::OrdMap<String, V>;
+/// Keys are shared strings: a change copies the tree nodes on its path (a few dozen
+/// entries each), and copying a shared name is a count, not an allocation.
+pub type ResourceMap<V> = imbl::OrdMap<Name, V>;
+
+/// A resource's name as snapshots and streams hold it.
+pub type Name = Arc<str>;
 
 /// How many change sets a type keeps before it starts a new epoch (streams then compare
 /// every name once).
@@ -123,7 +128,7 @@ pub struct TypeSnapshot {
     combined: u64,
     /// A full build starts a new epoch; each later change appends the names it touched.
     epoch: u64,
-    log: imbl::Vector<Arc<[String]>>,
+    log: imbl::Vector<Arc<[Name]>>,
     /// Every resource encoded for a response that carries them all (see [`Self::all`]).
     all: AllEncoded,
 }
@@ -157,6 +162,7 @@ impl TypeSnapshot {
     fn insert(&mut self, name: String, any: Any) {
         let digest = digest(&any.value);
         self.combined ^= entry_hash(&name, digest);
+        let name = Name::from(name);
         self.digests.insert(name.clone(), digest);
         self.resources.insert(name, held(any));
     }
@@ -166,13 +172,14 @@ impl TypeSnapshot {
         let mut names = Vec::new();
         for (name, any) in changes {
             let digest = any.as_ref().map(|a| digest(&a.value));
-            if self.digests.get(&name).copied() == digest {
+            if self.digests.get(name.as_str()).copied() == digest {
                 continue;
             }
-            if let Some(old) = self.digests.remove(&name) {
+            if let Some(old) = self.digests.remove(name.as_str()) {
                 self.combined ^= entry_hash(&name, old);
-                self.resources.remove(&name);
+                self.resources.remove(name.as_str());
             }
+            let name = Name::from(name);
             if let (Some(any), Some(digest)) = (any, digest) {
                 self.combined ^= entry_hash(&name, digest);
                 self.digests.insert(name.clone(), digest);
@@ -224,7 +231,7 @@ impl TypeSnapshot {
 
     /// The names changed (or removed) since `position`, when the log still reaches
     /// back that far; `None`: every name must be compared.
-    pub fn changed_since(&self, position: LogPosition) -> Option<BTreeSet<&String>> {
+    pub fn changed_since(&self, position: LogPosition) -> Option<BTreeSet<&Name>> {
         let (epoch, at) = position;
         if epoch != self.epoch || at > self.log.len() {
             return None;
@@ -338,7 +345,7 @@ pub(super) fn hex(value: u64) -> String {
 /// 16 hex digits of a hash over every resource's name and digest: the XOR of each
 /// resource's [`entry_hash`], so a change to a few resources updates it without
 /// visiting the rest. Equal sets give equal versions, across restarts too.
-pub fn version_of<'a>(digests: impl IntoIterator<Item = (&'a String, &'a u64)>) -> String {
+pub fn version_of<'a>(digests: impl IntoIterator<Item = (&'a Name, &'a u64)>) -> String {
     hex(digests
         .into_iter()
         .fold(0, |acc, (name, digest)| acc ^ entry_hash(name, *digest)))
@@ -398,23 +405,23 @@ mod probe {
         let mut map: ResourceMap<u64> = ResourceMap::new();
         let mut model = std::collections::BTreeMap::new();
         for i in 0..300u64 {
-            map.insert(format!("ns-{i}/app/http"), i);
+            map.insert(format!("ns-{i}/app/http").into(), i);
             model.insert(format!("ns-{i}/app/http"), i);
         }
         let mut diff_missed = false;
         for round in 0..200u64 {
             let before = map.clone();
             let name = format!("ns-{}/app/http", (round * 19) % 300);
-            map.remove(&name);
+            map.remove(name.as_str());
             model.remove(&name);
             if round % 3 != 0 {
-                map.insert(name.clone(), 1000 + round);
+                map.insert(name.as_str().into(), 1000 + round);
                 model.insert(name.clone(), 1000 + round);
             }
-            assert_ne!(before.get(&name), map.get(&name));
+            assert_ne!(before.get(name.as_str()), map.get(name.as_str()));
             diff_missed |= before.diff(&map).next().is_none();
-            let seen: Vec<(&String, &u64)> = map.iter().collect();
-            let expected: Vec<(&String, &u64)> = model.iter().collect();
+            let seen: Vec<(&str, &u64)> = map.iter().map(|(k, v)| (&**k, v)).collect();
+            let expected: Vec<(&str, &u64)> = model.iter().map(|(k, v)| (k.as_str(), v)).collect();
             assert_eq!(seen, expected, "round {round}");
         }
         // If this starts failing, imbl's diff was fixed (and could be used again).

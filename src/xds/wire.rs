@@ -124,7 +124,7 @@ pub fn delta(
     type_url: &str,
     nonce: &str,
     resources: Arc<Resources>,
-    removed: &[String],
+    removed: &[super::snapshot::Name],
 ) -> Result<Wire, Status> {
     let len = string_len(1, system_version)
         + resources.len
@@ -368,7 +368,7 @@ mod tests {
                 resource: any,
             })
         };
-        let removed = vec!["gone".to_string(), "also/gone".to_string()];
+        let removed: Vec<super::super::snapshot::Name> = vec!["gone".into(), "also/gone".into()];
         let part = Arc::new(delta_resources(named()));
         let wire = ok(delta("sys", "type.googleapis.com/x", "8", part, &removed));
         let expected = DeltaDiscoveryResponse {
@@ -382,7 +382,7 @@ mod tests {
                 })
                 .collect(),
             type_url: "type.googleapis.com/x".into(),
-            removed_resources: removed.clone(),
+            removed_resources: removed.iter().map(|n| n.to_string()).collect(),
             nonce: "8".into(),
             ..Default::default()
         };

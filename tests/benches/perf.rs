@@ -210,7 +210,7 @@ fn names_of(snapshots: &watch::Receiver<Option<Arc<Snapshot>>>, t: XdsType) -> V
     }
     let snapshot = snapshots.borrow().clone();
     snapshot
-        .map(|s| s.get(t).resources.keys().cloned().collect())
+        .map(|s| s.get(t).resources.keys().map(|n| n.to_string()).collect())
         .unwrap_or_default()
 }
 

@@ -124,7 +124,12 @@ impl FakeEnvoy {
             let names: Vec<String> = if t.is_wildcard() {
                 Vec::new()
             } else {
-                snapshot.get(t).resources.keys().cloned().collect()
+                snapshot
+                    .get(t)
+                    .resources
+                    .keys()
+                    .map(|n| n.to_string())
+                    .collect()
             };
             let entry = self.asked.get(&t);
             if entry.is_some_and(|(asked, _, _)| *asked == names) {

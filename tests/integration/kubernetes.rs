@@ -821,7 +821,7 @@ async fn an_endpoint_change_updates_eds_alone() {
     }
     let (old, new) = (before.get(XdsType::Endpoint), after.get(XdsType::Endpoint));
     assert_ne!(old.version, new.version);
-    let changed: Vec<&String> = new
+    let changed: Vec<&isobar::xds::snapshot::Name> = new
         .digests
         .iter()
         .filter(|(name, digest)| old.digests.get(*name) != Some(*digest))

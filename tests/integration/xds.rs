@@ -514,7 +514,7 @@ async fn warmed_delta(
         .get(XdsType::Cluster)
         .resources
         .keys()
-        .cloned()
+        .map(|n| n.to_string())
         .collect();
     let (tx, mut envoy) = delta_server(Some(snapshot), &[]).await;
     let cds = envoy.expect(XdsType::Cluster).await;
