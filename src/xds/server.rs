@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use envoy_types::pb::google::protobuf::Any;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
@@ -31,6 +31,7 @@ use tonic::{Status, Streaming};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
 
+use super::grpc::{NamesTaken, SotwRequest};
 use super::snapshot::{
     LogPosition, Name, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
 };
@@ -85,7 +86,11 @@ impl AdsService {
 
 impl AdsService {
     /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
-    pub(super) fn sotw(&self, requests: Streaming<DiscoveryRequest>) -> ResponseStream<Wire> {
+    pub(super) fn sotw(
+        &self,
+        requests: Streaming<SotwRequest>,
+        taken: NamesTaken,
+    ) -> ResponseStream<Wire> {
         if self.delta_only {
             let status = Status::failed_precondition(
                 "xds-server.vhds is on: this Envoy must use delta xDS (isobar bootstrap --xds-mode delta)",
@@ -97,7 +102,7 @@ impl AdsService {
             return Box::pin(tokio_stream::once(Err(status)));
         }
         let (tx, rx) = mpsc::channel(16);
-        let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
+        let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx, taken);
         self.spawn(stream, requests);
         Box::pin(ReceiverStream::new(rx))
     }
@@ -134,7 +139,7 @@ impl AdsService {
 
 /// One Envoy stream, state of the world or delta: what the shared loop drives.
 pub(super) trait Session {
-    type Request: prost::Message + Default + 'static;
+    type Request: 'static;
     fn core(&mut self) -> &mut StreamCore;
     fn on_request(&mut self, request: Self::Request);
     /// Sends every type that has news; `Err` when the stream is gone.
@@ -286,6 +291,8 @@ struct TypeState {
 struct AdsStream {
     core: StreamCore,
     tx: mpsc::Sender<Result<Wire, Status>>,
+    /// What the request decoder compares names with (see [`NamesTaken`]).
+    taken: NamesTaken,
     types: BTreeMap<XdsType, TypeState>,
     nonce: u64,
 }
@@ -295,10 +302,12 @@ impl AdsStream {
         snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
         metrics: Arc<Metrics>,
         tx: mpsc::Sender<Result<Wire, Status>>,
+        taken: NamesTaken,
     ) -> Self {
         AdsStream {
             core: StreamCore::new(snapshots, metrics),
             tx,
+            taken,
             types: XdsType::ORDER
                 .into_iter()
                 .map(|t| (t, TypeState::default()))
@@ -309,13 +318,13 @@ impl AdsStream {
 }
 
 impl Session for AdsStream {
-    type Request = DiscoveryRequest;
+    type Request = SotwRequest;
 
     fn core(&mut self) -> &mut StreamCore {
         &mut self.core
     }
 
-    fn on_request(&mut self, request: DiscoveryRequest) {
+    fn on_request(&mut self, request: SotwRequest) {
         AdsStream::on_request(self, request);
     }
 
@@ -325,7 +334,14 @@ impl Session for AdsStream {
 }
 
 impl AdsStream {
-    fn on_request(&mut self, request: DiscoveryRequest) {
+    fn on_request(
+        &mut self,
+        SotwRequest {
+            request,
+            names_digest,
+            same_names,
+        }: SotwRequest,
+    ) {
         if let Some(node) = &request.node
             && self.core.node.is_empty()
         {
@@ -376,6 +392,11 @@ impl AdsStream {
             state.pending.clear();
         }
         state.requested = true;
+        if same_names {
+            // The names this stream took last for the type: nothing to compare.
+            return;
+        }
+        self.taken.set(&request.type_url, names_digest);
         if t.is_wildcard() && (request.resource_names.is_empty() || state.wildcard) {
             // An empty first LDS/CDS request is a wildcard, and a stream never leaves it.
             state.wildcard = true;

@@ -222,6 +222,27 @@ async fn a_stale_nonce_gets_no_answer() {
     envoy.quiet().await;
 }
 
+/// Isobar decodes a state-of-the-world request's names only when they differ from the
+/// names the stream last took for the type: a stale request's names are not taken, so
+/// the same names on the next current request are still news.
+#[tokio::test]
+async fn names_of_a_stale_request_still_count_when_a_current_one_repeats_them() {
+    let (_tx, _, mut envoy) = server(Some(snapshot(&["a", "b"], "r1"))).await;
+    envoy.send(XdsType::Endpoint, &["a"], "", "", false).await;
+    let first = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&first), vec!["a"]);
+    envoy
+        .send(XdsType::Endpoint, &["a", "b"], "", "stale", false)
+        .await;
+    envoy.quiet().await;
+    envoy.ack(XdsType::Endpoint, &["a", "b"], &first).await;
+    let second = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&second), vec!["b"]);
+    // The same names again with the ACK: nothing new.
+    envoy.ack(XdsType::Endpoint, &["a", "b"], &second).await;
+    envoy.quiet().await;
+}
+
 #[tokio::test]
 async fn eds_answers_per_name_and_remembers_missing_names() {
     let (tx, _, mut envoy) = server(Some(snapshot(&["a", "b"], "r1"))).await;
