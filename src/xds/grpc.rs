@@ -4,14 +4,13 @@
 //! writes every message of a stream into one buffer that keeps the capacity of the
 //! largest (up to twice it) until the stream ends: at 10,000 vhosts about 8 MB per
 //! connected Envoy, for as long as it stays connected. Requests are decoded by tonic,
-//! with prost; a state-of-the-world request's list of names only when it changed.
+//! with prost; a state-of-the-world request's names are set apart, for the stream to
+//! decode only when they changed.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
@@ -62,14 +61,13 @@ impl Service<http::Request<tonic::body::Body>> for AdsServer {
         let method = request.uri().path().rsplit('/').next().unwrap_or_default();
         let response = match method {
             "StreamAggregatedResources" => {
-                let taken = NamesTaken::default();
                 let requests = Streaming::new_request(
-                    SotwDecoder(taken.clone()),
+                    SotwDecoder,
                     request.into_body(),
                     None,
                     Some(MAX_REQUEST),
                 );
-                framed(self.service.sotw(requests, taken))
+                framed(self.service.sotw(requests))
             }
             "DeltaAggregatedResources" => framed(self.service.delta(decode(request.into_body()))),
             _ => Status::unimplemented(format!("{} has no method {method:?}", AdsServer::NAME))
@@ -86,97 +84,79 @@ fn decode<T: Message + Default + Send + 'static>(body: tonic::body::Body) -> Str
 /// A protobuf message per gRPC message.
 struct ProstDecoder<T>(PhantomData<fn() -> T>);
 
-/// A state-of-the-world request as the stream takes it.
+/// A state-of-the-world request as the stream takes it: everything but its names
+/// decoded; the names as their bytes and a hash of them, for the stream to decode only
+/// when they differ from the last ones it took for the type.
 #[derive(Debug, Default)]
 pub struct SotwRequest {
+    /// `resource_names` is empty when `names` is set.
     pub request: DiscoveryRequest,
-    /// Length and BLAKE3 hash of the bytes of its names (`None`: not known).
-    pub names_digest: Option<NamesDigest>,
-    /// Its names are the ones the stream last took for its type, so they were not
-    /// decoded: `request.resource_names` is empty.
-    pub same_names: bool,
+    pub names: Option<EncodedNames>,
+}
+
+/// A request's names as they came: each a field-3 record, one after the other.
+#[derive(Debug, Default)]
+pub struct EncodedNames {
+    bytes: Bytes,
+    /// Length and BLAKE3 hash of `bytes`.
+    pub digest: NamesDigest,
 }
 
 pub type NamesDigest = (usize, [u8; 32]);
 
-/// Per type URL, the digest of the names a stream last took (set by the stream once it
-/// has taken a request's names; a stale request's are not taken), read by its decoder.
-#[derive(Clone, Default)]
-pub struct NamesTaken(Arc<Mutex<HashMap<String, NamesDigest>>>);
-
-impl NamesTaken {
-    pub fn set(&self, type_url: &str, digest: Option<NamesDigest>) {
-        let mut taken = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match digest {
-            Some(digest) => taken.insert(type_url.to_string(), digest),
-            None => taken.remove(type_url),
-        };
-    }
-
-    fn is(&self, type_url: &str, digest: &NamesDigest) -> bool {
-        let taken = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        taken.get(type_url) == Some(digest)
+impl EncodedNames {
+    pub fn decode(&self) -> Result<Vec<String>, prost::DecodeError> {
+        DiscoveryRequest::decode(self.bytes.clone()).map(|r| r.resource_names)
     }
 }
 
 /// Envoy repeats every name it subscribes to with each ACK: at 10,000 endpoint sets,
 /// 10,000 strings per EDS ACK, ≈ 0.4 ms to decode and free again (most of a
-/// state-of-the-world stream's work under endpoint churn). The names' bytes are hashed
-/// instead, and decoded only when they differ from the names the stream took last for
-/// that type.
-struct SotwDecoder(NamesTaken);
+/// state-of-the-world stream's work under endpoint churn). The names' bytes are set
+/// apart and hashed here; the stream decodes them only when the hash differs.
+struct SotwDecoder;
 
 impl Decoder for SotwDecoder {
     type Item = SotwRequest;
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<SotwRequest>, Status> {
-        let undecodable =
-            |e: prost::DecodeError| Status::internal(format!("undecodable request: {e}"));
-        let bytes = buf.copy_to_bytes(buf.remaining());
-        let layout = names_layout(&bytes);
-        let names_digest = layout.as_ref().map(|layout| {
-            let names = &bytes[layout.names.clone()];
-            (names.len(), *blake3::hash(names).as_bytes())
-        });
-        if let (Some(layout), Some(digest)) = (&layout, &names_digest)
-            && !layout.names.is_empty()
-            && self.0.is(layout.type_url, digest)
-        {
-            let mut rest = Vec::with_capacity(bytes.len() - layout.names.len());
-            rest.extend_from_slice(&bytes[..layout.names.start]);
-            rest.extend_from_slice(&bytes[layout.names.end..]);
-            let request = DiscoveryRequest::decode(rest.as_slice()).map_err(undecodable)?;
-            return Ok(Some(SotwRequest {
-                request,
-                names_digest,
-                same_names: true,
-            }));
-        }
-        let request = DiscoveryRequest::decode(bytes).map_err(undecodable)?;
-        Ok(Some(SotwRequest {
-            request,
-            names_digest,
-            same_names: false,
-        }))
+        sotw_request(buf.copy_to_bytes(buf.remaining()))
+            .map(Some)
+            .map_err(|e| Status::internal(format!("undecodable request: {e}")))
     }
 }
 
-/// Where a `DiscoveryRequest`'s names (field 3, every entry one after the other, as
-/// Envoy writes them) lie in its bytes, and its type URL (field 4). `None` when the
-/// names are not in one run or the bytes do not parse: the request is then decoded in
-/// full, and prost reports what is wrong with it.
-struct NamesLayout<'a> {
-    names: std::ops::Range<usize>,
-    type_url: &'a str,
+fn sotw_request(bytes: Bytes) -> Result<SotwRequest, prost::DecodeError> {
+    let Some(run) = names_run(&bytes).filter(|run| !run.is_empty()) else {
+        return Ok(SotwRequest {
+            request: DiscoveryRequest::decode(bytes)?,
+            names: None,
+        });
+    };
+    let mut rest = Vec::with_capacity(bytes.len() - run.len());
+    rest.extend_from_slice(&bytes[..run.start]);
+    rest.extend_from_slice(&bytes[run.end..]);
+    let request = DiscoveryRequest::decode(rest.as_slice())?;
+    let names = bytes.slice(run);
+    let digest = (names.len(), *blake3::hash(&names).as_bytes());
+    Ok(SotwRequest {
+        request,
+        names: Some(EncodedNames {
+            bytes: names,
+            digest,
+        }),
+    })
 }
 
-fn names_layout(bytes: &[u8]) -> Option<NamesLayout<'_>> {
+/// Where a `DiscoveryRequest`'s names (field 3, every entry one after the other, as
+/// Envoy and prost write them) lie in its bytes (an empty range when it has none).
+/// `None` when the names are not in one run, or the bytes hold a group or do not
+/// parse: the request is then decoded in full, and prost reports what is wrong with it.
+fn names_run(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
     const RESOURCE_NAMES: u32 = 3;
-    const TYPE_URL: u32 = 4;
     let mut rest = bytes;
     let mut names: Option<std::ops::Range<usize>> = None;
-    let mut type_url = "";
     while rest.has_remaining() {
         let start = bytes.len() - rest.len();
         let (tag, wire_type) = decode_key(&mut rest).ok()?;
@@ -196,9 +176,6 @@ fn names_layout(bytes: &[u8]) -> Option<NamesLayout<'_>> {
             if len > rest.len() {
                 return None;
             }
-            if tag == TYPE_URL {
-                type_url = std::str::from_utf8(&rest[..len]).ok()?;
-            }
             rest.advance(len);
         }
         let end = bytes.len() - rest.len();
@@ -210,10 +187,7 @@ fn names_layout(bytes: &[u8]) -> Option<NamesLayout<'_>> {
             };
         }
     }
-    Some(NamesLayout {
-        names: names.unwrap_or(0..0),
-        type_url,
-    })
+    Some(names.unwrap_or(0..0))
 }
 
 impl<T: Message + Default> Decoder for ProstDecoder<T> {
@@ -302,32 +276,59 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_names_run_is_found_and_the_rest_decodes_without_it() {
-        let bytes = request(&["a", "bb", "ccc"]).encode_to_vec();
-        let Some(layout) = names_layout(&bytes) else {
-            panic!("a request as prost writes it has one run of names");
-        };
-        assert_eq!(layout.type_url, request(&[]).type_url);
-        let names = DiscoveryRequest::decode(&bytes[layout.names.clone()])
-            .unwrap_or_else(|e| panic!("{e}"))
-            .resource_names;
-        assert_eq!(names, ["a", "bb", "ccc"]);
-        let mut rest = bytes[..layout.names.start].to_vec();
-        rest.extend_from_slice(&bytes[layout.names.end..]);
-        let rest = DiscoveryRequest::decode(rest.as_slice()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(rest, request(&[]));
+    /// What the decoder makes of `bytes`, as one gRPC message.
+    fn decoded(bytes: &[u8]) -> SotwRequest {
+        sotw_request(Bytes::copy_from_slice(bytes)).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
-    fn names_split_by_another_field_or_cut_bytes_are_decoded_in_full() {
+    fn names_are_set_apart_and_the_rest_decodes_without_them() {
+        let mut nack = request(&["a", "bb", "ccc"]);
+        nack.error_detail = Some(Default::default());
+        let first = decoded(&nack.encode_to_vec());
+        let Some(names) = &first.names else {
+            panic!("a request as prost writes it has one run of names");
+        };
+        assert_eq!(names.decode().ok(), Some(nack.resource_names.clone()));
+        nack.resource_names.clear();
+        assert_eq!(first.request, nack);
+        // The same names, another request: the same digest; other names: another one.
+        let again = decoded(&request(&["a", "bb", "ccc"]).encode_to_vec());
+        let other = decoded(&request(&["a", "bb", "cc"]).encode_to_vec());
+        let digest = |r: &SotwRequest| r.names.as_ref().map(|n| n.digest);
+        assert_eq!(digest(&again), Some(names.digest));
+        assert_ne!(digest(&other), Some(names.digest));
+    }
+
+    #[test]
+    fn names_split_by_another_field_are_decoded_in_full() {
         let mut bytes = request(&["a"]).encode_to_vec();
         // One more name after the type URL and nonce: legal protobuf, not one run.
         bytes.extend_from_slice(&[0x1a, 1, b'z']);
-        assert!(names_layout(&bytes).is_none());
-        let whole = DiscoveryRequest::decode(bytes.as_slice()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(whole.resource_names, ["a", "z"]);
-        let cut = request(&["a", "b"]).encode_to_vec();
-        assert!(names_layout(&cut[..cut.len() - 1]).is_none());
+        assert!(names_run(&bytes).is_none());
+        let whole = decoded(&bytes);
+        assert!(whole.names.is_none());
+        assert_eq!(whole.request.resource_names, ["a", "z"]);
+    }
+
+    #[test]
+    fn unknown_fields_are_stepped_over_and_groups_or_cut_bytes_decode_in_full() {
+        let plain = request(&["a", "b"]).encode_to_vec();
+        let run = names_run(&plain).unwrap_or_else(|| panic!("no run"));
+        // Unknown fields 20 (varint), 21 (fixed64), 22 (fixed32) before everything.
+        let mut unknown = vec![0xa0, 0x01, 0x96, 0x01];
+        unknown.extend_from_slice(&[0xa9, 0x01, 1, 2, 3, 4, 5, 6, 7, 8]);
+        unknown.extend_from_slice(&[0xb5, 0x01, 1, 2, 3, 4]);
+        let shift = unknown.len();
+        unknown.extend_from_slice(&plain);
+        assert_eq!(
+            names_run(&unknown),
+            Some(run.start + shift..run.end + shift)
+        );
+        // A group (field 23, start and end) is not parsed here.
+        let mut group = vec![0xbb, 0x01, 0xbc, 0x01];
+        group.extend_from_slice(&plain);
+        assert!(names_run(&group).is_none());
+        assert!(names_run(&plain[..plain.len() - 1]).is_none());
     }
 }

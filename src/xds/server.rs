@@ -31,7 +31,7 @@ use tonic::{Status, Streaming};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
 
-use super::grpc::{NamesTaken, SotwRequest};
+use super::grpc::{NamesDigest, SotwRequest};
 use super::snapshot::{
     LogPosition, Name, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
 };
@@ -86,11 +86,7 @@ impl AdsService {
 
 impl AdsService {
     /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
-    pub(super) fn sotw(
-        &self,
-        requests: Streaming<SotwRequest>,
-        taken: NamesTaken,
-    ) -> ResponseStream<Wire> {
+    pub(super) fn sotw(&self, requests: Streaming<SotwRequest>) -> ResponseStream<Wire> {
         if self.delta_only {
             let status = Status::failed_precondition(
                 "xds-server.vhds is on: this Envoy must use delta xDS (isobar bootstrap --xds-mode delta)",
@@ -102,7 +98,7 @@ impl AdsService {
             return Box::pin(tokio_stream::once(Err(status)));
         }
         let (tx, rx) = mpsc::channel(16);
-        let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx, taken);
+        let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
         self.spawn(stream, requests);
         Box::pin(ReceiverStream::new(rx))
     }
@@ -280,8 +276,10 @@ struct TypeState {
     /// `response_for`); `resend_all` when the names are not known.
     resend: BTreeSet<String>,
     resend_all: bool,
-    /// The names as Envoy last listed them.
+    /// The names as Envoy last listed them, and the hash of their bytes (`None`: not
+    /// known, see [`SotwRequest`]).
     asked: Vec<String>,
+    names_digest: Option<NamesDigest>,
     /// EDS, SDS, RDS: where the snapshot's change log stood when every name Envoy asks
     /// for was last compared, if it asks for every resource of the type; from there only
     /// names logged since need comparing.
@@ -291,8 +289,6 @@ struct TypeState {
 struct AdsStream {
     core: StreamCore,
     tx: mpsc::Sender<Result<Wire, Status>>,
-    /// What the request decoder compares names with (see [`NamesTaken`]).
-    taken: NamesTaken,
     types: BTreeMap<XdsType, TypeState>,
     nonce: u64,
 }
@@ -302,12 +298,10 @@ impl AdsStream {
         snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
         metrics: Arc<Metrics>,
         tx: mpsc::Sender<Result<Wire, Status>>,
-        taken: NamesTaken,
     ) -> Self {
         AdsStream {
             core: StreamCore::new(snapshots, metrics),
             tx,
-            taken,
             types: XdsType::ORDER
                 .into_iter()
                 .map(|t| (t, TypeState::default()))
@@ -334,14 +328,7 @@ impl Session for AdsStream {
 }
 
 impl AdsStream {
-    fn on_request(
-        &mut self,
-        SotwRequest {
-            request,
-            names_digest,
-            same_names,
-        }: SotwRequest,
-    ) {
+    fn on_request(&mut self, SotwRequest { mut request, names }: SotwRequest) {
         if let Some(node) = &request.node
             && self.core.node.is_empty()
         {
@@ -364,7 +351,7 @@ impl AdsStream {
             xds_type = t.short(),
             version = %request.version_info,
             nonce = %request.response_nonce,
-            names = request.resource_names.len(),
+            names_bytes = names.as_ref().map_or(0, |n| n.digest.0),
             nack = request.error_detail.is_some(),
             "request"
         );
@@ -392,17 +379,28 @@ impl AdsStream {
             state.pending.clear();
         }
         state.requested = true;
-        if same_names {
-            // The names this stream took last for the type: nothing to compare.
+        // Envoy repeats its names with every request: when their bytes are the ones
+        // taken last, there is nothing to compare (nor to decode).
+        let digest = names.as_ref().map(|n| n.digest);
+        if digest.is_some() && digest == state.names_digest {
             return;
         }
-        self.taken.set(&request.type_url, names_digest);
+        if let Some(names) = names {
+            match names.decode() {
+                Ok(names) => request.resource_names = names,
+                Err(error) => {
+                    tracing::warn!(node = %self.core.node, xds_type = t.short(), %error, "a request's resource names do not decode; request ignored");
+                    return;
+                }
+            }
+        }
+        state.names_digest = digest;
         if t.is_wildcard() && (request.resource_names.is_empty() || state.wildcard) {
             // An empty first LDS/CDS request is a wildcard, and a stream never leaves it.
             state.wildcard = true;
         } else {
-            // Envoy repeats the same list with every ACK: compared as sent, it costs
-            // nothing to see that it did not change.
+            // Compared as sent (when the decoder could not set the names apart, or
+            // their bytes changed but not the list).
             if request.resource_names != state.asked {
                 let names: BTreeSet<String> = request.resource_names.iter().cloned().collect();
                 if names != state.names {

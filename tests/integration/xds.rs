@@ -243,6 +243,21 @@ async fn names_of_a_stale_request_still_count_when_a_current_one_repeats_them() 
     envoy.quiet().await;
 }
 
+/// Names that change back to an earlier list are news too: a name Envoy dropped is
+/// forgotten there, so it goes out again when asked for again.
+#[tokio::test]
+async fn names_that_change_back_are_taken_again() {
+    let (_tx, _, mut envoy) = server(Some(snapshot(&["a", "b"], "r1"))).await;
+    envoy.send(XdsType::Endpoint, &["a"], "", "", false).await;
+    let first = envoy.expect(XdsType::Endpoint).await;
+    envoy.ack(XdsType::Endpoint, &["b"], &first).await;
+    let second = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&second), vec!["b"]);
+    envoy.ack(XdsType::Endpoint, &["a"], &second).await;
+    let third = envoy.expect(XdsType::Endpoint).await;
+    assert_eq!(names(&third), vec!["a"]);
+}
+
 #[tokio::test]
 async fn eds_answers_per_name_and_remembers_missing_names() {
     let (tx, _, mut envoy) = server(Some(snapshot(&["a", "b"], "r1"))).await;
