@@ -29,10 +29,16 @@ fn main() {
 
 /// The binary is position independent, so the loader patches ~50,000 pointers at start.
 /// Stored as RELR (a bitmap per run of pointers) the table is 15 KB instead of 1.3 MB,
-/// and the loader no longer reads 1.3 MB of it into memory: idle RSS 17.8 → 16.9 MiB.
-/// glibc loads RELR from 2.36 on; an older glibc (or another libc) keeps the plain table,
-/// since a binary built with RELR does not start there.
+/// and the loader no longer reads 1.3 MB of it into memory (idle RSS −1 MiB; see
+/// BENCHMARKS.md). A binary linked so needs glibc 2.36 or later where it runs: it is
+/// asked for only in a native build on such a glibc (a binary built there needs a glibc
+/// about as new anyway), never for another libc or a cross build. `ISOBAR_RELR=0` turns
+/// it off, e.g. to build for older hosts with a toolchain that targets their glibc.
 fn pack_relative_relocations() {
+    println!("cargo:rerun-if-env-changed=ISOBAR_RELR");
+    if std::env::var("ISOBAR_RELR").is_ok_and(|v| v == "0") {
+        return;
+    }
     let gnu_linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
         && std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "gnu");
     let native = std::env::var("TARGET").ok() == std::env::var("HOST").ok();
