@@ -389,7 +389,7 @@ impl AdsStream {
             match names.decode() {
                 Ok(names) => request.resource_names = names,
                 Err(error) => {
-                    tracing::warn!(node = %self.core.node, xds_type = t.short(), %error, "a request's resource names do not decode; request ignored");
+                    tracing::warn!(node = %self.core.node, xds_type = t.short(), %error, "a request's resource names do not decode; they are not taken");
                     return;
                 }
             }
