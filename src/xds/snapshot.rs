@@ -152,17 +152,16 @@ impl TypeSnapshot {
             ..TypeSnapshot::default()
         };
         for (name, any) in map {
-            out.insert(name, any);
+            out.insert(name.into(), digest(&any.value), any);
         }
         out.version = hex(out.combined);
         out
     }
 
-    /// Adds a resource not held yet (the version is left to the caller).
-    fn insert(&mut self, name: String, any: Any) {
-        let digest = digest(&any.value);
+    /// Adds or replaces a resource (the version, and taking a replaced resource's
+    /// share out of `combined`, are left to the caller).
+    fn insert(&mut self, name: Name, digest: u64, any: Any) {
         self.combined ^= entry_hash(&name, digest);
-        let name = Name::from(name);
         self.digests.insert(name.clone(), digest);
         self.resources.insert(name, held(any));
     }
@@ -172,18 +171,22 @@ impl TypeSnapshot {
         let mut names = Vec::new();
         for (name, any) in changes {
             let digest = any.as_ref().map(|a| digest(&a.value));
-            if self.digests.get(name.as_str()).copied() == digest {
+            let old = self.digests.get(name.as_str()).copied();
+            if old == digest {
                 continue;
             }
-            if let Some(old) = self.digests.remove(name.as_str()) {
+            if let Some(old) = old {
                 self.combined ^= entry_hash(&name, old);
-                self.resources.remove(name.as_str());
             }
             let name = Name::from(name);
-            if let (Some(any), Some(digest)) = (any, digest) {
-                self.combined ^= entry_hash(&name, digest);
-                self.digests.insert(name.clone(), digest);
-                self.resources.insert(name.clone(), held(any));
+            match (any, digest) {
+                // Replaced in place: one copy of each map's path, not a removal and an
+                // insertion.
+                (Some(any), Some(digest)) => self.insert(name.clone(), digest, any),
+                _ => {
+                    self.digests.remove(&*name);
+                    self.resources.remove(&*name);
+                }
             }
             names.push(name);
         }
