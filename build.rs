@@ -1,7 +1,10 @@
 //! Finds Envoy's protobuf descriptors shipped inside the envoy-types crate (it does not
 //! export them) so `isobar translate` can print resources as Envoy's JSON.
 //! Set `ENVOY_TYPES_DESCRIPTORS` to a descriptor file to skip the search.
-//! It also asks the linker for a compact relocation table where the C library can load it.
+//! It also asks the linker for a compact relocation table where the C library can load it,
+//! and to lay out together the functions that run at start (`src/startup-symbols.txt`).
+//! Both are link options of the `isobar` binary alone; `ISOBAR_BUILD_RELR=0` and
+//! `ISOBAR_BUILD_SYMBOL_ORDER=0` turn them off.
 
 use std::path::PathBuf;
 
@@ -12,6 +15,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=ENVOY_TYPES_DESCRIPTORS");
     pack_relative_relocations();
+    startup_symbol_order();
     let found = std::env::var_os("ENVOY_TYPES_DESCRIPTORS")
         .map(PathBuf::from)
         .or_else(search_registry);
@@ -32,11 +36,11 @@ fn main() {
 /// and the loader no longer reads 1.3 MB of it into memory (idle RSS −1 MiB; see
 /// BENCHMARKS.md). A binary linked so needs glibc 2.36 or later where it runs: it is
 /// asked for only in a native build on such a glibc (a binary built there needs a glibc
-/// about as new anyway), never for another libc or a cross build. `ISOBAR_RELR=0` turns
-/// it off, e.g. to build for older hosts with a toolchain that targets their glibc.
+/// about as new anyway), never for another libc or a cross build. `ISOBAR_BUILD_RELR=0`
+/// turns it off, e.g. to build for older hosts with a toolchain that targets their glibc.
 fn pack_relative_relocations() {
-    println!("cargo:rerun-if-env-changed=ISOBAR_RELR");
-    if std::env::var("ISOBAR_RELR").is_ok_and(|v| v == "0") {
+    println!("cargo:rerun-if-env-changed=ISOBAR_BUILD_RELR");
+    if std::env::var("ISOBAR_BUILD_RELR").is_ok_and(|v| v == "0") {
         return;
     }
     let gnu_linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
@@ -45,6 +49,50 @@ fn pack_relative_relocations() {
     if gnu_linux && native && glibc_minor().is_some_and(|minor| minor >= 36) {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+}
+
+/// The functions `isobar serve` runs as it starts and idles are spread over the whole
+/// `.text` (25 MB), and the kernel maps code into a process in runs of pages around each
+/// one it touches: at idle, 8–10 MiB of code pages are resident. Laid out together, in the
+/// order `src/startup-symbols.txt` lists them (recorded by the `symbols` bench profile),
+/// they fill ~3 MiB. Asked of LLD alone — the linker rustc uses for this target since
+/// 1.90 — and only when no linker or link option was chosen in RUSTFLAGS; a name the
+/// binary no longer has is skipped, so a stale list costs memory, never a build.
+fn startup_symbol_order() {
+    println!("cargo:rerun-if-env-changed=ISOBAR_BUILD_SYMBOL_ORDER");
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
+    if std::env::var("ISOBAR_BUILD_SYMBOL_ORDER").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let list = format!("{dir}/src/startup-symbols.txt");
+    println!("cargo:rerun-if-changed={list}");
+    let rust_lld = std::env::var("TARGET").is_ok_and(|t| t == "x86_64-unknown-linux-gnu")
+        && rustc_minor().is_some_and(|minor| minor >= 90);
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let chosen = flags.contains("link") || flags.contains("fuse-ld");
+    let overridden = std::env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_some();
+    // `-Wl,` splits its argument at commas.
+    if rust_lld
+        && !chosen
+        && !overridden
+        && !list.contains(',')
+        && std::path::Path::new(&list).is_file()
+    {
+        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={list}");
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    }
+}
+
+/// The compiler's minor version ("rustc 1.95.0 (…)" → 95).
+fn rustc_minor() -> Option<u32> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = std::process::Command::new(rustc).arg("-V").output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let version = text.split_whitespace().nth(1)?;
+    let mut parts = version.split('.');
+    (parts.next()? == "1").then_some(())?;
+    parts.next()?.parse().ok()
 }
 
 /// The build machine's glibc as `getconf` reports it ("glibc 2.36" → 36).

@@ -532,9 +532,10 @@ pub fn load(path: Option<&Path>, flags: serde_json::Value) -> Result<Config, Con
 }
 
 /// `ISOBAR_XDS_SERVER__PORT=9001` sets `xds-server.port`: `__` nests, `_` is a dash.
-/// `ISOBAR_LOG` is the log filter, not a key.
+/// `ISOBAR_LOG` is the log filter and `ISOBAR_BUILD_…` are options of the build
+/// (`build.rs`), not keys: a shell that builds Isobar can run it.
 fn env_provider() -> Env {
     Env::prefixed("ISOBAR_")
-        .filter(|key| key != "log")
+        .filter(|key| key != "log" && !key.starts_with("build_"))
         .map(|key| key.as_str().replace("__", ".").replace('_', "-").into())
 }

@@ -6,6 +6,7 @@
 //! `build` (flat and inclusion), `tls`, `kube`, `perf`, `vhds` (perf with `xds-server.vhds`),
 //! `envoy`, `envoy-vhds` (the same over VHDS), `webhook` and `wasm`; all by default;
 //! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
+//! `symbols`, never by default, records which functions run at start (see `kube.rs`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -244,6 +245,10 @@ fn main() {
     }
     if profiles.contains(&"kube") {
         kube::report(n);
+    }
+    // Not among the defaults: it needs valgrind, and it rewrites a source file.
+    if profiles.contains(&"symbols") {
+        kube::startup_symbols();
     }
     if profiles.contains(&"perf") {
         perf::run(n, benching, false);

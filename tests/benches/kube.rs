@@ -5,6 +5,7 @@
 //! last list page answered to `/readyz` 200, peak and steady RSS of the Isobar process, and
 //! what the unreferenced Secrets cost (the same run without them).
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -110,7 +111,52 @@ struct Run {
     steady_mib: f64,
 }
 
-async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
+/// The `isobar` binary this bench was built with.
+fn this_isobar() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_isobar"))
+}
+
+/// `binary serve`: as it is, or under Callgrind writing what ran to `callgrind` (see
+/// [`startup_symbols`]).
+fn isobar(binary: &Path, callgrind: Option<&Path>) -> Command {
+    match callgrind {
+        None => Command::new(binary),
+        Some(out) => {
+            let mut command = Command::new("valgrind");
+            command
+                .args(["--tool=callgrind", "--demangle=no", "--quiet"])
+                .arg(format!("--callgrind-out-file={}", out.display()))
+                .arg(binary);
+            command
+        }
+    }
+}
+
+/// Stops `isobar serve`: killed, or, under Callgrind, asked to shut down (Callgrind writes
+/// its record as the process exits).
+fn stop(mut child: std::process::Child, callgrind: bool) {
+    if callgrind {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+async fn run(
+    n: usize,
+    unreferenced_per_tenant: usize,
+    binary: &Path,
+    callgrind: Option<&Path>,
+) -> Run {
     let server = ApiServer::start().await;
     load(&server, n, unreferenced_per_tenant);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -118,7 +164,7 @@ async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
     let ports = super::support::ServePorts::free();
     let (metrics, health) = (ports.metrics, ports.health);
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_isobar"))
+    let child = isobar(binary, callgrind)
         .args(["serve", "--insecure", "--kubeconfig", &kubeconfig])
         .args(ports.args())
         .env("ISOBAR_LOG", "warn")
@@ -178,16 +224,15 @@ async fn run(n: usize, unreferenced_per_tenant: usize) -> Run {
         peak_mib: rss_kib(pid, "VmHWM:") as f64 / 1024.0,
         steady_mib: rss_kib(pid, "VmRSS:") as f64 / 1024.0,
     };
-    let _ = child.kill();
-    let _ = child.wait();
+    stop(child, callgrind.is_some());
     run
 }
 
 pub fn report(n: usize) {
     let runtime = super::runtime();
     runtime.block_on(async {
-        let with = run(n, 2).await;
-        let without = run(n, 0).await;
+        let with = run(n, 2, this_isobar(), None).await;
+        let without = run(n, 0, this_isobar(), None).await;
         println!(
             "kube: {n} HTTPProxies (TLS), {n} Services, {n} EndpointSlices, {n} referenced + {} unreferenced Secrets, over HTTP from the test API server",
             2 * n
@@ -210,10 +255,164 @@ pub fn report(n: usize) {
         );
         let per_thousand = (with.steady_mib - without.steady_mib) / (2 * n) as f64 * 1000.0;
         println!("  unreferenced Secrets cost {per_thousand:.2} MiB per 1,000 (steady RSS difference)");
-        let idle = run(0, 0).await;
+        let idle = run(0, 0, this_isobar(), None).await;
         println!(
             "  idle (no objects, every watch listed, ready): RSS {:.1} MiB, peak {:.1} MiB",
             idle.steady_mib, idle.peak_mib
         );
     });
+}
+
+/// Records which of the binary's functions run while `isobar serve` starts and idles —
+/// against the test API server with a few tenants, with none, and on the quick-start
+/// manifests — under Callgrind (`valgrind` must be installed), and writes them, in the
+/// order they first ran, to `src/startup-symbols.txt`. `build.rs` asks the linker to lay
+/// them out together: the code a process touches at start then fills a few pages instead
+/// of being spread over the whole 25 MB of `.text` (idle RSS; BENCHMARKS.md).
+///
+/// Symbol names carry a hash of the Cargo profile, so the binary `cargo build --release`
+/// makes and the one this bench runs name the same function differently: both are
+/// recorded (this one, then a release build made here), and the list holds both names.
+pub fn startup_symbols() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let bench_binary = dir.path().join("isobar-bench");
+    std::fs::copy(this_isobar(), &bench_binary).unwrap_or_else(|e| panic!("{e}"));
+    let mut records = record_startup(&bench_binary, dir.path(), "bench");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .args(["build", "--release", "--bin", "isobar"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("cargo: {e}"));
+    assert!(built.success(), "cargo build --release failed");
+    let release_binary = dir.path().join("isobar-release");
+    let built_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/isobar");
+    let built_path = std::env::var_os("CARGO_TARGET_DIR")
+        .map(|d| Path::new(&d).join("release/isobar"))
+        .unwrap_or(built_path);
+    std::fs::copy(&built_path, &release_binary)
+        .unwrap_or_else(|e| panic!("{}: {e}", built_path.display()));
+    records.extend(record_startup(&release_binary, dir.path(), "release"));
+    let mut seen = std::collections::BTreeSet::new();
+    let mut names = Vec::new();
+    for record in &records {
+        let text = std::fs::read_to_string(record)
+            .unwrap_or_else(|e| panic!("{}: {e} (is valgrind installed?)", record.display()));
+        for name in functions_of_the_binary(&text) {
+            if seen.insert(name.to_string()) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    assert!(
+        names.len() > 1000,
+        "only {} functions recorded",
+        names.len()
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/startup-symbols.txt");
+    let header = "# The functions `isobar serve` runs as it starts and idles, in the order they first\n\
+                  # ran: build.rs has the linker lay them out together (see BENCHMARKS.md, idle RSS).\n\
+                  # Written by `ISOBAR_BENCH_PROFILES=symbols cargo bench --bench build`. Each\n\
+                  # function is named as in the release build and as in the bench build; names a\n\
+                  # binary does not have are skipped by the linker.\n";
+    let body: String = names.iter().map(|n| format!("{n}\n")).collect();
+    std::fs::write(&path, format!("{header}{body}"))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    println!(
+        "startup symbols: {} names written to {}",
+        names.len(),
+        path.display()
+    );
+}
+
+/// `binary` under Callgrind: a start against the API server with a few tenants, an idle
+/// start, a start on the quick-start manifests. Returns the three records.
+fn record_startup(binary: &Path, dir: &Path, label: &str) -> Vec<std::path::PathBuf> {
+    let records = vec![
+        dir.join(format!("{label}-kube.out")),
+        dir.join(format!("{label}-idle.out")),
+        dir.join(format!("{label}-files.out")),
+    ];
+    super::runtime().block_on(async {
+        run(10, 2, binary, Some(&records[0])).await;
+        run(0, 0, binary, Some(&records[1])).await;
+        serve_quickstart(binary, &records[2]).await;
+    });
+    records
+}
+
+/// The names of the functions a Callgrind record saw run in the program itself (not
+/// in a shared library), in the order the record first names them.
+fn functions_of_the_binary(record: &str) -> Vec<&str> {
+    let mut objects: std::collections::BTreeMap<&str, &str> = Default::default();
+    let mut object = "";
+    let mut called_object: Option<&str> = None;
+    let mut out = Vec::new();
+    // `ob=(id) name` names an object once; later lines give `ob=(id)` alone. A `cob`
+    // line says in which object the function of the next `cfn` line is.
+    for line in record.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let (id, name) = match value.split_once(") ") {
+            Some((id, name)) => (id, Some(name)),
+            None => (value.trim_end_matches(')'), None),
+        };
+        match key {
+            "ob" | "cob" => {
+                let name = match name {
+                    Some(name) => {
+                        objects.insert(id, name);
+                        name
+                    }
+                    None => objects.get(id).copied().unwrap_or_default(),
+                };
+                if key == "ob" {
+                    object = name;
+                } else {
+                    called_object = Some(name);
+                }
+            }
+            "fn" | "cfn" => {
+                let in_object = if key == "cfn" {
+                    called_object.take().unwrap_or(object)
+                } else {
+                    object
+                };
+                if let Some(name) = name
+                    && !in_object.contains(".so")
+                    && !name.starts_with("0x")
+                {
+                    out.push(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `binary serve --manifests examples/quickstart` until ready, under Callgrind.
+async fn serve_quickstart(binary: &Path, callgrind: &Path) {
+    let ports = super::support::ServePorts::free();
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
+    let child = isobar(binary, Some(callgrind))
+        .args(["serve", "--insecure", "--manifests"])
+        .arg(&manifests)
+        .args(ports.args())
+        .env("ISOBAR_LOG", "warn")
+        .env_remove("ISOBAR_BENCH_PROFILES")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("valgrind: {e}"));
+    let client = reqwest::Client::new();
+    let ready_url = format!("http://127.0.0.1:{}/readyz", ports.health);
+    let started = Instant::now();
+    while !matches!(client.get(&ready_url).send().await, Ok(r) if r.status().as_u16() == 200) {
+        assert!(started.elapsed() < Duration::from_secs(120), "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop(child, true);
 }

@@ -168,6 +168,14 @@ fn flags_beat_environment_beat_file_beat_defaults() {
     assert_eq!(http_port(&with_file, &[]), 9000);
     let env = [("ISOBAR_ENVOY__HTTP__PORT", "9100")];
     assert_eq!(http_port(&with_file, &env), 9100);
+    // The build's own options (build.rs) are not configuration: a shell that built
+    // Isobar with them still runs it.
+    let building = [
+        ("ISOBAR_ENVOY__HTTP__PORT", "9100"),
+        ("ISOBAR_BUILD_RELR", "0"),
+        ("ISOBAR_BUILD_SYMBOL_ORDER", "0"),
+    ];
+    assert_eq!(http_port(&with_file, &building), 9100);
     let with_flag = [
         "--manifests",
         qs.as_str(),
