@@ -6,7 +6,7 @@
 //! Both are link options of the `isobar` binary alone; `ISOBAR_BUILD_RELR=0` and
 //! `ISOBAR_BUILD_SYMBOL_ORDER=0` turn them off.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const CRATE_DIR: &str = "envoy-types-0.7.7";
 const FILE: &str = "src/generated/types.bin";
@@ -53,46 +53,69 @@ fn pack_relative_relocations() {
 
 /// The functions `isobar serve` runs as it starts and idles are spread over the whole
 /// `.text` (25 MB), and the kernel maps code into a process in runs of pages around each
-/// one it touches: at idle, 8–10 MiB of code pages are resident. Laid out together, in the
-/// order `src/startup-symbols.txt` lists them (recorded by the `symbols` bench profile),
-/// they fill ~3 MiB. Asked of LLD alone — the linker rustc uses for this target since
-/// 1.90 — and only when no linker or link option was chosen in RUSTFLAGS; a name the
-/// binary no longer has is skipped, so a stale list costs memory, never a build.
+/// one it touches: at idle, 8–10 MiB of code pages were resident. Laid out together, in
+/// the order `src/startup-symbols.txt` lists them (recorded on x86-64 Linux by the
+/// `symbols` bench profile), they fill ~3 MiB. LLD (rustc's default linker there since
+/// 1.90) and mold take such a list, GNU ld does not: a one-line program is linked with
+/// the option first, with the same flags and linker, and the option is kept only if
+/// that link succeeds. A name the binary no longer has is skipped, so a stale list costs
+/// memory, never a build.
 fn startup_symbol_order() {
     println!("cargo:rerun-if-env-changed=ISOBAR_BUILD_SYMBOL_ORDER");
-    println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
-    if std::env::var("ISOBAR_BUILD_SYMBOL_ORDER").is_ok_and(|v| v == "0") {
+    println!("cargo:rerun-if-env-changed={LINKER_VAR}");
+    if std::env::var("ISOBAR_BUILD_SYMBOL_ORDER").is_ok_and(|v| v == "0")
+        || std::env::var("TARGET").ok().as_deref() != Some(RECORDED_ON)
+    {
         return;
     }
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
     let list = format!("{dir}/src/startup-symbols.txt");
     println!("cargo:rerun-if-changed={list}");
-    let rust_lld = std::env::var("TARGET").is_ok_and(|t| t == "x86_64-unknown-linux-gnu")
-        && rustc_minor().is_some_and(|minor| minor >= 90);
-    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    let chosen = flags.contains("link") || flags.contains("fuse-ld");
-    let overridden = std::env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_some();
+    let args = [
+        format!("-Wl,--symbol-ordering-file={list}"),
+        "-Wl,--no-warn-symbol-ordering".to_string(),
+    ];
     // `-Wl,` splits its argument at commas.
-    if rust_lld
-        && !chosen
-        && !overridden
-        && !list.contains(',')
-        && std::path::Path::new(&list).is_file()
-    {
-        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={list}");
-        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    if !list.contains(',') && Path::new(&list).is_file() && links_with(&args) {
+        for arg in args {
+            println!("cargo:rustc-link-arg-bins={arg}");
+        }
     }
 }
 
-/// The compiler's minor version ("rustc 1.95.0 (…)" → 95).
-fn rustc_minor() -> Option<u32> {
+const RECORDED_ON: &str = "x86_64-unknown-linux-gnu";
+const LINKER_VAR: &str = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER";
+
+/// Whether a one-line program links with `args`, built as this crate is (its target,
+/// RUSTFLAGS and linker).
+fn links_with(args: &[String]) -> bool {
+    let Some(out) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
+        return false;
+    };
+    let source = out.join("link_probe.rs");
+    if std::fs::write(&source, "fn main() {}\n").is_err() {
+        return false;
+    }
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = std::process::Command::new(rustc).arg("-V").output().ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    let version = text.split_whitespace().nth(1)?;
-    let mut parts = version.split('.');
-    (parts.next()? == "1").then_some(())?;
-    parts.next()?.parse().ok()
+    let mut command = std::process::Command::new(rustc);
+    command
+        .arg(&source)
+        .arg("-o")
+        .arg(out.join("link_probe"))
+        .args(["--target", RECORDED_ON]);
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    command.args(flags.split('\x1f').filter(|f| !f.is_empty()));
+    if let Ok(linker) = std::env::var(LINKER_VAR) {
+        command.arg(format!("-Clinker={linker}"));
+    }
+    for arg in args {
+        command.arg(format!("-Clink-arg={arg}"));
+    }
+    command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
 }
 
 /// The build machine's glibc as `getconf` reports it ("glibc 2.36" → 36).
