@@ -40,7 +40,12 @@ fn main() {
 /// turns it off, e.g. to build for older hosts with a toolchain that targets their glibc.
 fn pack_relative_relocations() {
     println!("cargo:rerun-if-env-changed=ISOBAR_BUILD_RELR");
-    if std::env::var("ISOBAR_BUILD_RELR").is_ok_and(|v| v == "0") {
+    println!("cargo:rerun-if-env-changed=ISOBAR_RELR");
+    if std::env::var_os("ISOBAR_RELR").is_some() {
+        println!("cargo:warning=ISOBAR_RELR is now ISOBAR_BUILD_RELR (honoured for now)");
+    }
+    let off = |name: &str| std::env::var(name).is_ok_and(|v| v == "0");
+    if off("ISOBAR_BUILD_RELR") || off("ISOBAR_RELR") {
         return;
     }
     let gnu_linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
@@ -56,13 +61,15 @@ fn pack_relative_relocations() {
 /// one it touches: at idle, 8–10 MiB of code pages were resident. Laid out together, in
 /// the order `src/startup-symbols.txt` lists them (recorded on x86-64 Linux by the
 /// `symbols` bench profile), they fill ~3 MiB. LLD (rustc's default linker there since
-/// 1.90) and mold take such a list, GNU ld does not: a one-line program is linked with
+/// 1.90) takes such a list; GNU ld and mold do not: a one-line program is linked with
 /// the option first, with the same flags and linker, and the option is kept only if
-/// that link succeeds. A name the binary no longer has is skipped, so a stale list costs
-/// memory, never a build.
+/// that link succeeds (a warning says when it is not). A name the binary no longer has
+/// is skipped, so a stale list costs memory, never a build; names match only a build
+/// like the recorded ones (this target given or not, default features, this
+/// Cargo.lock and rustc).
 fn startup_symbol_order() {
     println!("cargo:rerun-if-env-changed=ISOBAR_BUILD_SYMBOL_ORDER");
-    println!("cargo:rerun-if-env-changed={LINKER_VAR}");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     if std::env::var("ISOBAR_BUILD_SYMBOL_ORDER").is_ok_and(|v| v == "0")
         || std::env::var("TARGET").ok().as_deref() != Some(RECORDED_ON)
     {
@@ -76,15 +83,21 @@ fn startup_symbol_order() {
         "-Wl,--no-warn-symbol-ordering".to_string(),
     ];
     // `-Wl,` splits its argument at commas.
-    if !list.contains(',') && Path::new(&list).is_file() && links_with(&args) {
+    if list.contains(',') || !Path::new(&list).is_file() {
+        return;
+    }
+    if links_with(&args) {
         for arg in args {
             println!("cargo:rustc-link-arg-bins={arg}");
         }
+    } else {
+        println!(
+            "cargo:warning=the linker refuses --symbol-ordering-file: isobar is linked without its startup symbol order (idle RSS ~7 MiB higher; see BENCHMARKS.md)"
+        );
     }
 }
 
 const RECORDED_ON: &str = "x86_64-unknown-linux-gnu";
-const LINKER_VAR: &str = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER";
 
 /// Whether a one-line program links with `args`, built as this crate is (its target,
 /// RUSTFLAGS and linker).
@@ -105,7 +118,8 @@ fn links_with(args: &[String]) -> bool {
         .args(["--target", RECORDED_ON]);
     let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     command.args(flags.split('\x1f').filter(|f| !f.is_empty()));
-    if let Ok(linker) = std::env::var(LINKER_VAR) {
+    // The linker Cargo was told to use (environment or `.cargo/config.toml`).
+    if let Ok(linker) = std::env::var("RUSTC_LINKER") {
         command.arg(format!("-Clinker={linker}"));
     }
     for arg in args {

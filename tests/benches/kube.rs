@@ -111,6 +111,13 @@ struct Run {
     steady_mib: f64,
 }
 
+/// The bench's own settings, which Isobar would take for configuration keys.
+const BENCH_SETTINGS: [&str; 3] = [
+    "ISOBAR_BENCH_PROFILES",
+    "ISOBAR_BENCH_N",
+    "ISOBAR_BENCH_RUNS",
+];
+
 /// The `isobar` binary this bench was built with.
 fn this_isobar() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_isobar"))
@@ -146,6 +153,8 @@ fn stop(mut child: std::process::Child, callgrind: bool) {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        let _ = child.kill();
+        panic!("isobar under Callgrind did not shut down within 60 s: no record");
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -169,9 +178,9 @@ async fn run(
         .args(ports.args())
         .env("ISOBAR_LOG", "warn")
         // The bench's own settings are not Isobar configuration.
-        .env_remove("ISOBAR_BENCH_PROFILES")
-        .env_remove("ISOBAR_BENCH_N")
-        .env_remove("ISOBAR_BENCH_RUNS")
+        .env_remove(BENCH_SETTINGS[0])
+        .env_remove(BENCH_SETTINGS[1])
+        .env_remove(BENCH_SETTINGS[2])
         .stdout(Stdio::null())
         .stderr(
             std::fs::File::create(dir.path().join("isobar.log"))
@@ -265,14 +274,16 @@ pub fn report(n: usize) {
 
 /// Records which of the binary's functions run while `isobar serve` starts and idles —
 /// against the test API server with a few tenants, with none, and on the quick-start
-/// manifests — under Callgrind (`valgrind` must be installed), and writes them, in the
-/// order they first ran, to `src/startup-symbols.txt`. `build.rs` asks the linker to lay
+/// manifests — under Callgrind (`valgrind` must be installed), and writes them, grouped
+/// as Callgrind's records list them, to `src/startup-symbols.txt`. `build.rs` asks the linker to lay
 /// them out together: the code a process touches at start then fills a few pages instead
 /// of being spread over the whole 25 MB of `.text` (idle RSS; BENCHMARKS.md).
 ///
 /// Symbol names carry a hash of the Cargo profile, so the binary `cargo build --release`
 /// makes and the one this bench runs name the same function differently: both are
 /// recorded (this one, then a release build made here), and the list holds both names.
+/// The release build replaces this bench's `target/release/isobar`: profiles run after
+/// this one in the same invocation would measure it.
 pub fn startup_symbols() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let bench_binary = dir.path().join("isobar-bench");
@@ -280,16 +291,26 @@ pub fn startup_symbols() {
     let mut records = record_startup(&bench_binary, dir.path(), "bench");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = Command::new(cargo)
-        .args(["build", "--release", "--bin", "isobar"])
+        .args([
+            "build",
+            "--release",
+            "--bin",
+            "isobar",
+            "--message-format=json-render-diagnostics",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
+        .stderr(Stdio::inherit())
+        .output()
         .unwrap_or_else(|e| panic!("cargo: {e}"));
-    assert!(built.success(), "cargo build --release failed");
+    assert!(built.status.success(), "cargo build --release failed");
+    // Where Cargo put it (its messages name the executable).
+    let built_path = String::from_utf8_lossy(&built.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["target"]["name"] == "isobar")
+        .find_map(|m| m["executable"].as_str().map(std::path::PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo named no isobar executable"));
     let release_binary = dir.path().join("isobar-release");
-    let built_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/isobar");
-    let built_path = std::env::var_os("CARGO_TARGET_DIR")
-        .map(|d| Path::new(&d).join("release/isobar"))
-        .unwrap_or(built_path);
     std::fs::copy(&built_path, &release_binary)
         .unwrap_or_else(|e| panic!("{}: {e}", built_path.display()));
     records.extend(record_startup(&release_binary, dir.path(), "release"));
@@ -310,11 +331,12 @@ pub fn startup_symbols() {
         names.len()
     );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/startup-symbols.txt");
-    let header = "# The functions `isobar serve` runs as it starts and idles, in the order they first\n\
-                  # ran: build.rs has the linker lay them out together (see BENCHMARKS.md, idle RSS).\n\
-                  # Written by `ISOBAR_BENCH_PROFILES=symbols cargo bench --bench build`. Each\n\
-                  # function is named as in the release build and as in the bench build; names a\n\
-                  # binary does not have are skipped by the linker.\n";
+    let header = "# The functions `isobar serve` runs as it starts and idles, grouped as Callgrind's\n\
+                  # records list them: build.rs has the linker lay them out together, in this\n\
+                  # order (see BENCHMARKS.md, idle RSS). Written by\n\
+                  # `ISOBAR_BENCH_PROFILES=symbols cargo bench --bench build`. Each function is\n\
+                  # named as in the release build and as in the bench build; names a binary does\n\
+                  # not have are skipped by the linker.\n";
     let body: String = names.iter().map(|n| format!("{n}\n")).collect();
     std::fs::write(&path, format!("{header}{body}"))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -379,9 +401,11 @@ fn functions_of_the_binary(record: &str) -> Vec<&str> {
                 } else {
                     object
                 };
-                if let Some(name) = name
+                // A recursive function's inner calls are told apart as `name'2`.
+                if let Some(name) = name.map(|n| n.split('\'').next().unwrap_or(n))
                     && !in_object.contains(".so")
                     && !name.starts_with("0x")
+                    && !name.starts_with('(')
                 {
                     out.push(name);
                 }
@@ -396,21 +420,35 @@ fn functions_of_the_binary(record: &str) -> Vec<&str> {
 async fn serve_quickstart(binary: &Path, callgrind: &Path) {
     let ports = super::support::ServePorts::free();
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
-    let child = isobar(binary, Some(callgrind))
+    let log = callgrind.with_extension("log");
+    let mut command = isobar(binary, Some(callgrind));
+    command
         .args(["serve", "--insecure", "--manifests"])
         .arg(&manifests)
         .args(ports.args())
-        .env("ISOBAR_LOG", "warn")
-        .env_remove("ISOBAR_BENCH_PROFILES")
+        .env("ISOBAR_LOG", "warn");
+    // The bench's own settings are not Isobar configuration.
+    for setting in BENCH_SETTINGS {
+        command.env_remove(setting);
+    }
+    let child = command
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(
+            std::fs::File::create(&log)
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
         .spawn()
         .unwrap_or_else(|e| panic!("valgrind: {e}"));
     let client = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{}/readyz", ports.health);
     let started = Instant::now();
     while !matches!(client.get(&ready_url).send().await, Ok(r) if r.status().as_u16() == 200) {
-        assert!(started.elapsed() < Duration::from_secs(120), "never ready");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never ready: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;

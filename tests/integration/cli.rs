@@ -157,6 +157,19 @@ fn http_port(args: &[&str], env: &[(&str, &str)]) -> u64 {
         .unwrap_or_default()
 }
 
+/// The build's own options (build.rs) are not configuration: a shell that built Isobar
+/// with them exported still runs it, and the configuration around them still applies.
+#[test]
+fn build_options_in_the_environment_are_not_configuration() {
+    let qs = quickstart();
+    let building = [
+        ("ISOBAR_ENVOY__HTTP__PORT", "9100"),
+        ("ISOBAR_BUILD_RELR", "0"),
+        ("ISOBAR_BUILD_SYMBOL_ORDER", "0"),
+    ];
+    assert_eq!(http_port(&["--manifests", qs.as_str()], &building), 9100);
+}
+
 #[test]
 fn flags_beat_environment_beat_file_beat_defaults() {
     let dir = tempdir();
@@ -168,14 +181,6 @@ fn flags_beat_environment_beat_file_beat_defaults() {
     assert_eq!(http_port(&with_file, &[]), 9000);
     let env = [("ISOBAR_ENVOY__HTTP__PORT", "9100")];
     assert_eq!(http_port(&with_file, &env), 9100);
-    // The build's own options (build.rs) are not configuration: a shell that built
-    // Isobar with them still runs it.
-    let building = [
-        ("ISOBAR_ENVOY__HTTP__PORT", "9100"),
-        ("ISOBAR_BUILD_RELR", "0"),
-        ("ISOBAR_BUILD_SYMBOL_ORDER", "0"),
-    ];
-    assert_eq!(http_port(&with_file, &building), 9100);
     let with_flag = [
         "--manifests",
         qs.as_str(),
