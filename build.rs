@@ -65,8 +65,7 @@ fn pack_relative_relocations() {
 /// the option first, with the same flags and linker, and the option is kept only if
 /// that link succeeds (a warning says when it is not). A name the binary no longer has
 /// is skipped, so a stale list costs memory, never a build; names match only a build
-/// like the recorded ones (this target given or not, default features, this
-/// Cargo.lock and rustc).
+/// like the recorded ones (no `--target`, default features, this Cargo.lock and rustc).
 fn startup_symbol_order() {
     println!("cargo:rerun-if-env-changed=ISOBAR_BUILD_SYMBOL_ORDER");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
