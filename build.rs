@@ -77,14 +77,14 @@ fn startup_symbol_order() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
     let list = format!("{dir}/src/startup-symbols.txt");
     println!("cargo:rerun-if-changed={list}");
-    let args = [
-        format!("-Wl,--symbol-ordering-file={list}"),
-        "-Wl,--no-warn-symbol-ordering".to_string(),
-    ];
     // `-Wl,` splits its argument at commas.
     if list.contains(',') || !Path::new(&list).is_file() {
         return;
     }
+    let args = [
+        format!("-Wl,--symbol-ordering-file={list}"),
+        "-Wl,--no-warn-symbol-ordering".to_string(),
+    ];
     if links_with(&args) {
         for arg in args {
             println!("cargo:rustc-link-arg-bins={arg}");

@@ -123,10 +123,10 @@ fn this_isobar() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_isobar"))
 }
 
-/// `binary serve`: as it is, or under Callgrind writing what ran to `callgrind` (see
-/// [`startup_symbols`]).
-fn isobar(binary: &Path, callgrind: Option<&Path>) -> Command {
-    match callgrind {
+/// `binary serve`, its warnings to `log`: as it is, or under Callgrind writing what ran
+/// to `callgrind` (see [`startup_symbols`]). The caller adds the provider and ports.
+fn isobar(binary: &Path, callgrind: Option<&Path>, log: &Path) -> Command {
+    let mut command = match callgrind {
         None => Command::new(binary),
         Some(out) => {
             let mut command = Command::new("valgrind");
@@ -136,6 +136,40 @@ fn isobar(binary: &Path, callgrind: Option<&Path>) -> Command {
                 .arg(binary);
             command
         }
+    };
+    command
+        .args(["serve", "--insecure"])
+        .env("ISOBAR_LOG", "warn");
+    // The bench's own settings are not Isobar configuration.
+    for setting in BENCH_SETTINGS {
+        command.env_remove(setting);
+    }
+    command.stdout(Stdio::null()).stderr(
+        std::fs::File::create(log)
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null()),
+    );
+    command
+}
+
+/// When `/readyz` on `health` first answers 200 (polled every 5 ms; fails after 120 s
+/// with the log).
+async fn ready(health: u16, log: &Path) -> Instant {
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{health}/readyz");
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = client.get(&url).send().await
+            && r.status().as_u16() == 200
+        {
+            return Instant::now();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never ready: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -173,38 +207,15 @@ async fn run(
     let ports = super::support::ServePorts::free();
     let (metrics, health) = (ports.metrics, ports.health);
     let started = Instant::now();
-    let child = isobar(binary, callgrind)
-        .args(["serve", "--insecure", "--kubeconfig", &kubeconfig])
+    let log = dir.path().join("isobar.log");
+    let child = isobar(binary, callgrind, &log)
+        .args(["--kubeconfig", &kubeconfig])
         .args(ports.args())
-        .env("ISOBAR_LOG", "warn")
-        // The bench's own settings are not Isobar configuration.
-        .env_remove(BENCH_SETTINGS[0])
-        .env_remove(BENCH_SETTINGS[1])
-        .env_remove(BENCH_SETTINGS[2])
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::File::create(dir.path().join("isobar.log"))
-                .map(Stdio::from)
-                .unwrap_or_else(|_| Stdio::null()),
-        )
         .spawn()
         .unwrap_or_else(|e| panic!("isobar: {e}"));
     let pid = child.id();
+    let ready_at = ready(health, &log).await;
     let client = reqwest::Client::new();
-    let ready_url = format!("http://127.0.0.1:{health}/readyz");
-    let ready_at = loop {
-        if let Ok(r) = client.get(&ready_url).send().await
-            && r.status().as_u16() == 200
-        {
-            break Instant::now();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "never ready: {}",
-            std::fs::read_to_string(dir.path().join("isobar.log")).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
     let lists_done = server.last_list().unwrap_or(started);
     // Steady state: after the leader's status writes have settled.
     let metrics_url = format!("http://127.0.0.1:{metrics}/metrics");
@@ -421,36 +432,13 @@ async fn serve_quickstart(binary: &Path, callgrind: &Path) {
     let ports = super::support::ServePorts::free();
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart");
     let log = callgrind.with_extension("log");
-    let mut command = isobar(binary, Some(callgrind));
-    command
-        .args(["serve", "--insecure", "--manifests"])
+    let child = isobar(binary, Some(callgrind), &log)
+        .arg("--manifests")
         .arg(&manifests)
         .args(ports.args())
-        .env("ISOBAR_LOG", "warn");
-    // The bench's own settings are not Isobar configuration.
-    for setting in BENCH_SETTINGS {
-        command.env_remove(setting);
-    }
-    let child = command
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::File::create(&log)
-                .map(Stdio::from)
-                .unwrap_or_else(|_| Stdio::null()),
-        )
         .spawn()
         .unwrap_or_else(|e| panic!("valgrind: {e}"));
-    let client = reqwest::Client::new();
-    let ready_url = format!("http://127.0.0.1:{}/readyz", ports.health);
-    let started = Instant::now();
-    while !matches!(client.get(&ready_url).send().await, Ok(r) if r.status().as_u16() == 200) {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "never ready: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    ready(ports.health, &log).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop(child, true);
 }
