@@ -293,7 +293,14 @@ impl Runner {
         };
         let old_service = slice.as_ref().and_then(|(key, _)| {
             let id = (key.namespace.clone(), key.name.clone());
-            slice_service(objects.endpoint_slices.get(&id)?).cloned()
+            Some(
+                objects
+                    .endpoint_slices
+                    .get(&id)?
+                    .service
+                    .as_deref()?
+                    .to_string(),
+            )
         });
         let secret = match &event {
             Event::Apply(object @ Object::Secret(_)) => Some(object.key()),

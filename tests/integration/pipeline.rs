@@ -297,7 +297,7 @@ apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: web-y, namespace: default, labels: {kubernetes.io/service-name: web}}
 addressType: IPv4
-ports: [{name: http, port: 8080}]
+ports: [{name: http, port: 5353, protocol: UDP}, {name: http, port: 8080}]
 endpoints:
   - {addresses: [10.0.0.3, 10.0.0.9], conditions: {ready: true}}
   - {addresses: [10.0.0.1]}

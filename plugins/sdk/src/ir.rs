@@ -159,7 +159,7 @@ pub struct TcpProxy {
 pub struct ServedSecret {
     pub namespace: String,
     pub name: String,
-    pub certificate: crate::secret::TlsCertificate,
+    pub certificate: std::sync::Arc<crate::secret::TlsCertificate>,
 }
 
 impl std::fmt::Debug for ServedSecret {

@@ -144,7 +144,8 @@ type NsName = (String, String);
 #[derive(Debug, Default, Clone)]
 pub struct Objects {
     pub services: BTreeMap<NsName, Arc<Service>>,
-    pub endpoint_slices: BTreeMap<NsName, Arc<EndpointSlice>>,
+    /// What each EndpointSlice says about where traffic goes (the rest is not kept).
+    pub endpoint_slices: BTreeMap<NsName, Arc<SliceEndpoints>>,
     pub secrets: BTreeMap<NsName, Arc<Secret>>,
     pub ingresses: BTreeMap<NsName, Arc<Ingress>>,
     pub httpproxies: BTreeMap<NsName, Arc<HTTPProxy>>,
@@ -178,6 +179,49 @@ pub fn slice_service(slice: &EndpointSlice) -> Option<&String> {
     slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)
 }
 
+/// What Isobar keeps of an EndpointSlice: the Service it belongs to, its TCP ports and
+/// the addresses of its ready endpoints. A decoded slice (pods, nodes, zones, conditions
+/// and Kubernetes' object model around them) is about ten times larger, and none of the
+/// rest moves traffic: two slices with equal `SliceEndpoints` route the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceEndpoints {
+    /// The `kubernetes.io/service-name` label.
+    pub service: Option<Box<str>>,
+    /// TCP ports in the slice's order: name (`""` when unnamed) and number (`None` when
+    /// unset or not a port number).
+    pub ports: Box<[(Box<str>, Option<u16>)]>,
+    /// The first address of each ready endpoint (`ready` unset counts as ready, as
+    /// Kubernetes documents), in the slice's order.
+    pub ready: Box<[Box<str>]>,
+}
+
+impl SliceEndpoints {
+    pub fn of(slice: &EndpointSlice) -> SliceEndpoints {
+        let ports = slice
+            .ports
+            .iter()
+            .flatten()
+            .filter(|p| p.protocol.as_deref().unwrap_or("TCP") == "TCP");
+        let ready = slice
+            .endpoints
+            .iter()
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true));
+        SliceEndpoints {
+            service: slice_service(slice).map(|s| s.as_str().into()),
+            ports: ports
+                .map(|p| {
+                    let number = p.port.and_then(|n| u16::try_from(n).ok());
+                    (p.name.as_deref().unwrap_or_default().into(), number)
+                })
+                .collect(),
+            ready: ready
+                .filter_map(|e| e.addresses.first())
+                .map(|a| a.as_str().into())
+                .collect(),
+        }
+    }
+}
+
 impl Objects {
     /// Adds or replaces an object. Returns false when the same content was already there.
     pub fn apply(&mut self, object: Object) -> bool {
@@ -204,14 +248,15 @@ impl Objects {
             Object::HTTPProxy(o) => replace(&mut self.httpproxies, id, o),
             Object::TLSCertificateDelegation(o) => replace(&mut self.delegations, id, o),
             Object::EndpointSlice(o) => {
+                let kept = SliceEndpoints::of(&o);
                 self.unindex_slice(&id);
-                if let Some(svc) = slice_service(&o) {
+                if let Some(svc) = &kept.service {
                     self.slices_by_service
-                        .entry((id.0.clone(), svc.clone()))
+                        .entry((id.0.clone(), svc.to_string()))
                         .or_default()
                         .insert(id.1.clone());
                 }
-                replace(&mut self.endpoint_slices, id, o)
+                replace(&mut self.endpoint_slices, id, Arc::new(kept))
             }
         }
     }
@@ -285,8 +330,8 @@ impl Objects {
         let Some(old) = self.endpoint_slices.get(id) else {
             return;
         };
-        if let Some(svc) = slice_service(old) {
-            let svc_id = (id.0.clone(), svc.clone());
+        if let Some(svc) = &old.service {
+            let svc_id = (id.0.clone(), svc.to_string());
             if let Some(set) = self.slices_by_service.get_mut(&svc_id) {
                 set.remove(&id.1);
                 if set.is_empty() {
@@ -301,7 +346,7 @@ impl Objects {
         &'a self,
         namespace: &str,
         service: &str,
-    ) -> impl Iterator<Item = &'a EndpointSlice> + 'a {
+    ) -> impl Iterator<Item = &'a SliceEndpoints> + 'a {
         let names = self
             .slices_by_service
             .get(&(namespace.to_string(), service.to_string()));

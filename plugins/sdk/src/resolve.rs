@@ -170,29 +170,16 @@ pub fn ready_endpoints(
 ) -> Vec<(String, u16)> {
     let mut out = Vec::new();
     for slice in objects.slices_for_service(namespace, service) {
-        let port = slice.ports.iter().flatten().find(|p| {
-            p.name.as_deref().unwrap_or_default() == port_name
-                && p.protocol.as_deref().unwrap_or("TCP") == "TCP"
-        });
-        let Some(port) = port
-            .and_then(|p| p.port)
-            .and_then(|p| u16::try_from(p).ok())
+        let Some((_, Some(port))) = slice.ports.iter().find(|(name, _)| **name == *port_name)
         else {
             continue;
         };
-        for endpoint in &slice.endpoints {
-            let ready = endpoint
-                .conditions
-                .as_ref()
-                .and_then(|c| c.ready)
-                .unwrap_or(true);
-            if !ready {
-                continue;
-            }
-            if let Some(address) = endpoint.addresses.first() {
-                out.push((address.clone(), port));
-            }
-        }
+        out.extend(
+            slice
+                .ready
+                .iter()
+                .map(|address| (address.to_string(), *port)),
+        );
     }
     out.sort();
     out.dedup();

@@ -63,7 +63,8 @@ pub struct PemBundle {
 /// stored version of the secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretCheck {
-    pub certificate: Result<TlsCertificate, String>,
+    /// Shared with every build that serves it (a build's IR holds the same copy).
+    pub certificate: Result<std::sync::Arc<TlsCertificate>, String>,
     pub ca: Result<PemBundle, String>,
     pub crl: Result<PemBundle, String>,
 }
@@ -80,7 +81,8 @@ impl SecretCheck {
         SecretCheck {
             certificate: type_ok
                 .clone()
-                .and_then(|()| tls_certificate(secret.type_.as_deref(), &data)),
+                .and_then(|()| tls_certificate(secret.type_.as_deref(), &data))
+                .map(std::sync::Arc::new),
             ca: type_ok
                 .clone()
                 .and_then(|()| certificates_bundle(&data, CA_KEY)),
