@@ -633,7 +633,10 @@ impl Runner {
             return;
         };
         let envoy = objects.services.get(&out.envoy_service);
-        let lb = crate::status::load_balancer(&out.fixed_address, envoy.map(|s| s.as_ref()));
+        let lb = crate::status::load_balancer(
+            &out.fixed_address,
+            envoy.and_then(|s| s.load_balancer.as_deref()),
+        );
         let last = out.desired.borrow().clone();
         let desired = make(last.as_deref(), lb);
         out.desired.send_if_modified(|current| {

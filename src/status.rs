@@ -82,10 +82,10 @@ impl Desired {
 }
 
 /// `status.loadBalancer`: the fixed `ingress-status-address` list, else the Envoy
-/// Service's own load balancer status, else nothing.
+/// Service's own load balancer status (`envoy_service`), else nothing.
 pub fn load_balancer(
     fixed: &str,
-    envoy_service: Option<&k8s_openapi::api::core::v1::Service>,
+    envoy_service: Option<&k8s_openapi::api::core::v1::LoadBalancerStatus>,
 ) -> Value {
     let addresses: Vec<Value> = fixed
         .split(',')
@@ -103,8 +103,6 @@ pub fn load_balancer(
         return json!({"ingress": addresses});
     }
     envoy_service
-        .and_then(|s| s.status.as_ref())
-        .and_then(|s| s.load_balancer.as_ref())
         .and_then(|lb| serde_json::to_value(lb).ok())
         .unwrap_or_else(|| json!({}))
 }

@@ -143,7 +143,8 @@ type NsName = (String, String);
 /// Every watched object, by kind, namespace and name.
 #[derive(Debug, Default, Clone)]
 pub struct Objects {
-    pub services: BTreeMap<NsName, Arc<Service>>,
+    /// What each Service says about routing (the rest is not kept).
+    pub services: BTreeMap<NsName, Arc<ServiceSummary>>,
     /// What each EndpointSlice says about where traffic goes (the rest is not kept).
     pub endpoint_slices: BTreeMap<NsName, Arc<SliceEndpoints>>,
     pub secrets: BTreeMap<NsName, Arc<Secret>>,
@@ -177,6 +178,59 @@ const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// The Service an EndpointSlice belongs to (its `kubernetes.io/service-name` label).
 pub fn slice_service(slice: &EndpointSlice) -> Option<&String> {
     slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)
+}
+
+/// What Isobar keeps of a Service: its ports, the `projectcontour.io/` annotations that
+/// set upstream protocols and circuit breakers, and `status.loadBalancer` (read for
+/// Envoy's own Service). Selectors, cluster IPs, labels and the rest never move traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceSummary {
+    pub ports: Box<[ServicePortSummary]>,
+    /// The `projectcontour.io/` annotations, in key order.
+    pub annotations: Box<[(Box<str>, Box<str>)]>,
+    pub load_balancer: Option<Box<k8s_openapi::api::core::v1::LoadBalancerStatus>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePortSummary {
+    pub name: Option<Box<str>>,
+    pub port: i32,
+    pub app_protocol: Option<Box<str>>,
+}
+
+const READ_SERVICE_ANNOTATIONS: &str = "projectcontour.io/";
+
+impl ServiceSummary {
+    pub fn of(service: &Service) -> ServiceSummary {
+        let ports = service.spec.as_ref().and_then(|s| s.ports.as_deref());
+        let annotations = service.metadata.annotations.iter().flatten();
+        ServiceSummary {
+            ports: ports
+                .unwrap_or_default()
+                .iter()
+                .map(|p| ServicePortSummary {
+                    name: p.name.as_deref().map(Into::into),
+                    port: p.port,
+                    app_protocol: p.app_protocol.as_deref().map(Into::into),
+                })
+                .collect(),
+            annotations: annotations
+                .filter(|(key, _)| key.starts_with(READ_SERVICE_ANNOTATIONS))
+                .map(|(key, value)| (key.as_str().into(), value.as_str().into()))
+                .collect(),
+            load_balancer: service
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.clone())
+                .map(Box::new),
+        }
+    }
+
+    /// The value of a `projectcontour.io/` annotation.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        let found = self.annotations.binary_search_by(|(k, _)| (**k).cmp(key));
+        found.ok().map(|i| &*self.annotations[i].1)
+    }
 }
 
 /// What Isobar keeps of an EndpointSlice: the Service it belongs to, its TCP ports and
@@ -228,7 +282,7 @@ impl Objects {
         let key = object.key();
         let id = (key.namespace, key.name);
         match object {
-            Object::Service(o) => replace(&mut self.services, id, o),
+            Object::Service(o) => replace(&mut self.services, id, Arc::new(ServiceSummary::of(&o))),
             Object::Secret(o) => {
                 if let Some(digest) = self.elided.get(&id).or_else(|| self.stripped.get(&id)) {
                     if *digest == secret_digest(&o) {
@@ -358,7 +412,7 @@ impl Objects {
         })
     }
 
-    pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&ServiceSummary> {
         self.services
             .get(&(namespace.to_string(), name.to_string()))
             .map(|s| s.as_ref())

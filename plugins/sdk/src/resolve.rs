@@ -1,7 +1,5 @@
 //! Looking up Services, their ports and their ready endpoints.
 
-use k8s_openapi::api::core::v1::ServicePort;
-
 use crate::ir::{CircuitBreakers, Cluster, ClusterOptions, UpstreamProtocol};
 use crate::names;
 use crate::object::Objects;
@@ -79,12 +77,7 @@ pub fn service_cluster(
             namespace: namespace.to_string(),
             name: name.to_string(),
         })?;
-    let ports = service
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_deref())
-        .unwrap_or_default();
-    let found: Option<&ServicePort> = ports.iter().find(|p| match port {
+    let found = service.ports.iter().find(|p| match port {
         PortRef::Number(n) => p.port == n,
         PortRef::Name(want) => p.name.as_deref() == Some(want),
     });
@@ -96,9 +89,8 @@ pub fn service_cluster(
             PortRef::Name(s) => s.to_string(),
         },
     })?;
-    let port_name = found.name.clone().unwrap_or_default();
-    let annotations = service.metadata.annotations.as_ref();
-    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
+    let port_name = found.name.as_deref().unwrap_or_default().to_string();
+    let annotation = |key: &str| service.annotation(key);
     let names_port = |list: &str| {
         list.split(',')
             .map(str::trim)
