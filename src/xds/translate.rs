@@ -519,7 +519,7 @@ pub(super) fn append_field(buf: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
 
 /// A vhost's `VirtualHost`; `vhds`: named as a VHDS resource (see [`vhds_name`]).
 pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: bool) -> Vec<u8> {
-    let mut routes: Vec<&ir::Route> = vhost.routes.values().map(|r| &**r).collect();
+    let mut routes: Vec<&ir::Route> = vhost.routes.values().collect();
     routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
     let shell = VirtualHost {
         name: if vhds {
