@@ -407,7 +407,7 @@ impl Walk<'_, '_> {
                 Err(e) => errors.push(e),
             }
         }
-        let mut weighted = Vec::new();
+        let mut weighted = Vec::with_capacity(route.services.len());
         for (i, service) in route.services.iter().enumerate() {
             let sat = || format!("{}.services[{i}]", at());
             ok &= check_unsupported(self.status, key, sat, &service.unsupported);
@@ -660,5 +660,7 @@ fn forward_or_503(mut weighted: Vec<WeightedCluster>) -> RouteAction {
     } else {
         weighted.retain(|w| w.weight > 0);
     }
+    // Held until the build's IR is dropped, for every route at once.
+    weighted.shrink_to_fit();
     RouteAction::Forward(weighted)
 }
