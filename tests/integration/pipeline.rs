@@ -380,4 +380,12 @@ fn the_store_drops_secret_data_it_no_longer_needs() {
         assert!(store.restore(object));
     }
     assert!(store.secret_check("ns", "unused").is_some());
+    // Both in use now: kept as their checks, still counted, and deleted as Secrets are.
+    let requested = store.take_requested();
+    store.elide_unrequested_secrets(&requested);
+    assert!(store.secret_check("ns", "used").is_some());
+    assert_eq!(store.counts()[&Kind::Secret], 2);
+    assert!(store.delete(&key(Kind::Secret, "ns", "used")));
+    assert!(store.secret_check("ns", "used").is_none());
+    assert_eq!(store.counts()[&Kind::Secret], 1);
 }

@@ -147,6 +147,8 @@ pub struct Objects {
     pub services: BTreeMap<NsName, Arc<ServiceSummary>>,
     /// What each EndpointSlice says about where traffic goes (the rest is not kept).
     pub endpoint_slices: BTreeMap<NsName, Arc<SliceEndpoints>>,
+    /// Secrets with their data, until a build has checked them (then only their check and
+    /// a digest are kept: see `stripped`) or found no use for them (`elided`).
     pub secrets: BTreeMap<NsName, Arc<Secret>>,
     pub ingresses: BTreeMap<NsName, Arc<Ingress>>,
     pub httpproxies: BTreeMap<NsName, Arc<HTTPProxy>>,
@@ -158,8 +160,8 @@ pub struct Objects {
     /// Secrets whose data was dropped because no build asked for them, with a digest of
     /// the whole Secret as it arrived (an equal re-delivery changes nothing).
     elided: BTreeMap<NsName, [u8; 32]>,
-    /// Secrets in use whose check is computed: stored without their data (the check holds
-    /// what is served), with the same kind of digest.
+    /// Secrets in use whose check is computed: not in `secrets` (the check holds what is
+    /// served), only this kind of digest.
     stripped: BTreeMap<NsName, [u8; 32]>,
     /// Secrets asked for (through [`Objects::secret_check`]) since the last
     /// [`Objects::take_requested`].
@@ -341,6 +343,7 @@ impl Objects {
                 .secrets
                 .keys()
                 .chain(self.elided.keys())
+                .chain(self.stripped.keys())
                 .cloned()
                 .collect(),
             Kind::Ingress => self.ingresses.keys().cloned().collect(),
@@ -366,9 +369,9 @@ impl Objects {
             Kind::Service => self.services.remove(&id).is_some(),
             Kind::Secret => {
                 self.secret_checks.remove(&id);
-                self.stripped.remove(&id);
+                let stripped = self.stripped.remove(&id).is_some();
                 let elided = self.elided.remove(&id).is_some();
-                self.secrets.remove(&id).is_some() || elided
+                self.secrets.remove(&id).is_some() || elided || stripped
             }
             Kind::Ingress => self.ingresses.remove(&id).is_some(),
             Kind::HTTPProxy => self.httpproxies.remove(&id).is_some(),
@@ -428,8 +431,11 @@ impl Objects {
         if let Ok(mut requested) = self.requested.lock() {
             requested.insert(id.clone());
         }
-        let secret = self.secrets.get(&id)?;
         let cell = self.secret_checks.get(&id)?;
+        if let Some(check) = cell.get() {
+            return Some(check);
+        }
+        let secret = self.secrets.get(&id)?;
         Some(cell.get_or_init(|| SecretCheck::of(secret)))
     }
 
@@ -460,41 +466,38 @@ impl Objects {
     /// name and a digest: an unreferenced Secret costs about a hundred bytes.
     /// Returns how many were elided now.
     pub fn elide_unrequested_secrets(&mut self, requested: &BTreeSet<NsName>) -> usize {
-        let unrequested: Vec<NsName> = self
+        let unrequested: BTreeSet<NsName> = self
             .secrets
             .keys()
+            .chain(self.stripped.keys())
             .filter(|id| !requested.contains(*id))
             .cloned()
             .collect();
         for id in &unrequested {
-            if let Some(secret) = self.secrets.remove(id) {
-                let digest = self
-                    .stripped
-                    .remove(id)
-                    .unwrap_or_else(|| secret_digest(&secret));
+            let digest = match self.secrets.remove(id) {
+                Some(secret) => Some(secret_digest(&secret)),
+                None => self.stripped.remove(id),
+            };
+            if let Some(digest) = digest {
                 self.elided.insert(id.clone(), digest);
             }
             self.secret_checks.remove(id);
         }
-        // Secrets in use keep their computed check; their data is not needed again.
-        for (id, secret) in self.secrets.iter_mut() {
-            let checked = self
-                .secret_checks
-                .get(id)
-                .is_some_and(|cell| cell.get().is_some());
-            if !checked || self.stripped.contains_key(id) {
-                continue;
+        // Secrets in use keep their computed check and a digest; the Secret itself is
+        // not needed again.
+        let checked: Vec<NsName> = self
+            .secrets
+            .keys()
+            .filter(|id| {
+                let check = self.secret_checks.get(*id);
+                check.is_some_and(|cell| cell.get().is_some())
+            })
+            .cloned()
+            .collect();
+        for id in checked {
+            if let Some(secret) = self.secrets.remove(&id) {
+                self.stripped.insert(id, secret_digest(&secret));
             }
-            self.stripped.insert(id.clone(), secret_digest(secret));
-            *secret = Arc::new(Secret {
-                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                    name: secret.metadata.name.clone(),
-                    namespace: secret.metadata.namespace.clone(),
-                    ..Default::default()
-                },
-                type_: secret.type_.clone(),
-                ..Default::default()
-            });
         }
         unrequested.len()
     }
@@ -504,7 +507,10 @@ impl Objects {
         BTreeMap::from([
             (Kind::Service, self.services.len()),
             (Kind::EndpointSlice, self.endpoint_slices.len()),
-            (Kind::Secret, self.secrets.len() + self.elided.len()),
+            (
+                Kind::Secret,
+                self.secrets.len() + self.elided.len() + self.stripped.len(),
+            ),
             (Kind::Ingress, self.ingresses.len()),
             (Kind::HTTPProxy, self.httpproxies.len()),
             (Kind::TLSCertificateDelegation, self.delegations.len()),
