@@ -76,7 +76,9 @@ impl Share {
 struct Fresh {
     plain: Option<Vec<u8>>,
     chain: Option<Vec<u8>>,
-    secure_routes: Option<Vec<u8>>,
+    /// The vhost's own RouteConfiguration, made as soon as its routes are encoded so that
+    /// the routes' bytes are not held until every vhost is.
+    rds: Option<Any>,
 }
 
 /// The published resources disagree with what the encoder remembers of them: the
@@ -173,8 +175,11 @@ impl Encoder {
             parts.secure_routes = Some(Share::of(&routes));
             parts.fallback_routes = vhost.fallback.then(|| routes.as_slice().into());
             bytes.chain = Some(chain);
-            bytes.secure_routes = Some(routes);
             parts.rds = vhost.tcp_proxy.is_none();
+            bytes.rds = parts.rds.then(|| {
+                let name = tls::route_config_name(fqdn);
+                route_configuration(&name, std::iter::once(&routes[..]), true)
+            });
             parts
                 .clusters
                 .extend(vhost.cluster_names().map(str::to_string));
@@ -238,9 +243,8 @@ impl Encoder {
             self.chains += usize::from(parts.chain.is_some());
             self.fallbacks += usize::from(parts.fallback());
             let name = tls::route_config_name(fqdn);
-            match (&bytes.secure_routes, parts.rds) {
-                (Some(routes), true) if !old.rds || old.secure_routes != parts.secure_routes => {
-                    let any = route_configuration(&name, std::iter::once(&routes[..]), true);
+            match (bytes.rds.take(), parts.rds) {
+                (Some(any), true) if !old.rds || old.secure_routes != parts.secure_routes => {
                     changes.put(XdsType::Route, name, Some(any));
                 }
                 (_, false) if old.rds => changes.put(XdsType::Route, name, None),
