@@ -130,7 +130,11 @@ impl Runner {
         // Objects whose latest version did not decode, with why.
         let mut unreadable: BTreeMap<ObjectKey, String> = BTreeMap::new();
         // What changed since the last build, and that build's clusters.
-        let mut dirty = Dirty::default();
+        // The first build is a full one: what each listed object reaches is not recorded.
+        let mut dirty = Dirty {
+            full: true,
+            ..Dirty::default()
+        };
         let mut built: Option<Built> = None;
         // Reviews waiting for dropped Secrets to be fetched again.
         let mut waiting_reviews: Vec<Waiting> = Vec::new();
@@ -325,6 +329,11 @@ impl Runner {
         let changed = self.apply_event(objects, unreadable, event, synced);
         if !changed {
             return false;
+        }
+        if dirty.full {
+            // Everything is rebuilt anyway: during the first list, recording what each of
+            // tens of thousands of objects reaches only cost memory.
+            return true;
         }
         match (slice, routing) {
             // An object that was unreadable has a status to clear: a full build.
