@@ -108,12 +108,17 @@ pub fn api_resource(kind: Kind) -> ApiResource {
     }
 }
 
-/// Where one watcher is: which namespace it covers, and during a (re)list the objects
+/// Where one watcher is: which namespace it covers, and during a relist the objects
 /// listed so far. What it delivered before is the store's to know.
 #[derive(Default)]
 struct WatchState {
     namespace: Option<String>,
+    /// The keys of a list that may replace objects this watch already delivered: what
+    /// is not listed again went away.
     relisting: Option<BTreeSet<(String, String)>>,
+    /// Whether this watch has delivered any object. Its first list can replace nothing,
+    /// so it records no keys (tens of thousands of names, held until the list ends).
+    delivered: bool,
     synced: bool,
 }
 
@@ -188,8 +193,11 @@ impl Provider for KubeProvider {
             let state = &mut states[id];
             let mut out = Vec::new();
             match event {
-                watcher::Event::Init => state.relisting = Some(BTreeSet::new()),
+                watcher::Event::Init => {
+                    state.relisting = state.delivered.then(BTreeSet::new);
+                }
                 watcher::Event::InitApply(object) => {
+                    state.delivered = true;
                     let key = object_key(kind, &object);
                     if let Some(listed) = &mut state.relisting {
                         listed.insert((key.namespace, key.name));
@@ -198,11 +206,13 @@ impl Provider for KubeProvider {
                 }
                 watcher::Event::InitDone => {
                     // Whatever was stored but not listed again went away during the gap.
-                    out.push(Event::Listed {
-                        kind,
-                        namespace: state.namespace.clone(),
-                        keys: state.relisting.take().unwrap_or_default(),
-                    });
+                    if let Some(keys) = state.relisting.take() {
+                        out.push(Event::Listed {
+                            kind,
+                            namespace: state.namespace.clone(),
+                            keys,
+                        });
+                    }
                     if !state.synced {
                         state.synced = true;
                         unsynced -= 1;
@@ -213,6 +223,7 @@ impl Provider for KubeProvider {
                     }
                 }
                 watcher::Event::Apply(object) => {
+                    state.delivered = true;
                     out.extend(event_for(kind, object, &self.metrics));
                 }
                 watcher::Event::Delete(object) => {
