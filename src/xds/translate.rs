@@ -209,11 +209,18 @@ pub(super) fn cluster_for(
         health_checks: c
             .options
             .health_check
-            .iter()
+            .as_deref()
+            .into_iter()
             .map(health_check)
-            .chain(c.options.tcp_health_check.iter().map(tcp_health_check))
+            .chain(
+                c.options
+                    .tcp_health_check
+                    .as_deref()
+                    .into_iter()
+                    .map(tcp_health_check),
+            )
             .collect(),
-        circuit_breakers: c.options.circuit_breakers.as_ref().map(circuit_breakers),
+        circuit_breakers: c.options.circuit_breakers.as_deref().map(circuit_breakers),
         typed_extension_protocol_options: upstream_http_options(&c.options),
         lb_config: c
             .options

@@ -145,8 +145,8 @@ impl Walk<'_, '_> {
             let plain = self.ir.virtual_hosts.get_mut(fqdn);
             for vhost in [plain, secure].into_iter().flatten() {
                 vhost.ip_filter = vhost_filter.clone();
-                vhost.cors = vhost_cors.clone();
-                vhost.rate_limit = vhost_limit.clone();
+                vhost.cors = vhost_cors.clone().map(Box::new);
+                vhost.rate_limit = vhost_limit.clone().map(Box::new);
             }
         }
         true
@@ -403,7 +403,7 @@ impl Walk<'_, '_> {
         }
         if let Some(h) = &route.health_check_policy {
             match policy::health_check(h) {
-                Ok(h) => cluster_options.health_check = Some(h),
+                Ok(h) => cluster_options.health_check = Some(Box::new(h)),
                 Err(e) => errors.push(e),
             }
         }
@@ -472,7 +472,7 @@ impl Walk<'_, '_> {
             let mut options = cluster_options.clone();
             if let Some(slow) = &service.slow_start_policy {
                 match policy::slow_start(slow, options.lb_policy) {
-                    Ok(slow) => options.slow_start = Some(slow),
+                    Ok(slow) => options.slow_start = Some(Box::new(slow)),
                     Err(e) => {
                         errors.push(e);
                         continue;
@@ -490,7 +490,7 @@ impl Walk<'_, '_> {
             }
             if let Some(v) = &service.validation {
                 match policy::upstream_validation(self.ctx, &key.namespace, v) {
-                    Ok(v) => options.upstream_validation = Some(v),
+                    Ok(v) => options.upstream_validation = Some(Box::new(v)),
                     Err((type_, reason, message)) => {
                         errors.push((type_, reason, format!("services[{i}]: {message}")));
                         continue;

@@ -333,7 +333,7 @@ fn downstream(
         min_version,
         max_version,
         alpn_http: http,
-        client_validation,
+        client_validation: client_validation.map(Box::new),
     })
 }
 
@@ -434,9 +434,13 @@ fn tcp_proxy(
                 }
             }
             if let Some(h) = &tcp.health_check_policy {
-                options.tcp_health_check = Some(crate::policy::tcp_health_check(h).map_err(
-                    |(type_, reason, message)| status.error(key, type_, reason, message),
-                )?);
+                options.tcp_health_check = Some(
+                    crate::policy::tcp_health_check(h)
+                        .map_err(|(type_, reason, message)| {
+                            status.error(key, type_, reason, message)
+                        })
+                        .map(Box::new)?,
+                );
             }
             for (i, service) in tcp.services.iter().enumerate() {
                 let port = i32::try_from(service.port)

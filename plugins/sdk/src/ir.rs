@@ -95,7 +95,7 @@ pub struct DownstreamTls {
     /// HTTP/2 and HTTP/1.1 are offered over ALPN (not for TCP proxying).
     pub alpn_http: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub client_validation: Option<ClientValidation>,
+    pub client_validation: Option<Box<ClientValidation>>,
 }
 
 /// Downstream client certificates (mTLS).
@@ -247,10 +247,10 @@ pub struct VirtualHost {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ip_filter: Option<IpFilter>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cors: Option<Cors>,
+    pub cors: Option<Box<Cors>>,
     /// A route's own rate limit overrides it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<LocalRateLimit>,
+    pub rate_limit: Option<Box<LocalRateLimit>>,
     /// Routes keyed by their match; Envoy order is applied when translating.
     pub routes: Routes,
 }
@@ -645,23 +645,23 @@ pub struct ClusterOptions {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<UpstreamProtocol>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub health_check: Option<HealthCheck>,
+    pub health_check: Option<Box<HealthCheck>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub circuit_breakers: Option<CircuitBreakers>,
+    pub circuit_breakers: Option<Box<CircuitBreakers>>,
     /// New endpoints get traffic gradually (round robin and least request only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub slow_start: Option<SlowStart>,
+    pub slow_start: Option<Box<SlowStart>>,
     /// Upstream connections idle this long are closed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_connection_timeout: Option<std::time::Duration>,
     /// A TCP connect health check (`tcpproxy.healthCheckPolicy`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_health_check: Option<TcpHealthCheck>,
+    pub tcp_health_check: Option<Box<TcpHealthCheck>>,
     /// Server name sent upstream over TLS (a route's literal Host rewrite).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sni: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream_validation: Option<UpstreamValidation>,
+    pub upstream_validation: Option<Box<UpstreamValidation>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

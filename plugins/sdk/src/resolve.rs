@@ -132,7 +132,7 @@ pub fn service_cluster(
         per_host_max_connections: limit("projectcontour.io/per-host-max-connections"),
     };
     if breakers != CircuitBreakers::default() {
-        options.circuit_breakers = Some(breakers);
+        options.circuit_breakers = Some(Box::new(breakers));
     }
     let hashed = if options.is_default() {
         String::new()
