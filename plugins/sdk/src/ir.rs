@@ -255,58 +255,143 @@ pub struct VirtualHost {
     pub routes: Routes,
 }
 
-/// A vhost's routes, one per match, in the order of their matches: a sorted vector of
-/// boxed routes. Most vhosts have a few routes, and a map node (eleven slots of match
-/// and route) cost more than a kilobyte each.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(transparent)]
+/// A vhost's routes, one per match, in the order of their matches. Most vhosts have a
+/// few routes: they are a sorted vector of boxed routes (a B-tree node, eleven slots of
+/// match and route, costs more than a kilobyte). A vhost with many routes keeps them in
+/// a B-tree, so that adding routes out of order stays O(log n) each.
+#[derive(Debug, Clone)]
+pub struct Routes(Table);
+
+#[derive(Debug, Clone)]
 #[expect(
     clippy::vec_box,
     reason = "a route is 200 bytes and a vector starts with four slots: boxed, two routes take 450 bytes instead of 800, and an insert moves pointers"
 )]
-pub struct Routes(Vec<Box<Route>>);
+enum Table {
+    Few(Vec<Box<Route>>),
+    Many(BTreeMap<RouteMatch, Box<Route>>),
+}
+
+/// Above this many routes a vhost's routes go into a B-tree.
+const FEW_ROUTES: usize = 32;
+
+impl Default for Routes {
+    fn default() -> Self {
+        Routes(Table::Few(Vec::new()))
+    }
+}
+
+impl PartialEq for Routes {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.values().eq(other.values())
+    }
+}
+
+impl Serialize for Routes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.values())
+    }
+}
+
+/// The routes of a vhost, in the order of their matches.
+pub enum RouteValues<'a> {
+    Few(std::slice::Iter<'a, Box<Route>>),
+    Many(std::collections::btree_map::Values<'a, RouteMatch, Box<Route>>),
+}
+
+impl<'a> Iterator for RouteValues<'a> {
+    type Item = &'a Route;
+
+    fn next(&mut self) -> Option<&'a Route> {
+        match self {
+            RouteValues::Few(it) => it.next().map(|r| &**r),
+            RouteValues::Many(it) => it.next().map(|r| &**r),
+        }
+    }
+}
+
+/// The routes of a vhost, to change what they do.
+pub enum RouteValuesMut<'a> {
+    Few(std::slice::IterMut<'a, Box<Route>>),
+    Many(std::collections::btree_map::ValuesMut<'a, RouteMatch, Box<Route>>),
+}
+
+impl<'a> Iterator for RouteValuesMut<'a> {
+    type Item = &'a mut Route;
+
+    fn next(&mut self) -> Option<&'a mut Route> {
+        match self {
+            RouteValuesMut::Few(it) => it.next().map(|r| &mut **r),
+            RouteValuesMut::Many(it) => it.next().map(|r| &mut **r),
+        }
+    }
+}
 
 impl Routes {
-    fn position(&self, matcher: &RouteMatch) -> Result<usize, usize> {
-        self.0.binary_search_by(|r| r.matcher.cmp(matcher))
-    }
-
     /// Adds a route; one with an equal match is replaced and returned.
     pub fn insert(&mut self, route: Route) -> Option<Box<Route>> {
-        match self.position(&route.matcher) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i], Box::new(route))),
-            Err(i) => {
-                self.0.insert(i, Box::new(route));
+        let few = match &mut self.0 {
+            Table::Many(map) => return map.insert(route.matcher.clone(), Box::new(route)),
+            Table::Few(few) => few,
+        };
+        match few.binary_search_by(|r| r.matcher.cmp(&route.matcher)) {
+            Ok(i) => Some(std::mem::replace(&mut few[i], Box::new(route))),
+            Err(i) if few.len() < FEW_ROUTES => {
+                few.insert(i, Box::new(route));
+                None
+            }
+            Err(_) => {
+                let mut map: BTreeMap<RouteMatch, Box<Route>> = std::mem::take(few)
+                    .into_iter()
+                    .map(|r| (r.matcher.clone(), r))
+                    .collect();
+                map.insert(route.matcher.clone(), Box::new(route));
+                self.0 = Table::Many(map);
                 None
             }
         }
     }
 
     pub fn get(&self, matcher: &RouteMatch) -> Option<&Route> {
-        self.position(matcher).ok().map(|i| &*self.0[i])
+        match &self.0 {
+            Table::Few(few) => few
+                .binary_search_by(|r| r.matcher.cmp(matcher))
+                .ok()
+                .map(|i| &*few[i]),
+            Table::Many(map) => map.get(matcher).map(|r| &**r),
+        }
     }
 
     /// The routes in the order of their matches.
-    pub fn values(&self) -> impl Iterator<Item = &Route> {
-        self.0.iter().map(|r| &**r)
+    pub fn values(&self) -> RouteValues<'_> {
+        match &self.0 {
+            Table::Few(few) => RouteValues::Few(few.iter()),
+            Table::Many(map) => RouteValues::Many(map.values()),
+        }
     }
 
     /// The routes, to change what they do; a route's `matcher` must stay as it is (it
     /// orders them).
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Route> {
-        self.0.iter_mut().map(|r| &mut **r)
+    pub fn values_mut(&mut self) -> RouteValuesMut<'_> {
+        match &mut self.0 {
+            Table::Few(few) => RouteValuesMut::Few(few.iter_mut()),
+            Table::Many(map) => RouteValuesMut::Many(map.values_mut()),
+        }
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &RouteMatch> {
-        self.0.iter().map(|r| &r.matcher)
+        self.values().map(|r| &r.matcher)
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        match &self.0 {
+            Table::Few(few) => few.len(),
+            Table::Many(map) => map.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 }
 
@@ -764,4 +849,54 @@ pub enum HashPolicy {
     SourceIp {
         terminal: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Kind;
+
+    fn route(path: &str, status: u32) -> Route {
+        Route {
+            matcher: RouteMatch::path(PathMatch::Prefix(path.to_string())),
+            action: RouteAction::DirectResponse { status, body: None },
+            source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+            policy: None,
+        }
+    }
+
+    /// Routes added in any order read back in the order of their matches, one per match
+    /// (the later replaces the earlier), whether a vhost has a few or many.
+    #[test]
+    fn routes_are_ordered_by_match_and_replaced_by_an_equal_one() {
+        for count in [3, FEW_ROUTES, FEW_ROUTES + 1, 200] {
+            let mut routes = Routes::default();
+            let mut reference = BTreeMap::new();
+            for i in (0..count).rev().chain([1, 0]) {
+                let replaced = routes.insert(route(&format!("/{i:03}"), 200 + i as u32));
+                let previous = reference.insert(format!("/{i:03}"), 200 + i as u32);
+                assert_eq!(replaced.is_some(), previous.is_some(), "{count} routes");
+            }
+            let read: Vec<(String, u32)> = routes
+                .values()
+                .map(|r| match (&r.matcher.path, &r.action) {
+                    (PathMatch::Prefix(p), RouteAction::DirectResponse { status, .. }) => {
+                        (p.clone(), *status)
+                    }
+                    _ => unreachable!(),
+                })
+                .collect();
+            let expected: Vec<(String, u32)> = reference.into_iter().collect();
+            assert_eq!(read, expected, "{count} routes");
+            assert_eq!(routes.len(), count);
+            let probe = RouteMatch::path(PathMatch::Prefix("/001".to_string()));
+            assert!(routes.get(&probe).is_some());
+            // The same routes added in order compare equal, however they are held.
+            let mut sorted = Routes::default();
+            for i in 0..count {
+                sorted.insert(route(&format!("/{i:03}"), 200 + i as u32));
+            }
+            assert_eq!(sorted, routes);
+        }
+    }
 }
