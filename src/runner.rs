@@ -59,7 +59,8 @@ const ENDPOINTS_INLINE_MAX: usize = 64;
 /// What changed since the last build.
 #[derive(Default)]
 struct Dirty {
-    /// Something other than routing objects and EndpointSlices: everything is rebuilt.
+    /// Something other than routing objects and EndpointSlices, or no build yet:
+    /// everything is rebuilt (and the sets below are not kept).
     full: bool,
     /// The HTTPProxies and Ingresses that changed: rebuilt with what they reach.
     routing: BTreeSet<ObjectKey>,
@@ -556,7 +557,10 @@ impl Runner {
         let started = Instant::now();
         let mut output = self.pipeline.build(objects);
         report_unreadable(&mut output.status, objects, unreadable);
-        let requested = objects.take_requested();
+        let mut requested = objects.take_requested();
+        // Envoy's own client certificate is read when the build is encoded, below: it is
+        // in use too (neither elided after this build nor missing from the next).
+        requested.extend(self.settings.client_certificate.iter().cloned());
         if let Some(hydrate) = &self.hydrate {
             let missing = objects.elided_among(&requested);
             if !missing.is_empty() {
@@ -615,11 +619,7 @@ impl Runner {
             }
         }
         *status = output.status;
-        let secrets_used = self.pipeline.local().then(|| {
-            let mut used = requested;
-            used.extend(self.settings.client_certificate.iter().cloned());
-            used
-        });
+        let secrets_used = self.pipeline.local().then_some(requested);
         *built = Some(Built {
             encoder,
             links: Links::of(objects),

@@ -301,6 +301,14 @@ ports: [{name: http, port: 5353, protocol: UDP}, {name: http, port: 8080}]
 endpoints:
   - {addresses: [10.0.0.3, 10.0.0.9], conditions: {ready: true}}
   - {addresses: [10.0.0.1]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-z, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: FQDN
+ports: [{name: http, port: 8080}]
+endpoints:
+  - {addresses: [web.example.com]}
 "#;
     let objects = objects(yaml);
     let endpoints = isobar_sdk::resolve::ready_endpoints(&objects, "default", "web", "http");

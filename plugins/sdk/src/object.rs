@@ -147,8 +147,9 @@ pub struct Objects {
     pub services: BTreeMap<NsName, Arc<ServiceSummary>>,
     /// What each EndpointSlice says about where traffic goes (the rest is not kept).
     pub endpoint_slices: BTreeMap<NsName, Arc<SliceEndpoints>>,
-    /// Secrets with their data, until a build has checked them (then only their check and
-    /// a digest are kept: see `stripped`) or found no use for them (`elided`).
+    /// Secrets with their data. A provider that can fetch a Secret again (Kubernetes)
+    /// has them dropped after each full build: checked ones keep only their check and a
+    /// digest (`stripped`), unused ones a digest (`elided`).
     pub secrets: BTreeMap<NsName, Arc<Secret>>,
     pub ingresses: BTreeMap<NsName, Arc<Ingress>>,
     pub httpproxies: BTreeMap<NsName, Arc<HTTPProxy>>,
@@ -253,6 +254,9 @@ pub struct SliceEndpoints {
 
 impl SliceEndpoints {
     pub fn of(slice: &EndpointSlice) -> SliceEndpoints {
+        // FQDN slices name hosts, which an EDS endpoint cannot be: Envoy would reject
+        // the whole ClusterLoadAssignment.
+        let addresses = slice.address_type != "FQDN";
         let ports = slice
             .ports
             .iter()
@@ -271,6 +275,7 @@ impl SliceEndpoints {
                 })
                 .collect(),
             ready: ready
+                .filter(|_| addresses)
                 .filter_map(|e| e.addresses.first())
                 .map(|a| a.as_str().into())
                 .collect(),
