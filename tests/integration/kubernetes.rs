@@ -788,6 +788,49 @@ async fn an_unreferenced_secret_is_fetched_again_when_referenced() {
     );
 }
 
+/// Envoy's own client certificate (`tls.envoy-client-certificate`) is in use as long as
+/// it is configured: a later full build serves it without reading the Secret again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_envoy_client_certificate_stays_in_use_across_full_builds() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team-a", "a.example.com"));
+    // Served only while some upstream is reached over TLS.
+    let service = |ports: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: app, namespace: team-a}}\nspec:\n  ports: [{ports}]\n"
+        )
+    };
+    server.put(&service("{name: http, port: 80, appProtocol: https}"));
+    server.put(&tls_secret("projectcontour", "envoy-client", "envoy"));
+    let mut config = Config::default();
+    config.leader_election.disabled = true;
+    config.tls.envoy_client_certificate.namespace = "projectcontour".to_string();
+    config.tls.envoy_client_certificate.name = "envoy-client".to_string();
+    let c = controller_with(&server, &[], config).await;
+    let served = |c: &Controller| {
+        c.snapshot().is_some_and(|s| {
+            s.get(XdsType::Secret)
+                .resources
+                .keys()
+                .any(|k| k.starts_with("projectcontour/envoy-client/"))
+        })
+    };
+    c.until("the client certificate served", served).await;
+    let builds = c.builds();
+    // A Service change is a full build.
+    server.put(&service(
+        "{name: http, port: 80, appProtocol: https}, {name: admin, port: 81}",
+    ));
+    // Were it dropped after the first build, this one would first read it again.
+    c.until("a full build", |c| c.builds() > builds).await;
+    assert!(served(&c), "the client certificate is no longer served");
+    let refetched = server
+        .requests()
+        .iter()
+        .any(|r| r.starts_with("GET /api/v1/namespaces/projectcontour/secrets/envoy-client "));
+    assert!(!refetched, "the client certificate was read again");
+}
+
 /// An EndpointSlice change runs no build: only the Service's ClusterLoadAssignment is
 /// recomputed and published; every other type keeps its version, and the EDS version is
 /// the same content hash a full build would give.
