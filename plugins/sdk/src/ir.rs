@@ -308,7 +308,16 @@ impl<'a> Iterator for RouteValues<'a> {
             RouteValues::Many(it) => it.next().map(|r| &**r),
         }
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            RouteValues::Few(it) => it.size_hint(),
+            RouteValues::Many(it) => it.size_hint(),
+        }
+    }
 }
+
+impl ExactSizeIterator for RouteValues<'_> {}
 
 /// The routes of a vhost, to change what they do.
 pub enum RouteValuesMut<'a> {
@@ -325,7 +334,16 @@ impl<'a> Iterator for RouteValuesMut<'a> {
             RouteValuesMut::Many(it) => it.next().map(|r| &mut **r),
         }
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            RouteValuesMut::Few(it) => it.size_hint(),
+            RouteValuesMut::Many(it) => it.size_hint(),
+        }
+    }
 }
+
+impl ExactSizeIterator for RouteValuesMut<'_> {}
 
 impl Routes {
     /// Adds a route; one with an equal match is replaced and returned.
