@@ -510,9 +510,9 @@ pub struct MatchCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub header: Option<HeaderMatchCondition>,
+    pub header: Option<Box<HeaderMatchCondition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub query_parameter: Option<QueryParameterMatchCondition>,
+    pub query_parameter: Option<Box<QueryParameterMatchCondition>>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
@@ -576,15 +576,15 @@ pub struct RouteService {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validation: Option<UpstreamValidation>,
+    pub validation: Option<Box<UpstreamValidation>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slow_start_policy: Option<SlowStartPolicy>,
+    pub slow_start_policy: Option<Box<SlowStartPolicy>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cookie_rewrite_policies: Vec<CookieRewritePolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_headers_policy: Option<HeadersPolicy>,
+    pub request_headers_policy: Option<Box<HeadersPolicy>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_headers_policy: Option<HeadersPolicy>,
+    pub response_headers_policy: Option<Box<HeadersPolicy>>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
