@@ -288,6 +288,11 @@ impl Runner {
         synced: &mut bool,
         dirty: &mut Dirty,
     ) -> bool {
+        if dirty.full {
+            // Everything is rebuilt anyway: what each object reaches is neither worked out
+            // nor recorded (during the first list, tens of thousands of keys).
+            return self.apply_event(objects, unreadable, event, synced);
+        }
         // For an EndpointSlice: its key, and the Services it belongs to before and after.
         let slice = match &event {
             Event::Apply(object @ Object::EndpointSlice(new)) => {
@@ -298,14 +303,8 @@ impl Runner {
         };
         let old_service = slice.as_ref().and_then(|(key, _)| {
             let id = (key.namespace.clone(), key.name.clone());
-            Some(
-                objects
-                    .endpoint_slices
-                    .get(&id)?
-                    .service
-                    .as_deref()?
-                    .to_string(),
-            )
+            let old = objects.endpoint_slices.get(&id)?;
+            old.service.as_deref().map(str::to_string)
         });
         let secret = match &event {
             Event::Apply(object @ Object::Secret(_)) => Some(object.key()),
@@ -330,11 +329,6 @@ impl Runner {
         let changed = self.apply_event(objects, unreadable, event, synced);
         if !changed {
             return false;
-        }
-        if dirty.full {
-            // Everything is rebuilt anyway: during the first list, recording what each of
-            // tens of thousands of objects reaches only cost memory.
-            return true;
         }
         match (slice, routing) {
             // An object that was unreadable has a status to clear: a full build.
