@@ -4,6 +4,7 @@
 //! translate. Plugins live in `plugins/`; the pipeline shape is in `ARCHITECTURE.md`.
 
 pub mod admission;
+pub mod allocator;
 pub mod bootstrap;
 pub mod cli;
 pub mod config;

@@ -1,8 +1,8 @@
-/// mimalloc: a build allocates and frees many small strings and maps; the system
-/// allocator spends a third of a large build in malloc/free (see BENCHMARKS.md).
+/// jemalloc, tuned to hand freed memory back (see `isobar::allocator`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: isobar::allocator::Allocator = isobar::allocator::Allocator;
 
 fn main() -> std::process::ExitCode {
+    isobar::allocator::tune();
     isobar::cli::main()
 }

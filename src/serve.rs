@@ -306,6 +306,9 @@ async fn serve(
         .await
         .with_context(|| format!("binding xDS on {xds_addr}"))?;
     tracing::info!(address = %xds_addr, "serving xds");
+    for refused in crate::allocator::refused() {
+        tracing::warn!(%refused, "the allocator refused a setting: freed memory may stay resident longer");
+    }
     let grpc = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(60)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))

@@ -307,7 +307,7 @@ impl Snapshot {
 
 /// A resource as snapshots hold it: shared, its bytes at their exact size. Bytes built
 /// by appending can keep up to twice their length in capacity for as long as the
-/// resource is current (mimalloc does not shrink a block in place by less than half);
+/// resource is current (allocators seldom shrink a block in place by a little);
 /// copying a small resource costs less than that. The spliced tables (`ingress_http`,
 /// `ingress_https`) are built at their exact size, so they are not copied here; the
 /// fallback RouteConfiguration, built by appending, may be.

@@ -34,7 +34,7 @@ mod webhook_client;
 
 /// The same allocator as the `isobar` binary.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: isobar::allocator::Allocator = isobar::allocator::Allocator;
 
 /// The runtime the benches drive servers and clients on: two workers, like the machine.
 fn runtime() -> tokio::runtime::Runtime {
@@ -223,6 +223,7 @@ fn report(title: &str, text: &str, runs: usize, vhosts_expected: usize) -> Durat
 }
 
 fn main() {
+    isobar::allocator::tune();
     // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
     let benching = std::env::args().any(|a| a == "--bench");
     // The in-process runner's logs (e.g. each spliced build's phases) with `ISOBAR_LOG`.
