@@ -340,9 +340,13 @@ pub fn https_listener_shell(settings: &EnvoySettings) -> Vec<u8> {
 /// `Listener.filter_chains`.
 pub const LISTENER_FILTER_CHAINS: u32 = 3;
 
-/// One secure vhost's filter chain, encoded.
-pub fn vhost_chain(vhost: &ir::SecureVirtualHost, settings: &EnvoySettings) -> Vec<u8> {
-    filter_chain(vhost, settings).encode_to_vec()
+/// One secure vhost's filter chain, encoded at the end of `buf`.
+pub fn encode_vhost_chain(
+    vhost: &ir::SecureVirtualHost,
+    settings: &EnvoySettings,
+    buf: &mut Vec<u8>,
+) {
+    filter_chain(vhost, settings).encode_raw(buf);
 }
 
 /// The fallback certificate's filter chain, encoded.

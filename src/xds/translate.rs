@@ -475,18 +475,23 @@ pub(super) fn route_configuration<'a>(
     vhosts: impl Iterator<Item = &'a [u8]>,
     misdirected: bool,
 ) -> Any {
-    let mut bytes = route_configuration_shell(name).encode_to_vec();
+    // A request whose Host is not the vhost its SNI chose is answered 421, as Contour's
+    // Lua filter does, without any code: a catch-all vhost.
+    let misdirected = misdirected.then(|| tls::misdirected_vhost().encode_to_vec());
+    let mut vhosts: Vec<&[u8]> = vhosts.collect();
+    vhosts.extend(misdirected.as_deref());
+    let shell = route_configuration_shell(name);
+    // Allocated at its exact size: the snapshot keeps it as long as it is current (and
+    // would copy one with spare capacity, see `snapshot::held`).
+    let len = shell.encoded_len()
+        + vhosts
+            .iter()
+            .map(|v| super::wire::field_len(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, v.len()))
+            .sum::<usize>();
+    let mut bytes = Vec::with_capacity(len);
+    shell.encode_raw(&mut bytes);
     for vhost in vhosts {
         append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, vhost);
-    }
-    if misdirected {
-        // A request whose Host is not the vhost its SNI chose is answered 421, as
-        // Contour's Lua filter does, without any code: a catch-all vhost.
-        append_field(
-            &mut bytes,
-            ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
-            &tls::misdirected_vhost().encode_to_vec(),
-        );
     }
     Any {
         type_url: <RouteConfiguration as prost::Name>::type_url(),
