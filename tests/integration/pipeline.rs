@@ -397,3 +397,85 @@ fn the_store_drops_secret_data_it_no_longer_needs() {
     assert!(store.secret_check("ns", "used").is_none());
     assert_eq!(store.counts()[&Kind::Secret], 1);
 }
+
+/// Secrets wait for their first check in one shared buffer: through additions,
+/// replacements and deletions (enough to reclaim the buffer's dead bytes), each stored
+/// Secret is checked as the Secret that arrived would be: type, `data` and `stringData`
+/// merged, certificates, CA bundles and what is wrong with the rest.
+#[test]
+fn stored_secrets_are_checked_as_they_arrived() {
+    use isobar_sdk::Object;
+    use isobar_sdk::secret::SecretCheck;
+    let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let indent = |t: &str| -> String { t.lines().map(|l| format!("    {l}\n")).collect() };
+    let secret = |name: &str, version: usize| -> String {
+        let cn = format!("v{version}.{name}.example.com");
+        let params = rcgen::CertificateParams::new(vec![cn]).unwrap_or_else(|e| panic!("{e}"));
+        let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+        let body = match name.len() % 4 {
+            // A TLS secret, its key under `data` (base64) and its chain under `stringData`.
+            0 => format!(
+                "type: kubernetes.io/tls\ndata:\n  tls.key: {}\nstringData:\n  tls.crt: |\n{}",
+                base64_of(key.serialize_pem().as_bytes()),
+                indent(&cert.pem())
+            ),
+            // No type, a CA bundle only.
+            1 => format!("stringData:\n  ca.crt: |\n{}", indent(&cert.pem())),
+            // A type Isobar does not serve.
+            2 => format!("type: kubernetes.io/basic-auth\nstringData:\n  username: u{version}\n"),
+            // Opaque, with a chain that is not PEM and an empty CRL.
+            _ => format!(
+                "type: Opaque\nstringData:\n  tls.crt: not pem {version}\n  crl.pem: \"\"\n  tls.key: |\n{}",
+                indent(&key.serialize_pem())
+            ),
+        };
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: ns}}\n{body}")
+    };
+    let parse = |text: &str| -> Object {
+        let mut objects = parse_file(Path::new("s.yaml"), text).unwrap_or_else(|e| panic!("{e}"));
+        objects
+            .pop()
+            .unwrap_or_else(|| panic!("no object in {text}"))
+    };
+    let expected = |object: &Object| -> SecretCheck {
+        match object {
+            Object::Secret(s) => SecretCheck::of(s),
+            other => panic!("not a secret: {other:?}"),
+        }
+    };
+    let mut store = Objects::default();
+    let mut want = std::collections::BTreeMap::new();
+    let names: Vec<String> = (0..120)
+        .map(|i| format!("s{i}{}", "x".repeat(i % 4)))
+        .collect();
+    for round in 0..3 {
+        for (i, name) in names.iter().enumerate() {
+            if round > 0 && i % 3 == round {
+                assert!(store.delete(&key_of(name)));
+                want.remove(name);
+                continue;
+            }
+            if round > 0 && i % 2 == 0 {
+                continue;
+            }
+            let object = parse(&secret(name, round));
+            want.insert(name.clone(), expected(&object));
+            assert!(
+                store.apply(object),
+                "{name} round {round}: a new version changes the store"
+            );
+        }
+    }
+    assert_eq!(store.counts()[&Kind::Secret], want.len());
+    for name in &names {
+        assert_eq!(store.secret_check("ns", name), want.get(name), "{name}");
+    }
+
+    fn key_of(name: &str) -> ObjectKey {
+        ObjectKey::new(Kind::Secret, "ns", name)
+    }
+    fn base64_of(bytes: &[u8]) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+}

@@ -71,8 +71,13 @@ pub struct SecretCheck {
 
 impl SecretCheck {
     pub fn of(secret: &Secret) -> SecretCheck {
-        let data = secret_data(secret);
-        let type_ok = match secret.type_.as_deref() {
+        SecretCheck::of_data(secret.type_.as_deref(), &secret_data(secret))
+    }
+
+    /// The check of a Secret of type `type_` (`None`: unset) with `data` (`data` merged
+    /// with `stringData`; only [`READ_KEYS`] are read).
+    pub fn of_data(type_: Option<&str>, data: &BTreeMap<String, Vec<u8>>) -> SecretCheck {
+        let type_ok = match type_ {
             Some(TYPE_TLS) | Some(TYPE_OPAQUE) | None => Ok(()),
             Some(other) => Err(format!(
                 "secret type is \"{other}\", not \"{TYPE_TLS}\" or \"{TYPE_OPAQUE}\""
@@ -81,12 +86,12 @@ impl SecretCheck {
         SecretCheck {
             certificate: type_ok
                 .clone()
-                .and_then(|()| tls_certificate(secret.type_.as_deref(), &data))
+                .and_then(|()| tls_certificate(type_, data))
                 .map(std::sync::Arc::new),
             ca: type_ok
                 .clone()
-                .and_then(|()| certificates_bundle(&data, CA_KEY)),
-            crl: type_ok.and_then(|()| crl_bundle(&data)),
+                .and_then(|()| certificates_bundle(data, CA_KEY)),
+            crl: type_ok.and_then(|()| crl_bundle(data)),
         }
     }
 }
@@ -108,7 +113,7 @@ pub fn fingerprint(bytes: &[u8]) -> String {
 
 /// `data` merged with `stringData` (as the API server does on write; manifests on disk
 /// may carry either).
-fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     let mut out: BTreeMap<String, Vec<u8>> = secret
         .data
         .iter()
