@@ -42,6 +42,16 @@ pub fn tune() {
     let _ = REFUSED.set(refused);
 }
 
+/// Moves the calling thread's allocations to jemalloc's first arena. By default each
+/// thread gets an arena of its own (up to four per core), each with its own part-filled
+/// runs of every size; Isobar's threads (a handful, most of them idle) sharing one keep
+/// fewer (kube profile at 10k: 2 MiB less steady RSS, measured with `narenas:1`). The
+/// runtime calls it as each of its threads starts.
+pub fn share_arena() {
+    use tikv_jemalloc_ctl::{Access as _, AsName as _};
+    let _ = b"thread.arena\0".name().write(0u32);
+}
+
 /// The settings [`tune`] could not apply.
 pub fn refused() -> &'static [String] {
     REFUSED.get().map_or(&[], Vec::as_slice)

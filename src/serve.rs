@@ -78,6 +78,7 @@ pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
         })?;
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_start(crate::allocator::share_arena)
         .build()?
         .block_on(serve(config, pipeline, provider, xds_addr))
 }

@@ -28,8 +28,9 @@ use crate::provider::kube::api_resource;
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Desired {
     /// HTTPProxy key → (generation seen by the build, rendered status as JSON text: text
-    /// is a fraction of the memory of a JSON tree, and 10,000 of these are kept).
-    pub proxies: BTreeMap<ObjectKey, (Option<i64>, String)>,
+    /// is a fraction of the memory of a JSON tree, and 10,000 of these are kept; equal
+    /// texts rendered by one build are one shared copy, as most proxies say the same).
+    pub proxies: BTreeMap<ObjectKey, (Option<i64>, Arc<str>)>,
     /// Ingresses the build served (they get `status.loadBalancer` only).
     pub ingresses: BTreeSet<ObjectKey>,
     /// `status.loadBalancer` for both kinds.
@@ -54,6 +55,7 @@ impl Desired {
         objects: &Objects,
         keys: impl IntoIterator<Item = &'a ObjectKey>,
     ) {
+        let mut texts: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
         for key in keys {
             let id = (key.namespace.clone(), key.name.clone());
             let reported = report.objects.contains_key(key);
@@ -64,6 +66,14 @@ impl Desired {
                         .get(&id)
                         .and_then(|p| p.metadata.generation);
                     let rendered = serde_json::to_string(&report.render(key)).unwrap_or_default();
+                    let rendered = match texts.get(rendered.as_str()) {
+                        Some(shared) => shared.clone(),
+                        None => {
+                            let text: Arc<str> = rendered.into();
+                            texts.insert(text.clone());
+                            text
+                        }
+                    };
                     self.proxies.insert(key.clone(), (generation, rendered));
                 }
                 Kind::Ingress if reported => {

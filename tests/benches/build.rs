@@ -41,6 +41,7 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
+        .on_thread_start(isobar::allocator::share_arena)
         .build()
         .unwrap_or_else(|e| panic!("{e}"))
 }
