@@ -422,7 +422,9 @@ fn stored_secrets_are_checked_as_they_arrived() {
             // No type, a CA bundle only.
             1 => format!("stringData:\n  ca.crt: |\n{}", indent(&cert.pem())),
             // A type Isobar does not serve.
-            2 => format!("type: kubernetes.io/basic-auth\nstringData:\n  username: u{version}\n"),
+            2 => format!(
+                "type: kubernetes.io/basic-auth\nstringData:\n  username: u\n  ca.crt: not pem {version}\n"
+            ),
             // Opaque, with a chain that is not PEM and an empty CRL.
             _ => format!(
                 "type: Opaque\nstringData:\n  tls.crt: not pem {version}\n  crl.pem: \"\"\n  tls.key: |\n{}",
@@ -470,6 +472,17 @@ fn stored_secrets_are_checked_as_they_arrived() {
     for name in &names {
         assert_eq!(store.secret_check("ns", name), want.get(name), "{name}");
     }
+    // A new version that changes only what Isobar does not read changes nothing.
+    let kept = want
+        .keys()
+        .find(|n| n.len() % 4 == 2)
+        .cloned()
+        .unwrap_or_default();
+    assert!(store.apply(parse(&secret(&kept, 7))));
+    let relabelled = secret(&kept, 7)
+        .replace("username: u\n", "username: other\n")
+        .replace("namespace: ns}", "namespace: ns, labels: {a: b}}");
+    assert!(!store.apply(parse(&relabelled)), "{kept}: {relabelled}");
 
     fn key_of(name: &str) -> ObjectKey {
         ObjectKey::new(Kind::Secret, "ns", name)

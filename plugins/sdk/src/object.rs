@@ -169,16 +169,10 @@ pub struct Objects {
     requested: Arc<std::sync::Mutex<BTreeSet<NsName>>>,
 }
 
-/// A digest of a Secret's whole content.
-fn secret_digest(secret: &Secret) -> [u8; 32] {
-    use sha2::Digest;
-    let bytes = serde_json::to_vec(secret).unwrap_or_default();
-    sha2::Sha256::digest(&bytes).into()
-}
-
 /// The Secrets stored whole, until a full build checks or drops them: of each, what its
 /// check reads (its type and the data keys Isobar reads, [`crate::secret::READ_KEYS`]),
-/// end to end in one shared buffer, and a digest of the whole Secret as it arrived.
+/// end to end in one shared buffer, and a SHA-256 of those bytes: what a re-delivery is
+/// compared by (a change to anything else, a label say, changes nothing Isobar serves).
 ///
 /// At start-up every listed Secret waits here for the first build (30,000 at the 10k
 /// profile, 20,000 of which no build asks for). Kept as decoded objects they were tens
@@ -196,8 +190,13 @@ struct Unchecked {
 
 #[derive(Debug, Clone)]
 struct Stored {
-    digest: [u8; 32],
     bytes: std::ops::Range<usize>,
+}
+
+/// What a dropped Secret is remembered by: a SHA-256 of what was kept of it.
+fn digest(kept: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(kept).into()
 }
 
 /// How a Secret's type is written when it has none.
@@ -212,13 +211,19 @@ impl Unchecked {
         self.at.keys()
     }
 
-    fn digest(&self, id: &NsName) -> Option<[u8; 32]> {
-        self.at.get(id).map(|s| s.digest)
-    }
-
-    /// Stores `secret` (replacing any stored version).
-    fn insert(&mut self, id: NsName, secret: &Secret, digest: [u8; 32]) {
-        let data = crate::secret::secret_data(secret);
+    /// Stores `secret` (replacing any stored version), unless what is kept of it equals the
+    /// version stored, or has the digest `dropped` (of the version whose data was
+    /// dropped): returns whether it was stored. Digests are made only to compare with a
+    /// dropped version and when a version is dropped, not for every Secret that arrives.
+    fn insert(&mut self, id: NsName, secret: &Secret, dropped: Option<[u8; 32]>) -> bool {
+        // `data` merged with `stringData`, as the API server does on write.
+        let field = |key: &str| {
+            let string = secret.string_data.as_ref().and_then(|d| d.get(key));
+            let data = || secret.data.as_ref().and_then(|d| d.get(key));
+            string
+                .map(String::as_bytes)
+                .or_else(|| data().map(|v| v.0.as_slice()))
+        };
         let bytes = Arc::make_mut(&mut self.bytes);
         let start = bytes.len();
         let mut put = |field: Option<&[u8]>| match field {
@@ -230,19 +235,27 @@ impl Unchecked {
         };
         put(secret.type_.as_deref().map(str::as_bytes));
         for key in crate::secret::READ_KEYS {
-            put(data.get(key).map(Vec::as_slice));
+            put(field(key));
         }
-        let stored = Stored {
-            digest,
-            bytes: start..bytes.len(),
+        let new = start..bytes.len();
+        let same = match self.at.get(&id) {
+            Some(old) => bytes.get(old.bytes.clone()) == bytes.get(new.clone()),
+            None => dropped.is_some_and(|d| d == digest(&bytes[new.clone()])),
         };
-        if let Some(old) = self.at.insert(id, stored) {
+        if same {
+            bytes.truncate(start);
+            return false;
+        }
+        if let Some(old) = self.at.insert(id, Stored { bytes: new }) {
             self.garbage += old.bytes.len();
         }
+        true
     }
 
+    /// Drops a stored Secret; returns the digest it is remembered by.
     fn remove(&mut self, id: &NsName) -> Option<[u8; 32]> {
         let old = self.at.remove(id)?;
+        let digest = digest(self.bytes.get(old.bytes.clone()).unwrap_or_default());
         self.garbage += old.bytes.len();
         if self.at.is_empty() {
             self.bytes = Arc::default();
@@ -250,7 +263,7 @@ impl Unchecked {
         } else if self.garbage > self.bytes.len() / 2 && self.bytes.len() > 1 << 16 {
             self.compact();
         }
-        Some(old.digest)
+        Some(digest)
     }
 
     /// Copies the stored Secrets' bytes into a buffer of their own.
@@ -405,18 +418,16 @@ impl Objects {
         match object {
             Object::Service(o) => replace(&mut self.services, id, Arc::new(ServiceSummary::of(&o))),
             Object::Secret(o) => {
-                let digest = secret_digest(&o);
-                let stored = self
+                let dropped = self
                     .elided
                     .get(&id)
                     .or_else(|| self.stripped.get(&id))
                     .copied();
-                if stored.or_else(|| self.secrets.digest(&id)) == Some(digest) {
+                if !self.secrets.insert(id.clone(), &o, dropped) {
                     return false;
                 }
                 self.elided.remove(&id);
                 self.stripped.remove(&id);
-                self.secrets.insert(id.clone(), &o, digest);
                 self.secret_checks.insert(id, Arc::default());
                 true
             }

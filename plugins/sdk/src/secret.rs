@@ -113,7 +113,7 @@ pub fn fingerprint(bytes: &[u8]) -> String {
 
 /// `data` merged with `stringData` (as the API server does on write; manifests on disk
 /// may carry either).
-pub(crate) fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     let mut out: BTreeMap<String, Vec<u8>> = secret
         .data
         .iter()
