@@ -483,6 +483,10 @@ fn stored_secrets_are_checked_as_they_arrived() {
         .replace("username: u\n", "username: other\n")
         .replace("namespace: ns}", "namespace: ns, labels: {a: b}}");
     assert!(!store.apply(parse(&relabelled)), "{kept}: {relabelled}");
+    assert_eq!(
+        store.secret_check("ns", &kept),
+        Some(&expected(&parse(&secret(&kept, 7))))
+    );
 
     fn key_of(name: &str) -> ObjectKey {
         ObjectKey::new(Kind::Secret, "ns", name)

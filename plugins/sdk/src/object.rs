@@ -159,7 +159,7 @@ pub struct Objects {
     /// EndpointSlice names by the (namespace, service) they belong to.
     slices_by_service: BTreeMap<NsName, crate::SmallSet<String>>,
     /// Secrets whose data was dropped because no build asked for them, with a digest of
-    /// the whole Secret as it arrived (an equal re-delivery changes nothing).
+    /// what was kept of them (see [`Unchecked`]: an equal re-delivery changes nothing).
     elided: BTreeMap<NsName, [u8; 32]>,
     /// Secrets in use whose check is computed: not in `secrets` (the check holds what is
     /// served), only this kind of digest.
@@ -199,6 +199,9 @@ fn digest(kept: &[u8]) -> [u8; 32] {
     sha2::Sha256::digest(kept).into()
 }
 
+/// Below this size the buffer is not compacted.
+const COMPACT_MIN: usize = 1 << 16;
+
 /// How a Secret's type is written when it has none.
 const NO_TYPE: u32 = u32::MAX;
 
@@ -226,7 +229,9 @@ impl Unchecked {
         };
         let bytes = Arc::make_mut(&mut self.bytes);
         let start = bytes.len();
-        let mut put = |field: Option<&[u8]>| match field {
+        // A field too long to write (4 GiB) reads back as absent.
+        let fits = |f: &&[u8]| u32::try_from(f.len()).is_ok_and(|n| n != NO_TYPE);
+        let mut put = |field: Option<&[u8]>| match field.filter(fits) {
             Some(field) => {
                 bytes.extend_from_slice(&u32::try_from(field.len()).unwrap_or(0).to_le_bytes());
                 bytes.extend_from_slice(field);
@@ -248,6 +253,7 @@ impl Unchecked {
         }
         if let Some(old) = self.at.insert(id, Stored { bytes: new }) {
             self.garbage += old.bytes.len();
+            self.reclaim();
         }
         true
     }
@@ -257,13 +263,19 @@ impl Unchecked {
         let old = self.at.remove(id)?;
         let digest = digest(self.bytes.get(old.bytes.clone()).unwrap_or_default());
         self.garbage += old.bytes.len();
+        self.reclaim();
+        Some(digest)
+    }
+
+    /// Frees the buffer when nothing is stored, and compacts it when dead bytes (of
+    /// replaced or removed Secrets) are most of it.
+    fn reclaim(&mut self) {
         if self.at.is_empty() {
             self.bytes = Arc::default();
             self.garbage = 0;
-        } else if self.garbage > self.bytes.len() / 2 && self.bytes.len() > 1 << 16 {
+        } else if self.garbage > self.bytes.len() / 2 && self.bytes.len() > COMPACT_MIN {
             self.compact();
         }
-        Some(digest)
     }
 
     /// Copies the stored Secrets' bytes into a buffer of their own.
@@ -653,5 +665,75 @@ fn replace<T: PartialEq>(map: &mut BTreeMap<NsName, Arc<T>>, id: NsName, value: 
             map.insert(id, value);
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(n: usize, version: usize) -> Secret {
+        let text = |what: &str| format!("{what} {n} {version} {}", "x".repeat(n * 37 % 1500));
+        let mut secret = Secret {
+            type_: (!n.is_multiple_of(3)).then(|| "Opaque".to_string()),
+            ..Default::default()
+        };
+        secret.data = Some(BTreeMap::from([
+            (
+                "tls.crt".to_string(),
+                k8s_openapi::ByteString(text("data crt").into_bytes()),
+            ),
+            (
+                "ca.crt".to_string(),
+                k8s_openapi::ByteString(text("ca").into_bytes()),
+            ),
+            ("unread".to_string(), k8s_openapi::ByteString(b"u".to_vec())),
+        ]));
+        // `stringData` wins over `data` for the same key, as on the API server.
+        secret.string_data = Some(BTreeMap::from([(
+            "tls.crt".to_string(),
+            text("string crt"),
+        )]));
+        secret
+    }
+
+    /// Through replacements and removals the buffer is compacted, holds no more than
+    /// twice what is stored, and every stored Secret reads back as it arrived.
+    #[test]
+    fn the_buffer_keeps_what_each_secret_needs_through_compaction() {
+        let mut store = Unchecked::default();
+        let id = |n: usize| ("ns".to_string(), format!("s{n}"));
+        let mut versions = BTreeMap::new();
+        let mut compactions = 0;
+        for round in 0..4 {
+            for n in 0..150 {
+                if round > 0 && n % 5 == round {
+                    assert!(store.remove(&id(n)).is_some() == versions.remove(&n).is_some());
+                    continue;
+                }
+                let before = store.bytes.len();
+                assert!(store.insert(id(n), &secret(n, round), None));
+                compactions += usize::from(store.bytes.len() < before);
+                versions.insert(n, round);
+                // The same again changes nothing and leaves no bytes behind.
+                let len = store.bytes.len();
+                assert!(!store.insert(id(n), &secret(n, round), None));
+                assert_eq!(store.bytes.len(), len);
+            }
+            assert!(store.garbage <= store.bytes.len() / 2 || store.bytes.len() <= COMPACT_MIN);
+        }
+        assert!(compactions > 0, "the test never compacted the buffer");
+        assert_eq!(store.len(), versions.len());
+        for (n, version) in &versions {
+            assert_eq!(
+                store.check(&id(*n)),
+                Some(SecretCheck::of(&secret(*n, *version))),
+                "s{n}"
+            );
+        }
+        // A dropped version is compared by its digest.
+        let digest = store.remove(&id(1));
+        assert!(!store.insert(id(1), &secret(1, 3), digest));
+        assert!(store.insert(id(1), &secret(1, 4), digest));
     }
 }
