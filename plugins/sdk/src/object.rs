@@ -171,8 +171,9 @@ pub struct Objects {
 
 /// The Secrets stored whole, until a full build checks or drops them: of each, what its
 /// check reads (its type and the data keys Isobar reads, [`crate::secret::READ_KEYS`]),
-/// end to end in one shared buffer, and a SHA-256 of those bytes: what a re-delivery is
-/// compared by (a change to anything else, a label say, changes nothing Isobar serves).
+/// end to end in one shared buffer. A re-delivery is compared by those bytes (a change
+/// to anything else, a label say, changes nothing Isobar serves); a dropped Secret is
+/// remembered by their SHA-256.
 ///
 /// At start-up every listed Secret waits here for the first build (30,000 at the 10k
 /// profile, 20,000 of which no build asks for). Kept as decoded objects they were tens
