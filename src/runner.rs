@@ -669,7 +669,9 @@ impl Runner {
             let eds = snapshot.get(XdsType::Endpoint);
             let changes: Vec<_> = fresh
                 .into_iter()
-                .filter(|(name, any)| eds.resources.get(name.as_str()).map(|a| &**a) != Some(any))
+                .filter(|(name, any)| {
+                    eds.resources.get(name.as_str()).map(|v| &v[..]) != Some(&any.value[..])
+                })
                 .map(|(name, any)| (name, Some(any)))
                 .collect();
             if changes.is_empty() {

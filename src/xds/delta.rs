@@ -354,17 +354,16 @@ impl DeltaStream {
     ) -> Option<Result<Wire, Status>> {
         // Distinct names of the snapshot: as many as it has means all of them.
         let part = if changed.len() == current.resources.len() {
-            current.all(true)
+            current.all(t, true)
         } else {
-            Arc::new(wire::delta_resources(changed.iter().filter_map(
-                |(name, d)| {
-                    Some(Named {
-                        name,
-                        version: hex(*d),
-                        resource: current.resources.get(*name)?,
-                    })
-                },
-            )))
+            let named = changed.iter().filter_map(|(name, d)| {
+                Some(Named {
+                    name,
+                    version: hex(*d),
+                    resource: current.resources.get(*name)?,
+                })
+            });
+            Arc::new(wire::delta_resources(t.type_url(), named))
         };
         let mut sent: BTreeMap<Name, Option<u64>> = changed
             .iter()

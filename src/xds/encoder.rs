@@ -538,7 +538,7 @@ impl Table<'_> {
         let old = self
             .published
             .and_then(|s| s.get(t).resources.get(name))
-            .map_or(&[][..], |any| any.value.as_slice());
+            .map_or(&[][..], |value| &value[..]);
         let shell_len = shell.len();
         let mut bytes = shell;
         let mut cursor = shell_len;

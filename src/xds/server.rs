@@ -22,7 +22,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
-use envoy_types::pb::google::protobuf::Any;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -33,7 +32,7 @@ use prost::Message;
 
 use super::grpc::{NamesDigest, SotwRequest};
 use super::snapshot::{
-    LogPosition, Name, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
+    Encoded, LogPosition, Name, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
 };
 use super::wire::{self, Wire};
 use crate::metrics::Metrics;
@@ -266,7 +265,7 @@ struct TypeState {
     acked_version: Option<String>,
     rejected_version: Option<String>,
     /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
-    sent_resources: ResourceMap<Arc<Any>>,
+    sent_resources: ResourceMap<Encoded>,
     /// EDS, SDS, RDS: the digest of each resource Envoy has taken (ACKed), and of those in
     /// the response in flight. These types may be answered in part (xDS spec: a resource
     /// left out of a response keeps its last value), so only changed ones are sent.
@@ -507,9 +506,9 @@ impl AdsStream {
         let current = snapshot.get(t);
         // The same names as the snapshot's (a subset of it, or it and kept clusters).
         let part = if resources.len() == current.resources.len() {
-            current.all(false)
+            current.all(t, false)
         } else {
-            Arc::new(wire::sotw_resources(resources.values()))
+            Arc::new(wire::sotw_resources(t.type_url(), resources.values()))
         };
         Some(wire::sotw(&version, t.type_url(), &nonce, part))
     }
@@ -519,7 +518,7 @@ impl AdsStream {
         &self,
         t: XdsType,
         snapshot: &Snapshot,
-    ) -> Option<(String, ResourceMap<Arc<Any>>)> {
+    ) -> Option<(String, ResourceMap<Encoded>)> {
         let state = &self.types[&t];
         let current = snapshot.get(t);
         // What was sent is what is current (the version hashes every name and digest):
@@ -534,7 +533,7 @@ impl AdsStream {
         let routes_caught_up =
             self.caught_up(XdsType::Listener, snapshot) && self.caught_up(XdsType::Route, snapshot);
         // Removed clusters the routes Envoy holds may still use (make before break).
-        let kept: Vec<(&Name, &Arc<Any>)> = if t == XdsType::Cluster && !routes_caught_up {
+        let kept: Vec<(&Name, &Encoded)> = if t == XdsType::Cluster && !routes_caught_up {
             state
                 .sent_resources
                 .iter()
@@ -550,7 +549,7 @@ impl AdsStream {
             let mut digests = current.digests.clone();
             digests.extend(
                 kept.iter()
-                    .map(|(name, any)| ((*name).clone(), digest(&any.value))),
+                    .map(|(name, value)| ((*name).clone(), digest(value))),
             );
             format!("{}-{}", current.version, version_of(&digests))
         };
@@ -575,7 +574,7 @@ impl AdsStream {
         &mut self,
         t: XdsType,
         snapshot: &Snapshot,
-    ) -> Option<(String, ResourceMap<Arc<Any>>)> {
+    ) -> Option<(String, ResourceMap<Encoded>)> {
         let current = snapshot.get(t);
         let state = self.types.get_mut(&t)?;
         if let Some(fast) = Self::partial_since_basis(state, current) {
@@ -619,7 +618,7 @@ impl AdsStream {
         current: &TypeSnapshot,
         version: String,
         changed: BTreeMap<Name, u64>,
-    ) -> Option<(String, ResourceMap<Arc<Any>>)> {
+    ) -> Option<(String, ResourceMap<Encoded>)> {
         if changed.is_empty() {
             state.sent_version = Some(version.clone());
             state.acked_version = Some(version);
@@ -641,7 +640,7 @@ impl AdsStream {
     fn partial_since_basis(
         state: &mut TypeState,
         current: &TypeSnapshot,
-    ) -> Option<Option<(String, ResourceMap<Arc<Any>>)>> {
+    ) -> Option<Option<(String, ResourceMap<Encoded>)>> {
         if state.resend_all {
             return None;
         }
@@ -671,8 +670,8 @@ impl AdsStream {
 }
 
 /// The endpoint set (EDS name) an encoded Cluster warms on, if it uses EDS.
-fn eds_name(any: &Any) -> Option<String> {
-    let cluster = Cluster::decode(any.value.as_slice()).ok()?;
+fn eds_name(cluster: &[u8]) -> Option<String> {
+    let cluster = Cluster::decode(cluster).ok()?;
     let eds = cluster.eds_cluster_config?;
     Some(if eds.service_name.is_empty() {
         cluster.name

@@ -101,6 +101,11 @@ pub type ResourceMap<V> = imbl::OrdMap<Name, V>;
 /// A resource's name as snapshots and streams hold it.
 pub type Name = Arc<str>;
 
+/// A resource's encoded bytes as snapshots and streams hold them: one allocation at
+/// its exact size, shared. The type URL is the snapshot type's, written as a response
+/// is encoded, not repeated beside each of 40,000 resources.
+pub type Encoded = Arc<[u8]>;
+
 /// How many change sets a type keeps before it starts a new epoch (streams then compare
 /// every name once).
 const LOG_MAX: usize = 4096;
@@ -120,7 +125,7 @@ pub struct TypeSnapshot {
     pub version: String,
     /// Values from 4 KB up are shared with the responses that carry them, not copied
     /// (see `wire.rs`).
-    pub resources: ResourceMap<Arc<Any>>,
+    pub resources: ResourceMap<Encoded>,
     /// A hash of each resource's bytes: what a stream compares to send only the
     /// resources that changed (EDS, SDS and RDS may be sent in part).
     pub digests: ResourceMap<u64>,
@@ -203,11 +208,11 @@ impl TypeSnapshot {
         }
     }
 
-    /// Every resource of the type as a state-of-the-world (`delta: false`) or delta
-    /// response carries it: encoded once and shared by the streams sending it at the
+    /// Every resource of the type (`t`, this snapshot's) as a state-of-the-world
+    /// (`delta: false`) or delta response carries it: encoded once and shared by the streams sending it at the
     /// same time (a fleet connecting at once costs one copy, not one per Envoy), and
     /// not held once they are done.
-    pub fn all(&self, delta: bool) -> Arc<wire::Resources> {
+    pub fn all(&self, t: XdsType, delta: bool) -> Arc<wire::Resources> {
         let mut slots = self.all.0.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = &mut slots[usize::from(delta)];
         if let Some(part) = slot.upgrade() {
@@ -215,13 +220,14 @@ impl TypeSnapshot {
         }
         let part = Arc::new(if delta {
             let named = self.resources.iter().zip(self.digests.values());
-            wire::delta_resources(named.map(|((name, any), digest)| Named {
+            let named = named.map(|((name, value), digest)| Named {
                 name,
                 version: hex(*digest),
-                resource: any,
-            }))
+                resource: value,
+            });
+            wire::delta_resources(t.type_url(), named)
         } else {
-            wire::sotw_resources(self.resources.values())
+            wire::sotw_resources(t.type_url(), self.resources.values())
         });
         *slot = Arc::downgrade(&part);
         part
@@ -305,17 +311,11 @@ impl Snapshot {
     }
 }
 
-/// A resource as snapshots hold it: shared, its bytes at their exact size. Bytes built
-/// by appending can keep up to twice their length in capacity for as long as the
-/// resource is current (allocators seldom shrink a block in place by a little);
-/// copying a small resource costs less than that. The spliced tables (`ingress_http`,
-/// `ingress_https`) are built at their exact size, so they are not copied here; the
-/// fallback RouteConfiguration, built by appending, may be.
-fn held(mut any: Any) -> Arc<Any> {
-    if any.value.capacity() - any.value.len() > any.value.len() / 8 {
-        any.value = any.value.as_slice().to_vec();
-    }
-    Arc::new(any)
+/// A resource as snapshots hold it: its value copied once into a shared block of its
+/// exact size (bytes built by appending can keep up to twice their length in capacity;
+/// the type URL is the snapshot's).
+fn held(any: Any) -> Encoded {
+    Encoded::from(any.value)
 }
 
 /// The first 8 bytes of the BLAKE3 hash of a resource's bytes (a cryptographic hash, so
@@ -372,23 +372,30 @@ mod tests {
             .map(|n| (n.to_string(), any(n)))
             .collect();
         let t = TypeSnapshot::of(map);
-        let sotw = t.all(false);
-        assert!(Arc::ptr_eq(&sotw, &t.all(false)), "shared while held");
+        let sotw = t.all(XdsType::Cluster, false);
+        assert!(
+            Arc::ptr_eq(&sotw, &t.all(XdsType::Cluster, false)),
+            "shared while held"
+        );
+        let type_url = XdsType::Cluster.type_url();
         assert_eq!(
             sotw.bytes(),
-            wire::sotw_resources(t.resources.values()).bytes()
+            wire::sotw_resources(type_url, t.resources.values()).bytes()
         );
-        let named = t.resources.iter().map(|(name, any)| Named {
+        let named = t.resources.iter().map(|(name, value)| Named {
             name,
-            version: hex(digest(&any.value)),
-            resource: any,
+            version: hex(digest(value)),
+            resource: value,
         });
-        assert_eq!(t.all(true).bytes(), wire::delta_resources(named).bytes());
+        assert_eq!(
+            t.all(XdsType::Cluster, true).bytes(),
+            wire::delta_resources(type_url, named).bytes()
+        );
         // A copy of the snapshot shares it; a changed one encodes its own.
         let mut changed = t.clone();
-        assert!(Arc::ptr_eq(&sotw, &changed.all(false)));
+        assert!(Arc::ptr_eq(&sotw, &changed.all(XdsType::Cluster, false)));
         changed.change([("a".to_string(), Some(any("z")))]);
-        assert!(!Arc::ptr_eq(&sotw, &changed.all(false)));
+        assert!(!Arc::ptr_eq(&sotw, &changed.all(XdsType::Cluster, false)));
         // Not kept once no stream holds it.
         let weak = Arc::downgrade(&sotw);
         drop(sotw);

@@ -10,11 +10,11 @@
 
 use std::sync::Arc;
 
-use envoy_types::pb::google::protobuf::Any;
-use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 use tonic::Status;
 use tonic::codegen::Bytes;
+
+use super::snapshot::Encoded;
 
 /// A resource value from this size up is shared with the snapshot, not copied.
 const SHARE_FROM: usize = 4096;
@@ -61,12 +61,16 @@ impl Resources {
     }
 }
 
-/// The resources field of a state-of-the-world response: each resource as it is.
-pub fn sotw_resources<'a>(resources: impl IntoIterator<Item = &'a Arc<Any>>) -> Resources {
+/// The resources field of a state-of-the-world response: each resource as an `Any` of
+/// `type_url`.
+pub fn sotw_resources<'a>(
+    type_url: &str,
+    resources: impl IntoIterator<Item = &'a Encoded>,
+) -> Resources {
     let mut w = Writer::bare();
     let mut count = 0;
-    for any in resources {
-        w.any(2, any);
+    for value in resources {
+        w.any(2, type_url, value);
         count += 1;
     }
     w.resources(count)
@@ -76,25 +80,29 @@ pub fn sotw_resources<'a>(resources: impl IntoIterator<Item = &'a Arc<Any>>) -> 
 pub struct Named<'a> {
     pub name: &'a str,
     pub version: String,
-    pub resource: &'a Arc<Any>,
+    pub resource: &'a Encoded,
 }
 
 impl Named<'_> {
-    fn encoded_len(&self) -> usize {
+    fn encoded_len(&self, type_url: &str) -> usize {
         string_len(3, self.name)
             + string_len(1, &self.version)
-            + field_len(2, self.resource.encoded_len())
+            + field_len(2, any_len(type_url, self.resource))
     }
 }
 
-/// The resources field of a delta response: each resource with its name and version.
-pub fn delta_resources<'a>(resources: impl IntoIterator<Item = Named<'a>>) -> Resources {
+/// The resources field of a delta response: each resource, as an `Any` of `type_url`,
+/// with its name and version.
+pub fn delta_resources<'a>(
+    type_url: &str,
+    resources: impl IntoIterator<Item = Named<'a>>,
+) -> Resources {
     let mut w = Writer::bare();
     let mut count = 0;
     for r in resources {
-        w.header(2, r.encoded_len());
+        w.header(2, r.encoded_len(type_url));
         w.string(1, &r.version);
-        w.any(2, r.resource);
+        w.any(2, type_url, r.resource);
         w.string(3, r.name);
         count += 1;
     }
@@ -160,13 +168,14 @@ fn string_len(tag: u32, s: &str) -> usize {
     }
 }
 
-/// A resource's value as bytes that keep the resource alive.
-struct Value(Arc<Any>);
-
-impl AsRef<[u8]> for Value {
-    fn as_ref(&self) -> &[u8] {
-        &self.0.value
-    }
+/// An `Any`'s size: its type URL and its value (an empty value is not encoded).
+fn any_len(type_url: &str, value: &[u8]) -> usize {
+    string_len(1, type_url)
+        + if value.is_empty() {
+            0
+        } else {
+            field_len(2, value.len())
+        }
 }
 
 #[derive(Default)]
@@ -236,19 +245,20 @@ impl Writer {
         }
     }
 
-    fn any(&mut self, tag: u32, any: &Arc<Any>) {
-        self.header(tag, any.encoded_len());
-        self.string(1, &any.type_url);
-        if any.value.is_empty() {
+    /// A resource as an `Any` of `type_url`; a large value is shared, not copied.
+    fn any(&mut self, tag: u32, type_url: &str, value: &Encoded) {
+        self.header(tag, any_len(type_url, value));
+        self.string(1, type_url);
+        if value.is_empty() {
             return;
         }
-        self.header(2, any.value.len());
-        if any.value.len() < SHARE_FROM {
-            self.copy(&any.value);
+        self.header(2, value.len());
+        if value.len() < SHARE_FROM {
+            self.copy(value);
         } else {
             self.flush();
-            self.pieces.push(Bytes::from_owner(Value(Arc::clone(any))));
-            self.written += any.value.len();
+            self.pieces.push(Bytes::from_owner(Arc::clone(value)));
+            self.written += value.len();
         }
     }
 
@@ -286,6 +296,18 @@ mod tests {
     use envoy_types::pb::envoy::service::discovery::v3::{
         DeltaDiscoveryResponse, DiscoveryResponse, Resource,
     };
+    use envoy_types::pb::google::protobuf::Any;
+    use prost::Message;
+
+    const TYPE_URL: &str = "type.googleapis.com/x";
+
+    /// A resource as prost would carry it.
+    fn any(value: &Encoded) -> Any {
+        Any {
+            type_url: TYPE_URL.into(),
+            value: value.to_vec(),
+        }
+    }
 
     fn joined(mut wire: Wire) -> Vec<u8> {
         let mut out = Vec::new();
@@ -315,7 +337,7 @@ mod tests {
 
     /// Small values, values around the sharing size, a value larger than a chunk, and
     /// enough small ones to fill several chunks.
-    fn resources() -> Vec<Arc<Any>> {
+    fn resources() -> Vec<Encoded> {
         let sizes = [
             0,
             1,
@@ -329,20 +351,15 @@ mod tests {
             .into_iter()
             .chain(std::iter::repeat_n(1000, 100))
             .enumerate()
-            .map(|(i, len)| {
-                Arc::new(Any {
-                    type_url: format!("type.googleapis.com/t{}", i % 3),
-                    value: (0..len).map(|b| (b * 7 + i) as u8).collect(),
-                })
-            })
+            .map(|(i, len)| (0..len).map(|b| (b * 7 + i) as u8).collect())
             .collect()
     }
 
     #[test]
     fn a_sotw_response_is_what_prost_encodes() {
         let resources = resources();
-        let part = Arc::new(sotw_resources(&resources));
-        let wire = ok(sotw("v1", "type.googleapis.com/x", "7", part));
+        let part = Arc::new(sotw_resources(TYPE_URL, &resources));
+        let wire = ok(sotw("v1", TYPE_URL, "7", part));
         assert!(
             wire.pieces.len() > 3,
             "large values are pieces of their own"
@@ -350,8 +367,8 @@ mod tests {
         assert_eq!(wire.resources, resources.len());
         let expected = DiscoveryResponse {
             version_info: "v1".into(),
-            resources: resources.iter().map(|a| (**a).clone()).collect(),
-            type_url: "type.googleapis.com/x".into(),
+            resources: resources.iter().map(any).collect(),
+            type_url: TYPE_URL.into(),
             nonce: "7".into(),
             ..Default::default()
         };
@@ -369,19 +386,19 @@ mod tests {
             })
         };
         let removed: Vec<super::super::snapshot::Name> = vec!["gone".into(), "also/gone".into()];
-        let part = Arc::new(delta_resources(named()));
-        let wire = ok(delta("sys", "type.googleapis.com/x", "8", part, &removed));
+        let part = Arc::new(delta_resources(TYPE_URL, named()));
+        let wire = ok(delta("sys", TYPE_URL, "8", part, &removed));
         let expected = DeltaDiscoveryResponse {
             system_version_info: "sys".into(),
             resources: named()
                 .map(|r| Resource {
                     name: r.name.to_string(),
                     version: r.version,
-                    resource: Some((**r.resource).clone()),
+                    resource: Some(any(r.resource)),
                     ..Default::default()
                 })
                 .collect(),
-            type_url: "type.googleapis.com/x".into(),
+            type_url: TYPE_URL.into(),
             removed_resources: removed.iter().map(|n| n.to_string()).collect(),
             nonce: "8".into(),
             ..Default::default()
@@ -404,10 +421,10 @@ mod tests {
     #[test]
     fn a_large_value_and_a_shared_part_are_not_copied() {
         let resources = resources();
-        let part = Arc::new(sotw_resources(&resources));
+        let part = Arc::new(sotw_resources(TYPE_URL, &resources));
         let first = ok(sotw("v", "t", "1", part.clone()));
         let second = ok(sotw("v", "t", "2", part));
-        let big = &resources[6].value;
+        let big = &resources[6];
         let points_at =
             |wire: &Wire, at: *const u8| wire.pieces.as_slice().iter().any(|p| p.as_ptr() == at);
         assert!(points_at(&first, big.as_ptr()));

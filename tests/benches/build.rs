@@ -186,7 +186,7 @@ fn measure(
     let bytes = XdsType::ORDER
         .iter()
         .flat_map(|t| snapshot.get(*t).resources.values())
-        .map(|a| a.value.len())
+        .map(|a| a.len())
         .sum();
     let resources = XdsType::ORDER
         .iter()

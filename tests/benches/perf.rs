@@ -652,7 +652,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         let size: usize = XdsType::ORDER
             .iter()
             .flat_map(|t| snapshot.get(*t).resources.values())
-            .map(|a| a.value.len())
+            .map(|a| a.len())
             .sum();
         println!(
             "  cold start: objects handed to the runner → first complete snapshot: {:.0} ms ({:.2}× the decode floor); {resources} resources, {:.1} MB",
@@ -669,7 +669,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
                     .get(*t)
                     .resources
                     .values()
-                    .map(|a| (*t, a.value.clone()))
+                    .map(|a| (*t, a.to_vec()))
                     .collect::<Vec<_>>()
             })
             .collect();

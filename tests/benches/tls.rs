@@ -291,7 +291,7 @@ pub fn run(n: usize, runs: usize) {
             "    {:<3} {} resources, {} bytes",
             t.short(),
             of.resources.len(),
-            of.resources.values().map(|a| a.value.len()).sum::<usize>()
+            of.resources.values().map(|a| a.len()).sum::<usize>()
         );
     }
     assert_eq!(snapshot.get(XdsType::Secret).resources.len(), n);

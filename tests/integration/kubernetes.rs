@@ -102,7 +102,7 @@ impl Controller {
             s.get(t)
                 .resources
                 .values()
-                .any(|r| contains(&r.value, text.as_bytes()))
+                .any(|r| contains(r, text.as_bytes()))
         })
     }
 
