@@ -160,10 +160,10 @@ pub struct Objects {
     slices_by_service: BTreeMap<NsName, crate::SmallSet<String>>,
     /// Secrets whose data was dropped because no build asked for them, with a digest of
     /// what was kept of them (see [`Unchecked`]: an equal re-delivery changes nothing).
-    elided: BTreeMap<NsName, [u8; 32]>,
+    elided: Dropped,
     /// Secrets in use whose check is computed: not in `secrets` (the check holds what is
     /// served), only this kind of digest.
-    stripped: BTreeMap<NsName, [u8; 32]>,
+    stripped: Dropped,
     /// Secrets asked for (through [`Objects::secret_check`]) since the last
     /// [`Objects::take_requested`].
     requested: Arc<std::sync::Mutex<BTreeSet<NsName>>>,
@@ -194,10 +194,55 @@ struct Stored {
     bytes: std::ops::Range<usize>,
 }
 
-/// What a dropped Secret is remembered by: a SHA-256 of what was kept of it.
-fn digest(kept: &[u8]) -> [u8; 32] {
+/// What a dropped Secret is remembered by: the first half of a SHA-256 of what was kept
+/// of it (128 bits: no two versions of a Secret are found equal by chance).
+type Digest = [u8; 16];
+
+fn digest(kept: &[u8]) -> Digest {
     use sha2::Digest;
-    sha2::Sha256::digest(kept).into()
+    let full: [u8; 32] = sha2::Sha256::digest(kept).into();
+    let mut half = [0; 16];
+    half.copy_from_slice(&full[..16]);
+    half
+}
+
+/// Secrets whose data was dropped, each by `namespace/name` (neither holds a `/`) and a
+/// [`Digest`]: 30,000 of them at the 10k profile, so one block each for the name, not a
+/// pair of strings.
+#[derive(Debug, Default, Clone)]
+struct Dropped(BTreeMap<Box<str>, Digest>);
+
+impl Dropped {
+    fn key((namespace, name): &NsName) -> Box<str> {
+        format!("{namespace}/{name}").into()
+    }
+
+    fn get(&self, id: &NsName) -> Option<Digest> {
+        self.0.get(&Self::key(id)).copied()
+    }
+
+    fn contains(&self, id: &NsName) -> bool {
+        self.0.contains_key(&Self::key(id))
+    }
+
+    fn insert(&mut self, id: &NsName, digest: Digest) {
+        self.0.insert(Self::key(id), digest);
+    }
+
+    fn remove(&mut self, id: &NsName) -> Option<Digest> {
+        self.0.remove(&Self::key(id))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn ids(&self) -> impl Iterator<Item = NsName> + '_ {
+        self.0.keys().filter_map(|key| {
+            let (namespace, name) = key.split_once('/')?;
+            Some((namespace.to_string(), name.to_string()))
+        })
+    }
 }
 
 /// Below this size the buffer is not compacted.
@@ -219,7 +264,7 @@ impl Unchecked {
     /// version stored, or has the digest `dropped` (of the version whose data was
     /// dropped): returns whether it was stored. Digests are made only to compare with a
     /// dropped version and when a version is dropped, not for every Secret that arrives.
-    fn insert(&mut self, id: NsName, secret: &Secret, dropped: Option<[u8; 32]>) -> bool {
+    fn insert(&mut self, id: NsName, secret: &Secret, dropped: Option<Digest>) -> bool {
         // `data` merged with `stringData`, as the API server does on write.
         let field = |key: &str| {
             let string = secret.string_data.as_ref().and_then(|d| d.get(key));
@@ -260,7 +305,7 @@ impl Unchecked {
     }
 
     /// Drops a stored Secret; returns the digest it is remembered by.
-    fn remove(&mut self, id: &NsName) -> Option<[u8; 32]> {
+    fn remove(&mut self, id: &NsName) -> Option<Digest> {
         let old = self.at.remove(id)?;
         let digest = digest(self.bytes.get(old.bytes.clone()).unwrap_or_default());
         self.garbage += old.bytes.len();
@@ -431,11 +476,7 @@ impl Objects {
         match object {
             Object::Service(o) => replace(&mut self.services, id, Arc::new(ServiceSummary::of(&o))),
             Object::Secret(o) => {
-                let dropped = self
-                    .elided
-                    .get(&id)
-                    .or_else(|| self.stripped.get(&id))
-                    .copied();
+                let dropped = self.elided.get(&id).or_else(|| self.stripped.get(&id));
                 if !self.secrets.insert(id.clone(), &o, dropped) {
                     return false;
                 }
@@ -486,9 +527,9 @@ impl Objects {
             Kind::Secret => self
                 .secrets
                 .keys()
-                .chain(self.elided.keys())
-                .chain(self.stripped.keys())
                 .cloned()
+                .chain(self.elided.ids())
+                .chain(self.stripped.ids())
                 .collect(),
             Kind::Ingress => self.ingresses.keys().cloned().collect(),
             Kind::HTTPProxy => self.httpproxies.keys().cloned().collect(),
@@ -601,7 +642,7 @@ impl Objects {
     pub fn elided_among(&self, requested: &BTreeSet<NsName>) -> Vec<NsName> {
         requested
             .iter()
-            .filter(|id| self.elided.contains_key(*id))
+            .filter(|id| self.elided.contains(id))
             .cloned()
             .collect()
     }
@@ -613,14 +654,14 @@ impl Objects {
         let unrequested: BTreeSet<NsName> = self
             .secrets
             .keys()
-            .chain(self.stripped.keys())
-            .filter(|id| !requested.contains(*id))
             .cloned()
+            .chain(self.stripped.ids())
+            .filter(|id| !requested.contains(id))
             .collect();
         for id in &unrequested {
             let digest = self.secrets.remove(id).or_else(|| self.stripped.remove(id));
             if let Some(digest) = digest {
-                self.elided.insert(id.clone(), digest);
+                self.elided.insert(id, digest);
             }
             self.secret_checks.remove(id);
         }
@@ -637,7 +678,7 @@ impl Objects {
             .collect();
         for id in checked {
             if let Some(digest) = self.secrets.remove(&id) {
-                self.stripped.insert(id, digest);
+                self.stripped.insert(&id, digest);
             }
         }
         unrequested.len()
