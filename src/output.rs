@@ -3,14 +3,13 @@
 
 use std::sync::OnceLock;
 
-use envoy_types::pb::google::protobuf::Any;
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde::Serialize;
 
 use isobar_sdk::StatusReport;
 use isobar_sdk::condition::RenderedStatus;
 
-use crate::xds::Resources;
+use crate::xds::{Resources, XdsType};
 
 /// Envoy's descriptors, from the envoy-types crate (found by `build.rs`).
 static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
@@ -22,21 +21,21 @@ fn pool() -> Result<&'static DescriptorPool, String> {
         .map_err(Clone::clone)
 }
 
-/// One resource as Envoy's JSON (field names as in Envoy's docs).
-pub fn resource_json(any: &Any) -> Result<serde_json::Value, String> {
+/// One resource of type `t` as Envoy's JSON (field names as in Envoy's docs).
+pub fn resource_json(t: XdsType, bytes: &[u8]) -> Result<serde_json::Value, String> {
     let pool = pool()?;
-    let name = any.type_url.rsplit('/').next().unwrap_or_default();
+    let type_url = t.type_url();
+    let name = type_url.rsplit('/').next().unwrap_or_default();
     let descriptor = pool
         .get_message_by_name(name)
         .ok_or_else(|| format!("no descriptor for {name}"))?;
-    let message =
-        DynamicMessage::decode(descriptor, any.value.as_slice()).map_err(|e| e.to_string())?;
+    let message = DynamicMessage::decode(descriptor, bytes).map_err(|e| e.to_string())?;
     let options = SerializeOptions::new().use_proto_field_name(true);
     let mut value = message
         .serialize_with_options(serde_json::value::Serializer, &options)
         .map_err(|e| e.to_string())?;
     if let Some(map) = value.as_object_mut() {
-        map.insert("@type".to_string(), any.type_url.clone().into());
+        map.insert("@type".to_string(), type_url.into());
     }
     Ok(value)
 }
@@ -97,19 +96,21 @@ pub fn translation(
     resources: &Resources,
     status: &StatusReport,
 ) -> Result<serde_json::Value, String> {
-    let all = |map: &std::collections::BTreeMap<String, Any>| {
-        map.values()
-            .map(resource_json)
+    let all = |t: XdsType| {
+        resources
+            .of(t)
+            .values()
+            .map(|bytes| resource_json(t, bytes))
             .collect::<Result<Vec<_>, _>>()
     };
     let doc = Translation {
         resources: TypedResources {
-            listeners: all(&resources.listeners)?,
-            routes: all(&resources.routes)?,
-            clusters: all(&resources.clusters)?,
-            endpoints: all(&resources.endpoints)?,
-            virtual_hosts: all(&resources.virtual_hosts)?,
-            secrets: all(&resources.secrets)?.into_iter().map(redact).collect(),
+            listeners: all(XdsType::Listener)?,
+            routes: all(XdsType::Route)?,
+            clusters: all(XdsType::Cluster)?,
+            endpoints: all(XdsType::Endpoint)?,
+            virtual_hosts: all(XdsType::VirtualHost)?,
+            secrets: all(XdsType::Secret)?.into_iter().map(redact).collect(),
         },
         status: status
             .objects

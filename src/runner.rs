@@ -669,9 +669,7 @@ impl Runner {
             let eds = snapshot.get(XdsType::Endpoint);
             let changes: Vec<_> = fresh
                 .into_iter()
-                .filter(|(name, any)| {
-                    eds.resources.get(name.as_str()).map(|v| &v[..]) != Some(&any.value[..])
-                })
+                .filter(|(name, cla)| eds.resources.get(name.as_str()) != Some(cla))
                 .map(|(name, any)| (name, Some(any)))
                 .collect();
             if changes.is_empty() {

@@ -6,19 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 
-use envoy_types::pb::envoy::config::listener::v3::Listener;
-use envoy_types::pb::envoy::config::route::v3::VirtualHost;
-use envoy_types::pb::google::protobuf::Any;
-use envoy_types::util::pack_any;
-
 use isobar_sdk::{Ir, Objects, SmallSet};
 
-use super::snapshot::{Snapshot, XdsType};
+use super::snapshot::{Encoded, Snapshot, XdsType};
 use super::tls;
 use super::translate::{
     EnvoySettings, HTTP_LISTENER, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, STATS_LISTENER, append_field,
-    cluster_for, http_listener, load_assignment, route_configuration, stats_listener, vhds_name,
-    vhds_route_configuration, virtual_host,
+    cluster_for, encoded, http_listener, load_assignment, route_configuration, stats_listener,
+    vhds_name, vhds_route_configuration, virtual_host,
 };
 use super::wire::field_len;
 
@@ -80,7 +75,7 @@ struct Fresh {
     chain: Option<Range<usize>>,
     /// The vhost's own RouteConfiguration, made as soon as its routes are encoded so that
     /// the routes' bytes are not held until every vhost is.
-    rds: Option<Any>,
+    rds: Option<Encoded>,
 }
 
 /// The fresh vhosts' bytes of one build, end to end in one buffer until the tables are
@@ -120,12 +115,12 @@ struct Used {
 /// Resources to put (`Some`) or remove (`None`), by type.
 #[derive(Default)]
 pub struct Changes {
-    pub by_type: BTreeMap<XdsType, BTreeMap<String, Option<Any>>>,
+    pub by_type: BTreeMap<XdsType, BTreeMap<String, Option<Encoded>>>,
 }
 
 impl Changes {
-    fn put(&mut self, t: XdsType, name: String, any: Option<Any>) {
-        self.by_type.entry(t).or_default().insert(name, any);
+    fn put(&mut self, t: XdsType, name: String, resource: Option<Encoded>) {
+        self.by_type.entry(t).or_default().insert(name, resource);
     }
 }
 
@@ -202,7 +197,11 @@ impl Encoder {
             parts.rds = vhost.tcp_proxy.is_none();
             bytes.rds = parts.rds.then(|| {
                 let name = tls::route_config_name(fqdn);
-                route_configuration(&name, std::iter::once(&routes[..]), true)
+                Encoded::from(route_configuration(
+                    &name,
+                    std::iter::once(&routes[..]),
+                    true,
+                ))
             });
             parts
                 .clusters
@@ -254,10 +253,7 @@ impl Encoder {
             let old = olds.get(fqdn).unwrap_or(&no_old);
             plain_changed |= old.plain != parts.plain;
             if settings.vhds && old.plain != parts.plain {
-                let vhost = arena.get(bytes.plain.as_ref()).map(|value| Any {
-                    type_url: <VirtualHost as prost::Name>::type_url(),
-                    value: value.to_vec(),
-                });
+                let vhost = arena.get(bytes.plain.as_ref()).map(Encoded::from);
                 changes.put(XdsType::VirtualHost, vhds_name(fqdn), vhost);
             }
             chains_changed |= old.chain != parts.chain;
@@ -319,7 +315,7 @@ impl Encoder {
                 .filter_map(|p| p.fallback_routes.as_deref());
             let any = self
                 .fallback_counted
-                .then(|| route_configuration(tls::FALLBACK_ROUTES, routes, false));
+                .then(|| Encoded::from(route_configuration(tls::FALLBACK_ROUTES, routes, false)));
             changes.put(XdsType::Route, tls::FALLBACK_ROUTES.to_string(), any);
         }
         let table = Table {
@@ -336,16 +332,16 @@ impl Encoder {
             } else {
                 let shell = route_configuration(HTTP_LISTENER, std::iter::empty(), false);
                 let value = table.splice(
-                    shell.value,
+                    shell,
                     (XdsType::Route, HTTP_LISTENER),
                     ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
                     (|p| p.plain, |f| f.plain.as_ref()),
                     None,
                 )?;
-                Any { value, ..shell }
+                Encoded::from(value)
             };
             changes.put(XdsType::Route, HTTP_LISTENER.to_string(), Some(any));
-            let listener = (self.plains > 0).then(|| pack_any(http_listener(settings)));
+            let listener = (self.plains > 0).then(|| encoded(&http_listener(settings)));
             changes.put(XdsType::Listener, HTTP_LISTENER.to_string(), listener);
         }
         if chains_changed {
@@ -361,17 +357,14 @@ impl Encoder {
                     (|p| p.chain, |f| f.chain.as_ref()),
                     fallback.as_deref(),
                 )?;
-                Some(Any {
-                    type_url: <Listener as prost::Name>::type_url(),
-                    value,
-                })
+                Some(Encoded::from(value))
             } else {
                 None
             };
             changes.put(XdsType::Listener, tls::HTTPS_LISTENER.to_string(), listener);
         }
         if !self.started {
-            let stats = pack_any(stats_listener(settings));
+            let stats = encoded(&stats_listener(settings));
             changes.put(XdsType::Listener, STATS_LISTENER.to_string(), Some(stats));
             self.started = true;
         }
@@ -393,14 +386,18 @@ impl Encoder {
         let Some(c) = ir.clusters.get(name) else {
             return;
         };
-        let any = pack_any(cluster_for(c, settings, self.client_certificate.as_deref()));
-        changes.put(XdsType::Cluster, name.to_string(), Some(any));
+        let cluster = encoded(&cluster_for(
+            c,
+            settings,
+            self.client_certificate.as_deref(),
+        ));
+        changes.put(XdsType::Cluster, name.to_string(), Some(cluster));
         let service = (c.namespace.clone(), c.service.clone());
         let users = self.endpoints.entry(c.eds_name.clone()).or_default();
         *users += 1;
         if *users == 1 {
             let cla = load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
-            changes.put(XdsType::Endpoint, c.eds_name.clone(), Some(pack_any(cla)));
+            changes.put(XdsType::Endpoint, c.eds_name.clone(), Some(encoded(&cla)));
             self.by_service
                 .entry(service.clone())
                 .or_default()
@@ -449,8 +446,11 @@ impl Encoder {
         if *users == 1
             && let Some(secret) = ir.secrets.get(sds)
         {
-            let any = pack_any(tls::secret(sds, secret));
-            changes.put(XdsType::Secret, sds.to_string(), Some(any));
+            changes.put(
+                XdsType::Secret,
+                sds.to_string(),
+                Some(tls::secret(sds, secret)),
+            );
         }
     }
 
@@ -471,13 +471,13 @@ impl Encoder {
         &self,
         objects: &Objects,
         services: &BTreeSet<(String, String)>,
-    ) -> BTreeMap<String, Any> {
+    ) -> BTreeMap<String, Encoded> {
         let mut out = BTreeMap::new();
         for service in services {
             for (eds_name, port_name) in self.by_service.get(service).into_iter().flatten() {
                 let (namespace, name) = service;
                 let cla = load_assignment(eds_name, objects, namespace, name, port_name);
-                out.insert(eds_name.clone(), pack_any(cla));
+                out.insert(eds_name.clone(), encoded(&cla));
             }
         }
         out

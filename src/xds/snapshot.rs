@@ -7,8 +7,6 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use envoy_types::pb::google::protobuf::Any;
-
 use super::translate::Resources;
 use super::wire::{self, Named};
 
@@ -151,13 +149,13 @@ impl PartialEq for TypeSnapshot {
 }
 
 impl TypeSnapshot {
-    fn of(map: std::collections::BTreeMap<String, Any>) -> TypeSnapshot {
+    fn of(map: std::collections::BTreeMap<String, Encoded>) -> TypeSnapshot {
         let mut out = TypeSnapshot {
             epoch: next_epoch(),
             ..TypeSnapshot::default()
         };
         for (name, any) in map {
-            out.insert(name.into(), digest(&any.value), any);
+            out.insert(name.into(), digest(&any), any);
         }
         out.version = hex(out.combined);
         out
@@ -165,17 +163,17 @@ impl TypeSnapshot {
 
     /// Adds or replaces a resource (the version, and taking a replaced resource's
     /// share out of `combined`, are left to the caller).
-    fn insert(&mut self, name: Name, digest: u64, any: Any) {
+    fn insert(&mut self, name: Name, digest: u64, resource: Encoded) {
         self.combined ^= entry_hash(&name, digest);
         self.digests.insert(name.clone(), digest);
-        self.resources.insert(name, held(any));
+        self.resources.insert(name, resource);
     }
 
     /// Replaces (`Some`) or removes (`None`) resources; the version follows.
-    fn change(&mut self, changes: impl IntoIterator<Item = (String, Option<Any>)>) {
+    fn change(&mut self, changes: impl IntoIterator<Item = (String, Option<Encoded>)>) {
         let mut names = Vec::new();
         for (name, any) in changes {
-            let digest = any.as_ref().map(|a| digest(&a.value));
+            let digest = any.as_deref().map(digest);
             let old = self.digests.get(name.as_str()).copied();
             if old == digest {
                 continue;
@@ -290,7 +288,7 @@ impl Snapshot {
     pub fn with_changes(
         &self,
         t: XdsType,
-        changes: impl IntoIterator<Item = (String, Option<Any>)>,
+        changes: impl IntoIterator<Item = (String, Option<Encoded>)>,
     ) -> Snapshot {
         let mut out = self.clone();
         out.types[t.index()].change(changes);
@@ -309,13 +307,6 @@ impl Snapshot {
     pub fn get(&self, t: XdsType) -> &TypeSnapshot {
         &self.types[t.index()]
     }
-}
-
-/// A resource as snapshots hold it: its value copied once into a shared block of its
-/// exact size (bytes built by appending can keep up to twice their length in capacity;
-/// the type URL is the snapshot's).
-fn held(any: Any) -> Encoded {
-    Encoded::from(any.value)
 }
 
 /// The first 8 bytes of the BLAKE3 hash of a resource's bytes (a cryptographic hash, so
@@ -358,11 +349,8 @@ pub fn version_of<'a>(digests: impl IntoIterator<Item = (&'a Name, &'a u64)>) ->
 mod tests {
     use super::*;
 
-    fn any(text: &str) -> Any {
-        Any {
-            type_url: XdsType::Cluster.type_url().to_string(),
-            value: text.repeat(100).into_bytes(),
-        }
+    fn any(text: &str) -> Encoded {
+        Encoded::from(text.repeat(100).into_bytes())
     }
 
     #[test]

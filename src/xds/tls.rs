@@ -15,7 +15,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     self as tls, CertificateValidationContext, CommonTlsContext, DownstreamTlsContext,
-    SdsSecretConfig, TlsCertificate, TlsParameters,
+    SdsSecretConfig, TlsParameters,
 };
 use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use envoy_types::util::pack_any;
@@ -23,9 +23,10 @@ use prost::Message;
 
 use isobar_sdk::ir;
 
+use super::snapshot::Encoded;
 use super::translate::{
-    EnvoySettings, TlsSettings, ads, connection_manager, duration, hcm_filter, rewrites_cookies,
-    socket_address,
+    EnvoySettings, TlsSettings, ads, connection_manager, duration, encoded, hcm_filter,
+    rewrites_cookies, socket_address,
 };
 
 /// Contour's HTTPS listener name; also the stat prefix of every filter on it.
@@ -47,16 +48,17 @@ fn inline(text: &str) -> DataSource {
     }
 }
 
-/// The SDS resource of a certificate and its key.
-pub fn secret(name: &str, secret: &ir::ServedSecret) -> tls::Secret {
-    tls::Secret {
-        name: name.to_string(),
-        r#type: Some(tls::secret::Type::TlsCertificate(TlsCertificate {
-            certificate_chain: Some(inline(&secret.certificate.chain_pem)),
-            private_key: Some(inline(&secret.certificate.key_pem)),
-            ..Default::default()
-        })),
+/// The SDS resource of a certificate and its key, named `name`: the bytes made when
+/// its Secret was checked, shared, when the name is the one they carry (the SDS name
+/// of that Secret, as every source names it); renamed otherwise.
+pub fn secret(name: &str, secret: &ir::ServedSecret) -> Encoded {
+    let certificate = &secret.certificate;
+    if certificate.sds_name() == name {
+        return Encoded::clone(certificate.sds_resource());
     }
+    let mut renamed = tls::Secret::decode(&certificate.sds_resource()[..]).unwrap_or_default();
+    renamed.name = name.to_string();
+    encoded(&renamed)
 }
 
 /// Answers 421 Misdirected Request to any Host no other vhost of the configuration has.
@@ -352,4 +354,71 @@ pub fn encode_vhost_chain(
 /// The fallback certificate's filter chain, encoded.
 pub fn fallback_chain_bytes(sds: &str, settings: &EnvoySettings) -> Vec<u8> {
     fallback_chain(sds, settings).encode_to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use isobar_sdk::secret::{SecretCheck, sds_name};
+
+    use super::*;
+
+    fn pem_der(pem_text: &str) -> Vec<u8> {
+        pem::parse(pem_text)
+            .map(|p| p.contents().to_vec())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The SDS resource made when a Secret is checked is what prost encodes for the same
+    /// message, is served without a copy, and keeps its certificate when renamed.
+    #[test]
+    fn a_checked_certificate_is_served_as_prost_encodes_it() {
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let cert = rcgen::CertificateParams::new(vec!["a.example.com".to_string()])
+            .and_then(|params| params.self_signed(&key))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let data = BTreeMap::from([
+            ("tls.crt".to_string(), cert.pem().into_bytes()),
+            ("tls.key".to_string(), key.serialize_pem().into_bytes()),
+        ]);
+        for name in [sds_name("ns", "cert"), "n".repeat(300)] {
+            let check = SecretCheck::of_data(&name, Some("kubernetes.io/tls"), &data);
+            let certificate = check.certificate.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(certificate.sds_name(), name);
+            let served = ir::ServedSecret {
+                namespace: "ns".to_string(),
+                name: "cert".to_string(),
+                certificate: certificate.clone(),
+            };
+            let bytes = secret(&name, &served);
+            assert!(Encoded::ptr_eq(&bytes, certificate.sds_resource()));
+            let decoded = tls::Secret::decode(&bytes[..]).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(encoded(&decoded), bytes, "prost encodes the same bytes");
+            assert_eq!(decoded.name, name);
+            let Some(tls::secret::Type::TlsCertificate(tls_certificate)) = &decoded.r#type else {
+                panic!("not a certificate: {decoded:?}");
+            };
+            let text = |source: &Option<DataSource>| match source
+                .as_ref()
+                .and_then(|s| s.specifier.as_ref())
+            {
+                Some(core::data_source::Specifier::InlineString(text)) => text.clone(),
+                other => panic!("not an inline string: {other:?}"),
+            };
+            assert_eq!(
+                pem_der(&text(&tls_certificate.certificate_chain)),
+                cert.der().to_vec()
+            );
+            assert_eq!(
+                pem_der(&text(&tls_certificate.private_key)),
+                key.serialize_der()
+            );
+
+            let renamed = secret("other", &served);
+            let renamed = tls::Secret::decode(&renamed[..]).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(renamed.name, "other");
+            assert_eq!(renamed.r#type, decoded.r#type);
+        }
+    }
 }

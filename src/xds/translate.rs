@@ -36,7 +36,7 @@ use isobar_sdk::resolve::ready_endpoints;
 use isobar_sdk::{Ir, Objects};
 
 use super::encoder::Encoder;
-use super::snapshot::XdsType;
+use super::snapshot::{Encoded, XdsType};
 use super::tls;
 
 /// The listener and route configuration names Contour uses.
@@ -77,13 +77,32 @@ pub struct TlsSettings {
 /// Envoy resources by type, each by name.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Resources {
-    pub clusters: BTreeMap<String, Any>,
-    pub endpoints: BTreeMap<String, Any>,
-    pub secrets: BTreeMap<String, Any>,
-    pub listeners: BTreeMap<String, Any>,
-    pub routes: BTreeMap<String, Any>,
+    pub clusters: BTreeMap<String, Encoded>,
+    pub endpoints: BTreeMap<String, Encoded>,
+    pub secrets: BTreeMap<String, Encoded>,
+    pub listeners: BTreeMap<String, Encoded>,
+    pub routes: BTreeMap<String, Encoded>,
     /// VHDS (`xds-server.vhds`): `ingress_http`'s vhosts.
-    pub virtual_hosts: BTreeMap<String, Any>,
+    pub virtual_hosts: BTreeMap<String, Encoded>,
+}
+
+impl Resources {
+    /// The resources of type `t`.
+    pub fn of(&self, t: XdsType) -> &BTreeMap<String, Encoded> {
+        match t {
+            XdsType::Cluster => &self.clusters,
+            XdsType::Endpoint => &self.endpoints,
+            XdsType::Secret => &self.secrets,
+            XdsType::Listener => &self.listeners,
+            XdsType::Route => &self.routes,
+            XdsType::VirtualHost => &self.virtual_hosts,
+        }
+    }
+}
+
+/// A resource encoded as snapshots hold it.
+pub fn encoded(resource: &impl Message) -> Encoded {
+    Encoded::from(resource.encode_to_vec())
 }
 
 pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
@@ -108,8 +127,7 @@ pub fn translate_keeping(
                     name: name.clone(),
                     certificate: certificate.clone(),
                 };
-                out.secrets
-                    .insert(sds.clone(), pack_any(tls::secret(&sds, &served)));
+                out.secrets.insert(sds.clone(), tls::secret(&sds, &served));
                 Some(sds)
             }
             Err(e) => {
@@ -444,14 +462,14 @@ pub(super) fn load_assignment(
 
 /// `ingress_http` under `xds-server.vhds`: no vhosts of its own, Envoy subscribes to
 /// them over the same (delta) ADS stream.
-pub(super) fn vhds_route_configuration() -> Any {
+pub(super) fn vhds_route_configuration() -> Encoded {
     let shell = RouteConfiguration {
         vhds: Some(Vhds {
             config_source: Some(ads()),
         }),
         ..route_configuration_shell(HTTP_LISTENER)
     };
-    pack_any(shell)
+    encoded(&shell)
 }
 
 /// A plain vhost's VHDS resource name, which is also its `VirtualHost` name: Envoy
@@ -474,7 +492,7 @@ pub(super) fn route_configuration<'a>(
     name: &str,
     vhosts: impl Iterator<Item = &'a [u8]>,
     misdirected: bool,
-) -> Any {
+) -> Vec<u8> {
     // A request whose Host is not the vhost its SNI chose is answered 421, as Contour's
     // Lua filter does, without any code: a catch-all vhost.
     let misdirected = misdirected.then(|| tls::misdirected_vhost().encode_to_vec());
@@ -493,10 +511,7 @@ pub(super) fn route_configuration<'a>(
     for vhost in vhosts {
         append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, vhost);
     }
-    Any {
-        type_url: <RouteConfiguration as prost::Name>::type_url(),
-        value: bytes,
-    }
+    bytes
 }
 
 /// Every RouteConfiguration's settings, without vhosts.

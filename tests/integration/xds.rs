@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use envoy_types::pb::google::protobuf::Any;
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -19,17 +18,15 @@ use isobar::xds::{Resources, Snapshot, XdsType};
 const QUIET: Duration = Duration::from_millis(300);
 const WAIT: Duration = Duration::from_secs(5);
 
-fn any(t: XdsType, body: &str) -> Any {
-    Any {
-        type_url: t.type_url().to_string(),
-        value: body.as_bytes().to_vec(),
-    }
+/// A resource whose bytes are `body` (the stream sends it with its type's URL).
+fn resource(body: &str) -> Arc<[u8]> {
+    Arc::from(body.as_bytes())
 }
 
-fn map(t: XdsType, names: &[&str], tag: &str) -> BTreeMap<String, Any> {
+fn map(names: &[&str], tag: &str) -> BTreeMap<String, Arc<[u8]>> {
     names
         .iter()
-        .map(|n| (n.to_string(), any(t, &format!("{n}:{tag}"))))
+        .map(|n| (n.to_string(), resource(&format!("{n}:{tag}"))))
         .collect()
 }
 
@@ -37,10 +34,10 @@ fn map(t: XdsType, names: &[&str], tag: &str) -> BTreeMap<String, Any> {
 /// whose content is `tag`.
 fn snapshot(clusters: &[&str], tag: &str) -> Arc<Snapshot> {
     Arc::new(Snapshot::new(Resources {
-        clusters: map(XdsType::Cluster, clusters, "c"),
-        endpoints: map(XdsType::Endpoint, clusters, "e"),
-        listeners: map(XdsType::Listener, &["ingress_http"], "l"),
-        routes: map(XdsType::Route, &["ingress_http"], tag),
+        clusters: map(clusters, "c"),
+        endpoints: map(clusters, "e"),
+        listeners: map(&["ingress_http"], "l"),
+        routes: map(&["ingress_http"], tag),
         ..Default::default()
     }))
 }
@@ -357,10 +354,10 @@ async fn a_new_cluster_on_known_endpoints_gets_them_again() {
     envoy.quiet().await;
     // Same endpoints ("a"), one more cluster that uses them.
     let mut next = Resources {
-        clusters: map(XdsType::Cluster, &["a", "a-tls"], "c"),
-        endpoints: map(XdsType::Endpoint, &["a"], "e"),
-        listeners: map(XdsType::Listener, &["ingress_http"], "l"),
-        routes: map(XdsType::Route, &["ingress_http"], "r1"),
+        clusters: map(&["a", "a-tls"], "c"),
+        endpoints: map(&["a"], "e"),
+        listeners: map(&["ingress_http"], "l"),
+        routes: map(&["ingress_http"], "r1"),
         ..Default::default()
     };
     next.clusters.remove("a");
@@ -377,7 +374,7 @@ fn with_secrets(secrets: &[(&str, &str)]) -> Arc<Snapshot> {
     Arc::new(Snapshot::new(Resources {
         secrets: secrets
             .iter()
-            .map(|(n, tag)| (n.to_string(), any(XdsType::Secret, &format!("{n}:{tag}"))))
+            .map(|(n, tag)| (n.to_string(), resource(&format!("{n}:{tag}"))))
             .collect(),
         ..Default::default()
     }))
@@ -648,11 +645,11 @@ async fn a_reconnecting_delta_envoy_resumes_named_subscriptions() {
 /// A snapshot with `clusters`, `ingress_http` and its `vhosts` (content `tag`).
 fn with_vhosts(clusters: &[&str], vhosts: &[&str], tag: &str) -> Arc<Snapshot> {
     Arc::new(Snapshot::new(Resources {
-        clusters: map(XdsType::Cluster, clusters, "c"),
-        endpoints: map(XdsType::Endpoint, clusters, "e"),
-        listeners: map(XdsType::Listener, &["ingress_http"], "l"),
-        routes: map(XdsType::Route, &["ingress_http"], "shell"),
-        virtual_hosts: map(XdsType::VirtualHost, vhosts, tag),
+        clusters: map(clusters, "c"),
+        endpoints: map(clusters, "e"),
+        listeners: map(&["ingress_http"], "l"),
+        routes: map(&["ingress_http"], "shell"),
+        virtual_hosts: map(vhosts, tag),
         ..Default::default()
     }))
 }
@@ -696,7 +693,7 @@ async fn delta_vhosts_are_served_to_a_wildcard_subscription_after_their_clusters
         XdsType::VirtualHost,
         [(
             "ingress_http/b".to_string(),
-            Some(any(XdsType::VirtualHost, "ingress_http/b:v3")),
+            Some(resource("ingress_http/b:v3")),
         )],
     ));
     tx.send_replace(Some(one));
@@ -794,7 +791,7 @@ async fn a_refused_delta_response_is_retried_in_halves_until_the_bad_resource_is
         XdsType::VirtualHost,
         [(
             "ingress_http/c".to_string(),
-            Some(any(XdsType::VirtualHost, "ingress_http/c:fixed")),
+            Some(resource("ingress_http/c:fixed")),
         )],
     );
     tx.send_replace(Some(Arc::new(fixed)));

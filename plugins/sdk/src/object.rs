@@ -357,7 +357,8 @@ impl Unchecked {
                 data.insert(key.to_string(), value.to_vec());
             }
         }
-        Some(SecretCheck::of_data(type_.as_deref(), &data))
+        let sds_name = crate::secret::sds_name(&id.0, &id.1);
+        Some(SecretCheck::of_data(&sds_name, type_.as_deref(), &data))
     }
 }
 

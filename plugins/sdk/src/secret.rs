@@ -8,7 +8,8 @@
 //! blocks, so text around the PEM never reaches it.
 //!
 //! Secret material never appears in messages, logs or `Debug` output: only names and
-//! SHA-256 fingerprints.
+//! SHA-256 fingerprints. A certificate's chain and key are kept once, as the SDS resource
+//! Envoy is sent (see [`TlsCertificate::sds_resource`]).
 
 use std::collections::BTreeMap;
 
@@ -32,14 +33,115 @@ const TYPE_OPAQUE: &str = "Opaque";
 /// A certificate chain and its private key, checked to load in Envoy.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TlsCertificate {
-    /// The chain, leaf first, as PEM re-encoded from the decoded certificates.
-    pub chain_pem: String,
-    /// The private key as PEM, re-encoded.
-    pub key_pem: String,
+    /// The SDS resource (see [`TlsCertificate::sds_resource`]).
+    sds: std::sync::Arc<[u8]>,
     /// SHA-256 of the leaf certificate's DER, hex.
     pub fingerprint: String,
     /// The leaf's DNS names and IP addresses (SAN), or its CN when it has none.
     pub names: Vec<String>,
+}
+
+impl TlsCertificate {
+    /// What Envoy is sent over SDS for this certificate: an
+    /// `envoy.extensions.transport_sockets.tls.v3.Secret` named [`Self::sds_name`] whose
+    /// `tls_certificate` holds the chain (leaf first) and the key as PEM re-encoded from
+    /// the decoded blocks, as inline strings. Encoded here, when the Secret is checked,
+    /// as prost encodes it (`isobar`'s tests compare the two): the chain and key are held
+    /// in this one copy, which every snapshot serving the certificate shares.
+    pub fn sds_resource(&self) -> &std::sync::Arc<[u8]> {
+        &self.sds
+    }
+
+    /// The name [`Self::sds_resource`] carries ([`sds_name`] of the Secret checked).
+    pub fn sds_name(&self) -> &str {
+        // Field 1 (`name`), length-delimited, is written first when not empty.
+        let Some((&KEY_NAME, rest)) = self.sds.split_first() else {
+            return "";
+        };
+        let Some((len, rest)) = read_varint(rest) else {
+            return "";
+        };
+        usize::try_from(len)
+            .ok()
+            .and_then(|len| rest.get(..len))
+            .and_then(|name| std::str::from_utf8(name).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Protobuf keys (field number and wire type 2, length-delimited) of the fields an SDS
+/// certificate resource has: `Secret.name` (1), `Secret.tls_certificate` (2),
+/// `TlsCertificate.certificate_chain` (1), `TlsCertificate.private_key` (2),
+/// `DataSource.inline_string` (3).
+const KEY_NAME: u8 = 1 << 3 | 2;
+const KEY_TLS_CERTIFICATE: u8 = 2 << 3 | 2;
+const KEY_CHAIN: u8 = 1 << 3 | 2;
+const KEY_PRIVATE_KEY: u8 = 2 << 3 | 2;
+const KEY_INLINE_STRING: u8 = 3 << 3 | 2;
+
+fn varint_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n & 0x7f) as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn read_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let mut n = 0u64;
+    for (i, b) in bytes.iter().enumerate().take(10) {
+        n |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((n, &bytes[i + 1..]));
+        }
+    }
+    None
+}
+
+/// A length-delimited field of `len` bytes: its key, its length and its bytes.
+fn field_len(len: usize) -> usize {
+    1 + varint_len(len) + len
+}
+
+fn put_header(out: &mut Vec<u8>, key: u8, len: usize) {
+    out.push(key);
+    put_varint(out, len);
+}
+
+/// The SDS resource of [`TlsCertificate::sds_resource`], in prost's field order.
+fn sds_resource(sds_name: &str, chain_pem: &str, key_pem: &str) -> std::sync::Arc<[u8]> {
+    let chain = field_len(chain_pem.len());
+    let key = field_len(key_pem.len());
+    let tls = field_len(chain) + field_len(key);
+    let name = if sds_name.is_empty() {
+        0
+    } else {
+        field_len(sds_name.len())
+    };
+    let mut out = Vec::with_capacity(name + field_len(tls));
+    if !sds_name.is_empty() {
+        put_header(&mut out, KEY_NAME, sds_name.len());
+        out.extend_from_slice(sds_name.as_bytes());
+    }
+    put_header(&mut out, KEY_TLS_CERTIFICATE, tls);
+    for (field, len, pem) in [
+        (KEY_CHAIN, chain, chain_pem),
+        (KEY_PRIVATE_KEY, key, key_pem),
+    ] {
+        put_header(&mut out, field, len);
+        put_header(&mut out, KEY_INLINE_STRING, pem.len());
+        out.extend_from_slice(pem.as_bytes());
+    }
+    out.into()
 }
 
 impl std::fmt::Debug for TlsCertificate {
@@ -71,12 +173,23 @@ pub struct SecretCheck {
 
 impl SecretCheck {
     pub fn of(secret: &Secret) -> SecretCheck {
-        SecretCheck::of_data(secret.type_.as_deref(), &secret_data(secret))
+        let namespace = secret.metadata.namespace.as_deref().unwrap_or("default");
+        let name = secret.metadata.name.as_deref().unwrap_or_default();
+        SecretCheck::of_data(
+            &sds_name(namespace, name),
+            secret.type_.as_deref(),
+            &secret_data(secret),
+        )
     }
 
     /// The check of a Secret of type `type_` (`None`: unset) with `data` (`data` merged
-    /// with `stringData`; only [`READ_KEYS`] are read).
-    pub fn of_data(type_: Option<&str>, data: &BTreeMap<String, Vec<u8>>) -> SecretCheck {
+    /// with `stringData`; only [`READ_KEYS`] are read), whose certificate is served under
+    /// the SDS name `sds_name` (see [`sds_name`]).
+    pub fn of_data(
+        sds_name: &str,
+        type_: Option<&str>,
+        data: &BTreeMap<String, Vec<u8>>,
+    ) -> SecretCheck {
         let type_ok = match type_ {
             Some(TYPE_TLS) | Some(TYPE_OPAQUE) | None => Ok(()),
             Some(other) => Err(format!(
@@ -86,7 +199,7 @@ impl SecretCheck {
         SecretCheck {
             certificate: type_ok
                 .clone()
-                .and_then(|()| tls_certificate(type_, data))
+                .and_then(|()| tls_certificate(sds_name, type_, data))
                 .map(std::sync::Arc::new),
             ca: type_ok
                 .clone()
@@ -245,6 +358,7 @@ fn host_names(cert: &X509Certificate<'_>) -> Vec<String> {
 }
 
 fn tls_certificate(
+    sds_name: &str,
     type_: Option<&str>,
     data: &BTreeMap<String, Vec<u8>>,
 ) -> Result<TlsCertificate, String> {
@@ -321,8 +435,7 @@ fn tls_certificate(
         _ => "PRIVATE KEY",
     };
     Ok(TlsCertificate {
-        chain_pem: chain.pem,
-        key_pem: encode(key_tag, key.secret_der()),
+        sds: sds_resource(sds_name, &chain.pem, &encode(key_tag, key.secret_der())),
         fingerprint: fingerprint(leaf_der),
         names,
     })
