@@ -491,12 +491,17 @@ impl Objects {
             Object::TLSCertificateDelegation(o) => replace(&mut self.delegations, id, o),
             Object::EndpointSlice(o) => {
                 let kept = SliceEndpoints::of(&o);
-                self.unindex_slice(&id);
-                if let Some(svc) = &kept.service {
-                    self.slices_by_service
-                        .entry((id.0.clone(), svc.to_string()))
-                        .or_default()
-                        .insert(id.1.clone());
+                // An endpoint change (the common one) keeps the slice's Service: its
+                // index entry stays as it is.
+                let indexed = self.endpoint_slices.get(&id).map(|old| &old.service);
+                if indexed != Some(&kept.service) {
+                    self.unindex_slice(&id);
+                    if let Some(svc) = &kept.service {
+                        self.slices_by_service
+                            .entry((id.0.clone(), svc.to_string()))
+                            .or_default()
+                            .insert(id.1.clone());
+                    }
                 }
                 replace(&mut self.endpoint_slices, id, Arc::new(kept))
             }
@@ -778,5 +783,41 @@ mod tests {
         let digest = store.remove(&id(1));
         assert!(!store.insert(id(1), &secret(1, 3), digest));
         assert!(store.insert(id(1), &secret(1, 4), digest));
+    }
+
+    /// A slice is found under the Service its label names, through endpoint changes and
+    /// a move to another Service.
+    #[test]
+    fn slices_are_found_by_the_service_they_name() {
+        let slice = |service: &str, address: &str| {
+            let mut slice = EndpointSlice::default();
+            slice.metadata.namespace = Some("ns".to_string());
+            slice.metadata.name = Some("s1".to_string());
+            slice.metadata.labels = Some(BTreeMap::from([(
+                SERVICE_NAME_LABEL.to_string(),
+                service.to_string(),
+            )]));
+            slice.address_type = "IPv4".to_string();
+            slice.endpoints = vec![k8s_openapi::api::discovery::v1::Endpoint {
+                addresses: vec![address.to_string()],
+                ..Default::default()
+            }];
+            Object::EndpointSlice(Arc::new(slice))
+        };
+        let ready = |objects: &Objects, service: &str| -> Vec<String> {
+            objects
+                .slices_for_service("ns", service)
+                .flat_map(|s| s.ready.iter().map(|a| a.to_string()))
+                .collect()
+        };
+        let mut objects = Objects::default();
+        assert!(objects.apply(slice("a", "10.0.0.1")));
+        assert!(objects.apply(slice("a", "10.0.0.2")));
+        assert_eq!(ready(&objects, "a"), ["10.0.0.2"]);
+        assert!(objects.apply(slice("b", "10.0.0.2")));
+        assert!(ready(&objects, "a").is_empty());
+        assert_eq!(ready(&objects, "b"), ["10.0.0.2"]);
+        assert!(objects.delete(&ObjectKey::new(Kind::EndpointSlice, "ns", "s1")));
+        assert!(ready(&objects, "b").is_empty());
     }
 }
