@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 
 use isobar_sdk::{Ir, Objects, SmallSet};
+use prost::bytes::BufMut;
 
 use super::snapshot::{Encoded, Snapshot, XdsType};
 use super::tls;
@@ -331,14 +332,13 @@ impl Encoder {
                 vhds_route_configuration()
             } else {
                 let shell = route_configuration(HTTP_LISTENER, std::iter::empty(), false);
-                let value = table.splice(
-                    shell,
+                table.splice(
+                    &shell,
                     (XdsType::Route, HTTP_LISTENER),
                     ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
                     (|p| p.plain, |f| f.plain.as_ref()),
                     None,
-                )?;
-                Encoded::from(value)
+                )?
             };
             changes.put(XdsType::Route, HTTP_LISTENER.to_string(), Some(any));
             let listener = (self.plains > 0).then(|| encoded(&http_listener(settings)));
@@ -350,14 +350,13 @@ impl Encoder {
                     (true, Some(sds)) => Some(tls::fallback_chain_bytes(sds, settings)),
                     _ => None,
                 };
-                let value = table.splice(
-                    tls::https_listener_shell(settings),
+                Some(table.splice(
+                    &tls::https_listener_shell(settings),
                     (XdsType::Listener, tls::HTTPS_LISTENER),
                     tls::LISTENER_FILTER_CHAINS,
                     (|p| p.chain, |f| f.chain.as_ref()),
                     fallback.as_deref(),
-                )?;
-                Some(Encoded::from(value))
+                )?)
             } else {
                 None
             };
@@ -508,17 +507,17 @@ impl Table<'_> {
     /// one's copied from the table as published (`resource`), where the same vhosts
     /// sat in the same order with the lengths their shares recorded, between the
     /// removed and replaced ones; then `tail` as one more `tag` field, if any (what the
-    /// published table has after its vhosts is not copied). The bytes are allocated at
-    /// their exact size once: the table is kept as long as it is current, and growing
-    /// it by doubling would keep up to twice its size (6 MB of a 12 MB listener).
+    /// published table has after its vhosts is not copied). The bytes are written
+    /// straight into the block the snapshot keeps, made at their exact size: no copy of
+    /// a 12 MB listener, and no spare capacity kept with it.
     fn splice(
         &self,
-        shell: Vec<u8>,
+        shell: &[u8],
         resource: (XdsType, &str),
         tag: u32,
         (share, fresh): FieldOf,
         tail: Option<&[u8]>,
-    ) -> Result<Vec<u8>, Stale> {
+    ) -> Result<Encoded, Stale> {
         let len = shell.len()
             + tail.map_or(0, |t| field_len(tag, t.len()))
             + self
@@ -532,15 +531,16 @@ impl Table<'_> {
                     None => share(parts).map_or(0, |s| s.field_len(tag)),
                 })
                 .sum::<usize>();
-        let mut shell = shell;
-        shell.reserve_exact(len - shell.len());
+        let mut table: Encoded = std::iter::repeat_n(0, len).collect();
+        // A block just made has no other owner.
+        let mut bytes: &mut [u8] = Encoded::get_mut(&mut table).ok_or(Stale)?;
         let (t, name) = resource;
         let old = self
             .published
             .and_then(|s| s.get(t).resources.get(name))
             .map_or(&[][..], |value| &value[..]);
         let shell_len = shell.len();
-        let mut bytes = shell;
+        put(&mut bytes, shell)?;
         let mut cursor = shell_len;
         let mut shell_checked = false;
         // What each copied field must start with: its tag and remembered length.
@@ -557,7 +557,7 @@ impl Table<'_> {
             }
             if let Some(new) = self.fresh.get(fqdn) {
                 if let Some(b) = self.arena.get(fresh(new)) {
-                    append_field(&mut bytes, tag, b);
+                    put_field(&mut bytes, tag, b)?;
                 }
                 cursor += was(self.olds.get(fqdn));
                 continue;
@@ -567,7 +567,7 @@ impl Table<'_> {
             };
             if !shell_checked {
                 // Settings shape the shell; a different one means a different encoder.
-                if old.get(..shell_len) != Some(&bytes[..shell_len]) {
+                if old.get(..shell_len) != Some(shell) {
                     return Err(Stale);
                 }
                 shell_checked = true;
@@ -584,13 +584,34 @@ impl Table<'_> {
             if !field.starts_with(&header) {
                 return Err(Stale);
             }
-            bytes.extend_from_slice(field);
+            put(&mut bytes, field)?;
             cursor = end;
         }
         if let Some(tail) = tail {
-            append_field(&mut bytes, tag, tail);
+            put_field(&mut bytes, tag, tail)?;
         }
-        debug_assert_eq!(bytes.len(), len);
-        Ok(bytes)
+        // Counted exactly, or rebuilt whole: neither written past nor left part-zero.
+        if !bytes.is_empty() {
+            return Err(Stale);
+        }
+        Ok(table)
     }
+}
+
+/// Writes `value` into `out` and moves past it, when it fits (see [`Table::splice`]).
+fn put(out: &mut &mut [u8], value: &[u8]) -> Result<(), Stale> {
+    if value.len() > out.len() {
+        return Err(Stale);
+    }
+    out.put_slice(value);
+    Ok(())
+}
+
+/// Writes `value` into `out` as a `tag` field, when it fits.
+fn put_field(out: &mut &mut [u8], tag: u32, value: &[u8]) -> Result<(), Stale> {
+    if field_len(tag, value.len()) > out.len() {
+        return Err(Stale);
+    }
+    append_field(out, tag, value);
+    Ok(())
 }

@@ -56,9 +56,18 @@ pub fn secret(name: &str, secret: &ir::ServedSecret) -> Encoded {
     if certificate.sds_name() == name {
         return Encoded::clone(certificate.sds_resource());
     }
-    let mut renamed = tls::Secret::decode(&certificate.sds_resource()[..]).unwrap_or_default();
-    renamed.name = name.to_string();
-    encoded(&renamed)
+    match tls::Secret::decode(&certificate.sds_resource()[..]) {
+        Ok(mut renamed) => {
+            renamed.name = name.to_string();
+            encoded(&renamed)
+        }
+        // Bytes the SDK encoded always decode; were they not to, nothing is served
+        // under this name rather than an empty certificate.
+        Err(e) => {
+            tracing::error!(sds = %name, error = %e, "a checked certificate's SDS resource does not decode");
+            Encoded::from(Vec::new())
+        }
+    }
 }
 
 /// Answers 421 Misdirected Request to any Host no other vhost of the configuration has.
@@ -378,12 +387,18 @@ mod tests {
         let cert = rcgen::CertificateParams::new(vec!["a.example.com".to_string()])
             .and_then(|params| params.self_signed(&key))
             .unwrap_or_else(|e| panic!("{e}"));
-        let data = BTreeMap::from([
-            ("tls.crt".to_string(), cert.pem().into_bytes()),
-            ("tls.key".to_string(), key.serialize_pem().into_bytes()),
-        ]);
-        for name in [sds_name("ns", "cert"), "n".repeat(300)] {
-            let check = SecretCheck::of_data(&name, Some("kubernetes.io/tls"), &data);
+        let data = |copies: usize| {
+            BTreeMap::from([
+                (
+                    "tls.crt".to_string(),
+                    cert.pem().repeat(copies).into_bytes(),
+                ),
+                ("tls.key".to_string(), key.serialize_pem().into_bytes()),
+            ])
+        };
+        // Lengths written in one, two and (a chain over 16 KiB) three bytes.
+        for (name, copies) in [(sds_name("ns", "cert"), 1), ("n".repeat(300), 40)] {
+            let check = SecretCheck::of_data(&name, Some("kubernetes.io/tls"), &data(copies));
             let certificate = check.certificate.unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(certificate.sds_name(), name);
             let served = ir::ServedSecret {
@@ -406,10 +421,10 @@ mod tests {
                 Some(core::data_source::Specifier::InlineString(text)) => text.clone(),
                 other => panic!("not an inline string: {other:?}"),
             };
-            assert_eq!(
-                pem_der(&text(&tls_certificate.certificate_chain)),
-                cert.der().to_vec()
-            );
+            let chain = text(&tls_certificate.certificate_chain);
+            assert!(chain.len() > 16 * 1024 || copies == 1);
+            assert_eq!(pem_der(&chain), cert.der().to_vec());
+            assert_eq!(chain.matches("BEGIN CERTIFICATE").count(), copies);
             assert_eq!(
                 pem_der(&text(&tls_certificate.private_key)),
                 key.serialize_der()

@@ -499,8 +499,8 @@ pub(super) fn route_configuration<'a>(
     let mut vhosts: Vec<&[u8]> = vhosts.collect();
     vhosts.extend(misdirected.as_deref());
     let shell = route_configuration_shell(name);
-    // Allocated at its exact size: the snapshot keeps it as long as it is current (and
-    // would copy one with spare capacity, see `snapshot::held`).
+    // Allocated at its exact size (the caller makes it the snapshot's block, or the
+    // shell of a spliced table).
     let len = shell.encoded_len()
         + vhosts
             .iter()
@@ -538,10 +538,10 @@ const MAP_FIELD: u32 = 1;
 const MAP_KEY: u32 = 1;
 const MAP_VALUE: u32 = 2;
 
-pub(super) fn append_field(buf: &mut Vec<u8>, tag: u32, bytes: &[u8]) {
+pub(super) fn append_field(buf: &mut impl prost::bytes::BufMut, tag: u32, bytes: &[u8]) {
     prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, buf);
     prost::encoding::encode_varint(bytes.len() as u64, buf);
-    buf.extend_from_slice(bytes);
+    buf.put_slice(bytes);
 }
 
 /// A vhost's `VirtualHost`; `vhds`: named as a VHDS resource (see [`vhds_name`]).

@@ -660,9 +660,9 @@ impl Objects {
         let unrequested: BTreeSet<NsName> = self
             .secrets
             .keys()
+            .filter(|id| !requested.contains(*id))
             .cloned()
-            .chain(self.stripped.ids())
-            .filter(|id| !requested.contains(id))
+            .chain(self.stripped.ids().filter(|id| !requested.contains(id)))
             .collect();
         for id in &unrequested {
             let digest = self.secrets.remove(id).or_else(|| self.stripped.remove(id));
