@@ -94,6 +94,47 @@ fn services_resolve_only_in_the_proxys_namespace() {
     );
 }
 
+/// A port number a Service gives twice (UDP and TCP, as DNS does) routes to the TCP
+/// one; a port that is only UDP is an unresolved reference saying so.
+#[test]
+fn a_port_number_resolves_to_its_tcp_port() {
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: dns, namespace: default}}
+spec: {{ports: [{{name: dns-udp, port: 80, protocol: UDP}}, {{name: dns-tcp, port: 80, protocol: TCP}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: udp-only, namespace: default}}
+spec: {{ports: [{{name: syslog, port: 80, protocol: UDP}}]}}
+---
+{}---
+{}"#,
+        proxy("default", "both", "both.example.com", "/", "dns"),
+        proxy("default", "udp", "udp.example.com", "/", "udp-only")
+    );
+    let (out, _) = build(&yaml);
+    let clusters: Vec<_> = out.ir.clusters.values().collect();
+    assert_eq!(clusters.len(), 1, "{clusters:?}");
+    assert_eq!(
+        (clusters[0].service.as_str(), clusters[0].port_name.as_str()),
+        ("dns", "dns-tcp")
+    );
+    assert_eq!(
+        reasons(&out, &key(Kind::HTTPProxy, "default", "both")),
+        vec![]
+    );
+    let k = key(Kind::HTTPProxy, "default", "udp");
+    assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
+    let message = out
+        .status
+        .get(&k)
+        .map(|s| s.errors[0].message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("is UDP"), "{message}");
+}
+
 #[test]
 fn duplicate_fqdn_invalidates_every_claimant_and_nothing_else() {
     let yaml = [

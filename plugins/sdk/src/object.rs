@@ -385,6 +385,9 @@ pub struct ServicePortSummary {
     pub name: Option<Box<str>>,
     pub port: i32,
     pub app_protocol: Option<Box<str>>,
+    /// The port's protocol when it is not TCP (`UDP`, `SCTP`): Envoy cannot send HTTP
+    /// to it. `None` for TCP, which is also what an unset protocol means.
+    pub not_tcp: Option<Box<str>>,
 }
 
 const READ_SERVICE_ANNOTATIONS: &str = "projectcontour.io/";
@@ -401,6 +404,11 @@ impl ServiceSummary {
                     name: p.name.as_deref().map(Into::into),
                     port: p.port,
                     app_protocol: p.app_protocol.as_deref().map(Into::into),
+                    not_tcp: p
+                        .protocol
+                        .as_deref()
+                        .filter(|p| *p != "TCP")
+                        .map(Into::into),
                 })
                 .collect(),
             annotations: annotations

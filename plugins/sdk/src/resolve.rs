@@ -2,7 +2,7 @@
 
 use crate::ir::{CircuitBreakers, Cluster, ClusterOptions, UpstreamProtocol};
 use crate::names;
-use crate::object::Objects;
+use crate::object::{Objects, ServicePortSummary};
 
 /// How an object names a Service port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,14 @@ pub enum Unresolved {
         namespace: String,
         name: String,
         port: String,
+    },
+    /// The port matched is not TCP (a Service may also have a TCP port of the same
+    /// number, which is taken instead when it does).
+    NotTcp {
+        namespace: String,
+        name: String,
+        port: String,
+        protocol: String,
     },
     /// The Service asks for something this version cannot do.
     Unsupported {
@@ -47,6 +55,15 @@ impl std::fmt::Display for Unresolved {
                     "port \"{port}\" on Service \"{namespace}/{name}\" not matched"
                 )
             }
+            Unresolved::NotTcp {
+                namespace,
+                name,
+                port,
+                protocol,
+            } => write!(
+                f,
+                "port \"{port}\" on Service \"{namespace}/{name}\" is {protocol}; only TCP ports carry HTTP"
+            ),
             Unresolved::Unsupported {
                 namespace,
                 name,
@@ -77,16 +94,31 @@ pub fn service_cluster(
             namespace: namespace.to_string(),
             name: name.to_string(),
         })?;
-    let found = service.ports.iter().find(|p| match port {
+    let matches = |p: &&ServicePortSummary| match port {
         PortRef::Number(n) => p.port == n,
         PortRef::Name(want) => p.name.as_deref() == Some(want),
-    });
-    let found = found.ok_or_else(|| Unresolved::PortNotFound {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        port: match port {
-            PortRef::Number(n) => n.to_string(),
-            PortRef::Name(s) => s.to_string(),
+    };
+    let port_text = || match port {
+        PortRef::Number(n) => n.to_string(),
+        PortRef::Name(s) => s.to_string(),
+    };
+    // A number may name a UDP port and a TCP one (DNS's 53): the TCP one carries HTTP.
+    let tcp = service
+        .ports
+        .iter()
+        .filter(|p| p.not_tcp.is_none())
+        .find(matches);
+    let found = tcp.ok_or_else(|| match service.ports.iter().find(matches) {
+        Some(other) => Unresolved::NotTcp {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            port: port_text(),
+            protocol: other.not_tcp.as_deref().unwrap_or_default().to_string(),
+        },
+        None => Unresolved::PortNotFound {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            port: port_text(),
         },
     })?;
     let port_name = found.name.as_deref().unwrap_or_default().to_string();
