@@ -69,6 +69,41 @@ fn claim_of(objects: &Objects, key: &ObjectKey) -> Claim {
     claim
 }
 
+/// The routing objects that name the Service `namespace/name` as a backend (HTTPProxy
+/// route and TCP proxy services, Ingress backends): what a change to that Service can
+/// change. Read from the objects as they are (a namespace's proxies and Ingresses, no
+/// index kept).
+pub fn service_referrers(objects: &Objects, namespace: &str, name: &str) -> Vec<ObjectKey> {
+    let from = (namespace.to_string(), String::new());
+    let proxies = objects
+        .httpproxies
+        .range(from.clone()..)
+        .take_while(|((ns, _), _)| ns == namespace)
+        .filter(|(_, proxy)| {
+            let tcp = proxy.spec.tcpproxy.iter().flat_map(|t| &t.services);
+            let routes = proxy.spec.routes.iter().flat_map(|r| &r.services);
+            routes.chain(tcp).any(|s| s.name == name)
+        })
+        .map(|((ns, proxy), _)| ObjectKey::new(Kind::HTTPProxy, ns, proxy));
+    let ingresses = objects
+        .ingresses
+        .range(from..)
+        .take_while(|((ns, _), _)| ns == namespace)
+        .filter(|(_, ingress)| {
+            let Some(spec) = ingress.spec.as_ref() else {
+                return false;
+            };
+            let paths = spec.rules.iter().flatten().filter_map(|r| r.http.as_ref());
+            let backends = paths.flat_map(|h| &h.paths).map(|p| &p.backend);
+            spec.default_backend
+                .iter()
+                .chain(backends)
+                .any(|b| b.service.as_ref().is_some_and(|s| s.name == name))
+        })
+        .map(|((ns, ingress), _)| ObjectKey::new(Kind::Ingress, ns, ingress));
+    proxies.chain(ingresses).collect()
+}
+
 /// The links between every routing object, kept up to date one object at a time.
 #[derive(Debug, Default)]
 pub struct Links {

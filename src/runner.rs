@@ -14,7 +14,7 @@ use isobar_sdk::object::slice_service;
 
 use isobar_sdk::{ConditionType, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
-use crate::links::Links;
+use crate::links::{Links, service_referrers};
 use crate::metrics::{KindLabel, Metrics};
 use crate::pipeline::Pipeline;
 use crate::provider::Event;
@@ -59,10 +59,12 @@ const ENDPOINTS_INLINE_MAX: usize = 64;
 /// What changed since the last build.
 #[derive(Default)]
 struct Dirty {
-    /// Something other than routing objects and EndpointSlices, or no build yet:
-    /// everything is rebuilt (and the sets below are not kept).
+    /// Something other than routing objects, Services (but Envoy's), Secrets and
+    /// EndpointSlices, or no build yet: everything is rebuilt (and the sets below are
+    /// not kept).
     full: bool,
-    /// The HTTPProxies and Ingresses that changed: rebuilt with what they reach.
+    /// The HTTPProxies and Ingresses that changed, and those naming a Service that
+    /// changed: rebuilt with what they reach.
     routing: BTreeSet<ObjectKey>,
     /// The Services (namespace, name) whose EndpointSlices changed.
     services: BTreeSet<(String, String)>,
@@ -320,11 +322,24 @@ impl Runner {
             }
             _ => None,
         };
+        // A Service changes only the routes naming it, unless it is Envoy's own (its
+        // address goes into every status).
+        let service = match &event {
+            Event::Apply(object @ Object::Service(_)) => Some(object.key()),
+            Event::Delete(key) if key.kind == Kind::Service => Some(key.clone()),
+            _ => None,
+        }
+        .filter(|key| {
+            self.statuses.as_ref().is_none_or(|out| {
+                (&*out.envoy_service.0, &*out.envoy_service.1) != (&*key.namespace, &*key.name)
+            })
+        });
         let was_unreadable = slice
             .as_ref()
             .map(|(key, _)| key)
             .or(routing.as_ref())
             .or(secret.as_ref())
+            .or(service.as_ref())
             .is_some_and(|key| unreadable.contains_key(key));
         let changed = self.apply_event(objects, unreadable, event, synced);
         if !changed {
@@ -341,11 +356,18 @@ impl Runner {
             (None, Some(key)) => {
                 dirty.routing.insert(key);
             }
-            (None, None) => match secret {
-                Some(key) => {
+            (None, None) => match (secret, service) {
+                (Some(key), _) => {
                     dirty.secrets.insert((key.namespace, key.name));
                 }
-                None => dirty.full = true,
+                (None, Some(key)) => {
+                    let referrers = service_referrers(objects, &key.namespace, &key.name);
+                    if referrers.is_empty() {
+                        tracing::debug!(service = %key, "a Service no route names changed; nothing to build");
+                    }
+                    dirty.routing.extend(referrers);
+                }
+                (None, None) => dirty.full = true,
             },
         }
         true

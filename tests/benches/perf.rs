@@ -5,7 +5,7 @@
 //!
 //! - cold start: every object handed to the runner → first complete snapshot;
 //! - single changes (edit a route of a TLS vhost, of a plain vhost, add a proxy, delete
-//!   one, move an endpoint): the provider event → the response carrying it read by a
+//!   one, edit a Service's upstream protocol, move an endpoint): the provider event → the response carrying it read by a
 //!   simulated Envoy on a real ADS stream, and the bytes each change sent;
 //! - endpoint churn: EndpointSlice events at a fixed rate, CPU used by the process and
 //!   event → EDS response latency;
@@ -559,6 +559,9 @@ struct Figures {
     churn_p99_delta: f64,
     churn_missing: usize,
     route_change_bytes_tls: usize,
+    /// The most bytes one Service edit sent over delta (its cluster replaced, one TLS
+    /// vhost's routes).
+    service_change_bytes: usize,
     /// Over VHDS: the most bytes one plain vhost's route change sent.
     route_change_bytes_plain_vhds: Option<usize>,
 }
@@ -769,6 +772,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         };
         let per_kind = changes / 4;
         let mut tls_bytes = Vec::new();
+        let mut service_bytes = 0;
         let mut plain_vhds_bytes = None;
         let mut eds_change_p99 = 0.0;
         // Each stream kind in turn, alone (the state-of-the-world stream closes before the
@@ -849,6 +853,31 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         }
         report("delete a proxy", samples, bytes);
         println!("    last change: {}", types());
+        // A Service's upstream protocol (annotated h2c, then plain again in the next
+        // run): its cluster is replaced and the one TLS vhost naming it re-sent.
+        let (mut samples, mut bytes) = (Vec::new(), Vec::new());
+        for k in 0..per_kind {
+            let i = (2 * k + 2 * per_kind) % n;
+            let annotations = if run == 0 {
+                ", annotations: {projectcontour.io/upstream-protocol.h2c: \"80\"}"
+            } else {
+                ""
+            };
+            let text = format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: app, namespace: ns-{i}{annotations}}}\nspec:\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n"
+            );
+            let key = ObjectKey::new(Kind::Service, format!("ns-{i}"), "app");
+            let route = format!("https/site-{i}.example.com");
+            let (latency, sent) = change(client, Some(one(&text)), key, XdsType::Route, route).await;
+            samples.push(latency);
+            bytes.push(sent);
+        }
+        // (State of the world sends every cluster again: CDS has no other form there.)
+        if *mode == "delta" {
+            service_bytes = bytes.iter().copied().max().unwrap_or(0);
+        }
+        report("edit a Service's upstream protocol", samples, bytes);
+        println!("    last change: {}", types());
         let route_builds = metrics.builds.get() - builds_before;
         let (mut samples, mut bytes) = (Vec::new(), Vec::new());
         for k in 0..per_kind {
@@ -861,7 +890,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         eds_change_p99 = f64::max(eds_change_p99, report("move an endpoint", samples, bytes));
         println!("    last change: {}", types());
         println!(
-            "    ({route_builds} builds for the proxy changes, {} of them of the change alone; {} for the endpoint changes)",
+            "    ({route_builds} builds for the proxy and Service changes, {} of them of the change alone; {} for the endpoint changes)",
             metrics.spliced_builds.get() - spliced_before,
             metrics.builds.get() - builds_before - route_builds
         );
@@ -985,6 +1014,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             churn_p99_delta: churn_p99,
             churn_missing,
             route_change_bytes_tls: tls_bytes.iter().copied().max().unwrap_or(0),
+            service_change_bytes: service_bytes,
             route_change_bytes_plain_vhds: plain_vhds_bytes,
         }
     });
@@ -1020,6 +1050,11 @@ fn check(f: &Figures) {
         f.route_change_bytes_tls < 20_000,
         "a route change on a TLS vhost sent {} bytes (bound 20 KB)",
         f.route_change_bytes_tls
+    );
+    assert!(
+        f.service_change_bytes < 20_000,
+        "a Service edit sent {} bytes over delta (bound 20 KB)",
+        f.service_change_bytes
     );
     if let Some(bytes) = f.route_change_bytes_plain_vhds {
         assert!(

@@ -114,6 +114,20 @@ fn edited(object: &Object) -> Option<Object> {
     }
 }
 
+/// A Service whose first port is annotated as speaking h2c: its clusters change.
+fn edited_service(object: &Object) -> Option<Object> {
+    let Object::Service(service) = object else {
+        return None;
+    };
+    let mut service = (**service).clone();
+    let port = service.spec.as_ref()?.ports.as_ref()?.first()?.port;
+    service.metadata.annotations.get_or_insert_default().insert(
+        "projectcontour.io/upstream-protocol.h2c".to_string(),
+        port.to_string(),
+    );
+    Some(Object::Service(Arc::new(service)))
+}
+
 #[test]
 fn a_change_spliced_into_the_last_build_equals_a_full_build() {
     let mut config = config::load(
@@ -260,6 +274,61 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
                     check(format!("{label} {what}"), &current);
                 }
             }
+            // Services: one a route names is rebuilt with those routes alone; one nothing
+            // names builds nothing.
+            let unnamed = parse_file(
+                Path::new("unnamed.yaml"),
+                "apiVersion: v1\nkind: Service\nmetadata: {name: nothing-names-this, namespace: default}\nspec: {ports: [{name: http, port: 80}]}\n",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let before = metrics.builds.get();
+            for object in unnamed {
+                let key = object.key();
+                for event in [Event::Apply(object), Event::Delete(key)] {
+                    events
+                        .send(event)
+                        .await
+                        .unwrap_or_else(|e| panic!("send: {e}"));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            skipped += 1;
+            assert_eq!(
+                metrics.builds.get(),
+                before,
+                "{case}: a build for a Service no route names"
+            );
+            check("an unnamed Service added and deleted".to_string(), &current);
+            let services: Vec<Object> = all
+                .iter()
+                .filter(|o| matches!(o, Object::Service(_)))
+                .cloned()
+                .collect();
+            for service in services {
+                let key = service.key();
+                let label = format!("Service/{}/{}", key.namespace, key.name);
+                let without: Vec<Object> =
+                    current.iter().filter(|o| o.key() != key).cloned().collect();
+                if full(&reference, settings, &without) == full(&reference, settings, &current) {
+                    // No output uses it (a route may still name it, and be rebuilt).
+                    continue;
+                }
+                let before = metrics.spliced_builds.get();
+                let edit = edited_service(&service).unwrap_or_else(|| panic!("{label}: no port"));
+                for (what, now) in [
+                    ("deleted", None),
+                    ("put back", Some(service.clone())),
+                    ("edited", Some(edit)),
+                    ("restored", Some(service.clone())),
+                ] {
+                    current.retain(|o| o.key() != key);
+                    current.extend(now.clone());
+                    step(now.map_or(Event::Delete(key.clone()), Event::Apply)).await;
+                    check(format!("{label} {what}"), &current);
+                    changes += 1;
+                }
+                spliced += metrics.spliced_builds.get() - before;
+            }
             for i in routing {
                 let object = all[i].clone();
                 let key = object.key();
@@ -299,8 +368,11 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         spliced * 10 >= changes * 9,
         "only {spliced} of {changes} changes were spliced"
     );
-    assert!(skipped > 0, "no change to an unused secret was tried");
+    assert!(
+        skipped > 0,
+        "no change to an unused Secret or unnamed Service was tried"
+    );
     println!(
-        "{spliced} of {changes} routing changes spliced, {skipped} changes to unused secrets built nothing; each equal to a full build"
+        "{spliced} of {changes} routing and Service changes spliced, {skipped} changes to unused Secrets and unnamed Services built nothing; each equal to a full build"
     );
 }

@@ -601,11 +601,13 @@ async fn status_is_written_once_and_only_when_it_changes() {
     let before = server.status_writes();
     assert_eq!(before.get("team-a/site"), Some(&1));
     assert_eq!(before.get("team-a/broken"), Some(&1));
-    // Ten rebuilds that change nothing for these proxies.
+    // Ten rebuilds that change nothing for these proxies' statuses (the Service a route
+    // names, its circuit breaker changed: the route is rebuilt).
     let builds = metric(&c.metrics, "isobar_builds_total");
     for i in 0..10 {
         server.put(&format!(
-            "apiVersion: v1\nkind: Service\nmetadata: {{name: other-{i}, namespace: team-z}}\nspec:\n  ports: [{{port: 80}}]\n"
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: app, namespace: team-a, annotations: {{projectcontour.io/max-connections: \"{}\"}}}}\nspec:\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n",
+            i + 1
         ));
         let target = builds + i + 1;
         let built = eventually(WAIT, || async {
