@@ -360,6 +360,8 @@ impl Runner {
                 (Some(key), _) => {
                     dirty.secrets.insert((key.namespace, key.name));
                 }
+                // A plugin that is not local may read any Service.
+                (None, Some(_)) if !self.pipeline.local() => dirty.full = true,
                 (None, Some(key)) => {
                     let referrers = service_referrers(objects, &key.namespace, &key.name);
                     if referrers.is_empty() {
