@@ -49,6 +49,11 @@ struct TypeState {
     /// For the response in flight: the log position it brought this stream up to, which
     /// becomes `synced` when it is ACKed (`None`: it left removals for later).
     basis: Option<LogPosition>,
+    /// EDS: sent again though Envoy holds them, for new or changed clusters that warm on
+    /// them. Envoy does not subscribe again to a name it already watches (envoy#47302),
+    /// so without this a new cluster on a Service's existing endpoint set waits out its
+    /// 15-second fetch timeout.
+    resend: BTreeSet<String>,
 }
 
 impl TypeState {
@@ -283,6 +288,7 @@ impl DeltaStream {
             }
             return self.respond(t, current, &again, &[], None);
         }
+        let resend = std::mem::take(&mut state.resend);
         let state = &self.types[&t];
         let needs = |name: &Name, d: &u64| {
             state.wants(name)
@@ -325,6 +331,16 @@ impl DeltaStream {
                     .collect(),
             ),
         };
+        let mut changed = changed;
+        for name in &resend {
+            if let Some((name, d)) = current.digests.get_key_value(name.as_str())
+                && state.wants(name)
+                && state.rejected.get(name) != Some(d)
+                && !changed.iter().any(|(n, _)| *n == name)
+            {
+                changed.push((name, *d));
+            }
+        }
         // Clusters (and their endpoints) go only once no route Envoy holds can still
         // use them (asked only when some go: it may compare every route).
         let settled = gone.is_empty()
@@ -370,6 +386,16 @@ impl DeltaStream {
             .map(|(name, d)| ((*name).clone(), Some(*d)))
             .collect();
         sent.extend(removed.iter().map(|name| (name.clone(), None)));
+        if t == XdsType::Cluster
+            && let Some(eds) = self.types.get_mut(&XdsType::Endpoint)
+            && !eds.held.is_empty()
+        {
+            // Each new or changed cluster warms on its endpoint set: sent after it.
+            let warm_on = changed
+                .iter()
+                .filter_map(|(name, _)| super::server::eds_name(current.resources.get(*name)?));
+            eds.resend.extend(warm_on);
+        }
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         let state = self.types.get_mut(&t)?;

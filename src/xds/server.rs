@@ -655,12 +655,18 @@ impl AdsStream {
         if current.digests.is_empty() || state.rejected_version.as_ref() == Some(&version) {
             return Some(None);
         }
-        let changed: BTreeMap<Name, u64> = logged
+        // What changed since, and what must go again though Envoy holds it.
+        let changed = logged
             .into_iter()
-            .map(|name| &**name)
-            .chain(state.resend.iter().map(String::as_str))
-            .filter_map(|name| current.digests.get_key_value(name))
-            .filter(|(name, digest)| state.held.get(*name) != Some(digest))
+            .filter_map(|name| current.digests.get_key_value(&**name))
+            .filter(|(name, digest)| state.held.get(*name) != Some(digest));
+        let resent = state
+            .resend
+            .iter()
+            .filter(|name| state.names.contains(*name))
+            .filter_map(|name| current.digests.get_key_value(name.as_str()));
+        let changed: BTreeMap<Name, u64> = changed
+            .chain(resent)
             .map(|(name, digest)| (name.clone(), *digest))
             .collect();
         state.resend.clear();
@@ -670,7 +676,7 @@ impl AdsStream {
 }
 
 /// The endpoint set (EDS name) an encoded Cluster warms on, if it uses EDS.
-fn eds_name(cluster: &[u8]) -> Option<String> {
+pub(super) fn eds_name(cluster: &[u8]) -> Option<String> {
     let cluster = Cluster::decode(cluster).ok()?;
     let eds = cluster.eds_cluster_config?;
     Some(if eds.service_name.is_empty() {

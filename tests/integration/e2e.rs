@@ -189,6 +189,33 @@ impl Stack {
             .collect()
     }
 
+    /// The clusters the routes of `host` send to, as Envoy holds them.
+    async fn route_clusters(&self, host: &str) -> std::collections::BTreeSet<String> {
+        let dump = self
+            .admin_get("/config_dump?resource=dynamic_route_configs")
+            .await;
+        let doc: serde_json::Value = serde_json::from_str(&dump).unwrap_or_default();
+        let vhosts = doc["configs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| {
+                c["route_config"]["virtual_hosts"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            });
+        vhosts
+            .filter(|v| {
+                v["domains"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|d| d == host))
+            })
+            .flat_map(|v| v["routes"].as_array().cloned().unwrap_or_default())
+            .filter_map(|r| r["route"]["cluster"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Envoy's own stats through the `stats-health` listener Isobar configures.
     pub(crate) async fn envoy_stats(&self) -> String {
         let url = format!("http://127.0.0.1:{}/stats", self.stats_port);
@@ -518,11 +545,62 @@ async fn real_envoy_routes_what_isobar_serves() {
         "the report names the line: {reports:?}"
     );
 
+    a_new_cluster_warms_on_endpoints_envoy_holds(&stack).await;
+
     // Only Envoy's ready and stats endpoints are exposed on the stats listener.
     assert_eq!(stack.stats_status("/config_dump").await, Some(404));
     assert_eq!(stack.stats_status("/ready").await, Some(200));
 
     stack.assert_nothing_rejected().await;
+}
+
+/// A route's cluster changes (its load-balancing strategy) while its Service, and so its
+/// endpoint set, stays. Envoy warms the new cluster on endpoints it already holds and does
+/// not ask for them again (envoy#47302), so Isobar must send them anew: the route moves to
+/// the new cluster well within Envoy's 15-second fetch timeout, answering all along.
+async fn a_new_cluster_warms_on_endpoints_envoy_holds(stack: &Stack) {
+    let site = |policy: &str| {
+        format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: warm, namespace: default}}\nspec:\n  virtualhost: {{fqdn: warm.example.com}}\n  routes:\n    - services: [{{name: echo-a, port: 80}}]{policy}\n"
+        )
+    };
+    edit(&stack.manifests(), "warm.yaml", &site(""));
+    stack.wait_for("warm.example.com", "/", "a", CHANGE).await;
+    let before = stack.route_clusters("warm.example.com").await;
+    assert_eq!(before.len(), 1, "{before:?}\n{}", stack.logs());
+    edit(
+        &stack.manifests(),
+        "warm.yaml",
+        &site("\n      loadBalancerPolicy: {strategy: Random}"),
+    );
+    let started = Instant::now();
+    let moved = eventually(Duration::from_secs(5), || async {
+        let answer = stack.get("warm.example.com", "/").await;
+        assert_eq!(
+            answer,
+            Some((200, "a".to_string())),
+            "a request failed while the route moved to its new cluster\n{}",
+            stack.logs()
+        );
+        let now = stack.route_clusters("warm.example.com").await;
+        (!now.is_empty() && now != before).then_some(())
+    })
+    .await;
+    assert!(
+        moved.is_some(),
+        "the route did not move to its new cluster within 5 s\n{}",
+        stack.logs()
+    );
+    assert_eq!(
+        stack.body("warm.example.com", "/").await,
+        "a",
+        "{}",
+        stack.logs()
+    );
+    eprintln!(
+        "a new cluster on held endpoints: routed through it after {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -633,6 +711,9 @@ async fn delta_changes(config: Option<&str>) -> Stack {
     );
     assert_eq!(stack.body("demo.example.com", "/").await, "b");
     assert_eq!(stack.body("other.example.com", "/").await, "mirror");
+    if config.is_none() {
+        a_new_cluster_warms_on_endpoints_envoy_holds(&stack).await;
+    }
     stack.assert_nothing_rejected().await;
     stack
 }
