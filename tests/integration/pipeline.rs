@@ -135,6 +135,29 @@ spec: {{ports: [{{name: syslog, port: 80, protocol: UDP}}]}}
     assert!(message.contains("is UDP"), "{message}");
 }
 
+/// An ExternalName Service is not routed to (Contour's default): the route answers 503
+/// and the proxy says why.
+#[test]
+fn an_external_name_service_is_an_unresolved_reference() {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: outside, namespace: default}}\nspec: {{type: ExternalName, externalName: api.example.net, ports: [{{port: 80}}]}}\n---\n{}",
+        proxy("default", "p", "a.example.com", "/", "outside")
+    );
+    let (out, _) = build(&yaml);
+    assert!(out.ir.clusters.is_empty(), "{:?}", out.ir.clusters);
+    let k = key(Kind::HTTPProxy, "default", "p");
+    assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
+    let message = out
+        .status
+        .get(&k)
+        .map(|s| s.errors[0].message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("ExternalName") && message.contains("api.example.net"),
+        "{message}"
+    );
+}
+
 #[test]
 fn duplicate_fqdn_invalidates_every_claimant_and_nothing_else() {
     let yaml = [

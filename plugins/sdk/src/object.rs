@@ -378,6 +378,8 @@ pub struct ServiceSummary {
     /// The `projectcontour.io/` annotations, in key order.
     pub annotations: Box<[(Box<str>, Box<str>)]>,
     pub load_balancer: Option<Box<k8s_openapi::api::core::v1::LoadBalancerStatus>>,
+    /// `spec.externalName` of an `ExternalName` Service (a DNS name, no endpoints).
+    pub external_name: Option<Box<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -415,6 +417,11 @@ impl ServiceSummary {
                 .filter(|(key, _)| key.starts_with(READ_SERVICE_ANNOTATIONS))
                 .map(|(key, value)| (key.as_str().into(), value.as_str().into()))
                 .collect(),
+            external_name: service
+                .spec
+                .as_ref()
+                .filter(|s| s.type_.as_deref() == Some("ExternalName"))
+                .map(|s| s.external_name.as_deref().unwrap_or_default().into()),
             load_balancer: service
                 .status
                 .as_ref()

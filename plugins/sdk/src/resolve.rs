@@ -31,6 +31,13 @@ pub enum Unresolved {
         port: String,
         protocol: String,
     },
+    /// An `ExternalName` Service: not routed to (Contour's default,
+    /// `enableExternalNameService: false`, after CVE-2021-32783).
+    ExternalName {
+        namespace: String,
+        name: String,
+        external_name: String,
+    },
     /// The Service asks for something this version cannot do.
     Unsupported {
         namespace: String,
@@ -64,6 +71,14 @@ impl std::fmt::Display for Unresolved {
                 f,
                 "port \"{port}\" on Service \"{namespace}/{name}\" is {protocol}; only TCP ports carry HTTP"
             ),
+            Unresolved::ExternalName {
+                namespace,
+                name,
+                external_name,
+            } => write!(
+                f,
+                "Service \"{namespace}/{name}\" is an ExternalName Service (\"{external_name}\"), which Isobar does not route to (Contour's enableExternalNameService, off by default)"
+            ),
             Unresolved::Unsupported {
                 namespace,
                 name,
@@ -94,6 +109,13 @@ pub fn service_cluster(
             namespace: namespace.to_string(),
             name: name.to_string(),
         })?;
+    if let Some(external_name) = &service.external_name {
+        return Err(Unresolved::ExternalName {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            external_name: external_name.to_string(),
+        });
+    }
     let matches = |p: &&ServicePortSummary| match port {
         PortRef::Number(n) => p.port == n,
         PortRef::Name(want) => p.name.as_deref() == Some(want),
