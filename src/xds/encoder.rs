@@ -378,11 +378,31 @@ impl Encoder {
         name: &str,
         changes: &mut Changes,
     ) {
+        let c = ir.clusters.get(name);
         if let Some(used) = self.clusters.get_mut(name) {
             used.vhosts += 1;
+            // A cluster's name holds its Service, port number and options, not the
+            // port's name: a renamed port keeps the name but moves the cluster (for
+            // every vhost using it) to another endpoint set.
+            let Some(c) =
+                c.filter(|c| c.eds_name != used.eds_name || c.port_name != used.port_name)
+            else {
+                return;
+            };
+            let moved = Used {
+                vhosts: used.vhosts,
+                eds_name: c.eds_name.clone(),
+                service: (c.namespace.clone(), c.service.clone()),
+                port_name: c.port_name.clone(),
+            };
+            let old = std::mem::replace(used, moved);
+            self.release_endpoints(old, changes);
+            self.use_endpoints(c, objects, changes);
+            let cluster = cluster_for(c, settings, self.client_certificate.as_deref());
+            changes.put(XdsType::Cluster, name.to_string(), Some(encoded(&cluster)));
             return;
         }
-        let Some(c) = ir.clusters.get(name) else {
+        let Some(c) = c else {
             return;
         };
         let cluster = encoded(&cluster_for(
@@ -391,23 +411,13 @@ impl Encoder {
             self.client_certificate.as_deref(),
         ));
         changes.put(XdsType::Cluster, name.to_string(), Some(cluster));
-        let service = (c.namespace.clone(), c.service.clone());
-        let users = self.endpoints.entry(c.eds_name.clone()).or_default();
-        *users += 1;
-        if *users == 1 {
-            let cla = load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
-            changes.put(XdsType::Endpoint, c.eds_name.clone(), Some(encoded(&cla)));
-            self.by_service
-                .entry(service.clone())
-                .or_default()
-                .insert((c.eds_name.clone(), c.port_name.clone()));
-        }
+        self.use_endpoints(c, objects, changes);
         self.clusters.insert(
             name.to_string(),
             Used {
                 vhosts: 1,
                 eds_name: c.eds_name.clone(),
-                service,
+                service: (c.namespace.clone(), c.service.clone()),
                 port_name: c.port_name.clone(),
             },
         );
@@ -425,6 +435,30 @@ impl Encoder {
             return;
         };
         changes.put(XdsType::Cluster, name.to_string(), None);
+        self.release_endpoints(used, changes);
+    }
+
+    /// One more cluster on `c`'s endpoint set: its first puts it.
+    fn use_endpoints(
+        &mut self,
+        c: &isobar_sdk::ir::Cluster,
+        objects: &Objects,
+        changes: &mut Changes,
+    ) {
+        let users = self.endpoints.entry(c.eds_name.clone()).or_default();
+        *users += 1;
+        if *users == 1 {
+            let cla = load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
+            changes.put(XdsType::Endpoint, c.eds_name.clone(), Some(encoded(&cla)));
+            self.by_service
+                .entry((c.namespace.clone(), c.service.clone()))
+                .or_default()
+                .insert((c.eds_name.clone(), c.port_name.clone()));
+        }
+    }
+
+    /// One cluster fewer on `used`'s endpoint set: its last removes it.
+    fn release_endpoints(&mut self, used: Used, changes: &mut Changes) {
         let users = self.endpoints.entry(used.eds_name.clone()).or_default();
         *users = users.saturating_sub(1);
         if *users == 0 {
