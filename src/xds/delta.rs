@@ -332,14 +332,19 @@ impl DeltaStream {
             ),
         };
         let mut changed = changed;
-        for name in &resend {
-            if let Some((name, d)) = current.digests.get_key_value(name.as_str())
-                && state.wants(name)
-                && state.rejected.get(name) != Some(d)
-                && !changed.iter().any(|(n, _)| *n == name)
-            {
-                changed.push((name, *d));
-            }
+        if !resend.is_empty() {
+            let have: BTreeSet<&Name> = changed.iter().map(|(name, _)| *name).collect();
+            let again: Vec<(&Name, u64)> = resend
+                .iter()
+                .filter_map(|name| current.digests.get_key_value(name.as_str()))
+                .filter(|(name, d)| {
+                    state.wants(name)
+                        && state.rejected.get(*name) != Some(*d)
+                        && !have.contains(name)
+                })
+                .map(|(name, d)| (name, *d))
+                .collect();
+            changed.extend(again);
         }
         // Clusters (and their endpoints) go only once no route Envoy holds can still
         // use them (asked only when some go: it may compare every route).

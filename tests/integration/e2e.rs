@@ -169,7 +169,8 @@ impl Stack {
     }
 
     /// Every domain of the route configurations Envoy is running.
-    pub(crate) async fn envoy_domains(&self) -> std::collections::BTreeSet<String> {
+    /// The virtual hosts of every route configuration Envoy holds.
+    async fn envoy_vhosts(&self) -> Vec<serde_json::Value> {
         let dump = self
             .admin_get("/config_dump?resource=dynamic_route_configs")
             .await;
@@ -184,6 +185,13 @@ impl Stack {
                     .cloned()
                     .unwrap_or_default()
             })
+            .collect()
+    }
+
+    pub(crate) async fn envoy_domains(&self) -> std::collections::BTreeSet<String> {
+        self.envoy_vhosts()
+            .await
+            .iter()
             .flat_map(|v| v["domains"].as_array().cloned().unwrap_or_default())
             .filter_map(|d| d.as_str().map(str::to_string))
             .collect()
@@ -191,21 +199,9 @@ impl Stack {
 
     /// The clusters the routes of `host` send to, as Envoy holds them.
     async fn route_clusters(&self, host: &str) -> std::collections::BTreeSet<String> {
-        let dump = self
-            .admin_get("/config_dump?resource=dynamic_route_configs")
-            .await;
-        let doc: serde_json::Value = serde_json::from_str(&dump).unwrap_or_default();
-        let vhosts = doc["configs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|c| {
-                c["route_config"]["virtual_hosts"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            });
-        vhosts
+        self.envoy_vhosts()
+            .await
+            .iter()
             .filter(|v| {
                 v["domains"]
                     .as_array()

@@ -49,6 +49,15 @@ fn key(kind: Kind, ns: &str, name: &str) -> ObjectKey {
     ObjectKey::new(kind, ns, name)
 }
 
+/// The message of `key`'s first error.
+fn first_error(out: &BuildOutput, key: &ObjectKey) -> String {
+    out.status
+        .get(key)
+        .and_then(|s| s.errors.first())
+        .map(|e| e.message.clone())
+        .unwrap_or_default()
+}
+
 fn reasons(out: &BuildOutput, key: &ObjectKey) -> Vec<Reason> {
     out.status
         .get(key)
@@ -127,11 +136,7 @@ spec: {{ports: [{{name: syslog, port: 80, protocol: UDP}}]}}
     );
     let k = key(Kind::HTTPProxy, "default", "udp");
     assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
-    let message = out
-        .status
-        .get(&k)
-        .map(|s| s.errors[0].message.clone())
-        .unwrap_or_default();
+    let message = first_error(&out, &k);
     assert!(message.contains("is UDP"), "{message}");
 }
 
@@ -147,11 +152,7 @@ fn an_external_name_service_is_an_unresolved_reference() {
     assert!(out.ir.clusters.is_empty(), "{:?}", out.ir.clusters);
     let k = key(Kind::HTTPProxy, "default", "p");
     assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
-    let message = out
-        .status
-        .get(&k)
-        .map(|s| s.errors[0].message.clone())
-        .unwrap_or_default();
+    let message = first_error(&out, &k);
     assert!(
         message.contains("ExternalName") && message.contains("api.example.net"),
         "{message}"
@@ -178,14 +179,10 @@ fn duplicate_fqdn_invalidates_every_claimant_and_nothing_else() {
             vec![Reason::DuplicateVhost]
         );
     }
-    let message = &out
-        .status
-        .get(&key(Kind::HTTPProxy, "a", "first"))
-        .map(|s| s.errors[0].message.clone());
+    let message = first_error(&out, &key(Kind::HTTPProxy, "a", "first"));
     assert!(
-        message
-            .as_deref()
-            .is_some_and(|m| m.contains("a/first") && m.contains("b/second"))
+        message.contains("a/first") && message.contains("b/second"),
+        "{message}"
     );
     assert!(out.status.is_valid(&key(Kind::HTTPProxy, "c", "bystander")));
 }
