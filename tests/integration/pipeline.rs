@@ -257,7 +257,7 @@ fn non_root_proxies_are_orphaned() {
 #[test]
 fn weights_follow_contour() {
     let yaml = format!(
-        "{}---\n{}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p, namespace: default}}\nspec:\n  virtualhost: {{fqdn: a.example.com}}\n  routes:\n    - conditions: [{{prefix: /even}}]\n      services: [{{name: a, port: 80}}, {{name: b, port: 80}}]\n    - conditions: [{{prefix: /zero}}]\n      services: [{{name: a, port: 80, weight: 100}}, {{name: b, port: 80, weight: 0}}]\n",
+        "{}---\n{}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p, namespace: default}}\nspec:\n  virtualhost: {{fqdn: a.example.com}}\n  routes:\n    - conditions: [{{prefix: /even}}]\n      services: [{{name: a, port: 80}}, {{name: b, port: 80}}]\n    - conditions: [{{prefix: /zero}}]\n      services: [{{name: a, port: 80, weight: 100}}, {{name: b, port: 80, weight: 0}}]\n    - conditions: [{{prefix: /huge}}]\n      services: [{{name: a, port: 80, weight: 4294967295}}, {{name: b, port: 80, weight: 2147483648}}, {{name: a, port: 80, weight: 1}}]\n",
         service_yaml("default", "a", 9000),
         service_yaml("default", "b", 9001)
     );
@@ -275,6 +275,13 @@ fn weights_follow_contour() {
     };
     assert_eq!(weights("/even"), vec![1, 1]);
     assert_eq!(weights("/zero"), vec![100]);
+    // Envoy refuses weights adding up to more than u32::MAX: divided down, same split.
+    let huge = weights("/huge");
+    let total: u64 = huge.iter().map(|w| u64::from(*w)).sum();
+    assert!(total <= u64::from(u32::MAX), "{huge:?}");
+    assert_eq!(huge.len(), 3);
+    assert_eq!(huge[0] / huge[1], 1, "{huge:?}");
+    assert!(huge[0] / 2 <= huge[1] + 1 && huge[2] == 1, "{huge:?}");
 }
 
 #[test]

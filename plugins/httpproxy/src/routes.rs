@@ -647,7 +647,28 @@ fn prefix_rewrite(
 }
 
 /// Contour's weights: all zero (or unset) means an even split; otherwise zero-weight
-/// services get no traffic. No resolvable service at all answers 503.
+/// services get no traffic. Weights adding up to more than `u32::MAX`, which Envoy
+/// refuses (the whole response with them), are divided down to the same split.
+pub(crate) fn settle_weights(weighted: &mut Vec<WeightedCluster>) {
+    if weighted.iter().all(|w| w.weight == 0) {
+        weighted.iter_mut().for_each(|w| w.weight = 1);
+    } else {
+        weighted.retain(|w| w.weight > 0);
+    }
+    let total: u64 = weighted.iter().map(|w| u64::from(w.weight)).sum();
+    // Each share rounds down but stays at least 1: room for one more per cluster.
+    let room = u64::from(u32::MAX)
+        .saturating_sub(weighted.len() as u64)
+        .max(1);
+    if total > u64::from(u32::MAX) {
+        let divisor = total.div_ceil(room);
+        for w in weighted.iter_mut() {
+            w.weight = u32::try_from((u64::from(w.weight) / divisor).max(1)).unwrap_or(1);
+        }
+    }
+}
+
+/// No resolvable service at all answers 503; see [`settle_weights`] for the rest.
 fn forward_or_503(mut weighted: Vec<WeightedCluster>) -> RouteAction {
     if weighted.is_empty() {
         return RouteAction::DirectResponse {
@@ -655,11 +676,7 @@ fn forward_or_503(mut weighted: Vec<WeightedCluster>) -> RouteAction {
             body: None,
         };
     }
-    if weighted.iter().all(|w| w.weight == 0) {
-        weighted.iter_mut().for_each(|w| w.weight = 1);
-    } else {
-        weighted.retain(|w| w.weight > 0);
-    }
+    settle_weights(&mut weighted);
     // Held until the build's IR is dropped, for every route at once.
     weighted.shrink_to_fit();
     RouteAction::Forward(weighted)

@@ -483,12 +483,7 @@ fn tcp_proxy(
                     ),
                 }
             }
-            // Contour: zero-weight clusters are dropped unless all are zero.
-            if clusters.iter().any(|c| c.weight > 0) {
-                clusters.retain(|c| c.weight > 0);
-            } else {
-                clusters.iter_mut().for_each(|c| c.weight = 1);
-            }
+            crate::routes::settle_weights(&mut clusters);
             Ok(TcpProxy {
                 clusters,
                 source: key.clone(),
