@@ -313,6 +313,27 @@ pub struct EnvoyConfig {
     pub access_log: String,
 }
 
+impl EnvoyConfig {
+    /// Envoy's listeners as the IR starts them, before any source writes to them:
+    /// Contour's `ingress_http`, `ingress_https` and `stats-health`.
+    pub fn listeners(&self) -> Vec<isobar_sdk::ir::Listener> {
+        use isobar_sdk::ir::{self, Listener, RouteNames};
+        vec![
+            Listener::http(ir::HTTP_LISTENER, &self.http.address, self.http.port),
+            Listener::https(
+                ir::HTTPS_LISTENER,
+                &self.https.address,
+                self.https.port,
+                RouteNames {
+                    prefix: "https".to_string(),
+                    fallback: "ingress_fallbackcert".to_string(),
+                },
+            ),
+            Listener::stats(ir::STATS_LISTENER, &self.metrics.address, self.metrics.port),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct Timeouts {

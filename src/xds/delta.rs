@@ -20,8 +20,9 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
+use super::resource::{Name, XdsType};
 use super::server::{Session, StreamCore};
-use super::snapshot::{LogPosition, Name, Snapshot, TypeSnapshot, XdsType, hex};
+use super::snapshot::{LogPosition, Snapshot, TypeSnapshot, hex};
 use super::wire::{self, Named, Wire};
 use crate::metrics::Metrics;
 

@@ -1,14 +1,30 @@
 //! xDS: IR → Envoy resources → versioned snapshots → ADS over gRPC.
+//!
+//! Translation is one module per resource type ([`listener`], [`route`], [`cluster`],
+//! [`endpoint`], [`secret`]; [`filter`] for HTTP filters, [`proto`] for the encoding
+//! they share): pure functions from IR to protobuf, none importing another's caller.
+//! [`encoder`] runs them over a build, keeping each vhost's share so a change
+//! re-encodes only what it touches; [`snapshot`] versions the result, and [`server`],
+//! [`delta`], [`grpc`] and [`wire`] serve it.
 
+pub mod cluster;
 pub mod delta;
 pub mod encoder;
+pub mod endpoint;
+pub mod filter;
 pub mod grpc;
+pub mod listener;
+pub mod proto;
+pub mod resource;
+pub mod route;
+pub mod route_rule;
+pub mod secret;
 pub mod server;
+pub mod settings;
 pub mod snapshot;
-pub mod tls;
-pub mod translate;
 pub mod wire;
 
-pub use encoder::{Changes, Encoder};
-pub use snapshot::{ResourceMap, Snapshot, XdsType};
-pub use translate::{EnvoySettings, Resources, translate, translate_keeping};
+pub use encoder::{Encoder, translate, translate_keeping};
+pub use resource::{Changes, Encoded, Name, Resources, XdsType};
+pub use settings::{EnvoySettings, TlsSettings};
+pub use snapshot::{ResourceMap, Snapshot};

@@ -31,9 +31,8 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use prost::Message;
 
 use super::grpc::{NamesDigest, SotwRequest};
-use super::snapshot::{
-    Encoded, LogPosition, Name, ResourceMap, Snapshot, TypeSnapshot, XdsType, digest, version_of,
-};
+use super::resource::{Encoded, Name, XdsType};
+use super::snapshot::{LogPosition, ResourceMap, Snapshot, TypeSnapshot, digest, version_of};
 use super::wire::{self, Wire};
 use crate::metrics::Metrics;
 

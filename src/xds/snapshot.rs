@@ -7,85 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use super::translate::Resources;
+use super::resource::{Changes, Encoded, Name, Resources, XdsType};
 use super::wire::{self, Named};
-
-/// The xDS resource types Isobar serves, in the order a change is pushed: clusters before
-/// their endpoints, both (and certificates) before the listeners, routes and vhosts that
-/// use them (make before break).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum XdsType {
-    Cluster,
-    Endpoint,
-    Secret,
-    Listener,
-    Route,
-    /// VHDS (`xds-server.vhds`, delta streams only): `ingress_http`'s vhosts.
-    VirtualHost,
-}
-
-impl XdsType {
-    pub const ORDER: [XdsType; 6] = [
-        XdsType::Cluster,
-        XdsType::Endpoint,
-        XdsType::Secret,
-        XdsType::Listener,
-        XdsType::Route,
-        XdsType::VirtualHost,
-    ];
-
-    pub fn type_url(self) -> &'static str {
-        match self {
-            XdsType::Cluster => "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-            XdsType::Endpoint => {
-                "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-            }
-            XdsType::Secret => {
-                "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-            }
-            XdsType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
-            XdsType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
-            XdsType::VirtualHost => "type.googleapis.com/envoy.config.route.v3.VirtualHost",
-        }
-    }
-
-    pub fn from_type_url(url: &str) -> Option<XdsType> {
-        XdsType::ORDER.into_iter().find(|t| t.type_url() == url)
-    }
-
-    /// LDS and CDS are subscribed to as a whole; EDS and RDS by name. Envoy subscribes
-    /// to VHDS as a whole too (the vhosts' names say which RouteConfiguration they are
-    /// of: `ingress_http/...`).
-    pub fn is_wildcard(self) -> bool {
-        matches!(
-            self,
-            XdsType::Cluster | XdsType::Listener | XdsType::VirtualHost
-        )
-    }
-
-    /// Listeners, routes and vhosts wait for clusters and endpoints (make before break).
-    pub fn is_downstream(self) -> bool {
-        matches!(
-            self,
-            XdsType::Listener | XdsType::Route | XdsType::VirtualHost
-        )
-    }
-
-    pub fn short(self) -> &'static str {
-        match self {
-            XdsType::Cluster => "cds",
-            XdsType::Endpoint => "eds",
-            XdsType::Secret => "sds",
-            XdsType::Listener => "lds",
-            XdsType::Route => "rds",
-            XdsType::VirtualHost => "vhds",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// Resources by name. A persistent map: a snapshot that changes a few resources shares
 /// everything else with the one before (an endpoint change copies a few tree nodes, not
@@ -95,14 +18,6 @@ impl XdsType {
 /// Keys are shared strings: a change copies the tree nodes on its path (a few dozen
 /// entries each), and copying a shared name is a count, not an allocation.
 pub type ResourceMap<V> = imbl::OrdMap<Name, V>;
-
-/// A resource's name as snapshots and streams hold it.
-pub type Name = Arc<str>;
-
-/// A resource's encoded bytes as snapshots and streams hold them: one allocation at
-/// its exact size, shared. The type URL is the snapshot type's, written as a response
-/// is encoded, not repeated beside each of 40,000 resources.
-pub type Encoded = Arc<[u8]>;
 
 /// How many change sets a type keeps before it starts a new epoch (streams then compare
 /// every name once).
@@ -296,7 +211,7 @@ impl Snapshot {
     }
 
     /// This snapshot with the resources of several types replaced or removed.
-    pub fn with_all_changes(&self, changes: super::Changes) -> Snapshot {
+    pub fn with_all_changes(&self, changes: Changes) -> Snapshot {
         let mut out = self.clone();
         for (t, resources) in changes.by_type {
             out.types[t.index()].change(resources);

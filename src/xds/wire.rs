@@ -14,7 +14,7 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, k
 use tonic::Status;
 use tonic::codegen::Bytes;
 
-use super::snapshot::Encoded;
+use super::resource::Encoded;
 
 /// A resource value from this size up is shared with the snapshot, not copied.
 const SHARE_FROM: usize = 4096;
@@ -132,7 +132,7 @@ pub fn delta(
     type_url: &str,
     nonce: &str,
     resources: Arc<Resources>,
-    removed: &[super::snapshot::Name],
+    removed: &[super::resource::Name],
 ) -> Result<Wire, Status> {
     let len = string_len(1, system_version)
         + resources.len
@@ -385,7 +385,7 @@ mod tests {
                 resource: any,
             })
         };
-        let removed: Vec<super::super::snapshot::Name> = vec!["gone".into(), "also/gone".into()];
+        let removed: Vec<super::super::resource::Name> = vec!["gone".into(), "also/gone".into()];
         let part = Arc::new(delta_resources(TYPE_URL, named()));
         let wire = ok(delta("sys", TYPE_URL, "8", part, &removed));
         let expected = DeltaDiscoveryResponse {

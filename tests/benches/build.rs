@@ -11,10 +11,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use isobar::cli::serve::envoy_settings;
 use isobar::config::Config;
-use isobar::pipeline::Pipeline;
 use isobar::provider::manifest::parse_file;
-use isobar::serve::envoy_settings;
+use isobar::runner::pipeline::Pipeline;
 use isobar::xds::{Snapshot, XdsType, translate};
 use isobar_sdk::Objects;
 
@@ -164,8 +164,7 @@ fn measure(
         objects.apply(object);
     }
     let config = Config::default();
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let settings = envoy_settings(&config);
     let mut build = Vec::new();
     let mut total = Vec::new();
@@ -180,7 +179,10 @@ fn measure(
             build.push(built);
             total.push(all);
         }
-        last = Some((output.ir.virtual_hosts.len(), snapshot));
+        last = Some((
+            output.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER).len(),
+            snapshot,
+        ));
     }
     let (vhosts, snapshot) = last.unwrap_or_else(|| panic!("no runs"));
     let bytes = XdsType::ORDER

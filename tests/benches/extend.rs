@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use isobar::config::Config;
-use isobar::pipeline::Pipeline;
+use isobar::runner::pipeline::Pipeline;
 use isobar_sdk::Objects;
 
 use crate::webhook_client;
@@ -146,8 +146,7 @@ pub fn wasm(n: usize, runs: usize) {
                             "config": {"fqdn-suffix": ".example.com", "name": "x-served-by", "value": "isobar"}}]}),
     );
     let time = |config: &Config| {
-        let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = Pipeline::for_config(config).unwrap_or_else(|e| panic!("{e}"));
         let mut samples = Vec::new();
         for run in 0..runs + 2 {
             let start = Instant::now();
@@ -155,7 +154,7 @@ pub fn wasm(n: usize, runs: usize) {
             if run >= 2 {
                 samples.push(start.elapsed());
             }
-            assert_eq!(out.ir.virtual_hosts.len(), n);
+            assert_eq!(out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER).len(), n);
         }
         samples.sort();
         samples[samples.len() / 2]

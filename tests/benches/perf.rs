@@ -33,13 +33,13 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DiscoveryRequest, DiscoveryResponse,
 };
+use isobar::cli::serve::envoy_settings;
 use isobar::config::Config;
 use isobar::metrics::Metrics;
-use isobar::pipeline::Pipeline;
 use isobar::provider::Event;
 use isobar::provider::manifest::parse_file;
 use isobar::runner::Runner;
-use isobar::serve::envoy_settings;
+use isobar::runner::pipeline::Pipeline;
 use isobar::xds::server::AdsService;
 use isobar::xds::snapshot::LogPosition;
 use isobar::xds::{Snapshot, XdsType};
@@ -648,8 +648,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
 
     let mut config = Config::default();
     config.xds_server.vhds = vhds;
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let (snapshot_tx, snapshots) = watch::channel(None);
     let metrics = Arc::new(Metrics::default());
     let runner = Runner {

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use isobar::cli::serve::envoy_settings;
 use isobar::config::Config;
 use isobar::metrics::Metrics;
-use isobar::pipeline::Pipeline;
 use isobar::provider::manifest::parse_file;
-use isobar::serve::envoy_settings;
+use isobar::runner::pipeline::Pipeline;
 use isobar::xds::server::AdsService;
 use isobar::xds::{EnvoySettings, Snapshot, XdsType, translate};
 use isobar_sdk::Objects;
@@ -262,8 +262,7 @@ pub fn run(n: usize, runs: usize) {
     );
     let config = Config::default();
     let built = Built {
-        pipeline: Pipeline::from_config(&config.pipeline, &config.plugins)
-            .unwrap_or_else(|e| panic!("{e}")),
+        pipeline: Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}")),
         settings: envoy_settings(&config),
     };
 

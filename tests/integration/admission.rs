@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use isobar::config::Config;
-use isobar::pipeline::Pipeline;
+use isobar::runner::pipeline::Pipeline;
 
 use crate::support::{service_yaml, write};
 
@@ -92,8 +92,7 @@ fn existing() -> String {
 /// What the controller's status says about `key` once `extra` is added to the objects.
 fn status_errors(manifests: &str, extra: &Value, key: &isobar_sdk::ObjectKey) -> Vec<String> {
     let config = Config::default();
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let mut objects = isobar_sdk::Objects::default();
     let text = format!("{manifests}---\n{}", yaml(extra));
     for o in isobar::provider::manifest::parse_file(Path::new("x.yaml"), &text)

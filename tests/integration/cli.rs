@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use isobar::config::Config;
-use isobar::pipeline::{Pipeline, registered_plugins};
+use isobar::runner::pipeline::{Pipeline, registered_plugins};
 use serde::Deserialize;
 
 use crate::support::{envoy_bin, isobar, service_yaml, write};

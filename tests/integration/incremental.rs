@@ -7,14 +7,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use isobar::cli::serve::envoy_settings;
 use isobar::config;
 use isobar::metrics::Metrics;
-use isobar::pipeline::Pipeline;
 use isobar::provider::Event;
 use isobar::provider::manifest::parse_file;
+use isobar::runner::pipeline::Pipeline;
+use isobar::runner::status::{Desired, load_balancer};
 use isobar::runner::{Runner, StatusOutput};
-use isobar::serve::envoy_settings;
-use isobar::status::{Desired, load_balancer};
 use isobar::xds::{EnvoySettings, Snapshot, XdsType, translate};
 use isobar_sdk::{Object, Objects};
 use tokio::sync::{mpsc, watch};
@@ -153,7 +153,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
     // The WebAssembly processor sees the whole IR, so it makes every build a full one.
     config.pipeline.processors.retain(|p| p != "wasm");
     let pipeline = || {
-        Pipeline::from_config(&config.pipeline, &config.plugins)
+        Pipeline::for_config(&config)
             .unwrap_or_else(|e| panic!("pipeline: {e}"))
             .with_fallback_certificate(config.tls.fallback())
     };

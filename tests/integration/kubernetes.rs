@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use isobar::config::Config;
 use isobar::metrics::Metrics;
-use isobar::pipeline::Pipeline;
 use isobar::provider::kube::{KubeProvider, WatchHealth};
 use isobar::provider::{Event, Provider};
+use isobar::runner::pipeline::Pipeline;
 use isobar::xds::{Snapshot, XdsType};
 use isobar_sdk::{Kind, Object};
 use tokio::sync::mpsc;
@@ -54,11 +54,11 @@ async fn client(server: &ApiServer) -> kube::Client {
 
 /// A replica on `server`, wired exactly as `isobar serve --kubeconfig` wires it.
 struct Controller {
-    inner: isobar::serve::Controller,
+    inner: isobar::cli::serve::Controller,
 }
 
 impl std::ops::Deref for Controller {
-    type Target = isobar::serve::Controller;
+    type Target = isobar::cli::serve::Controller;
     fn deref(&self) -> &Self::Target {
         &self.inner
     }
@@ -77,15 +77,14 @@ async fn controller_with(
 ) -> Controller {
     config.pipeline.holdoff_delay.0 = Duration::ZERO;
     config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let kubeconfig = server.kubeconfig(dir.path());
-    let choice = isobar::serve::ProviderChoice::Kubernetes {
+    let choice = isobar::cli::serve::ProviderChoice::Kubernetes {
         kubeconfig: Some(kubeconfig.into()),
         namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
     };
-    let inner = isobar::serve::Controller::start(&config, pipeline, choice)
+    let inner = isobar::cli::serve::Controller::start(&config, pipeline, choice)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     Controller { inner }
@@ -462,7 +461,10 @@ async fn serve_from_the_kubernetes_api_through_envoy() {
     }
     let ir = text(format!("http://127.0.0.1:{}/debug/ir", stack.debug_port)).await;
     let ir: serde_json::Value = serde_json::from_str(&ir).unwrap_or_else(|e| panic!("{e}: {ir}"));
-    assert!(ir["virtual_hosts"]["demo.example.com"].is_object(), "{ir}");
+    assert!(
+        ir["listeners"]["ingress_http"]["virtual_hosts"]["demo.example.com"].is_object(),
+        "{ir}"
+    );
     let dag = text(format!("http://127.0.0.1:{}/debug/dag", stack.debug_port)).await;
     assert!(
         dag.starts_with("digraph") && dag.contains("\"http demo.example.com\""),
@@ -866,7 +868,7 @@ async fn an_endpoint_change_updates_eds_alone() {
     }
     let (old, new) = (before.get(XdsType::Endpoint), after.get(XdsType::Endpoint));
     assert_ne!(old.version, new.version);
-    let changed: Vec<&isobar::xds::snapshot::Name> = new
+    let changed: Vec<&isobar::xds::Name> = new
         .digests
         .iter()
         .filter(|(name, digest)| old.digests.get(*name) != Some(*digest))

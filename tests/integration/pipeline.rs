@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
+use isobar::cli::serve::envoy_settings;
 use isobar::config::Config;
-use isobar::pipeline::{BuildOutput, Pipeline};
 use isobar::provider::manifest::parse_file;
-use isobar::serve::envoy_settings;
+use isobar::runner::pipeline::{BuildOutput, Pipeline};
 use isobar::xds::{Resources, translate};
 use isobar_sdk::condition::{CurrentStatus, Reason};
 use isobar_sdk::ir::{PathMatch, RouteAction};
@@ -23,8 +23,7 @@ fn objects(yaml: &str) -> Objects {
 
 fn build(yaml: &str) -> (BuildOutput, Resources) {
     let config = Config::default();
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let objects = objects(yaml);
     let output = pipeline.build(&objects);
     let resources = translate(&output.ir, &objects, &envoy_settings(&config));
@@ -68,7 +67,7 @@ fn reasons(out: &BuildOutput, key: &ObjectKey) -> Vec<Reason> {
 #[test]
 fn route_whose_services_are_all_missing_answers_503() {
     let (out, _) = build(&proxy("default", "p", "a.example.com", "/", "missing"));
-    let vhost = &out.ir.virtual_hosts["a.example.com"];
+    let vhost = &out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)["a.example.com"];
     let route = vhost
         .routes
         .values()
@@ -171,8 +170,16 @@ fn duplicate_fqdn_invalidates_every_claimant_and_nothing_else() {
     ]
     .join("---\n");
     let (out, _) = build(&yaml);
-    assert!(!out.ir.virtual_hosts.contains_key("shared.example.com"));
-    assert!(out.ir.virtual_hosts.contains_key("other.example.com"));
+    assert!(
+        !out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("shared.example.com")
+    );
+    assert!(
+        out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("other.example.com")
+    );
     for (ns, name) in [("a", "first"), ("b", "second")] {
         assert_eq!(
             reasons(&out, &key(Kind::HTTPProxy, ns, name)),
@@ -225,12 +232,20 @@ fn unsupported_restricting_fields_fail_closed_and_others_warn() {
         service_yaml("default", "web", 9000)
     );
     let (out, _) = build(&yaml);
-    assert!(!out.ir.virtual_hosts.contains_key("a.example.com"));
+    assert!(
+        !out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("a.example.com")
+    );
     assert_eq!(
         reasons(&out, &key(Kind::HTTPProxy, "default", "p")),
         vec![Reason::IgnoredField]
     );
-    assert!(out.ir.virtual_hosts.contains_key("b.example.com"));
+    assert!(
+        out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("b.example.com")
+    );
     let q = out
         .status
         .get(&key(Kind::HTTPProxy, "default", "q"))
@@ -262,7 +277,7 @@ fn weights_follow_contour() {
         service_yaml("default", "b", 9001)
     );
     let (out, _) = build(&yaml);
-    let routes = &out.ir.virtual_hosts["a.example.com"].routes;
+    let routes = &out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)["a.example.com"].routes;
     let weights = |prefix: &str| -> Vec<u32> {
         routes
             .values()
@@ -306,7 +321,7 @@ spec:
         service_yaml("default", "web", 9000)
     );
     let (out, _) = build(&yaml);
-    let vhost = &out.ir.virtual_hosts["*.wild.example.com"];
+    let vhost = &out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)["*.wild.example.com"];
     let paths: Vec<&PathMatch> = vhost.routes.keys().map(|m| &m.path).collect();
     assert_eq!(
         paths,
@@ -320,7 +335,7 @@ spec:
     );
     assert!(vhost.routes.keys().all(|m| m.authority_regex.is_some()));
     assert!(
-        out.ir.virtual_hosts["*"]
+        out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)["*"]
             .routes
             .keys()
             .any(|m| m.path == PathMatch::Prefix("/".into()))
@@ -337,7 +352,7 @@ fn httpproxy_overrides_ingress_on_the_same_host_and_match() {
         proxy("default", "p", "a.example.com", "/", "b")
     );
     let (out, _) = build(&yaml);
-    let routes = &out.ir.virtual_hosts["a.example.com"].routes;
+    let routes = &out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)["a.example.com"].routes;
     assert_eq!(routes.len(), 2);
     let root = routes
         .values()

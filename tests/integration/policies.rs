@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use isobar::config::Config;
-use isobar::pipeline::Pipeline;
 use isobar::provider::manifest::parse_file;
+use isobar::runner::pipeline::Pipeline;
 use isobar_plugin_opa::{Inventory, Opa, OpaConfig, input_for};
 use isobar_sdk::condition::Reason;
 use isobar_sdk::{Kind, Object, ObjectKey, Objects};
@@ -278,7 +278,7 @@ fn a_policy_that_does_not_parse_stops_start_up_with_file_and_line() {
         "opa".into(),
         json!({"policies": [file.display().to_string()]}),
     );
-    let error = Pipeline::from_config(&config.pipeline, &config.plugins)
+    let error = Pipeline::for_config(&config)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -295,8 +295,7 @@ fn denied_objects_are_invalid_in_the_controller_and_others_still_serve() {
         json!({"policies": [policy("no-wildcard-hosts.rego"), policy("tls-required.rego")],
                "data": {"tls-required": {"exempt-namespaces": ["a"]}}}),
     );
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let store = objects(&format!(
         "{}---\n{}---\n{}---\n{}---\n{}",
         crate::support::service_yaml("a", "web", 8080),
@@ -315,9 +314,21 @@ fn denied_objects_are_invalid_in_the_controller_and_others_still_serve() {
     assert!(reasons("a", "ok").is_empty());
     assert_eq!(reasons("a", "wild"), vec![Reason::PolicyDenied]);
     assert_eq!(reasons("b", "plain"), vec![Reason::PolicyDenied]);
-    assert!(out.ir.virtual_hosts.contains_key("ok.example.com"));
-    assert!(!out.ir.virtual_hosts.contains_key("*.example.com"));
-    assert!(!out.ir.virtual_hosts.contains_key("plain.example.com"));
+    assert!(
+        out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("ok.example.com")
+    );
+    assert!(
+        !out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("*.example.com")
+    );
+    assert!(
+        !out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("plain.example.com")
+    );
 }
 
 /// The fixture implements OPA's wasm ABI by hand (no `opa build` here); wasmtime reads

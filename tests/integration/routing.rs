@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use isobar::config::Config;
-use isobar::pipeline::{BuildOutput, Pipeline};
 use isobar::provider::manifest::parse_file;
+use isobar::runner::pipeline::{BuildOutput, Pipeline};
 use isobar_sdk::condition::{CurrentStatus, Reason};
 use isobar_sdk::ir::{HeaderMatch, PathMatch, QueryMatch, RouteAction, StringMatch};
 use isobar_sdk::{Kind, ObjectKey, Objects};
@@ -16,8 +16,7 @@ fn build(yaml: &str) -> BuildOutput {
 }
 
 fn build_with(config: &Config, yaml: &str) -> BuildOutput {
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).unwrap_or_else(|e| panic!("{e}"));
+    let pipeline = Pipeline::for_config(config).unwrap_or_else(|e| panic!("{e}"));
     let mut objects = Objects::default();
     for object in parse_file(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}")) {
         objects.apply(object);
@@ -54,7 +53,7 @@ fn current(out: &BuildOutput, ns: &str, name: &str) -> Option<CurrentStatus> {
 /// (path, action status or first cluster's service) of every route on `fqdn`.
 fn routes(out: &BuildOutput, fqdn: &str) -> Vec<(PathMatch, String)> {
     out.ir
-        .virtual_hosts
+        .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
         .get(fqdn)
         .map(|v| {
             v.routes
@@ -112,7 +111,7 @@ fn path_header_and_query_conditions_reach_the_ir() {
         "{:?}",
         errors(&out, "default", "p")
     );
-    let vhost = &out.ir.virtual_hosts["a.example.com"];
+    let vhost = &out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)["a.example.com"];
     let paths: Vec<&PathMatch> = vhost.routes.keys().map(|m| &m.path).collect();
     assert!(paths.contains(&&PathMatch::Exact("/exact".to_string())));
     assert!(paths.contains(&&PathMatch::Regex("/v[0-9]+/.*".to_string())));
@@ -253,7 +252,7 @@ fn includes_delegate_across_namespaces_with_concatenated_conditions() {
             (prefix("/blog/admin"), "web".to_string()),
         ]
     );
-    let api = out.ir.virtual_hosts["site.example.com"]
+    let api = out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)["site.example.com"]
         .routes
         .keys()
         .find(|m| m.path == prefix("/api/v1"))
@@ -442,7 +441,11 @@ fn root_proxies_outside_the_root_namespaces_are_refused() {
             "root HTTPProxy cannot be defined in this namespace".to_string()
         )]
     );
-    assert!(!out.ir.virtual_hosts.contains_key("out.example.com"));
+    assert!(
+        !out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("out.example.com")
+    );
     assert_eq!(
         routes(&out, "in.example.com"),
         vec![(prefix("/"), "web".to_string())]
@@ -473,7 +476,13 @@ fn only_objects_of_the_configured_ingress_class_are_served() {
         objects("contour"),
         objects("internal")
     );
-    let hosts = |out: &BuildOutput| out.ir.virtual_hosts.keys().cloned().collect::<Vec<_>>();
+    let hosts = |out: &BuildOutput| {
+        out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
 
     let out = build(&yaml);
     assert_eq!(
@@ -537,7 +546,9 @@ fn duplicate_fqdns_follow_the_conflicts_mode() {
 
     let out = build(&yaml);
     assert!(
-        !out.ir.virtual_hosts.contains_key("site.example.com"),
+        !out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("site.example.com"),
         "Contour: nobody serves it"
     );
     for (ns, name) in [("team", "newcomer"), ("default", "original")] {

@@ -7,8 +7,8 @@ use std::path::Path;
 use serde_json::json;
 
 use isobar::config::Config;
-use isobar::pipeline::{BuildOutput, Pipeline};
 use isobar::provider::manifest::parse_file;
+use isobar::runner::pipeline::{BuildOutput, Pipeline};
 use isobar_sdk::condition::Reason;
 use isobar_sdk::{Kind, ObjectKey, Objects};
 
@@ -41,8 +41,7 @@ fn build_with(modules: serde_json::Value) -> Result<BuildOutput, String> {
     config
         .plugins
         .insert("wasm".into(), json!({ "modules": modules }));
-    let pipeline =
-        Pipeline::from_config(&config.pipeline, &config.plugins).map_err(|e| e.to_string())?;
+    let pipeline = Pipeline::for_config(&config).map_err(|e| e.to_string())?;
     Ok(pipeline.build(&store()))
 }
 
@@ -71,7 +70,7 @@ fn answering(output: &str) -> String {
 }
 
 fn response_headers(out: &BuildOutput, fqdn: &str) -> Vec<Vec<(String, String)>> {
-    out.ir.virtual_hosts[fqdn]
+    out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)[fqdn]
         .routes
         .values()
         .map(|r| {

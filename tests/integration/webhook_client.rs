@@ -67,7 +67,7 @@ pub fn certificate(dir: &std::path::Path) -> CertificateDer<'static> {
 pub struct Running {
     /// Kept running while the webhook serves (benches read its metrics).
     #[allow(dead_code)]
-    pub controller: isobar::serve::Controller,
+    pub controller: isobar::cli::serve::Controller,
     pub addr: std::net::SocketAddr,
     pub ca: CertificateDer<'static>,
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -85,12 +85,12 @@ pub async fn start(
     dir: &std::path::Path,
 ) -> Running {
     let ca = certificate(dir);
-    let pipeline = isobar::pipeline::Pipeline::from_config(&config.pipeline, &config.plugins)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let controller = isobar::serve::Controller::start(
+    let pipeline =
+        isobar::runner::pipeline::Pipeline::for_config(config).unwrap_or_else(|e| panic!("{e}"));
+    let controller = isobar::cli::serve::Controller::start(
         config,
         pipeline,
-        isobar::serve::ProviderChoice::Files(Some(objects)),
+        isobar::cli::serve::ProviderChoice::Files(Some(objects)),
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));

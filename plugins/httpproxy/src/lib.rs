@@ -27,6 +27,7 @@ use serde::Deserialize;
 use isobar_sdk::api::{HTTPProxy, Unsupported};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::{Host, parse_host};
+use isobar_sdk::ir::HTTPS_LISTENER;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, Source, StatusReport};
 
@@ -154,9 +155,14 @@ impl Source for HttpProxySource {
                     continue;
                 };
                 let added_secure = match plan.secure {
-                    Some(secure) if !ir.secure_virtual_hosts.contains_key(&host.fqdn) => {
-                        ir.secure_virtual_hosts.insert(host.fqdn.clone(), secure);
-                        true
+                    Some(secure)
+                        if !ir
+                            .secure_virtual_hosts(HTTPS_LISTENER)
+                            .contains_key(&host.fqdn) =>
+                    {
+                        ir.secure_virtual_hosts_mut(HTTPS_LISTENER)
+                            .map(|v| v.insert(host.fqdn.clone(), secure))
+                            .is_some()
                     }
                     _ => false,
                 };
@@ -180,10 +186,14 @@ impl Source for HttpProxySource {
                     }
                     if let Some((sds, secret)) = plan.fallback {
                         ir.add_secret(&sds, secret);
-                        ir.fallback_secret = Some(sds);
+                        if let Some(https) = ir.listeners.get_mut(HTTPS_LISTENER) {
+                            https.fallback_secret = Some(sds);
+                        }
                     }
-                } else if added_secure {
-                    ir.secure_virtual_hosts.remove(&host.fqdn);
+                } else if added_secure
+                    && let Some(secure) = ir.secure_virtual_hosts_mut(HTTPS_LISTENER)
+                {
+                    secure.remove(&host.fqdn);
                 }
             }
         }

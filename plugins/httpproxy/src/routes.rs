@@ -6,7 +6,8 @@ use isobar_sdk::api::{HTTPProxy, Include, ReplacePrefix, Route as ProxyRoute};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::Host;
 use isobar_sdk::ir::{
-    ClusterOptions, Mirror, PathMatch, Route, RouteAction, RouteMatch, RoutePolicy, WeightedCluster,
+    ClusterOptions, HTTP_LISTENER, HTTPS_LISTENER, Mirror, PathMatch, Route, RouteAction,
+    RouteMatch, RoutePolicy, WeightedCluster,
 };
 use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, StatusReport};
@@ -137,13 +138,7 @@ impl Walk<'_, '_> {
         chain.pop();
         if spec.virtualhost.is_some() {
             let fqdn = &self.host.fqdn;
-            let secure = self
-                .ir
-                .secure_virtual_hosts
-                .get_mut(fqdn)
-                .map(|v| &mut v.http);
-            let plain = self.ir.virtual_hosts.get_mut(fqdn);
-            for vhost in [plain, secure].into_iter().flatten() {
+            for vhost in self.ir.virtual_hosts_of_mut(fqdn) {
                 vhost.ip_filter = vhost_filter.clone();
                 vhost.cors = vhost_cors.clone().map(Box::new);
                 vhost.rate_limit = vhost_limit.clone().map(Box::new);
@@ -170,15 +165,17 @@ impl Walk<'_, '_> {
             policy: None,
         };
         match self.mode {
-            RouteMode::Plain => self.ir.add_route(fqdn, route),
+            RouteMode::Plain => {
+                self.ir.add_route(HTTP_LISTENER, fqdn, route);
+            }
             RouteMode::Secure => {
                 let plain = if permit_insecure {
                     route.clone()
                 } else {
                     upgrade(&route)
                 };
-                self.ir.add_route(fqdn, plain);
-                self.ir.add_secure_route(fqdn, route);
+                self.ir.add_route(HTTP_LISTENER, fqdn, plain);
+                self.ir.add_secure_route(HTTPS_LISTENER, fqdn, route);
             }
             RouteMode::RedirectOnly => {
                 let plain = if permit_insecure {
@@ -186,7 +183,7 @@ impl Walk<'_, '_> {
                 } else {
                     upgrade(&route)
                 };
-                self.ir.add_route(fqdn, plain);
+                self.ir.add_route(HTTP_LISTENER, fqdn, plain);
             }
         }
     }

@@ -27,8 +27,8 @@ use serde::Deserialize;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::parse_host;
 use isobar_sdk::ir::{
-    DownstreamTls, PathMatch, Redirect, Route, RouteAction, RouteMatch, RoutePolicy,
-    SecureVirtualHost, ServedSecret, WeightedCluster,
+    DownstreamTls, HTTP_LISTENER, HTTPS_LISTENER, PathMatch, Redirect, Route, RouteAction,
+    RouteMatch, RoutePolicy, SecureVirtualHost, ServedSecret, WeightedCluster,
 };
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::resolve::{PortRef, service_cluster};
@@ -282,17 +282,17 @@ impl RouteBuilder<'_> {
             policy: policy.boxed(),
         };
         if let Some((tls, secret)) = self.secure.get(&host.fqdn) {
-            if !ir.secure_virtual_hosts.contains_key(&host.fqdn) {
-                ir.secure_virtual_hosts.insert(
-                    host.fqdn.clone(),
-                    SecureVirtualHost::new(&host.fqdn, Some(tls.clone())),
-                );
+            if let Some(secure) = ir.secure_virtual_hosts_mut(HTTPS_LISTENER) {
+                secure
+                    .entry(host.fqdn.clone())
+                    .or_insert_with(|| SecureVirtualHost::new(&host.fqdn, Some(tls.clone())));
             }
             ir.add_secret(&tls.secret, secret.clone());
-            ir.add_secure_route(&host.fqdn, route.clone());
+            ir.add_secure_route(HTTPS_LISTENER, &host.fqdn, route.clone());
         }
         if self.notes.force_ssl_redirect {
             ir.add_route(
+                HTTP_LISTENER,
                 &host.fqdn,
                 Route {
                     action: RouteAction::Redirect(Box::new(Redirect {
@@ -305,7 +305,7 @@ impl RouteBuilder<'_> {
                 },
             );
         } else if self.notes.allow_http {
-            ir.add_route(&host.fqdn, route);
+            ir.add_route(HTTP_LISTENER, &host.fqdn, route);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! ABI version 1 between Isobar and a WebAssembly processor (see `plugins/wasm/ABI.md`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use wasmtime::{
@@ -266,19 +266,18 @@ struct RouteIn<'a> {
 /// both.
 pub fn vhosts_json(ir: &Ir) -> String {
     let mut list = Vec::new();
-    let fqdns: BTreeSet<&String> = ir
-        .virtual_hosts
-        .keys()
-        .chain(ir.secure_virtual_hosts.keys())
-        .collect();
-    for fqdn in fqdns {
-        let (vhost, tls) = match ir.secure_virtual_hosts.get(fqdn.as_str()) {
-            Some(secure) => (&secure.http, true),
-            None => match ir.virtual_hosts.get(fqdn.as_str()) {
-                Some(v) => (v, false),
-                None => continue,
-            },
-        };
+    let mut chosen: BTreeMap<&String, (&isobar_sdk::ir::VirtualHost, bool)> = BTreeMap::new();
+    for listener in ir.listeners.values() {
+        for (fqdn, vhost) in &listener.virtual_hosts {
+            chosen.entry(fqdn).or_insert((vhost, false));
+        }
+    }
+    for listener in ir.listeners.values() {
+        for (fqdn, secure) in &listener.secure_virtual_hosts {
+            chosen.insert(fqdn, (&secure.http, true));
+        }
+    }
+    for (fqdn, (vhost, tls)) in chosen {
         let routes = vhost
             .routes
             .values()
@@ -313,10 +312,9 @@ fn header_name_ok(name: &str) -> bool {
 /// Checks a whole answer before any of it applies.
 pub fn validate(output: &Output, ir: &Ir) -> Result<(), Failure> {
     let bad = |m: String| Err(Failure::BadOutput(m));
+    let fqdns = ir.fqdns();
     for change in &output.changes {
-        if !ir.virtual_hosts.contains_key(&change.vhost)
-            && !ir.secure_virtual_hosts.contains_key(&change.vhost)
-        {
+        if !fqdns.contains(&change.vhost) {
             return bad(format!(
                 "change names vhost {:?}, which does not exist",
                 change.vhost
@@ -361,8 +359,7 @@ pub fn validate(output: &Output, ir: &Ir) -> Result<(), Failure> {
             ));
         }
         if let Some(vhost) = &condition.vhost
-            && !ir.virtual_hosts.contains_key(vhost)
-            && !ir.secure_virtual_hosts.contains_key(vhost)
+            && !fqdns.contains(vhost)
         {
             return bad(format!(
                 "a condition names vhost {vhost:?}, which does not exist"
@@ -375,12 +372,7 @@ pub fn validate(output: &Output, ir: &Ir) -> Result<(), Failure> {
 /// Applies validated changes to every route of each named vhost (HTTP and HTTPS).
 pub fn apply(changes: &[Change], ir: &mut Ir) {
     for change in changes {
-        let secure = ir
-            .secure_virtual_hosts
-            .get_mut(&change.vhost)
-            .map(|s| &mut s.http);
-        let plain = ir.virtual_hosts.get_mut(&change.vhost);
-        for vhost in [secure, plain].into_iter().flatten() {
+        for vhost in ir.virtual_hosts_of_mut(&change.vhost) {
             for route in vhost.routes.values_mut() {
                 let policy = route.policy.get_or_insert_with(Default::default);
                 for (name, value) in &change.request_headers_set {

@@ -159,8 +159,11 @@ impl Processor for Wasm {
 /// The objects with routes in vhost `fqdn` (every vhost when `None`).
 fn owners(ir: &Ir, fqdn: Option<&str>) -> Vec<ObjectKey> {
     let mut out: BTreeMap<ObjectKey, ()> = BTreeMap::new();
-    let secure = ir.secure_virtual_hosts.values().map(|s| &s.http);
-    for vhost in ir.virtual_hosts.values().chain(secure) {
+    let vhosts = ir.listeners.values().flat_map(|l| {
+        let secure = l.secure_virtual_hosts.values().map(|s| &s.http);
+        l.virtual_hosts.values().chain(secure)
+    });
+    for vhost in vhosts {
         if fqdn.is_some_and(|f| f != vhost.fqdn) {
             continue;
         }

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use serde_json::{Value, json};
 
-use crate::xds::translate::ADMIN_CLUSTER;
+use crate::xds::listener::ADMIN_CLUSTER;
 
 /// The xDS cluster name in the bootstrap (Contour's).
 pub const XDS_CLUSTER: &str = "contour";

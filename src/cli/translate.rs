@@ -1,17 +1,16 @@
 //! `isobar translate`: the Envoy resources and conditions for a manifest directory,
 //! without Envoy or a cluster. Exits non-zero when a manifest cannot be read.
 
+use crate::cli::output::translation;
+use crate::cli::serve::envoy_settings;
 use crate::cli::{Format, TranslateArgs};
-use crate::output::translation;
-use crate::pipeline::Pipeline;
 use crate::provider::files::load_dir;
-use crate::serve::envoy_settings;
+use crate::runner::pipeline::Pipeline;
 use crate::xds::translate;
 
 pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
     let config = args.config.load(serde_json::Map::new())?;
-    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?
-        .with_fallback_certificate(config.tls.fallback());
+    let pipeline = Pipeline::for_config(&config)?;
     if !args.manifests.is_dir() {
         anyhow::bail!(
             "manifest directory {} does not exist",

@@ -106,21 +106,23 @@ pub fn dot(ir: &Ir) -> String {
             }
         }
     };
-    for (fqdn, host) in &ir.virtual_hosts {
-        vhost(
-            &mut out,
-            &format!("http/{fqdn}"),
-            &format!("http {fqdn}"),
-            host,
-        );
-    }
-    for (fqdn, secure) in &ir.secure_virtual_hosts {
-        let label = match (&secure.tls, &secure.tcp_proxy) {
-            (None, _) => format!("https {fqdn} (passthrough)"),
-            (Some(_), Some(_)) => format!("https {fqdn} (tcp proxy)"),
-            (Some(_), None) => format!("https {fqdn}"),
-        };
-        vhost(&mut out, &format!("https/{fqdn}"), &label, &secure.http);
+    for (name, listener) in &ir.listeners {
+        for (fqdn, host) in &listener.virtual_hosts {
+            vhost(
+                &mut out,
+                &format!("{name}/{fqdn}"),
+                &format!("http {fqdn}"),
+                host,
+            );
+        }
+        for (fqdn, secure) in &listener.secure_virtual_hosts {
+            let label = match (&secure.tls, &secure.tcp_proxy) {
+                (None, _) => format!("https {fqdn} (passthrough)"),
+                (Some(_), Some(_)) => format!("https {fqdn} (tcp proxy)"),
+                (Some(_), None) => format!("https {fqdn}"),
+            };
+            vhost(&mut out, &format!("{name}/{fqdn}"), &label, &secure.http);
+        }
     }
     for (name, cluster) in &ir.clusters {
         let label = format!("{}/{}:{}", cluster.namespace, cluster.service, cluster.port);

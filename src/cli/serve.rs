@@ -7,16 +7,16 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 
+use crate::cli::http::{self, HttpState};
 use crate::config::Config;
-use crate::http::{self, HttpState};
-use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::pipeline::Pipeline;
 use crate::provider::Provider;
 use crate::provider::files::FilesProvider;
 use crate::provider::kube::{KubeProvider, WatchHealth};
+use crate::runner::leader::Elector;
+use crate::runner::pipeline::Pipeline;
+use crate::runner::status::StatusWriter;
 use crate::runner::{Runner, StatusOutput};
-use crate::status::StatusWriter;
 use crate::xds::server::AdsService;
 use crate::xds::{EnvoySettings, Snapshot};
 
@@ -25,18 +25,12 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
     EnvoySettings {
         client_certificate: (!client.name.is_empty())
             .then(|| (client.namespace.clone(), client.name.clone())),
-        http_address: config.envoy.http.address.clone(),
-        http_port: config.envoy.http.port,
-        https_address: config.envoy.https.address.clone(),
-        https_port: config.envoy.https.port,
-        tls: crate::xds::translate::TlsSettings {
+        tls: crate::xds::TlsSettings {
             min_version: config.tls.min_version(),
             max_version: config.tls.max_version(),
             cipher_suites: config.tls.cipher_suites.clone(),
             ecdh_curves: config.tls.ecdh_curves.clone(),
         },
-        stats_address: config.envoy.metrics.address.clone(),
-        stats_port: config.envoy.metrics.port,
         connect_timeout: config.timeouts.connect_timeout.0,
         access_log_path: config.envoy.access_log.clone(),
         vhds: config.xds_server.vhds,
@@ -56,8 +50,7 @@ pub enum ProviderChoice {
 }
 
 pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
-    let pipeline = Pipeline::from_config(&config.pipeline, &config.plugins)?
-        .with_fallback_certificate(config.tls.fallback());
+    let pipeline = Pipeline::for_config(&config)?;
     if let ProviderChoice::Files(None) = provider {
         anyhow::bail!(
             "serve needs a source of objects: --manifests DIR, --kubeconfig PATH or --incluster"
@@ -93,7 +86,7 @@ pub struct Controller {
     /// Whether this replica writes status (Kubernetes provider only).
     pub leader: Option<watch::Receiver<bool>>,
     /// Asks the runner for the IR of its current objects (the debug endpoint).
-    pub debug: mpsc::Sender<crate::debug::IrRequest>,
+    pub debug: mpsc::Sender<crate::cli::debug::IrRequest>,
     /// Hands AdmissionReviews to the runner (the admission webhook).
     pub admission: mpsc::Sender<crate::admission::Request>,
     /// Ends with the provider's error, if it fails.
@@ -143,7 +136,7 @@ impl Controller {
                     let lease = Elector::new(
                         client.clone(),
                         &config.leader_election,
-                        crate::leader::identity(),
+                        crate::runner::leader::identity(),
                     );
                     elector = Some(tokio::spawn(lease.run(leader_tx, stop_rx)));
                 }
@@ -251,7 +244,7 @@ async fn serve(
     let debug_addr = format!("{}:{}", config.debug_http.address, config.debug_http.port);
     servers.spawn(http::serve(
         debug_addr,
-        crate::debug::routes().with_state(controller.debug.clone()),
+        crate::cli::debug::routes().with_state(controller.debug.clone()),
     ));
     if config.admission_webhook.enabled {
         let hook = &config.admission_webhook;

@@ -1,13 +1,21 @@
 //! The command line: `serve`, `bootstrap`, `translate`, `plugins`, `version`.
 //! Flag names are Contour's.
 
+pub mod bootstrap;
+pub mod crds;
+pub mod debug;
+pub mod http;
+pub mod output;
+pub mod serve;
+pub mod translate;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use serde_json::{Map, Value, json};
 
-use crate::bootstrap::BootstrapArgs;
+use crate::cli::bootstrap::BootstrapArgs;
 use crate::config::{self, Config};
 
 #[derive(Debug, Parser)]
@@ -253,8 +261,8 @@ impl ConfigArgs {
 
 impl ServeArgs {
     /// Where objects come from: a manifest directory or the Kubernetes API.
-    pub fn provider(&self) -> crate::serve::ProviderChoice {
-        use crate::serve::ProviderChoice;
+    pub fn provider(&self) -> crate::cli::serve::ProviderChoice {
+        use crate::cli::serve::ProviderChoice;
         if self.kubeconfig.is_some() || self.incluster {
             ProviderChoice::Kubernetes {
                 kubeconfig: self.kubeconfig.clone(),
@@ -376,17 +384,17 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => match args.load_config() {
             Ok(config) => {
                 init_logging(config.debug);
-                crate::serve::run(config, args.provider())
+                crate::cli::serve::run(config, args.provider())
             }
             Err(e) => Err(anyhow::anyhow!(e)),
         },
-        Command::Bootstrap(args) => crate::bootstrap::write(&args),
+        Command::Bootstrap(args) => crate::cli::bootstrap::write(&args),
         Command::Translate(args) => {
             init_logging(false);
-            crate::translate::run(&args)
+            crate::cli::translate::run(&args)
         }
         Command::Plugins => {
-            for p in crate::pipeline::registered_plugins() {
+            for p in crate::runner::pipeline::registered_plugins() {
                 println!("{:<12} {:<10} {}", p.name, p.kind().as_str(), p.summary);
             }
             Ok(ExitCode::SUCCESS)
@@ -397,7 +405,7 @@ pub fn main() -> ExitCode {
             Ok(())
         }
         Command::Crds => {
-            print!("{}", crate::crds::yaml());
+            print!("{}", crate::cli::crds::yaml());
             Ok(())
         }
     };

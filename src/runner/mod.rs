@@ -3,6 +3,11 @@
 //! Nothing is published before the provider has synced, so Envoy never sees a partial
 //! configuration.
 
+pub mod leader;
+pub mod links;
+pub mod pipeline;
+pub mod status;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,11 +19,11 @@ use isobar_sdk::object::slice_service;
 
 use isobar_sdk::{ConditionType, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
-use crate::links::{Links, service_referrers};
 use crate::metrics::{KindLabel, Metrics};
-use crate::pipeline::Pipeline;
 use crate::provider::Event;
-use crate::status::Desired;
+use crate::runner::links::{Links, service_referrers};
+use crate::runner::pipeline::Pipeline;
+use crate::runner::status::Desired;
 use crate::xds::{Encoder, EnvoySettings, Snapshot, XdsType, translate_keeping};
 
 pub struct Runner {
@@ -32,7 +37,7 @@ pub struct Runner {
     /// `status.loadBalancer`.
     pub statuses: Option<StatusOutput>,
     /// Requests from the debug endpoint for the IR of the current objects.
-    pub debug: Option<mpsc::Receiver<crate::debug::IrRequest>>,
+    pub debug: Option<mpsc::Receiver<crate::cli::debug::IrRequest>>,
     /// Reviews from the admission webhook, answered against the current objects.
     pub admission: Option<mpsc::Receiver<crate::admission::Request>>,
     /// Where to ask for Secrets whose data was dropped (a provider that can fetch them
@@ -478,11 +483,12 @@ impl Runner {
         if let Some(used) = &mut last.secrets_used {
             used.extend(requested);
         }
-        let every = output.ir.virtual_hosts.keys();
-        if let Some(stray) = every
-            .chain(output.ir.secure_virtual_hosts.keys())
-            .find(|fqdn| !reach.hosts.contains(*fqdn))
-        {
+        if !last.encoder.same_listeners(&output.ir) {
+            tracing::debug!("a change reshaped a listener; building everything");
+            return false;
+        }
+        let every = output.ir.listeners.values().flat_map(|l| l.fqdns());
+        if let Some(stray) = every.into_iter().find(|fqdn| !reach.hosts.contains(*fqdn)) {
             tracing::debug!(fqdn = %stray, "a change reached a vhost its objects do not claim; building everything");
             return false;
         }
@@ -619,7 +625,7 @@ impl Runner {
             true
         });
         tracing::info!(
-            vhosts = output.ir.virtual_hosts.len(),
+            vhosts = output.ir.vhost_count(),
             clusters = output.ir.clusters.len(),
             published,
             millis = elapsed.as_secs_f64() * 1000.0,
@@ -660,7 +666,7 @@ impl Runner {
             return;
         };
         let envoy = objects.services.get(&out.envoy_service);
-        let lb = crate::status::load_balancer(
+        let lb = crate::runner::status::load_balancer(
             &out.fixed_address,
             envoy.and_then(|s| s.load_balancer.as_deref()),
         );

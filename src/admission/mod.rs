@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport, SubCondition};
 
-use crate::pipeline::Pipeline;
+use crate::runner::pipeline::Pipeline;
 
 /// How long an admitted change is assumed to be on its way to the store.
 const PENDING_TTL: Duration = Duration::from_secs(30);
@@ -198,7 +198,7 @@ impl Admissions {
             put(&mut view, k, p.object.as_ref());
         }
         let old = current(&view, key);
-        let mut links = crate::links::Links::of(&view);
+        let mut links = crate::runner::links::Links::of(&view);
         let mut scope = links.linked(key).objects;
         put(&mut view, key, candidate.object.as_ref());
         let changed = BTreeSet::from([key.clone()]);

@@ -51,6 +51,8 @@ pub struct Pipeline {
     processors: Vec<(&'static str, Box<dyn Processor>)>,
     /// `tls.fallback-certificate`, offered to the sources.
     fallback: Option<(String, String)>,
+    /// The listeners every build starts with (from the configuration).
+    listeners: Vec<isobar_sdk::ir::Listener>,
 }
 
 /// What one build produced.
@@ -124,6 +126,7 @@ impl Pipeline {
             sources: Vec::new(),
             processors: Vec::new(),
             fallback: None,
+            listeners: Vec::new(),
         };
         for p in pick("filters", PluginKind::Filter, &config.filters)? {
             if let Factory::Filter(make) = p.factory {
@@ -149,7 +152,20 @@ impl Pipeline {
         Ok(pipeline)
     }
 
-    /// The kinds the enabled sources read: what a provider needs to watch.
+    /// The pipeline `config` asks for: its plugins, Envoy's listeners and the fallback
+    /// certificate.
+    pub fn for_config(config: &crate::config::Config) -> Result<Pipeline, PipelineError> {
+        Ok(Pipeline::from_config(&config.pipeline, &config.plugins)?
+            .with_listeners(config.envoy.listeners())
+            .with_fallback_certificate(config.tls.fallback()))
+    }
+
+    /// Sets the listeners every build starts with, before the sources write to them.
+    pub fn with_listeners(mut self, listeners: Vec<isobar_sdk::ir::Listener>) -> Self {
+        self.listeners = listeners;
+        self
+    }
+
     /// Sets `tls.fallback-certificate` ((namespace, name)) for the sources.
     pub fn with_fallback_certificate(mut self, fallback: Option<(String, String)>) -> Self {
         self.fallback = fallback;
@@ -164,6 +180,7 @@ impl Pipeline {
             && self.processors.iter().all(|(_, p)| p.local())
     }
 
+    /// The kinds the enabled plugins read: what a provider needs to watch.
     pub fn kinds(&self) -> BTreeSet<Kind> {
         self.sources
             .iter()
@@ -257,7 +274,7 @@ impl Pipeline {
             .with_focus(focus)
             .with_store(store)
             .with_scope(scope);
-        let mut ir = Ir::default();
+        let mut ir = Ir::with_listeners(self.listeners.iter().cloned());
         for (name, source) in &self.sources {
             let _span = tracing::debug_span!("source", plugin = name).entered();
             source.build(&ctx, &mut ir, &mut status);

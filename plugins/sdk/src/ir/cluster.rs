@@ -1,0 +1,132 @@
+//! Upstream clusters: one port of one Service, and the options that shape the Envoy
+//! cluster made for it.
+
+use serde::Serialize;
+
+use super::PemBundle;
+
+/// An upstream: one port of one Service.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cluster {
+    pub name: String,
+    pub namespace: String,
+    pub service: String,
+    pub port: i32,
+    /// The Service port's name (`""` when unnamed): endpoints are matched by it.
+    pub port_name: String,
+    /// The ClusterLoadAssignment name (`ns/svc/portname`).
+    pub eds_name: String,
+    /// `ns_svc_port`, Envoy's stat name for the cluster.
+    pub alt_stat_name: String,
+    /// Settings that change the Envoy cluster; they are part of its name's hash.
+    #[serde(skip_serializing_if = "ClusterOptions::is_default")]
+    pub options: ClusterOptions,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClusterOptions {
+    pub lb_policy: LbPolicy,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<UpstreamProtocol>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<Box<HealthCheck>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuit_breakers: Option<Box<CircuitBreakers>>,
+    /// New endpoints get traffic gradually (round robin and least request only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_start: Option<Box<SlowStart>>,
+    /// Upstream connections idle this long are closed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_connection_timeout: Option<std::time::Duration>,
+    /// A TCP connect health check (`tcpproxy.healthCheckPolicy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_health_check: Option<Box<TcpHealthCheck>>,
+    /// Server name sent upstream over TLS (a route's literal Host rewrite).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_validation: Option<Box<UpstreamValidation>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TcpHealthCheck {
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+    pub unhealthy_threshold: u32,
+    pub healthy_threshold: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlowStart {
+    pub window: std::time::Duration,
+    /// A positive decimal, kept as written (validated) so options stay `Eq`.
+    pub aggression: String,
+    pub min_weight_percent: u32,
+}
+
+impl ClusterOptions {
+    pub fn is_default(&self) -> bool {
+        *self == ClusterOptions::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LbPolicy {
+    #[default]
+    RoundRobin,
+    LeastRequest,
+    Random,
+    /// Consistent hashing on the route's hash policies (Cookie, RequestHash).
+    RingHash,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamProtocol {
+    /// HTTP/2 over TLS (Contour's `h2`).
+    H2,
+    /// HTTP/2 in clear text.
+    H2c,
+    /// HTTP/1.1 over TLS.
+    Tls,
+}
+
+impl UpstreamProtocol {
+    pub fn is_tls(self) -> bool {
+        matches!(self, UpstreamProtocol::H2 | UpstreamProtocol::Tls)
+    }
+
+    pub fn is_http2(self) -> bool {
+        matches!(self, UpstreamProtocol::H2 | UpstreamProtocol::H2c)
+    }
+}
+
+/// How Envoy checks an upstream's certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamValidation {
+    pub ca: PemBundle,
+    /// The certificate must carry one of these DNS SANs.
+    pub subject_names: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthCheck {
+    pub path: String,
+    pub host: String,
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+    pub unhealthy_threshold: u32,
+    pub healthy_threshold: u32,
+    /// `[start, end)` ranges of healthy statuses; empty: 200 only.
+    pub expected_statuses: Vec<(i64, i64)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CircuitBreakers {
+    pub max_connections: Option<u32>,
+    pub max_pending_requests: Option<u32>,
+    pub max_requests: Option<u32>,
+    pub max_retries: Option<u32>,
+    pub per_host_max_connections: Option<u32>,
+}

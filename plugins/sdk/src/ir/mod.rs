@@ -1,0 +1,336 @@
+//! The intermediate representation: what Envoy should do, with no Kubernetes or Envoy
+//! types inside. Ordered maps keep it deterministic: the same objects give the same IR.
+//!
+//! The IR is keyed by listener. Each listener has an address, a port and a protocol:
+//! an HTTP listener holds virtual hosts, an HTTPS listener one SNI filter chain per
+//! virtual host (TLS terminated with a certificate, or passed through). Every HTTP
+//! connection manager of a listener runs its `http_filters`, in order. Contour's
+//! `ingress_http`, `ingress_https` and `stats-health` are listeners made from the
+//! configuration before the sources run; a source writes to a listener by name and may
+//! add listeners of its own. Clusters and secrets sit beside the listeners, shared by
+//! every listener that uses them.
+
+mod cluster;
+mod route;
+mod tls;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+pub use cluster::*;
+pub use route::*;
+pub use tls::*;
+
+/// Contour's plain HTTP listener; also its RouteConfiguration's name.
+pub const HTTP_LISTENER: &str = "ingress_http";
+/// Contour's HTTPS listener.
+pub const HTTPS_LISTENER: &str = "ingress_https";
+/// Contour's listener for Envoy's own readiness and stats.
+pub const STATS_LISTENER: &str = "stats-health";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Ir {
+    /// Listeners by name.
+    pub listeners: BTreeMap<String, Listener>,
+    /// Upstream clusters by name.
+    pub clusters: BTreeMap<String, Cluster>,
+    /// Certificates (with their keys) served over SDS, by SDS name; only what a served
+    /// vhost uses. Serialized as names and fingerprints, never as key material.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, ServedSecret>,
+}
+
+/// What a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// Plain HTTP: virtual hosts, routed by `Host`, served over RDS.
+    Http,
+    /// TLS, one filter chain per server name (SNI): terminated and routed as HTTP,
+    /// forwarded over TCP, or passed through.
+    Https,
+    /// Envoy's readiness and stats (`GET /ready`, `/stats`, `/stats/prometheus` of its
+    /// admin) and nothing else of the admin, as Contour's `stats-health`.
+    Stats,
+}
+
+/// An HTTP filter of a listener's connection managers. Those before the router act only
+/// where a virtual host or route configures them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpFilter {
+    /// Cross-origin requests (a vhost's [`Cors`]).
+    Cors,
+    /// Token buckets ([`LocalRateLimit`] of a vhost or route).
+    LocalRateLimit,
+    /// `Set-Cookie` rewriting ([`CookieRewrite`]), a fixed Lua script. A connection
+    /// manager of one HTTPS vhost carries it only when a route of the vhost uses it.
+    CookieRewrite,
+    /// Client address filters ([`IpFilter`] of a vhost or route).
+    Rbac,
+    /// Routing; always last.
+    Router,
+}
+
+impl HttpFilter {
+    /// Contour's filters, in its order.
+    pub const CONTOUR: [HttpFilter; 5] = [
+        HttpFilter::Cors,
+        HttpFilter::LocalRateLimit,
+        HttpFilter::CookieRewrite,
+        HttpFilter::Rbac,
+        HttpFilter::Router,
+    ];
+}
+
+/// Where Envoy accepts connections, and what it does with them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Listener {
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    pub protocol: Protocol,
+    /// HTTP: virtual hosts by lower-cased FQDN (`*` for any).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub virtual_hosts: BTreeMap<String, VirtualHost>,
+    /// HTTPS: one SNI filter chain per virtual host, by FQDN.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub secure_virtual_hosts: BTreeMap<String, SecureVirtualHost>,
+    /// HTTPS: the SDS name of the fallback certificate (for clients without SNI), when a
+    /// virtual host enables it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_secret: Option<String>,
+    /// The HTTP filters of every connection manager on this listener, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub http_filters: Vec<HttpFilter>,
+    /// HTTPS: how the RouteConfigurations of this listener are named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes: Option<RouteNames>,
+}
+
+/// The names of an HTTPS listener's RouteConfigurations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteNames {
+    /// A virtual host's own is `<prefix>/<fqdn>` (Contour: `https`).
+    pub prefix: String,
+    /// The one clients without SNI are routed by (Contour: `ingress_fallbackcert`).
+    pub fallback: String,
+}
+
+impl Listener {
+    fn new(name: &str, address: &str, port: u16, protocol: Protocol) -> Listener {
+        Listener {
+            name: name.to_string(),
+            address: address.to_string(),
+            port,
+            protocol,
+            virtual_hosts: BTreeMap::new(),
+            secure_virtual_hosts: BTreeMap::new(),
+            fallback_secret: None,
+            http_filters: Vec::new(),
+            routes: None,
+        }
+    }
+
+    /// A plain HTTP listener with Contour's filters.
+    pub fn http(name: &str, address: &str, port: u16) -> Listener {
+        Listener {
+            http_filters: HttpFilter::CONTOUR.to_vec(),
+            ..Listener::new(name, address, port, Protocol::Http)
+        }
+    }
+
+    /// An HTTPS listener with Contour's filters.
+    pub fn https(name: &str, address: &str, port: u16, routes: RouteNames) -> Listener {
+        Listener {
+            http_filters: HttpFilter::CONTOUR.to_vec(),
+            routes: Some(routes),
+            ..Listener::new(name, address, port, Protocol::Https)
+        }
+    }
+
+    /// Envoy's readiness and stats.
+    pub fn stats(name: &str, address: &str, port: u16) -> Listener {
+        Listener {
+            http_filters: vec![HttpFilter::Router],
+            ..Listener::new(name, address, port, Protocol::Stats)
+        }
+    }
+
+    /// The listener as it is before any source writes to it: the same name, address,
+    /// protocol and filters, and no virtual hosts.
+    pub fn empty(&self) -> Listener {
+        Listener {
+            virtual_hosts: BTreeMap::new(),
+            secure_virtual_hosts: BTreeMap::new(),
+            fallback_secret: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether two listeners differ only in what sources wrote to them.
+    pub fn same_shape(&self, other: &Listener) -> bool {
+        self.name == other.name
+            && self.address == other.address
+            && self.port == other.port
+            && self.protocol == other.protocol
+            && self.http_filters == other.http_filters
+            && self.routes == other.routes
+    }
+
+    /// The name of a secure virtual host's RouteConfiguration.
+    pub fn route_config_name(&self, fqdn: &str) -> String {
+        let prefix = self
+            .routes
+            .as_ref()
+            .map_or(self.name.as_str(), |r| &r.prefix);
+        format!("{prefix}/{fqdn}")
+    }
+
+    /// The clusters this listener's virtual hosts send to.
+    pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
+        let plain = self
+            .virtual_hosts
+            .values()
+            .flat_map(VirtualHost::cluster_names);
+        let secure = self
+            .secure_virtual_hosts
+            .values()
+            .flat_map(SecureVirtualHost::cluster_names);
+        plain.chain(secure)
+    }
+
+    /// The FQDNs of its virtual hosts, plain and secure.
+    pub fn fqdns(&self) -> impl Iterator<Item = &String> {
+        self.virtual_hosts
+            .keys()
+            .chain(self.secure_virtual_hosts.keys())
+    }
+}
+
+static NO_VHOSTS: BTreeMap<String, VirtualHost> = BTreeMap::new();
+static NO_SECURE_VHOSTS: BTreeMap<String, SecureVirtualHost> = BTreeMap::new();
+
+impl Ir {
+    /// An IR with these listeners, as yet without virtual hosts.
+    pub fn with_listeners(listeners: impl IntoIterator<Item = Listener>) -> Ir {
+        Ir {
+            listeners: listeners.into_iter().map(|l| (l.name.clone(), l)).collect(),
+            ..Ir::default()
+        }
+    }
+
+    /// The plain virtual hosts of `listener` (none when there is no such listener).
+    pub fn virtual_hosts(&self, listener: &str) -> &BTreeMap<String, VirtualHost> {
+        self.listeners
+            .get(listener)
+            .map_or(&NO_VHOSTS, |l| &l.virtual_hosts)
+    }
+
+    /// The secure virtual hosts of `listener` (none when there is no such listener).
+    pub fn secure_virtual_hosts(&self, listener: &str) -> &BTreeMap<String, SecureVirtualHost> {
+        self.listeners
+            .get(listener)
+            .map_or(&NO_SECURE_VHOSTS, |l| &l.secure_virtual_hosts)
+    }
+
+    /// The plain virtual hosts of `listener`, to change; `None` when there is no such
+    /// listener.
+    pub fn virtual_hosts_mut(
+        &mut self,
+        listener: &str,
+    ) -> Option<&mut BTreeMap<String, VirtualHost>> {
+        self.listeners
+            .get_mut(listener)
+            .map(|l| &mut l.virtual_hosts)
+    }
+
+    /// The secure virtual hosts of `listener`, to change; `None` when there is no such
+    /// listener.
+    pub fn secure_virtual_hosts_mut(
+        &mut self,
+        listener: &str,
+    ) -> Option<&mut BTreeMap<String, SecureVirtualHost>> {
+        self.listeners
+            .get_mut(listener)
+            .map(|l| &mut l.secure_virtual_hosts)
+    }
+
+    /// The virtual hosts of `fqdn` on every listener, plain and secure (a secure one's
+    /// HTTP side), to change what they do.
+    pub fn virtual_hosts_of_mut<'a>(
+        &'a mut self,
+        fqdn: &'a str,
+    ) -> impl Iterator<Item = &'a mut VirtualHost> + 'a {
+        self.listeners.values_mut().flat_map(move |l| {
+            let secure = l.secure_virtual_hosts.get_mut(fqdn).map(|s| &mut s.http);
+            l.virtual_hosts.get_mut(fqdn).into_iter().chain(secure)
+        })
+    }
+
+    /// How many virtual hosts the listeners hold, plain and secure.
+    pub fn vhost_count(&self) -> usize {
+        self.listeners
+            .values()
+            .map(|l| l.virtual_hosts.len() + l.secure_virtual_hosts.len())
+            .sum()
+    }
+
+    /// Every FQDN any listener serves.
+    pub fn fqdns(&self) -> BTreeSet<&String> {
+        self.listeners.values().flat_map(Listener::fqdns).collect()
+    }
+
+    /// Adds a route to a vhost of an HTTP listener (made on first use); a route with an
+    /// identical match replaces the earlier one, as Contour does (later sources win).
+    /// Returns false when there is no such listener.
+    pub fn add_route(&mut self, listener: &str, fqdn: &str, route: Route) -> bool {
+        let Some(vhosts) = self.virtual_hosts_mut(listener) else {
+            return false;
+        };
+        if !vhosts.contains_key(fqdn) {
+            vhosts.insert(fqdn.to_string(), VirtualHost::new(fqdn));
+        }
+        if let Some(vhost) = vhosts.get_mut(fqdn) {
+            vhost.routes.insert(route);
+        }
+        true
+    }
+
+    /// Adds a route to a secure vhost, which must exist (`false` when it does not).
+    pub fn add_secure_route(&mut self, listener: &str, fqdn: &str, route: Route) -> bool {
+        let vhost = self
+            .secure_virtual_hosts_mut(listener)
+            .and_then(|v| v.get_mut(fqdn));
+        match vhost {
+            Some(vhost) => {
+                vhost.http.routes.insert(route);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Serves a certificate over SDS under its SDS name (once, however many vhosts use it).
+    pub fn add_secret(&mut self, sds_name: &str, secret: ServedSecret) {
+        if !self.secrets.contains_key(sds_name) {
+            self.secrets.insert(sds_name.to_string(), secret);
+        }
+    }
+
+    pub fn add_cluster(&mut self, cluster: Cluster) {
+        self.clusters.entry(cluster.name.clone()).or_insert(cluster);
+    }
+
+    /// Drops clusters no route forwards to.
+    pub fn prune_clusters(&mut self) {
+        let used: BTreeSet<&str> = self
+            .listeners
+            .values()
+            .flat_map(Listener::cluster_names)
+            .collect();
+        let keep: BTreeSet<String> = used.into_iter().map(str::to_string).collect();
+        self.clusters.retain(|name, _| keep.contains(name));
+    }
+}

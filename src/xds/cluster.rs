@@ -1,0 +1,278 @@
+//! IR clusters → Envoy `Cluster`s (EDS), with their load balancing, health checks,
+//! circuit breakers, upstream HTTP/2 and upstream TLS.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::cluster::v3::{self as cluster, Cluster};
+use envoy_types::pb::envoy::config::core::v3::{self as core, TransportSocket};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    self as tls, CertificateValidationContext, CommonTlsContext, SdsSecretConfig, TlsParameters,
+};
+use envoy_types::pb::envoy::r#type::v3::Percent;
+use envoy_types::pb::google::protobuf::{Any, UInt32Value};
+use envoy_types::util::pack_any;
+
+use isobar_sdk::ir;
+
+use super::proto::{ads, duration, inline, tls_version};
+use super::settings::EnvoySettings;
+
+pub(super) fn cluster_for(
+    c: &ir::Cluster,
+    settings: &EnvoySettings,
+    client_certificate: Option<&str>,
+) -> Cluster {
+    Cluster {
+        name: c.name.clone(),
+        alt_stat_name: c.alt_stat_name.clone(),
+        cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
+            cluster::cluster::DiscoveryType::Eds as i32,
+        )),
+        eds_cluster_config: Some(cluster::cluster::EdsClusterConfig {
+            eds_config: Some(ads()),
+            service_name: c.eds_name.clone(),
+        }),
+        connect_timeout: Some(duration(settings.connect_timeout)),
+        common_lb_config: Some(cluster::cluster::CommonLbConfig {
+            healthy_panic_threshold: Some(Percent { value: 0.0 }),
+            ..Default::default()
+        }),
+        lb_policy: match c.options.lb_policy {
+            ir::LbPolicy::RoundRobin => cluster::cluster::LbPolicy::RoundRobin,
+            ir::LbPolicy::LeastRequest => cluster::cluster::LbPolicy::LeastRequest,
+            ir::LbPolicy::Random => cluster::cluster::LbPolicy::Random,
+            ir::LbPolicy::RingHash => cluster::cluster::LbPolicy::RingHash,
+        } as i32,
+        health_checks: c
+            .options
+            .health_check
+            .as_deref()
+            .into_iter()
+            .map(health_check)
+            .chain(
+                c.options
+                    .tcp_health_check
+                    .as_deref()
+                    .into_iter()
+                    .map(tcp_health_check),
+            )
+            .collect(),
+        circuit_breakers: c.options.circuit_breakers.as_deref().map(circuit_breakers),
+        typed_extension_protocol_options: upstream_http_options(&c.options),
+        lb_config: c
+            .options
+            .slow_start
+            .as_ref()
+            .map(|s| slow_start(s, c.options.lb_policy)),
+        transport_socket: upstream_transport_socket(&c.options, settings, client_certificate),
+        ..Default::default()
+    }
+}
+
+pub(super) fn slow_start(s: &ir::SlowStart, lb: ir::LbPolicy) -> cluster::cluster::LbConfig {
+    use cluster::cluster::{LbConfig, LeastRequestLbConfig, RoundRobinLbConfig, SlowStartConfig};
+    let config = SlowStartConfig {
+        slow_start_window: Some(duration(s.window)),
+        aggression: Some(core::RuntimeDouble {
+            default_value: s.aggression.parse().unwrap_or(1.0),
+            runtime_key: "upstream.slowstart.aggression".to_string(),
+        }),
+        min_weight_percent: Some(Percent {
+            value: f64::from(s.min_weight_percent),
+        }),
+    };
+    match lb {
+        ir::LbPolicy::LeastRequest => LbConfig::LeastRequestLbConfig(LeastRequestLbConfig {
+            slow_start_config: Some(config),
+            ..Default::default()
+        }),
+        _ => LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
+            slow_start_config: Some(config),
+        }),
+    }
+}
+
+/// A health check with its timings; `checker` says what is checked.
+pub(super) fn timed_check(
+    timeout: u64,
+    interval: u64,
+    unhealthy: u32,
+    healthy: u32,
+    checker: core::health_check::HealthChecker,
+) -> core::HealthCheck {
+    let seconds = |s: u64| duration(Duration::from_secs(s));
+    core::HealthCheck {
+        timeout: Some(seconds(timeout)),
+        interval: Some(seconds(interval)),
+        unhealthy_threshold: Some(UInt32Value { value: unhealthy }),
+        healthy_threshold: Some(UInt32Value { value: healthy }),
+        health_checker: Some(checker),
+        ..Default::default()
+    }
+}
+
+pub(super) fn tcp_health_check(h: &ir::TcpHealthCheck) -> core::HealthCheck {
+    use core::health_check::{HealthChecker, TcpHealthCheck};
+    timed_check(
+        h.timeout_seconds,
+        h.interval_seconds,
+        h.unhealthy_threshold,
+        h.healthy_threshold,
+        HealthChecker::TcpHealthCheck(TcpHealthCheck::default()),
+    )
+}
+
+pub(super) fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
+    use core::health_check::{HealthChecker, HttpHealthCheck};
+    timed_check(
+        h.timeout_seconds,
+        h.interval_seconds,
+        h.unhealthy_threshold,
+        h.healthy_threshold,
+        HealthChecker::HttpHealthCheck(HttpHealthCheck {
+            host: h.host.clone(),
+            path: h.path.clone(),
+            expected_statuses: h
+                .expected_statuses
+                .iter()
+                .map(
+                    |(start, end)| envoy_types::pb::envoy::r#type::v3::Int64Range {
+                        start: *start,
+                        end: *end,
+                    },
+                )
+                .collect(),
+            ..Default::default()
+        }),
+    )
+}
+
+pub(super) fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreakers {
+    let limit = |v: Option<u32>| v.map(|value| UInt32Value { value });
+    cluster::CircuitBreakers {
+        thresholds: vec![cluster::circuit_breakers::Thresholds {
+            max_connections: limit(b.max_connections),
+            max_pending_requests: limit(b.max_pending_requests),
+            max_requests: limit(b.max_requests),
+            max_retries: limit(b.max_retries),
+            ..Default::default()
+        }],
+        per_host_thresholds: b
+            .per_host_max_connections
+            .map(|max| {
+                vec![cluster::circuit_breakers::Thresholds {
+                    max_connections: limit(Some(max)),
+                    ..Default::default()
+                }]
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Upstream HTTP/2 (`h2`, `h2c`) and the idle timeout of upstream connections, as
+/// Envoy's `HttpProtocolOptions` (one entry, so the map encodes deterministically).
+pub(super) fn upstream_http_options(options: &ir::ClusterOptions) -> HashMap<String, Any> {
+    use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+        HttpProtocolOptions, http_protocol_options,
+    };
+    use http_protocol_options::explicit_http_config::ProtocolConfig;
+    if options.protocol.is_none() && options.idle_connection_timeout.is_none() {
+        return HashMap::new();
+    }
+    let http2 = options.protocol.is_some_and(ir::UpstreamProtocol::is_http2);
+    if !http2 && options.idle_connection_timeout.is_none() {
+        return HashMap::new();
+    }
+    let protocol = if http2 {
+        ProtocolConfig::Http2ProtocolOptions(core::Http2ProtocolOptions::default())
+    } else {
+        ProtocolConfig::HttpProtocolOptions(core::Http1ProtocolOptions::default())
+    };
+    let value = pack_any(HttpProtocolOptions {
+        common_http_protocol_options: options.idle_connection_timeout.map(|d| {
+            core::HttpProtocolOptions {
+                idle_timeout: Some(duration(d)),
+                ..Default::default()
+            }
+        }),
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(protocol),
+                },
+            ),
+        ),
+        ..Default::default()
+    });
+    HashMap::from([(
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
+        value,
+    )])
+}
+
+/// The transport socket of a cluster spoken to over TLS (`tls` and `h2`): ALPN `h2` for
+/// HTTP/2, the route's Host as SNI, the CA and names to verify the upstream against, and
+/// Envoy's own client certificate when one is configured.
+pub fn upstream_transport_socket(
+    options: &ir::ClusterOptions,
+    settings: &EnvoySettings,
+    client_certificate: Option<&str>,
+) -> Option<TransportSocket> {
+    let protocol = options.protocol.filter(|p| p.is_tls())?;
+    let validation = options.upstream_validation.as_ref().map(|v| {
+        tls::common_tls_context::ValidationContextType::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: Some(inline(&v.ca.pem)),
+                match_typed_subject_alt_names: v
+                    .subject_names
+                    .iter()
+                    .map(|name| tls::SubjectAltNameMatcher {
+                        san_type: tls::subject_alt_name_matcher::SanType::Dns as i32,
+                        matcher: Some(envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher {
+                            match_pattern: Some(
+                                envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern::Exact(
+                                    name.clone(),
+                                ),
+                            ),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        )
+    });
+    let context = tls::UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: tls_version(settings.tls.min_version),
+                tls_maximum_protocol_version: tls_version(settings.tls.max_version),
+                ..Default::default()
+            }),
+            alpn_protocols: if protocol.is_http2() {
+                vec!["h2".to_string()]
+            } else {
+                Vec::new()
+            },
+            validation_context_type: validation,
+            tls_certificate_sds_secret_configs: client_certificate
+                .map(|name| SdsSecretConfig {
+                    name: name.to_string(),
+                    sds_config: Some(ads()),
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }),
+        sni: options.sni.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    Some(TransportSocket {
+        name: "envoy.transport_sockets.tls".to_string(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(pack_any(
+            context,
+        ))),
+    })
+}

@@ -1,0 +1,728 @@
+//! Translation that remembers: each vhost's share of the xDS, on each listener it is on,
+//! is encoded once and kept, so a change re-encodes only the vhosts it touches and names
+//! only the resources whose bytes may have changed. A full build is the same code run
+//! from empty over every vhost, so both paths give byte-identical resources.
+//!
+//! Per listener: an HTTP listener's table is its RouteConfiguration (one `VirtualHost`
+//! per vhost; with VHDS each vhost is a resource of its own); an HTTPS listener's table
+//! is the listener itself (one filter chain per vhost, then the fallback chain), and
+//! each routed vhost has a RouteConfiguration of its own. Clusters, endpoints and
+//! secrets are counted by the vhosts using them and sent while any does.
+
+mod table;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use isobar_sdk::ir::{self, Protocol};
+use isobar_sdk::{Ir, Objects, SmallSet};
+
+use super::cluster::cluster_for;
+use super::endpoint::load_assignment;
+use super::listener::{
+    LISTENER_FILTER_CHAINS, encode_vhost_chain, fallback_chain_bytes, fallback_routes,
+    http_listener, https_listener_shell, stats_listener,
+};
+use super::resource::{Changes, Encoded, Resources, XdsType, encoded};
+use super::route::{
+    ROUTE_CONFIGURATION_VIRTUAL_HOSTS, route_configuration, vhds_name, vhds_route_configuration,
+    virtual_host,
+};
+use super::secret::secret;
+use super::settings::EnvoySettings;
+use super::snapshot::Snapshot;
+use table::{Arena, Fresh, Share, Table};
+
+/// One vhost's share on one listener. Its bytes are not kept: they are in the published
+/// resources, where a later change copies them from (each vhost's bytes are held once,
+/// not twice).
+struct Placed {
+    /// The listener, by its index in [`Encoder::listeners`].
+    listener: usize,
+    /// HTTP: its `VirtualHost` in the listener's RouteConfiguration. HTTPS: its filter
+    /// chain.
+    share: Share,
+    /// HTTPS: its `VirtualHost` (its own RouteConfiguration, and the fallback one).
+    routes: Option<Share>,
+    /// HTTPS: the `VirtualHost`'s bytes, kept while it serves the fallback certificate
+    /// (the fallback RouteConfiguration is assembled from them): `Some` for exactly the
+    /// vhosts that do.
+    fallback_routes: Option<Box<[u8]>>,
+    /// HTTPS: whether it has its own RouteConfiguration (not TCP proxying).
+    rds: bool,
+    /// HTTPS: the certificate it serves.
+    secret: Option<String>,
+}
+
+impl Placed {
+    /// Whether it serves the fallback certificate.
+    fn fallback(&self) -> bool {
+        self.fallback_routes.is_some()
+    }
+}
+
+/// One vhost's shares, on every listener it is on (in listener order), and the clusters
+/// its routes use.
+#[derive(Default)]
+struct Parts {
+    on: Box<[Placed]>,
+    clusters: SmallSet<String>,
+}
+
+impl Parts {
+    fn on(&self, listener: usize) -> Option<&Placed> {
+        self.on.iter().find(|p| p.listener == listener)
+    }
+}
+
+/// The published resources disagree with what the encoder remembers of them: the
+/// encoder must be rebuilt from everything.
+#[derive(Debug)]
+pub struct Stale;
+
+/// A cluster in use, by how many vhosts.
+struct Used {
+    vhosts: usize,
+    eds_name: String,
+    service: (String, String),
+    port_name: String,
+}
+
+/// A listener as the encoder knows it: its shape (no vhosts) and what is counted on it.
+struct ListenerState {
+    shape: ir::Listener,
+    /// Vhosts placed on it.
+    vhosts: usize,
+    /// Of those, how many serve the fallback certificate.
+    fallbacks: usize,
+    /// The fallback certificate, once a build named it, and whether it is counted in use.
+    fallback_secret: Option<String>,
+    fallback_counted: bool,
+}
+
+/// What a change does to one listener's tables.
+#[derive(Default, Clone, Copy)]
+struct Touched {
+    /// Its table (RouteConfiguration or filter chains) must be assembled again.
+    table: bool,
+    /// Its fallback RouteConfiguration must be assembled again.
+    fallback: bool,
+}
+
+/// What translation keeps between builds.
+#[derive(Default)]
+pub struct Encoder {
+    /// The SDS name of Envoy's upstream client certificate, when one is served.
+    client_certificate: Option<String>,
+    /// Every listener of the first build, in name order.
+    listeners: Vec<ListenerState>,
+    vhosts: BTreeMap<String, Parts>,
+    clusters: HashMap<String, Used>,
+    /// EDS names by how many clusters use them.
+    endpoints: HashMap<String, usize>,
+    /// Endpoint sets (EDS name, port name) by Service: what an endpoint change recomputes.
+    by_service: BTreeMap<(String, String), SmallSet<(String, String)>>,
+    /// SDS names by how many vhosts (and fallback chains) use them.
+    secrets: HashMap<String, usize>,
+    started: bool,
+}
+
+pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
+    translate_keeping(ir, objects, settings).0
+}
+
+/// [`translate`], and what it keeps to later re-encode only what a change touches.
+pub fn translate_keeping(
+    ir: &Ir,
+    objects: &Objects,
+    settings: &EnvoySettings,
+) -> (Resources, Encoder) {
+    let mut out = Resources::default();
+    // Envoy's client certificate for upstream TLS, served over SDS when it is valid.
+    let client_certificate = settings.client_certificate.as_ref().and_then(|(ns, name)| {
+        let check = objects.secret_check(ns, name)?;
+        match &check.certificate {
+            Ok(certificate) => {
+                let sds = isobar_sdk::secret::sds_name(ns, name);
+                let served = ir::ServedSecret {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    certificate: certificate.clone(),
+                };
+                out.secrets.insert(sds.clone(), secret(&sds, &served));
+                Some(sds)
+            }
+            Err(e) => {
+                tracing::error!(secret = %format!("{ns}/{name}"), error = %e, "tls.envoy-client-certificate is not usable; upstream TLS goes without a client certificate");
+                None
+            }
+        }
+    });
+    let uses_tls = ir
+        .clusters
+        .values()
+        .any(|c| c.options.protocol.is_some_and(ir::UpstreamProtocol::is_tls));
+    if !uses_tls && let Some(name) = &client_certificate {
+        out.secrets.remove(name);
+    }
+    let mut encoder = Encoder::new(client_certificate);
+    let every: BTreeSet<String> = ir.fqdns().into_iter().cloned().collect();
+    // Every vhost is fresh: nothing is copied from a published snapshot, so nothing
+    // can be stale.
+    let changes = encoder
+        .replace(ir, objects, settings, &every, None)
+        .unwrap_or_default();
+    for (t, resources) in changes.by_type {
+        let map = out.of_mut(t);
+        map.extend(resources.into_iter().filter_map(|(k, v)| Some((k, v?))));
+    }
+    (out, encoder)
+}
+
+impl Encoder {
+    pub fn new(client_certificate: Option<String>) -> Encoder {
+        Encoder {
+            client_certificate,
+            ..Encoder::default()
+        }
+    }
+
+    /// Whether builds may be spliced in: the upstream client certificate is served only
+    /// while some cluster uses TLS, a whole-IR question.
+    pub fn splices(&self) -> bool {
+        self.client_certificate.is_none()
+    }
+
+    /// Whether `ir` has the listeners this encoder has, in the same shape (a change
+    /// spliced in cannot add, remove or reshape a listener).
+    pub fn same_listeners(&self, ir: &Ir) -> bool {
+        self.listeners.len() == ir.listeners.len()
+            && self
+                .listeners
+                .iter()
+                .zip(ir.listeners.values())
+                .all(|(known, l)| known.shape.same_shape(l))
+    }
+
+    /// Replaces the vhosts named in `touched` (the ones they had, if any) with the ones
+    /// `ir` has; every vhost of `ir` must be named in `touched`. `ir` must also hold
+    /// every cluster and secret its vhosts use, and the listeners this encoder was made
+    /// with (see [`Encoder::same_listeners`]). `published` is the snapshot holding what
+    /// this encoder produced last (the bytes of the vhosts not touched are copied from
+    /// it). Returns the resources that changed; `Stale` when `published` does not hold
+    /// what was produced (then this encoder is of no further use).
+    pub fn replace(
+        &mut self,
+        ir: &Ir,
+        objects: &Objects,
+        settings: &EnvoySettings,
+        touched: &BTreeSet<String>,
+        published: Option<&Snapshot>,
+    ) -> Result<Changes, Stale> {
+        if !self.started {
+            self.listeners = ir
+                .listeners
+                .values()
+                .map(|l| ListenerState {
+                    shape: l.empty(),
+                    vhosts: 0,
+                    fallbacks: 0,
+                    fallback_secret: None,
+                    fallback_counted: false,
+                })
+                .collect();
+        } else if !self.same_listeners(ir) {
+            return Err(Stale);
+        }
+        let mut changes = Changes::default();
+        let mut arena = Arena::default();
+        let mut fresh = self.encode(ir, settings, &mut arena);
+        // What stays in use is counted again before the old shares are released, so it
+        // is neither removed nor sent again.
+        for (parts, _) in fresh.values_mut() {
+            parts.clusters.retain(|c| ir.clusters.contains_key(c));
+            for name in &parts.clusters {
+                self.use_cluster(ir, objects, settings, name, &mut changes);
+            }
+            for sds in parts.on.iter().filter_map(|p| p.secret.as_deref()) {
+                self.use_secret(ir, sds, &mut changes);
+            }
+        }
+        let mut touches = vec![Touched::default(); self.listeners.len()];
+        if !self.started {
+            // RDS is always published, even empty, so a listener never waits on it.
+            for (touch, state) in touches.iter_mut().zip(&self.listeners) {
+                touch.table = state.shape.protocol == Protocol::Http;
+            }
+        }
+        // The old shares: released now, compared with the new ones below so that only
+        // what differs is assembled and sent again.
+        let mut olds: BTreeMap<&String, Parts> = BTreeMap::new();
+        for fqdn in touched {
+            let Some(old) = self.vhosts.remove(fqdn) else {
+                continue;
+            };
+            for placed in &old.on {
+                let state = &mut self.listeners[placed.listener];
+                state.vhosts -= 1;
+                state.fallbacks -= usize::from(placed.fallback());
+            }
+            for name in &old.clusters {
+                self.release_cluster(name, &mut changes);
+            }
+            for sds in old.on.iter().filter_map(|p| p.secret.clone()) {
+                self.release_secret(&sds, &mut changes);
+            }
+            olds.insert(fqdn, old);
+        }
+        let mut assembling: BTreeMap<&String, Fresh> = BTreeMap::new();
+        for (fqdn, (parts, mut bytes)) in fresh {
+            let old = olds.get(fqdn);
+            for (li, touch) in touches.iter_mut().enumerate() {
+                let rds = bytes.rds.iter_mut().find(|(l, _)| *l == li);
+                let share = Compared {
+                    was: old.and_then(|o| o.on(li)),
+                    now: parts.on(li),
+                    bytes: arena.get(bytes.fresh.on(li)),
+                    rds: rds.and_then(|(_, r)| r.take()),
+                };
+                self.compare(fqdn, li, share, settings.vhds, touch, &mut changes);
+            }
+            for placed in &parts.on {
+                let state = &mut self.listeners[placed.listener];
+                state.vhosts += 1;
+                state.fallbacks += usize::from(placed.fallback());
+            }
+            self.vhosts.insert(fqdn.clone(), parts);
+            assembling.insert(fqdn, bytes.fresh);
+        }
+        for (fqdn, old) in &olds {
+            if self.vhosts.contains_key(*fqdn) {
+                continue;
+            }
+            for placed in &old.on {
+                let li = placed.listener;
+                let share = Compared {
+                    was: Some(placed),
+                    now: None,
+                    bytes: None,
+                    rds: None,
+                };
+                self.compare(
+                    fqdn,
+                    li,
+                    share,
+                    settings.vhds,
+                    &mut touches[li],
+                    &mut changes,
+                );
+            }
+        }
+        for (li, touch) in touches.iter_mut().enumerate() {
+            self.count_fallback(ir, li, touch, &mut changes);
+        }
+        let table = Table {
+            vhosts: &self.vhosts,
+            olds: &olds,
+            fresh: &assembling,
+            arena: &arena,
+            published,
+        };
+        for (li, touch) in touches.iter().enumerate() {
+            self.assemble(li, *touch, &table, settings, &mut changes)?;
+        }
+        if !self.started {
+            for state in &self.listeners {
+                if state.shape.protocol == Protocol::Stats {
+                    let stats = encoded(&stats_listener(&state.shape));
+                    changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
+                }
+            }
+            self.started = true;
+        }
+        Ok(changes)
+    }
+
+    /// Every vhost of `ir`, encoded: its shares on each listener (and the clusters it
+    /// uses), and where their bytes are in `arena`.
+    fn encode<'a>(
+        &self,
+        ir: &'a Ir,
+        settings: &EnvoySettings,
+        arena: &mut Arena,
+    ) -> BTreeMap<&'a String, (Parts, FreshShares)> {
+        let mut placing: BTreeMap<&String, (Vec<Placed>, SmallSet<String>, FreshShares)> =
+            BTreeMap::new();
+        for (li, listener) in ir.listeners.values().enumerate() {
+            let vhds = (settings.vhds && listener.protocol == Protocol::Http)
+                .then_some(listener.name.as_str());
+            for (fqdn, vhost) in &listener.virtual_hosts {
+                let (on, clusters, bytes) = placing.entry(fqdn).or_default();
+                let range = arena.push(|b| b.extend_from_slice(&virtual_host(vhost, vhds)));
+                on.push(Placed {
+                    listener: li,
+                    share: arena.get(Some(&range)).map_or(Share::of(&[]), Share::of),
+                    routes: None,
+                    fallback_routes: None,
+                    rds: false,
+                    secret: None,
+                });
+                bytes.fresh.on.push((li, range));
+                clusters.extend(vhost.cluster_names().map(str::to_string));
+            }
+            for (fqdn, vhost) in &listener.secure_virtual_hosts {
+                let (on, clusters, bytes) = placing.entry(fqdn).or_default();
+                let chain = arena.push(|b| encode_vhost_chain(listener, vhost, settings, b));
+                let routes = virtual_host(&vhost.http, None);
+                let rds = vhost.tcp_proxy.is_none();
+                on.push(Placed {
+                    listener: li,
+                    share: arena.get(Some(&chain)).map_or(Share::of(&[]), Share::of),
+                    routes: Some(Share::of(&routes)),
+                    fallback_routes: vhost.fallback.then(|| routes.as_slice().into()),
+                    rds,
+                    secret: vhost
+                        .tls
+                        .as_ref()
+                        .map(|t| t.secret.clone())
+                        .filter(|s| ir.secrets.contains_key(s)),
+                });
+                bytes.fresh.on.push((li, chain));
+                bytes.rds.push((
+                    li,
+                    rds.then(|| {
+                        let name = listener.route_config_name(fqdn);
+                        Encoded::from(route_configuration(
+                            &name,
+                            std::iter::once(&routes[..]),
+                            true,
+                        ))
+                    }),
+                ));
+                clusters.extend(vhost.cluster_names().map(str::to_string));
+            }
+        }
+        placing
+            .into_iter()
+            .map(|(fqdn, (mut on, clusters, bytes))| {
+                on.sort_by_key(|p| p.listener);
+                let parts = Parts {
+                    on: on.into_boxed_slice(),
+                    clusters,
+                };
+                (fqdn, (parts, bytes))
+            })
+            .collect()
+    }
+
+    /// Compares a vhost's share on listener `li` before and after a change: records
+    /// what of the listener must be assembled again, and puts or removes the vhost's own
+    /// resources (its VHDS vhost, its RouteConfiguration).
+    fn compare(
+        &self,
+        fqdn: &str,
+        li: usize,
+        share: Compared<'_>,
+        vhds: bool,
+        touch: &mut Touched,
+        changes: &mut Changes,
+    ) {
+        let Compared {
+            was,
+            now,
+            bytes,
+            rds,
+        } = share;
+        if was.is_none() && now.is_none() {
+            return;
+        }
+        let listener = &self.listeners[li].shape;
+        let same = was.map(|p| p.share) == now.map(|p| p.share);
+        touch.table |= !same;
+        match listener.protocol {
+            Protocol::Http if vhds && !same => {
+                let vhost = bytes.filter(|_| now.is_some()).map(Encoded::from);
+                changes.put(XdsType::VirtualHost, vhds_name(&listener.name, fqdn), vhost);
+            }
+            Protocol::Https => {
+                let fallback = |p: Option<&Placed>| p.is_some_and(Placed::fallback);
+                let routes = |p: Option<&Placed>| p.and_then(|p| p.routes);
+                touch.fallback |= (fallback(was) || fallback(now))
+                    && (fallback(was) != fallback(now) || routes(was) != routes(now));
+                let had_rds = was.is_some_and(|p| p.rds);
+                let name = || listener.route_config_name(fqdn);
+                match (rds, now.is_some_and(|p| p.rds)) {
+                    (Some(any), true) if !had_rds || routes(was) != routes(now) => {
+                        changes.put(XdsType::Route, name(), Some(any));
+                    }
+                    (_, false) if had_rds => changes.put(XdsType::Route, name(), None),
+                    _ => {}
+                }
+            }
+            Protocol::Http | Protocol::Stats => {}
+        }
+    }
+
+    /// Counts listener `li`'s fallback certificate in use while a vhost on it enables it.
+    fn count_fallback(&mut self, ir: &Ir, li: usize, touch: &mut Touched, changes: &mut Changes) {
+        let named = ir
+            .listeners
+            .get(&self.listeners[li].shape.name)
+            .and_then(|l| l.fallback_secret.clone());
+        let state = &mut self.listeners[li];
+        if named.is_some() {
+            state.fallback_secret = named;
+        }
+        let fallback = state
+            .fallback_secret
+            .clone()
+            .filter(|_| state.fallbacks > 0);
+        match (&fallback, state.fallback_counted) {
+            (Some(sds), false)
+                if self.secrets.contains_key(sds) || ir.secrets.contains_key(sds) =>
+            {
+                self.listeners[li].fallback_counted = true;
+                self.use_secret(ir, sds, changes);
+                touch.table = true;
+                touch.fallback = true;
+            }
+            (None, true) => {
+                self.listeners[li].fallback_counted = false;
+                if let Some(sds) = self.listeners[li].fallback_secret.clone() {
+                    self.release_secret(&sds, changes);
+                }
+                touch.table = true;
+                touch.fallback = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// Assembles what `touch` says of listener `li` again: its table, its listener, its
+    /// fallback RouteConfiguration.
+    fn assemble(
+        &self,
+        li: usize,
+        touch: Touched,
+        table: &Table<'_>,
+        settings: &EnvoySettings,
+        changes: &mut Changes,
+    ) -> Result<(), Stale> {
+        let state = &self.listeners[li];
+        let listener = &state.shape;
+        let name = &listener.name;
+        if touch.fallback {
+            let routes = self
+                .vhosts
+                .values()
+                .filter_map(|p| p.on(li)?.fallback_routes.as_deref());
+            let routes_name = fallback_routes(listener);
+            let any = state
+                .fallback_counted
+                .then(|| Encoded::from(route_configuration(&routes_name, routes, false)));
+            changes.put(XdsType::Route, routes_name, any);
+        }
+        if !touch.table {
+            return Ok(());
+        }
+        match listener.protocol {
+            Protocol::Http => {
+                let any = if settings.vhds {
+                    vhds_route_configuration(name)
+                } else {
+                    let shell = route_configuration(name, std::iter::empty(), false);
+                    table.splice(
+                        &shell,
+                        (XdsType::Route, name),
+                        ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+                        li,
+                        None,
+                    )?
+                };
+                changes.put(XdsType::Route, name.clone(), Some(any));
+                let served =
+                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings)));
+                changes.put(XdsType::Listener, name.clone(), served);
+            }
+            Protocol::Https => {
+                let served = if state.vhosts > 0 {
+                    let fallback = match (state.fallback_counted, &state.fallback_secret) {
+                        (true, Some(sds)) => Some(fallback_chain_bytes(listener, sds, settings)),
+                        _ => None,
+                    };
+                    Some(table.splice(
+                        &https_listener_shell(listener),
+                        (XdsType::Listener, name),
+                        LISTENER_FILTER_CHAINS,
+                        li,
+                        fallback.as_deref(),
+                    )?)
+                } else {
+                    None
+                };
+                changes.put(XdsType::Listener, name.clone(), served);
+            }
+            Protocol::Stats => {}
+        }
+        Ok(())
+    }
+
+    fn use_cluster(
+        &mut self,
+        ir: &Ir,
+        objects: &Objects,
+        settings: &EnvoySettings,
+        name: &str,
+        changes: &mut Changes,
+    ) {
+        let c = ir.clusters.get(name);
+        if let Some(used) = self.clusters.get_mut(name) {
+            used.vhosts += 1;
+            // A cluster's name holds its Service, port number and options, not the
+            // port's name: a renamed port keeps the name but moves the cluster (for
+            // every vhost using it) to another endpoint set.
+            let Some(c) =
+                c.filter(|c| c.eds_name != used.eds_name || c.port_name != used.port_name)
+            else {
+                return;
+            };
+            let moved = Used {
+                vhosts: used.vhosts,
+                eds_name: c.eds_name.clone(),
+                service: (c.namespace.clone(), c.service.clone()),
+                port_name: c.port_name.clone(),
+            };
+            let old = std::mem::replace(used, moved);
+            self.release_endpoints(old, changes);
+            self.use_endpoints(c, objects, changes);
+            let cluster = cluster_for(c, settings, self.client_certificate.as_deref());
+            changes.put(XdsType::Cluster, name.to_string(), Some(encoded(&cluster)));
+            return;
+        }
+        let Some(c) = c else {
+            return;
+        };
+        let cluster = encoded(&cluster_for(
+            c,
+            settings,
+            self.client_certificate.as_deref(),
+        ));
+        changes.put(XdsType::Cluster, name.to_string(), Some(cluster));
+        self.use_endpoints(c, objects, changes);
+        self.clusters.insert(
+            name.to_string(),
+            Used {
+                vhosts: 1,
+                eds_name: c.eds_name.clone(),
+                service: (c.namespace.clone(), c.service.clone()),
+                port_name: c.port_name.clone(),
+            },
+        );
+    }
+
+    fn release_cluster(&mut self, name: &str, changes: &mut Changes) {
+        let Some(used) = self.clusters.get_mut(name) else {
+            return;
+        };
+        used.vhosts -= 1;
+        if used.vhosts > 0 {
+            return;
+        }
+        let Some(used) = self.clusters.remove(name) else {
+            return;
+        };
+        changes.put(XdsType::Cluster, name.to_string(), None);
+        self.release_endpoints(used, changes);
+    }
+
+    /// One more cluster on `c`'s endpoint set: its first puts it.
+    fn use_endpoints(
+        &mut self,
+        c: &isobar_sdk::ir::Cluster,
+        objects: &Objects,
+        changes: &mut Changes,
+    ) {
+        let users = self.endpoints.entry(c.eds_name.clone()).or_default();
+        *users += 1;
+        if *users == 1 {
+            let cla = load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
+            changes.put(XdsType::Endpoint, c.eds_name.clone(), Some(encoded(&cla)));
+            self.by_service
+                .entry((c.namespace.clone(), c.service.clone()))
+                .or_default()
+                .insert((c.eds_name.clone(), c.port_name.clone()));
+        }
+    }
+
+    /// One cluster fewer on `used`'s endpoint set: its last removes it.
+    fn release_endpoints(&mut self, used: Used, changes: &mut Changes) {
+        let users = self.endpoints.entry(used.eds_name.clone()).or_default();
+        *users = users.saturating_sub(1);
+        if *users == 0 {
+            self.endpoints.remove(&used.eds_name);
+            changes.put(XdsType::Endpoint, used.eds_name.clone(), None);
+            if let Some(sets) = self.by_service.get_mut(&used.service) {
+                sets.remove(&(used.eds_name, used.port_name));
+                if sets.is_empty() {
+                    self.by_service.remove(&used.service);
+                }
+            }
+        }
+    }
+
+    fn use_secret(&mut self, ir: &Ir, sds: &str, changes: &mut Changes) {
+        let users = self.secrets.entry(sds.to_string()).or_default();
+        *users += 1;
+        if *users == 1
+            && let Some(served) = ir.secrets.get(sds)
+        {
+            changes.put(XdsType::Secret, sds.to_string(), Some(secret(sds, served)));
+        }
+    }
+
+    fn release_secret(&mut self, sds: &str, changes: &mut Changes) {
+        let Some(users) = self.secrets.get_mut(sds) else {
+            return;
+        };
+        *users -= 1;
+        if *users == 0 {
+            self.secrets.remove(sds);
+            changes.put(XdsType::Secret, sds.to_string(), None);
+        }
+    }
+
+    /// The ClusterLoadAssignments of the clusters of `services`, for an endpoint change:
+    /// only EDS changes, nothing else is built.
+    pub fn endpoints_of(
+        &self,
+        objects: &Objects,
+        services: &BTreeSet<(String, String)>,
+    ) -> BTreeMap<String, Encoded> {
+        let mut out = BTreeMap::new();
+        for service in services {
+            for (eds_name, port_name) in self.by_service.get(service).into_iter().flatten() {
+                let (namespace, name) = service;
+                let cla = load_assignment(eds_name, objects, namespace, name, port_name);
+                out.insert(eds_name.clone(), encoded(&cla));
+            }
+        }
+        out
+    }
+}
+
+/// A vhost's share on one listener before (`was`) and after (`now`) a change, with its
+/// fresh bytes and, for a secure vhost, its fresh RouteConfiguration.
+struct Compared<'a> {
+    was: Option<&'a Placed>,
+    now: Option<&'a Placed>,
+    bytes: Option<&'a [u8]>,
+    rds: Option<Encoded>,
+}
+
+/// A vhost's fresh bytes: its shares on each listener, and the RouteConfiguration of
+/// each secure share that has one (made as soon as its routes are encoded, so that the
+/// routes' bytes are not held until every vhost is).
+#[derive(Default)]
+struct FreshShares {
+    fresh: Fresh,
+    rds: Vec<(usize, Option<Encoded>)>,
+}

@@ -1,0 +1,209 @@
+//! HTTP filters: the IR's filters as Envoy's, and the per-vhost and per-route
+//! configurations that switch them on (CORS, local rate limits, cookie rewriting, RBAC).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    self as hcm, HttpFilter,
+};
+use envoy_types::pb::google::protobuf::{self as pb, Any, UInt32Value};
+use envoy_types::util::pack_any;
+
+use isobar_sdk::ir;
+
+use super::proto::{PbValue, append_field, duration, inline, overwrite_headers, struct_bytes};
+use super::route_rule::string_matcher;
+
+pub(super) const CORS_FILTER: &str = "envoy.filters.http.cors";
+pub(super) const LUA_FILTER: &str = "envoy.filters.http.lua";
+pub(super) const RATE_LIMIT_FILTER: &str = "envoy.filters.http.local_ratelimit";
+pub(super) const RBAC_FILTER: &str = "envoy.filters.http.rbac";
+
+/// The fixed cookie-rewriting script; rules reach it as the route's filter context.
+pub(super) const COOKIE_REWRITE_LUA: &str = include_str!("cookie_rewrite.lua");
+
+pub(super) fn cookie_rewrite_context(rewrites: &[ir::CookieRewrite]) -> Any {
+    use envoy_types::pb::envoy::extensions::filters::http::lua::v3::LuaPerRoute;
+    let rules = rewrites
+        .iter()
+        .map(|c| {
+            let mut fields = Vec::new();
+            if let Some(domain) = &c.domain {
+                fields.push(("domain", PbValue::Str(domain)));
+            }
+            fields.push(("name", PbValue::Str(&c.name)));
+            if let Some(path) = &c.path {
+                fields.push(("path", PbValue::Str(path)));
+            }
+            if let Some(same_site) = &c.same_site {
+                fields.push(("same_site", PbValue::Str(same_site)));
+            }
+            if let Some(secure) = c.secure {
+                fields.push(("secure", PbValue::Bool(secure)));
+            }
+            PbValue::Struct(fields)
+        })
+        .collect();
+    let context = struct_bytes(&[("cookies", PbValue::List(rules))]);
+    // LuaPerRoute.filter_context is field 4.
+    let mut value = Vec::new();
+    append_field(&mut value, 4, &context);
+    Any {
+        type_url: <LuaPerRoute as prost::Name>::type_url(),
+        value,
+    }
+}
+
+pub(super) fn cors_policy(c: &ir::Cors) -> Any {
+    use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
+    pack_any(CorsPolicy {
+        allow_origin_string_match: c
+            .allow_origin
+            .iter()
+            .map(|m| string_matcher(m, false))
+            .collect(),
+        allow_methods: c.allow_methods.clone(),
+        allow_headers: c.allow_headers.clone(),
+        expose_headers: c.expose_headers.clone(),
+        max_age: c.max_age_seconds.map(|s| s.to_string()).unwrap_or_default(),
+        allow_credentials: Some(pb::BoolValue {
+            value: c.allow_credentials,
+        }),
+        allow_private_network_access: Some(pb::BoolValue {
+            value: c.allow_private_network,
+        }),
+        ..Default::default()
+    })
+}
+
+pub(super) fn local_rate_limit(l: &ir::LocalRateLimit) -> Any {
+    use envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit;
+    use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, HttpStatus, TokenBucket};
+    let always = || {
+        Some(core::RuntimeFractionalPercent {
+            default_value: Some(FractionalPercent {
+                numerator: 100,
+                denominator: 0,
+            }),
+            ..Default::default()
+        })
+    };
+    pack_any(LocalRateLimit {
+        stat_prefix: "http_local_rate_limiter".to_string(),
+        status: Some(HttpStatus {
+            code: i32::try_from(l.status).unwrap_or(429),
+        }),
+        token_bucket: Some(TokenBucket {
+            max_tokens: l.requests.saturating_add(l.burst),
+            tokens_per_fill: Some(UInt32Value { value: l.requests }),
+            fill_interval: Some(duration(Duration::from_secs(l.fill_interval_seconds))),
+        }),
+        filter_enabled: always(),
+        filter_enforced: always(),
+        response_headers_to_add: overwrite_headers(&l.response_headers),
+        ..Default::default()
+    })
+}
+
+pub(super) fn empty_filter(name: &str, config: Any) -> HttpFilter {
+    HttpFilter {
+        name: name.to_string(),
+        config_type: Some(hcm::http_filter::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    }
+}
+
+/// An IP allow or deny list as Envoy's per-route RBAC: any request from a listed range
+/// (peer or `X-Forwarded-For` address) is allowed, or denied.
+pub(super) fn rbac_per_route(filter: &ir::IpFilter) -> Any {
+    use envoy_types::pb::envoy::config::rbac::v3 as rbac;
+    use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as rbac_filter;
+    let principals = filter
+        .rules
+        .iter()
+        .map(|r| {
+            let range = core::CidrRange {
+                address_prefix: r.address.clone(),
+                prefix_len: Some(UInt32Value {
+                    value: r.prefix_len,
+                }),
+            };
+            rbac::Principal {
+                identifier: Some(if r.remote {
+                    rbac::principal::Identifier::RemoteIp(range)
+                } else {
+                    rbac::principal::Identifier::DirectRemoteIp(range)
+                }),
+            }
+        })
+        .collect();
+    let action = if filter.allow {
+        rbac::rbac::Action::Allow
+    } else {
+        rbac::rbac::Action::Deny
+    };
+    pack_any(rbac_filter::RbacPerRoute {
+        rbac: Some(rbac_filter::Rbac {
+            rules: Some(rbac::Rbac {
+                action: action as i32,
+                policies: HashMap::from([(
+                    "ip-rules".to_string(),
+                    rbac::Policy {
+                        permissions: vec![rbac::Permission {
+                            rule: Some(rbac::permission::Rule::Any(true)),
+                        }],
+                        principals,
+                        ..Default::default()
+                    },
+                )]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    })
+}
+
+/// The RBAC filter with no rules of its own: it enforces only the per-route configs.
+pub(super) fn rbac_filter() -> HttpFilter {
+    empty_filter(
+        RBAC_FILTER,
+        pack_any(envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::default()),
+    )
+}
+
+pub(super) fn router_filter() -> HttpFilter {
+    HttpFilter {
+        name: "envoy.filters.http.router".to_string(),
+        config_type: Some(hcm::http_filter::ConfigType::TypedConfig(pack_any(
+            Router::default(),
+        ))),
+        ..Default::default()
+    }
+}
+
+/// One of a listener's HTTP filters as Envoy's.
+pub(super) fn http_filter(filter: ir::HttpFilter) -> HttpFilter {
+    use envoy_types::pb::envoy::extensions::filters::http::{cors, local_ratelimit, lua};
+    match filter {
+        ir::HttpFilter::Cors => empty_filter(CORS_FILTER, pack_any(cors::v3::Cors::default())),
+        ir::HttpFilter::LocalRateLimit => empty_filter(
+            RATE_LIMIT_FILTER,
+            pack_any(local_ratelimit::v3::LocalRateLimit {
+                stat_prefix: "http_local_rate_limiter".to_string(),
+                ..Default::default()
+            }),
+        ),
+        ir::HttpFilter::CookieRewrite => empty_filter(
+            LUA_FILTER,
+            pack_any(lua::v3::Lua {
+                default_source_code: Some(inline(COOKIE_REWRITE_LUA)),
+                ..Default::default()
+            }),
+        ),
+        ir::HttpFilter::Rbac => rbac_filter(),
+        ir::HttpFilter::Router => router_filter(),
+    }
+}

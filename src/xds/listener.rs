@@ -1,0 +1,414 @@
+//! IR listeners → Envoy `Listener`s: the HTTP connection manager and its filters, the
+//! HTTPS listener's SNI filter chains (TLS terminated, TCP proxied or passed through),
+//! the fallback certificate's chain, and Contour's `stats-health`.
+
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::accesslog::v3::{self as accesslog, AccessLog};
+use envoy_types::pb::envoy::config::core::v3::{self as core, TransportSocket};
+use envoy_types::pb::envoy::config::listener::v3::{
+    self as listener, FilterChain, FilterChainMatch, Listener, ListenerFilter,
+};
+use envoy_types::pb::envoy::config::route::v3::{
+    self as route, HeaderMatcher, RouteConfiguration, RouteMatch, VirtualHost,
+};
+use envoy_types::pb::envoy::extensions::access_loggers::file::v3::FileAccessLog;
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    self as hcm, HttpConnectionManager, Rds, http_connection_manager::ForwardClientCertDetails,
+};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    self as tls, CertificateValidationContext, CommonTlsContext, DownstreamTlsContext,
+    SdsSecretConfig, TlsParameters,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
+use envoy_types::pb::google::protobuf::{self as pb, BoolValue, UInt32Value};
+use envoy_types::util::pack_any;
+use prost::Message;
+
+use isobar_sdk::ir;
+
+use super::filter::http_filter;
+use super::proto::{ads, duration, inline, socket_address, tls_version};
+use super::settings::{EnvoySettings, TlsSettings};
+
+/// The bootstrap's static cluster that reaches Envoy's own admin socket.
+pub const ADMIN_CLUSTER: &str = "envoy-admin";
+
+/// The fallback certificate's filter chain (Contour's name).
+pub(super) const FALLBACK_CHAIN: &str = "fallback-certificate";
+
+pub(super) fn versions(
+    t: &ir::DownstreamTls,
+    global: &TlsSettings,
+) -> (ir::TlsVersion, ir::TlsVersion) {
+    let min = t
+        .min_version
+        .map_or(global.min_version, |v| v.max(global.min_version));
+    let max = t
+        .max_version
+        .map_or(global.max_version, |v| v.min(global.max_version));
+    (min, max.max(min))
+}
+
+pub(super) fn downstream_context(
+    t: &ir::DownstreamTls,
+    settings: &EnvoySettings,
+) -> DownstreamTlsContext {
+    let (min, max) = versions(t, &settings.tls);
+    let validation = t.client_validation.as_ref().map(|v| {
+        tls::common_tls_context::ValidationContextType::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: v.ca.as_ref().map(|ca| inline(&ca.pem)),
+                crl: v.crl.as_ref().map(|crl| inline(&crl.pem)),
+                only_verify_leaf_cert_crl: v.crl_only_verify_leaf,
+                trust_chain_verification: if v.skip_verification {
+                    tls::certificate_validation_context::TrustChainVerification::AcceptUntrusted
+                        as i32
+                } else {
+                    0
+                },
+                ..Default::default()
+            },
+        )
+    });
+    DownstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: tls_version(min),
+                tls_maximum_protocol_version: tls_version(max),
+                cipher_suites: settings.tls.cipher_suites.clone(),
+                ecdh_curves: settings.tls.ecdh_curves.clone(),
+                ..Default::default()
+            }),
+            tls_certificate_sds_secret_configs: vec![SdsSecretConfig {
+                name: t.secret.clone(),
+                sds_config: Some(ads()),
+            }],
+            alpn_protocols: if t.alpn_http {
+                vec!["h2".to_string(), "http/1.1".to_string()]
+            } else {
+                Vec::new()
+            },
+            validation_context_type: validation,
+            ..Default::default()
+        }),
+        require_client_certificate: t
+            .client_validation
+            .as_ref()
+            .map(|v| BoolValue { value: !v.optional }),
+        ..Default::default()
+    }
+}
+
+pub(super) fn tcp_proxy_filter(stat_prefix: &str, t: &ir::TcpProxy) -> listener::Filter {
+    let cluster = match t.clusters.as_slice() {
+        [one] => tcp::tcp_proxy::ClusterSpecifier::Cluster(one.cluster.clone()),
+        many => {
+            tcp::tcp_proxy::ClusterSpecifier::WeightedClusters(tcp::tcp_proxy::WeightedCluster {
+                clusters: many
+                    .iter()
+                    .map(|c| tcp::tcp_proxy::weighted_cluster::ClusterWeight {
+                        name: c.cluster.clone(),
+                        weight: c.weight,
+                        ..Default::default()
+                    })
+                    .collect(),
+            })
+        }
+    };
+    listener::Filter {
+        name: "envoy.filters.network.tcp_proxy".to_string(),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(pack_any(
+            tcp::TcpProxy {
+                stat_prefix: stat_prefix.to_string(),
+                cluster_specifier: Some(cluster),
+                idle_timeout: Some(duration(Duration::from_secs(9001))),
+                ..Default::default()
+            },
+        ))),
+    }
+}
+
+pub(super) fn filter_chain(
+    on: &ir::Listener,
+    vhost: &ir::SecureVirtualHost,
+    settings: &EnvoySettings,
+) -> FilterChain {
+    let filter = match &vhost.tcp_proxy {
+        Some(t) => tcp_proxy_filter(&on.name, t),
+        None => {
+            let mut manager = connection_manager(
+                on,
+                settings,
+                &on.route_config_name(&vhost.fqdn),
+                rewrites_cookies(&vhost.http),
+            );
+            let forward = vhost
+                .tls
+                .as_ref()
+                .and_then(|t| t.client_validation.as_ref())
+                .and_then(|v| v.forward);
+            if let Some(f) = forward {
+                manager.forward_client_cert_details = ForwardClientCertDetails::SanitizeSet as i32;
+                manager.set_current_client_cert_details =
+                    Some(hcm::http_connection_manager::SetCurrentClientCertDetails {
+                        subject: Some(BoolValue { value: f.subject }),
+                        cert: f.cert,
+                        chain: f.chain,
+                        dns: f.dns,
+                        uri: f.uri,
+                        ..Default::default()
+                    });
+            }
+            hcm_filter(manager)
+        }
+    };
+    FilterChain {
+        filter_chain_match: Some(FilterChainMatch {
+            server_names: vec![vhost.fqdn.clone()],
+            ..Default::default()
+        }),
+        transport_socket: vhost.tls.as_ref().map(|t| TransportSocket {
+            name: "envoy.transport_sockets.tls".to_string(),
+            config_type: Some(core::transport_socket::ConfigType::TypedConfig(pack_any(
+                downstream_context(t, settings),
+            ))),
+        }),
+        filters: vec![filter],
+        ..Default::default()
+    }
+}
+
+pub(super) fn fallback_chain(
+    on: &ir::Listener,
+    sds: &str,
+    settings: &EnvoySettings,
+) -> FilterChain {
+    let tls = ir::DownstreamTls {
+        secret: sds.to_string(),
+        min_version: None,
+        max_version: None,
+        alpn_http: true,
+        client_validation: None,
+    };
+    FilterChain {
+        name: FALLBACK_CHAIN.to_string(),
+        filter_chain_match: Some(FilterChainMatch {
+            transport_protocol: "tls".to_string(),
+            ..Default::default()
+        }),
+        transport_socket: Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".to_string(),
+            config_type: Some(core::transport_socket::ConfigType::TypedConfig(pack_any(
+                downstream_context(&tls, settings),
+            ))),
+        }),
+        filters: vec![hcm_filter(connection_manager(
+            on,
+            settings,
+            &fallback_routes(on),
+            true,
+        ))],
+        ..Default::default()
+    }
+}
+
+/// An HTTPS listener without its filter chains: TLS inspection and the address. The
+/// chains (one per secure vhost by SNI, then the fallback chain) are appended as encoded
+/// bytes, so a change re-encodes only its own vhost's chain.
+pub(super) fn https_listener_shell(on: &ir::Listener) -> Vec<u8> {
+    Listener {
+        name: on.name.clone(),
+        address: Some(socket_address(&on.address, on.port)),
+        listener_filters: vec![ListenerFilter {
+            name: "envoy.filters.listener.tls_inspector".to_string(),
+            config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
+                pack_any(TlsInspector::default()),
+            )),
+            ..Default::default()
+        }],
+        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// `Listener.filter_chains`.
+pub const LISTENER_FILTER_CHAINS: u32 = 3;
+
+/// One secure vhost's filter chain on listener `on`, encoded at the end of `buf`.
+pub(super) fn encode_vhost_chain(
+    on: &ir::Listener,
+    vhost: &ir::SecureVirtualHost,
+    settings: &EnvoySettings,
+    buf: &mut Vec<u8>,
+) {
+    filter_chain(on, vhost, settings).encode_raw(buf);
+}
+
+/// The fallback certificate's filter chain on listener `on`, encoded.
+pub(super) fn fallback_chain_bytes(
+    on: &ir::Listener,
+    sds: &str,
+    settings: &EnvoySettings,
+) -> Vec<u8> {
+    fallback_chain(on, sds, settings).encode_to_vec()
+}
+
+/// The RouteConfiguration of an HTTPS listener's fallback chain.
+pub(super) fn fallback_routes(on: &ir::Listener) -> String {
+    match &on.routes {
+        Some(names) => names.fallback.clone(),
+        None => format!("{}/fallback", on.name),
+    }
+}
+
+pub(super) fn file_access_log(path: &str) -> AccessLog {
+    AccessLog {
+        name: "envoy.access_loggers.file".to_string(),
+        config_type: Some(accesslog::access_log::ConfigType::TypedConfig(pack_any(
+            FileAccessLog {
+                path: path.to_string(),
+                ..Default::default()
+            },
+        ))),
+        ..Default::default()
+    }
+}
+
+pub(super) fn hcm_filter(manager: HttpConnectionManager) -> listener::Filter {
+    listener::Filter {
+        name: "envoy.filters.network.http_connection_manager".to_string(),
+        config_type: Some(listener::filter::ConfigType::TypedConfig(pack_any(manager))),
+    }
+}
+
+/// Whether any route of `vhost` rewrites `Set-Cookie` (needs the Lua filter).
+pub(super) fn rewrites_cookies(vhost: &ir::VirtualHost) -> bool {
+    vhost.routes.values().any(|r| {
+        !r.policy().cookie_rewrites.is_empty()
+            || matches!(&r.action, ir::RouteAction::Forward(clusters)
+                if clusters.iter().any(|w| !w.cookie_rewrites.is_empty()))
+    })
+}
+
+/// The HTTP connection manager of an HTTP listener and of each chain of an HTTPS one,
+/// with the listener's HTTP filters. The cookie-rewriting Lua filter (2.5 KB of script)
+/// is only in managers whose routes may use it (`cookies`): an HTTP listener's and the
+/// fallback chain's always carry it, an HTTPS vhost's chain only when one of its routes
+/// rewrites cookies, so 10,000 HTTPS vhosts do not repeat the script 10,000 times in
+/// the listener.
+pub(super) fn connection_manager(
+    on: &ir::Listener,
+    settings: &EnvoySettings,
+    rds_name: &str,
+    cookies: bool,
+) -> HttpConnectionManager {
+    HttpConnectionManager {
+        stat_prefix: on.name.clone(),
+        route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: Some(ads()),
+            route_config_name: rds_name.to_string(),
+        })),
+        http_filters: on
+            .http_filters
+            .iter()
+            .filter(|f| cookies || **f != ir::HttpFilter::CookieRewrite)
+            .map(|f| http_filter(*f))
+            .collect(),
+        use_remote_address: Some(pb::BoolValue { value: true }),
+        normalize_path: Some(pb::BoolValue { value: true }),
+        merge_slashes: true,
+        preserve_external_request_id: true,
+        http_protocol_options: Some(core::Http1ProtocolOptions {
+            accept_http_10: true,
+            ..Default::default()
+        }),
+        common_http_protocol_options: Some(core::HttpProtocolOptions {
+            idle_timeout: Some(duration(Duration::from_secs(60))),
+            ..Default::default()
+        }),
+        access_log: if settings.access_log_path.is_empty() {
+            Vec::new()
+        } else {
+            vec![file_access_log(&settings.access_log_path)]
+        },
+        ..Default::default()
+    }
+}
+
+/// A plain HTTP listener: one connection manager, routed by the RouteConfiguration of
+/// the listener's name.
+pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
+    let manager = connection_manager(on, settings, &on.name, true);
+    Listener {
+        name: on.name.clone(),
+        address: Some(socket_address(&on.address, on.port)),
+        filter_chains: vec![FilterChain {
+            filters: vec![hcm_filter(manager)],
+            ..Default::default()
+        }],
+        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
+        ..Default::default()
+    }
+}
+
+/// Contour's `stats-health` listener: GET `/ready`, `/stats` and `/stats/prometheus` from
+/// Envoy's admin, and nothing else of it.
+pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
+    let get_only = HeaderMatcher {
+        name: ":method".to_string(),
+        header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+            StringMatcher {
+                match_pattern: Some(string_matcher::MatchPattern::Exact("GET".to_string())),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let routes = ["/ready", "/stats", "/stats/prometheus"]
+        .into_iter()
+        .map(|path| route::Route {
+            r#match: Some(RouteMatch {
+                path_specifier: Some(route::route_match::PathSpecifier::Path(path.to_string())),
+                headers: vec![get_only.clone()],
+                ..Default::default()
+            }),
+            action: Some(route::route::Action::Route(route::RouteAction {
+                cluster_specifier: Some(route::route_action::ClusterSpecifier::Cluster(
+                    ADMIN_CLUSTER.to_string(),
+                )),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })
+        .collect();
+    let manager = HttpConnectionManager {
+        stat_prefix: "stats".to_string(),
+        route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::RouteConfig(
+            RouteConfiguration {
+                virtual_hosts: vec![VirtualHost {
+                    name: "backend".to_string(),
+                    domains: vec!["*".to_string()],
+                    routes,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )),
+        http_filters: on.http_filters.iter().map(|f| http_filter(*f)).collect(),
+        normalize_path: Some(pb::BoolValue { value: true }),
+        ..Default::default()
+    };
+    Listener {
+        name: on.name.clone(),
+        address: Some(socket_address(&on.address, on.port)),
+        filter_chains: vec![FilterChain {
+            filters: vec![hcm_filter(manager)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}

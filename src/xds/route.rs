@@ -1,0 +1,210 @@
+//! IR virtual hosts → Envoy `RouteConfiguration`s and `VirtualHost`s (and VHDS
+//! resources), encoded canonically so equal input gives equal bytes.
+
+use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
+use envoy_types::pb::envoy::config::route::v3::{
+    self as route, DirectResponseAction, RouteConfiguration, Vhds, VirtualHost,
+};
+use prost::Message;
+
+use isobar_sdk::ir;
+
+use super::filter::{
+    CORS_FILTER, LUA_FILTER, RATE_LIMIT_FILTER, RBAC_FILTER, cookie_rewrite_context, cors_policy,
+    local_rate_limit, rbac_per_route,
+};
+use super::proto::{
+    MAP_FIELD, MAP_KEY, MAP_VALUE, PbValue, ads, append_field, append_map_entry, struct_bytes,
+};
+use super::resource::{Encoded, encoded};
+use super::route_rule::{envoy_route, route_order};
+
+/// An HTTP listener's RouteConfiguration under `xds-server.vhds`: no vhosts of its own,
+/// Envoy subscribes to them over the same (delta) ADS stream.
+pub(super) fn vhds_route_configuration(name: &str) -> Encoded {
+    let shell = RouteConfiguration {
+        vhds: Some(Vhds {
+            config_source: Some(ads()),
+        }),
+        ..route_configuration_shell(name)
+    };
+    encoded(&shell)
+}
+
+/// A plain vhost's VHDS resource name in RouteConfiguration `routes`, which is also its
+/// `VirtualHost` name: Envoy files a vhost under the RouteConfiguration its name starts
+/// with (up to the last `/`).
+pub(super) fn vhds_name(routes: &str, fqdn: &str) -> String {
+    format!(
+        "{routes}/{}",
+        isobar_sdk::names::hashname(60, &[fqdn]).replace('/', "_")
+    )
+}
+
+/// A RouteConfiguration with the given encoded vhosts, encoded canonically.
+///
+/// prost encodes protobuf map fields (the `Struct` of route metadata) in `HashMap` order,
+/// which differs run to run; identical input must give identical bytes (versions are
+/// content hashes). So routes are encoded one by one with their metadata appended in key
+/// order; protobuf parsers accept fields in any order and merge them.
+pub(super) fn route_configuration<'a>(
+    name: &str,
+    vhosts: impl Iterator<Item = &'a [u8]>,
+    misdirected: bool,
+) -> Vec<u8> {
+    // A request whose Host is not the vhost its SNI chose is answered 421, as Contour's
+    // Lua filter does, without any code: a catch-all vhost.
+    let misdirected = misdirected.then(|| misdirected_vhost().encode_to_vec());
+    let mut vhosts: Vec<&[u8]> = vhosts.collect();
+    vhosts.extend(misdirected.as_deref());
+    let shell = route_configuration_shell(name);
+    // Allocated at its exact size (the caller makes it the snapshot's block, or the
+    // shell of a spliced table).
+    let len = shell.encoded_len()
+        + vhosts
+            .iter()
+            .map(|v| super::wire::field_len(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, v.len()))
+            .sum::<usize>();
+    let mut bytes = Vec::with_capacity(len);
+    shell.encode_raw(&mut bytes);
+    for vhost in vhosts {
+        append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, vhost);
+    }
+    bytes
+}
+
+/// Every RouteConfiguration's settings, without vhosts.
+pub(super) fn route_configuration_shell(name: &str) -> RouteConfiguration {
+    RouteConfiguration {
+        name: name.to_string(),
+        request_headers_to_add: vec![HeaderValueOption {
+            header: Some(HeaderValue {
+                key: "x-request-start".to_string(),
+                value: "t=%START_TIME(%s.%3f)%".to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ignore_port_in_host_matching: true,
+        ..Default::default()
+    }
+}
+
+pub(super) const ROUTE_CONFIGURATION_VIRTUAL_HOSTS: u32 = 2;
+pub(super) const VIRTUAL_HOST_ROUTES: u32 = 3;
+pub(super) const ROUTE_METADATA: u32 = 4;
+
+/// A vhost's `VirtualHost`; with `vhds`, named as a VHDS resource of that
+/// RouteConfiguration (see [`vhds_name`]).
+pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u8> {
+    let mut routes: Vec<&ir::Route> = vhost.routes.values().collect();
+    routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
+    let shell = VirtualHost {
+        name: match vhds {
+            Some(routes) => vhds_name(routes, &vhost.fqdn),
+            None => isobar_sdk::names::hashname(60, &[&vhost.fqdn]),
+        },
+        domains: vec![vhost.fqdn.clone()],
+        ..Default::default()
+    };
+    let mut bytes = shell.encode_to_vec();
+    for r in routes {
+        let mut route = envoy_route(r).encode_to_vec();
+        append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
+        // Per-filter configs in filter-name order: local_ratelimit, lua, rbac.
+        if let Some(limit) = &r.policy().rate_limit {
+            append_map_entry(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                RATE_LIMIT_FILTER,
+                &local_rate_limit(limit),
+            );
+        }
+        if !r.policy().cookie_rewrites.is_empty() {
+            append_map_entry(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                LUA_FILTER,
+                &cookie_rewrite_context(&r.policy().cookie_rewrites),
+            );
+        }
+        if let Some(filter) = &r.policy().ip_filter {
+            append_map_entry(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                RBAC_FILTER,
+                &rbac_per_route(filter),
+            );
+        }
+        append_field(&mut bytes, VIRTUAL_HOST_ROUTES, &route);
+    }
+    // In filter-name order: cors, local_ratelimit, rbac.
+    if let Some(cors) = &vhost.cors {
+        append_map_entry(
+            &mut bytes,
+            VHOST_FILTER_CONFIG,
+            CORS_FILTER,
+            &cors_policy(cors),
+        );
+    }
+    if let Some(limit) = &vhost.rate_limit {
+        append_map_entry(
+            &mut bytes,
+            VHOST_FILTER_CONFIG,
+            RATE_LIMIT_FILTER,
+            &local_rate_limit(limit),
+        );
+    }
+    if let Some(filter) = &vhost.ip_filter {
+        append_map_entry(
+            &mut bytes,
+            VHOST_FILTER_CONFIG,
+            RBAC_FILTER,
+            &rbac_per_route(filter),
+        );
+    }
+    bytes
+}
+
+/// `typed_per_filter_config` of a Route and of a VirtualHost: maps, written entry by entry
+/// (one filter name per call, callers in name order) so the bytes stay deterministic.
+pub(super) const ROUTE_FILTER_CONFIG: u32 = 13;
+pub(super) const VHOST_FILTER_CONFIG: u32 = 15;
+
+/// The source object of a route, for access logs (Contour's keys), as an encoded
+/// `Metadata` whose maps are written in key order.
+pub(super) fn source_metadata(source: &isobar_sdk::ObjectKey) -> Vec<u8> {
+    let fields = struct_bytes(&[
+        ("io.projectcontour.kind", PbValue::Str(source.kind.as_str())),
+        ("io.projectcontour.name", PbValue::Str(&source.name)),
+        (
+            "io.projectcontour.namespace",
+            PbValue::Str(&source.namespace),
+        ),
+    ]);
+    let mut entry = Vec::new();
+    append_field(&mut entry, MAP_KEY, b"envoy.access_loggers.file");
+    append_field(&mut entry, MAP_VALUE, &fields);
+    let mut metadata = Vec::new();
+    append_field(&mut metadata, MAP_FIELD, &entry);
+    metadata
+}
+
+pub fn misdirected_vhost() -> VirtualHost {
+    VirtualHost {
+        name: "misdirected".to_string(),
+        domains: vec!["*".to_string()],
+        routes: vec![route::Route {
+            r#match: Some(route::RouteMatch {
+                path_specifier: Some(route::route_match::PathSpecifier::Prefix("/".to_string())),
+                ..Default::default()
+            }),
+            action: Some(route::route::Action::DirectResponse(DirectResponseAction {
+                status: 421,
+                ..Default::default()
+            })),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}

@@ -1,0 +1,337 @@
+//! One IR route → one Envoy `Route`: its match, its action (forward, redirect, direct
+//! response) and the policies on the way; and the order routes are tried in.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::config::route::v3::{
+    self as route, DirectResponseAction, HeaderMatcher, RouteMatch, WeightedCluster,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
+use envoy_types::pb::envoy::r#type::v3::FractionalPercent;
+use envoy_types::pb::google::protobuf::UInt32Value;
+use envoy_types::util::pack_any;
+
+use isobar_sdk::ir::{self, PathMatch, RouteAction};
+
+use super::filter::{LUA_FILTER, cookie_rewrite_context};
+use super::proto::{duration, headers_to_add};
+
+pub(super) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
+    use route::route_action::hash_policy::{self, PolicySpecifier};
+    let (specifier, terminal) = match h {
+        ir::HashPolicy::Cookie => (
+            PolicySpecifier::Cookie(hash_policy::Cookie {
+                name: "X-Contour-Session-Affinity".to_string(),
+                ttl: Some(duration(Duration::ZERO)),
+                path: "/".to_string(),
+                ..Default::default()
+            }),
+            false,
+        ),
+        ir::HashPolicy::Header { name, terminal } => (
+            PolicySpecifier::Header(hash_policy::Header {
+                header_name: name.clone(),
+                ..Default::default()
+            }),
+            *terminal,
+        ),
+        ir::HashPolicy::QueryParameter { name, terminal } => (
+            PolicySpecifier::QueryParameter(hash_policy::QueryParameter { name: name.clone() }),
+            *terminal,
+        ),
+        ir::HashPolicy::SourceIp { terminal } => (
+            PolicySpecifier::ConnectionProperties(hash_policy::ConnectionProperties {
+                source_ip: true,
+            }),
+            *terminal,
+        ),
+    };
+    route::route_action::HashPolicy {
+        policy_specifier: Some(specifier),
+        terminal,
+    }
+}
+
+/// Contour's route order: exact, then regex, then prefixes; longer values first, equal
+/// lengths in descending byte order; a segment prefix before a string prefix of the same
+/// value; then routes matching `:method` first, then more header matches, then more query
+/// matches.
+/// The sort key [`route_order`] builds: smaller sorts first.
+pub(super) type RouteOrder<'a> = (
+    u8,
+    std::cmp::Reverse<usize>,
+    std::cmp::Reverse<&'a str>,
+    u8,
+    std::cmp::Reverse<bool>,
+    std::cmp::Reverse<usize>,
+    std::cmp::Reverse<usize>,
+);
+
+pub(super) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
+    let (class, value, tie) = match &r.matcher.path {
+        PathMatch::Exact(v) => (0, v.as_str(), 0),
+        PathMatch::Regex(v) => (1, v.as_str(), 0),
+        PathMatch::SegmentPrefix(v) => (2, v.as_str(), 0),
+        PathMatch::Prefix(v) => (2, v.as_str(), 1),
+    };
+    let method = r.matcher.headers.iter().any(|h| h.name == ":method");
+    let headers = usize::from(r.matcher.authority_regex.is_some()) + r.matcher.headers.len();
+    (
+        class,
+        std::cmp::Reverse(value.len()),
+        std::cmp::Reverse(value),
+        tie,
+        std::cmp::Reverse(method),
+        std::cmp::Reverse(headers),
+        std::cmp::Reverse(r.matcher.query.len()),
+    )
+}
+
+pub(super) fn string_matcher(m: &ir::StringMatch, ignore_case: bool) -> StringMatcher {
+    use string_matcher::MatchPattern;
+    let pattern = match m {
+        ir::StringMatch::Exact(v) => MatchPattern::Exact(v.clone()),
+        ir::StringMatch::Prefix(v) => MatchPattern::Prefix(v.clone()),
+        ir::StringMatch::Suffix(v) => MatchPattern::Suffix(v.clone()),
+        ir::StringMatch::Contains(v) => MatchPattern::Contains(v.clone()),
+        ir::StringMatch::Regex(v) => MatchPattern::SafeRegex(RegexMatcher {
+            regex: v.clone(),
+            ..Default::default()
+        }),
+    };
+    StringMatcher {
+        match_pattern: Some(pattern),
+        // Envoy rejects ignore_case on a regex matcher.
+        ignore_case: ignore_case && !matches!(m, ir::StringMatch::Regex(_)),
+    }
+}
+
+pub(super) fn header_matcher(h: &ir::HeaderMatch) -> HeaderMatcher {
+    use route::header_matcher::HeaderMatchSpecifier;
+    let specifier = match &h.value {
+        None => HeaderMatchSpecifier::PresentMatch(true),
+        Some(m) => HeaderMatchSpecifier::StringMatch(string_matcher(m, h.ignore_case)),
+    };
+    HeaderMatcher {
+        name: h.name.clone(),
+        header_match_specifier: Some(specifier),
+        invert_match: h.invert,
+        treat_missing_header_as_empty: h.treat_missing_as_empty,
+    }
+}
+
+pub(super) fn query_matcher(q: &ir::QueryMatch) -> route::QueryParameterMatcher {
+    use route::query_parameter_matcher::QueryParameterMatchSpecifier;
+    let specifier = match &q.value {
+        None => QueryParameterMatchSpecifier::PresentMatch(true),
+        Some(m) => QueryParameterMatchSpecifier::StringMatch(string_matcher(m, q.ignore_case)),
+    };
+    route::QueryParameterMatcher {
+        name: q.name.clone(),
+        query_parameter_match_specifier: Some(specifier),
+    }
+}
+
+pub(super) fn envoy_route(r: &ir::Route) -> route::Route {
+    let path_specifier = match &r.matcher.path {
+        PathMatch::Prefix(p) => route::route_match::PathSpecifier::Prefix(p.clone()),
+        PathMatch::SegmentPrefix(p) => {
+            route::route_match::PathSpecifier::PathSeparatedPrefix(p.clone())
+        }
+        PathMatch::Exact(p) => route::route_match::PathSpecifier::Path(p.clone()),
+        PathMatch::Regex(p) => route::route_match::PathSpecifier::SafeRegex(RegexMatcher {
+            regex: p.clone(),
+            ..Default::default()
+        }),
+    };
+    let authority = r.matcher.authority_regex.iter().map(|regex| HeaderMatcher {
+        name: ":authority".to_string(),
+        header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
+            string_matcher(&ir::StringMatch::Regex(regex.clone()), false),
+        )),
+        ..Default::default()
+    });
+    let headers = authority
+        .chain(r.matcher.headers.iter().map(header_matcher))
+        .collect();
+    let query_parameters = r.matcher.query.iter().map(query_matcher).collect();
+    let action = match &r.action {
+        RouteAction::Forward(clusters) => {
+            route::route::Action::Route(forward(clusters, r.policy()))
+        }
+        RouteAction::DirectResponse { status, body } => {
+            route::route::Action::DirectResponse(DirectResponseAction {
+                status: *status,
+                body: body.as_ref().map(|b| core::DataSource {
+                    specifier: Some(core::data_source::Specifier::InlineString(b.clone())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        }
+        RouteAction::Redirect(redirect) => {
+            route::route::Action::Redirect(redirect_action(redirect))
+        }
+    };
+    let policy = r.policy();
+    route::Route {
+        r#match: Some(RouteMatch {
+            path_specifier: Some(path_specifier),
+            headers,
+            query_parameters,
+            ..Default::default()
+        }),
+        action: Some(action),
+        request_headers_to_add: headers_to_add(&policy.request_headers),
+        request_headers_to_remove: policy.request_headers.remove.clone(),
+        response_headers_to_add: headers_to_add(&policy.response_headers),
+        response_headers_to_remove: policy.response_headers.remove.clone(),
+        ..Default::default()
+    }
+}
+
+pub(super) fn redirect_action(r: &ir::Redirect) -> route::RedirectAction {
+    use route::redirect_action::{
+        PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier,
+    };
+    let path = match (&r.path, &r.prefix) {
+        (Some(path), _) => Some(PathRewriteSpecifier::PathRedirect(path.clone())),
+        (None, Some(prefix)) => Some(PathRewriteSpecifier::PrefixRewrite(prefix.clone())),
+        (None, None) => None,
+    };
+    let code = if r.status == 302 {
+        RedirectResponseCode::Found
+    } else {
+        RedirectResponseCode::MovedPermanently
+    };
+    route::RedirectAction {
+        host_redirect: r.host.clone().unwrap_or_default(),
+        port_redirect: r.port.unwrap_or_default(),
+        response_code: code as i32,
+        scheme_rewrite_specifier: r.scheme.clone().map(SchemeRewriteSpecifier::SchemeRedirect),
+        path_rewrite_specifier: path,
+        ..Default::default()
+    }
+}
+
+pub(super) fn forward(
+    clusters: &[ir::WeightedCluster],
+    policy: &ir::RoutePolicy,
+) -> route::RouteAction {
+    use route::weighted_cluster::cluster_weight;
+    let specifier = match clusters {
+        [single]
+            if single.request_headers.is_empty()
+                && single.response_headers.is_empty()
+                && single.host_rewrite.is_none()
+                && single.cookie_rewrites.is_empty() =>
+        {
+            route::route_action::ClusterSpecifier::Cluster(single.cluster.clone())
+        }
+        many => route::route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
+            clusters: many
+                .iter()
+                .map(|w| route::weighted_cluster::ClusterWeight {
+                    name: w.cluster.clone(),
+                    weight: Some(UInt32Value { value: w.weight }),
+                    request_headers_to_add: headers_to_add(&w.request_headers),
+                    request_headers_to_remove: w.request_headers.remove.clone(),
+                    response_headers_to_add: headers_to_add(&w.response_headers),
+                    response_headers_to_remove: w.response_headers.remove.clone(),
+                    host_rewrite_specifier: w
+                        .host_rewrite
+                        .clone()
+                        .map(cluster_weight::HostRewriteSpecifier::HostRewriteLiteral),
+                    // One entry at most, so the map encodes deterministically.
+                    typed_per_filter_config: if w.cookie_rewrites.is_empty() {
+                        HashMap::new()
+                    } else {
+                        HashMap::from([(
+                            LUA_FILTER.to_string(),
+                            cookie_rewrite_context(&w.cookie_rewrites),
+                        )])
+                    },
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+    };
+    route::RouteAction {
+        cluster_specifier: Some(specifier),
+        prefix_rewrite: policy.prefix_rewrite.clone().unwrap_or_default(),
+        host_rewrite_specifier: policy
+            .host_rewrite
+            .clone()
+            .map(route::route_action::HostRewriteSpecifier::HostRewriteLiteral),
+        timeout: policy.timeout.map(duration),
+        idle_timeout: policy.idle_timeout.map(duration),
+        retry_policy: policy.retry.as_ref().map(|r| route::RetryPolicy {
+            retry_on: r.retry_on.clone(),
+            num_retries: Some(UInt32Value {
+                value: r.num_retries,
+            }),
+            per_try_timeout: r.per_try_timeout.map(duration),
+            retriable_status_codes: r.retriable_status_codes.clone(),
+            ..Default::default()
+        }),
+        upgrade_configs: if policy.websockets {
+            vec![route::route_action::UpgradeConfig {
+                upgrade_type: "websocket".to_string(),
+                ..Default::default()
+            }]
+        } else {
+            Vec::new()
+        },
+        hash_policy: policy.hash_policies.iter().map(hash_policy).collect(),
+        internal_redirect_policy: policy
+            .internal_redirect
+            .as_ref()
+            .map(internal_redirect_policy),
+        request_mirror_policies: policy
+            .mirror
+            .iter()
+            .map(|m| route::route_action::RequestMirrorPolicy {
+                cluster: m.cluster.clone(),
+                runtime_fraction: Some(core::RuntimeFractionalPercent {
+                    default_value: Some(FractionalPercent {
+                        numerator: m.percent,
+                        denominator: 0,
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub(super) fn internal_redirect_policy(r: &ir::InternalRedirect) -> route::InternalRedirectPolicy {
+    use envoy_types::pb::envoy::extensions::internal_redirect::previous_routes::v3::PreviousRoutesConfig;
+    use envoy_types::pb::envoy::extensions::internal_redirect::safe_cross_scheme::v3::SafeCrossSchemeConfig;
+    let mut predicates = Vec::new();
+    if r.safe_cross_scheme_only {
+        predicates.push(core::TypedExtensionConfig {
+            name: "envoy.internal_redirect_predicates.safe_cross_scheme".to_string(),
+            typed_config: Some(pack_any(SafeCrossSchemeConfig {})),
+        });
+    }
+    if r.deny_repeated_route {
+        predicates.push(core::TypedExtensionConfig {
+            name: "envoy.internal_redirect_predicates.previous_routes".to_string(),
+            typed_config: Some(pack_any(PreviousRoutesConfig {})),
+        });
+    }
+    route::InternalRedirectPolicy {
+        max_internal_redirects: Some(UInt32Value {
+            value: r.max_internal_redirects,
+        }),
+        redirect_response_codes: r.response_codes.clone(),
+        predicates,
+        allow_cross_scheme_redirect: r.allow_cross_scheme,
+        ..Default::default()
+    }
+}
