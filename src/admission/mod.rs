@@ -22,7 +22,6 @@
 //!   object, and `dryRun` requests leave no trace.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -110,15 +109,7 @@ pub struct Admissions {
 
 /// Identifies the version of an object the store holds (its allocation).
 fn stored(objects: &Objects, key: &ObjectKey) -> Option<usize> {
-    let id = (key.namespace.clone(), key.name.clone());
-    match key.kind {
-        Kind::HTTPProxy => objects
-            .httpproxies
-            .get(&id)
-            .map(|o| Arc::as_ptr(o) as usize),
-        Kind::Ingress => objects.ingresses.get(&id).map(|o| Arc::as_ptr(o) as usize),
-        _ => None,
-    }
+    objects.object(key).map(Object::address)
 }
 
 /// What makes an object's change unacceptable: its errors, and its FQDN-sharing warnings.
@@ -136,12 +127,11 @@ fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<SubCondition> {
 }
 
 /// `objects` with only the routing objects in `keep`.
-fn restricted(objects: &Objects, keep: &BTreeSet<ObjectKey>) -> Objects {
+fn restricted(objects: &Objects, pipeline: &Pipeline, keep: &BTreeSet<ObjectKey>) -> Objects {
     let mut out = objects.clone();
-    out.httpproxies
-        .retain(|(ns, name), _| keep.contains(&ObjectKey::new(Kind::HTTPProxy, ns, name)));
-    out.ingresses
-        .retain(|(ns, name), _| keep.contains(&ObjectKey::new(Kind::Ingress, ns, name)));
+    for kind in pipeline.routing_kinds() {
+        out.retain(kind, |key| keep.contains(key));
+    }
     out
 }
 
@@ -157,12 +147,7 @@ fn put(objects: &mut Objects, key: &ObjectKey, object: Option<&Object>) {
 }
 
 fn current(objects: &Objects, key: &ObjectKey) -> Option<Object> {
-    let id = (key.namespace.clone(), key.name.clone());
-    match key.kind {
-        Kind::HTTPProxy => objects.httpproxies.get(&id).cloned().map(Object::HTTPProxy),
-        Kind::Ingress => objects.ingresses.get(&id).cloned().map(Object::Ingress),
-        _ => None,
-    }
+    objects.object(key).cloned()
 }
 
 /// What a review came to.
@@ -185,6 +170,10 @@ impl Admissions {
         candidate: &Candidate,
         wait_for_secrets: bool,
     ) -> Outcome {
+        if !pipeline.routes(candidate.key.kind) {
+            // Not a kind any enabled source routes: nothing to judge it by.
+            return Outcome::Answer(Verdict::allow(Vec::new()));
+        }
         let now = Instant::now();
         self.pending.retain(|key, p| {
             now.duration_since(p.at) < PENDING_TTL && stored(objects, key) == p.stored
@@ -198,12 +187,12 @@ impl Admissions {
             put(&mut view, k, p.object.as_ref());
         }
         let old = current(&view, key);
-        let mut links = crate::runner::links::Links::of(&view);
+        let mut links = crate::runner::links::Links::of(&view, pipeline);
         let mut scope = links.linked(key).objects;
         put(&mut view, key, candidate.object.as_ref());
         let changed = BTreeSet::from([key.clone()]);
-        scope.extend(links.update(&view, &changed).objects);
-        let mut part = restricted(&view, &scope);
+        scope.extend(links.update(&view, pipeline, &changed).objects);
+        let mut part = restricted(&view, pipeline, &scope);
         let after = pipeline.build_dry(&part, &view, key).status;
         put(&mut part, key, old.as_ref());
         let before = pipeline.build_dry(&part, &view, key).status;
@@ -385,9 +374,9 @@ fn candidate(request: ReviewRequest) -> Result<Option<Candidate>, String> {
     } else {
         format!("{}/{}", request.kind.group, request.kind.version)
     };
-    let kind = match Kind::from_type(&api_version, &request.kind.kind) {
-        Some(kind @ (Kind::HTTPProxy | Kind::Ingress)) => kind,
-        _ => return Ok(None),
+    // Any kind Isobar reads is decoded; the runner allows those no source routes.
+    let Some(kind) = Kind::from_type(&api_version, &request.kind.kind) else {
+        return Ok(None);
     };
     let namespace = request
         .namespace

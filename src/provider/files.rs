@@ -274,17 +274,7 @@ fn unreadable(path: &Path, e: &std::io::Error) -> ManifestError {
 }
 
 fn same_object(a: &Object, b: &Object) -> bool {
-    match (a, b) {
-        (Object::Service(x), Object::Service(y)) => Arc::ptr_eq(x, y),
-        (Object::EndpointSlice(x), Object::EndpointSlice(y)) => Arc::ptr_eq(x, y),
-        (Object::Secret(x), Object::Secret(y)) => Arc::ptr_eq(x, y),
-        (Object::Ingress(x), Object::Ingress(y)) => Arc::ptr_eq(x, y),
-        (Object::HTTPProxy(x), Object::HTTPProxy(y)) => Arc::ptr_eq(x, y),
-        (Object::TLSCertificateDelegation(x), Object::TLSCertificateDelegation(y)) => {
-            Arc::ptr_eq(x, y)
-        }
-        _ => false,
-    }
+    a.ptr_eq(b)
 }
 
 fn is_manifest(path: &Path) -> bool {

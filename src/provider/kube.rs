@@ -10,11 +10,11 @@
 //! - Objects are read as untyped JSON and decoded one by one: an object that does not
 //!   decode (a CRD version skew, a bad field) is skipped with a warning naming it, its last
 //!   good version (if any) stays, and the watch goes on.
-//! - `managedFields`, `resourceVersion` and an Ingress's `status` are dropped on arrival
-//!   (a status write then changes nothing stored and rebuilds nothing). Secrets are listed with a field selector that
-//!   leaves out Helm releases and service-account tokens; the data of any Secret that is
-//!   neither `kubernetes.io/tls` nor `Opaque` is dropped before it is stored, and of the
-//!   others only the keys Isobar reads (`tls.crt`, `tls.key`, `ca.crt`, `crl.pem`) are kept.
+//! - `managedFields`, `resourceVersion` and the `status` of kinds whose status Isobar
+//!   writes are dropped on arrival (a status write then changes nothing stored and
+//!   rebuilds nothing); what else of an object is kept is its kind's to say (see
+//!   `KindInfo::decode`). Secrets are listed with a field selector that leaves out Helm
+//!   releases and service-account tokens.
 //! - While a watch is failing, the last good objects stay served and `/readyz` reports
 //!   not ready ([`WatchHealth`]).
 
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use isobar_sdk::{Kind, ObjectKey};
+use isobar_sdk::{Kind, ObjectKey, StatusStyle};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
@@ -36,9 +36,6 @@ use crate::metrics::Metrics;
 /// Secrets Isobar never needs: Helm release state and service-account tokens.
 pub const SECRET_FIELD_SELECTOR: &str =
     "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token";
-
-/// Secret types whose data Isobar keeps.
-const KEPT_SECRET_TYPES: [&str; 2] = ["kubernetes.io/tls", "Opaque"];
 
 /// How many watchers are failing right now; `/readyz` is not ready while any is.
 #[derive(Debug, Default)]
@@ -85,16 +82,13 @@ impl KubeProvider {
     }
 }
 
-/// The API resource of each kind Isobar reads.
+/// The API resource of a kind, as the table of kinds has it.
 pub fn api_resource(kind: Kind) -> ApiResource {
-    let (group, version, plural) = match kind {
-        Kind::Service => ("", "v1", "services"),
-        Kind::Secret => ("", "v1", "secrets"),
-        Kind::EndpointSlice => ("discovery.k8s.io", "v1", "endpointslices"),
-        Kind::Ingress => ("networking.k8s.io", "v1", "ingresses"),
-        Kind::HTTPProxy => ("projectcontour.io", "v1", "httpproxies"),
-        Kind::TLSCertificateDelegation => ("projectcontour.io", "v1", "tlscertificatedelegations"),
-    };
+    let (version, plural) = kind
+        .info()
+        .map(|i| (i.versions.first().copied().unwrap_or("v1"), i.plural))
+        .unwrap_or(("v1", ""));
+    let group = kind.group();
     ApiResource {
         group: group.to_string(),
         version: version.to_string(),
@@ -343,15 +337,6 @@ fn event_for(kind: Kind, object: DynamicObject, metrics: &Metrics) -> Option<Eve
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// What an EndpointSlice's endpoints carry that Isobar never reads.
-const UNREAD_ENDPOINT_FIELDS: [&str; 5] = [
-    "targetRef",
-    "nodeName",
-    "zone",
-    "hints",
-    "deprecatedTopology",
-];
-
 /// The typed object; `Err(Some(why))` when it does not decode (logged with its name).
 fn decode(
     kind: Kind,
@@ -366,46 +351,12 @@ fn decode(
     // Neither moves routing: without them, Isobar's own status writes (which change
     // both) leave the stored object equal, and so rebuild nothing.
     object.metadata.resource_version = None;
-    if kind == Kind::Ingress
+    // A kind whose status Isobar writes is read without it: Isobar's own writes then
+    // leave the stored object equal, and rebuild nothing.
+    if kind.info().is_some_and(|i| i.status != StatusStyle::None)
         && let Some(fields) = object.data.as_object_mut()
     {
         fields.remove("status");
-    }
-    if kind == Kind::EndpointSlice {
-        // Only where traffic goes is read. A real cluster also sets each endpoint's pod,
-        // node, zone and hints and the slice's owner and trigger-time annotation: memory
-        // for nothing, and a pod restart would look like a change of addresses.
-        object.metadata.owner_references = None;
-        object.metadata.annotations = None;
-        if let Some(endpoints) = object
-            .data
-            .get_mut("endpoints")
-            .and_then(|e| e.as_array_mut())
-        {
-            for endpoint in endpoints.iter_mut().filter_map(|e| e.as_object_mut()) {
-                for field in UNREAD_ENDPOINT_FIELDS {
-                    endpoint.remove(field);
-                }
-            }
-        }
-    }
-    if kind == Kind::Secret {
-        let kept = object
-            .data
-            .get("type")
-            .and_then(|t| t.as_str())
-            .is_none_or(|t| KEPT_SECRET_TYPES.contains(&t));
-        if let Some(fields) = object.data.as_object_mut() {
-            for field in ["data", "stringData"] {
-                if !kept {
-                    fields.remove(field);
-                } else if let Some(serde_json::Value::Object(entries)) = fields.get_mut(field) {
-                    // Only the keys Isobar reads: an application's own secrets (config,
-                    // passwords) cost nothing beyond their name.
-                    entries.retain(|key, _| isobar_sdk::secret::READ_KEYS.contains(&key.as_str()));
-                }
-            }
-        }
     }
     let resource = api_resource(kind);
     // The object's fields move into the value handed to the decoder (no copy of a

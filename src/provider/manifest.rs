@@ -3,12 +3,8 @@
 //! Errors carry the file and line. A document of a kind Isobar does not read is skipped
 //! with a debug log; `kind: List` documents are unpacked.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use serde::de::DeserializeOwned;
-
 use isobar_sdk::{Kind, Object};
+use std::path::{Path, PathBuf};
 
 /// A manifest file that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -115,24 +111,10 @@ pub fn decode(kind: Kind, value: serde_json::Value) -> Result<Object, String> {
         .and_then(|v| v.as_str())
         .unwrap_or_default()
         .to_string();
-    let what = || format!("{kind} {name}");
-    Ok(match kind {
-        Kind::Service => Object::Service(typed(value, what)?),
-        Kind::EndpointSlice => Object::EndpointSlice(typed(value, what)?),
-        Kind::Secret => Object::Secret(typed(value, what)?),
-        Kind::Ingress => Object::Ingress(typed(value, what)?),
-        Kind::HTTPProxy => Object::HTTPProxy(typed(value, what)?),
-        Kind::TLSCertificateDelegation => Object::TLSCertificateDelegation(typed(value, what)?),
-    })
-}
-
-fn typed<T: DeserializeOwned>(
-    value: serde_json::Value,
-    what: impl Fn() -> String,
-) -> Result<Arc<T>, String> {
-    serde_path_to_error::deserialize(value)
-        .map(Arc::new)
-        .map_err(|e| format!("{}: {} at {}", what(), e.inner(), e.path()))
+    let info = kind
+        .info()
+        .ok_or_else(|| format!("{kind} {name}: no plugin reads this kind"))?;
+    (info.decode)(value).map_err(|e| format!("{kind} {name}: {e}"))
 }
 
 #[cfg(test)]

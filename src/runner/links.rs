@@ -1,107 +1,57 @@
-//! How routing objects reach each other: an HTTPProxy includes another, or two objects
-//! claim the same host. A build's output for an object depends only on the objects
+//! How routing objects reach each other: one includes another (an HTTPProxy's
+//! `includes`), or two objects claim the same host, as their sources say
+//! (`Source::claim`). A build's output for an object depends only on the objects
 //! linked to it, directly or not (with local plugins, see `Processor::local`), so a
 //! change needs only those rebuilt; the admission webhook judges over the same set.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use isobar_sdk::host::parse_host;
-use isobar_sdk::{Kind, ObjectKey, Objects, SmallSet};
+use isobar_sdk::{ObjectKey, Objects, SmallSet};
 
-/// What one routing object claims and names.
+use super::pipeline::Pipeline;
+
+/// What the index keeps of one routing object's claim: the hosts and includes (the
+/// Services it names are read again when a Service changes, not kept).
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Claim {
-    /// The vhost FQDNs it adds routes to, as the sources spell them.
     hosts: Vec<String>,
-    /// The HTTPProxies it includes.
     includes: Vec<ObjectKey>,
 }
 
-fn claim_of(objects: &Objects, key: &ObjectKey) -> Claim {
-    let id = (key.namespace.clone(), key.name.clone());
-    let mut claim = Claim::default();
-    match key.kind {
-        Kind::HTTPProxy => {
-            let Some(proxy) = objects.httpproxies.get(&id) else {
-                return claim;
-            };
-            let tcp = proxy.spec.tcpproxy.as_ref();
-            let tcp_include = tcp.and_then(|t| t.include.as_ref().or(t.includes.as_ref()));
-            let includes = proxy
-                .spec
-                .includes
-                .iter()
-                .map(|i| (i.namespace.as_deref(), i.name.as_str()))
-                .chain(tcp_include.map(|i| (i.namespace.as_deref(), i.name.as_str())));
-            for (child_ns, child) in includes {
-                let ns = child_ns.unwrap_or(&key.namespace);
-                claim
-                    .includes
-                    .push(ObjectKey::new(Kind::HTTPProxy, ns, child));
-            }
-            if let Some(vhost) = &proxy.spec.virtualhost
-                && let Ok(host) = parse_host(&vhost.fqdn)
-            {
-                claim.hosts.push(host.fqdn);
-            }
-        }
-        Kind::Ingress => {
-            let Some(spec) = objects.ingresses.get(&id).and_then(|i| i.spec.as_ref()) else {
-                return claim;
-            };
-            // As the Ingress source reads it: no host is `*`, and so is the default backend.
-            let default = spec.default_backend.as_ref().map(|_| "");
-            let rules = spec
-                .rules
-                .iter()
-                .flatten()
-                .map(|r| r.host.as_deref().unwrap_or_default());
-            for host in default.into_iter().chain(rules) {
-                if let Ok(host) = parse_host(host)
-                    && !claim.hosts.contains(&host.fqdn)
-                {
-                    claim.hosts.push(host.fqdn);
-                }
-            }
-        }
-        _ => {}
+fn claim_of(objects: &Objects, pipeline: &Pipeline, key: &ObjectKey) -> Claim {
+    let claim = pipeline.claim(objects, key);
+    Claim {
+        hosts: claim.hosts,
+        includes: claim.includes,
     }
-    claim
 }
 
-/// The routing objects that name the Service `namespace/name` as a backend (HTTPProxy
-/// route and TCP proxy services, Ingress backends): what a change to that Service can
-/// change. Read from the objects as they are (a namespace's proxies and Ingresses, no
-/// index kept).
-pub fn service_referrers(objects: &Objects, namespace: &str, name: &str) -> Vec<ObjectKey> {
+/// The routing objects that name the Service `namespace/name` (as their source says,
+/// see `Source::claim`): what a change to that Service can change. Read from the
+/// objects as they are (the routing objects of one namespace, no index kept).
+pub fn service_referrers(
+    objects: &Objects,
+    pipeline: &Pipeline,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectKey> {
     let from = (namespace.to_string(), String::new());
-    let proxies = objects
-        .httpproxies
-        .range(from.clone()..)
-        .take_while(|((ns, _), _)| ns == namespace)
-        .filter(|(_, proxy)| {
-            let tcp = proxy.spec.tcpproxy.iter().flat_map(|t| &t.services);
-            let routes = proxy.spec.routes.iter().flat_map(|r| &r.services);
-            routes.chain(tcp).any(|s| s.name == name)
-        })
-        .map(|((ns, proxy), _)| ObjectKey::new(Kind::HTTPProxy, ns, proxy));
-    let ingresses = objects
-        .ingresses
-        .range(from..)
-        .take_while(|((ns, _), _)| ns == namespace)
-        .filter(|(_, ingress)| {
-            let Some(spec) = ingress.spec.as_ref() else {
-                return false;
-            };
-            let paths = spec.rules.iter().flatten().filter_map(|r| r.http.as_ref());
-            let backends = paths.flat_map(|h| &h.paths).map(|p| &p.backend);
-            spec.default_backend
+    let mut out = Vec::new();
+    for kind in pipeline.routing_kinds() {
+        let in_namespace = objects.of_kind(kind).range(from.clone()..);
+        for ((ns, object), _) in in_namespace.take_while(|((ns, _), _)| ns == namespace) {
+            let key = ObjectKey::new(kind, ns, object);
+            let claim = pipeline.claim(objects, &key);
+            if claim
+                .services
                 .iter()
-                .chain(backends)
-                .any(|b| b.service.as_ref().is_some_and(|s| s.name == name))
-        })
-        .map(|((ns, ingress), _)| ObjectKey::new(Kind::Ingress, ns, ingress));
-    proxies.chain(ingresses).collect()
+                .any(|(n, s)| n == namespace && s == name)
+            {
+                out.push(key);
+            }
+        }
+    }
+    out
 }
 
 /// The links between every routing object, kept up to date one object at a time.
@@ -122,21 +72,14 @@ pub struct Reach {
 
 impl Links {
     /// The links between every routing object of `objects`.
-    pub fn of(objects: &Objects) -> Links {
+    pub fn of(objects: &Objects, pipeline: &Pipeline) -> Links {
         let mut links = Links::default();
-        let keys = objects
-            .httpproxies
-            .keys()
-            .map(|(ns, name)| ObjectKey::new(Kind::HTTPProxy, ns, name))
-            .chain(
-                objects
-                    .ingresses
-                    .keys()
-                    .map(|(ns, name)| ObjectKey::new(Kind::Ingress, ns, name)),
-            );
-        for key in keys {
-            let claim = claim_of(objects, &key);
-            links.set(key, claim);
+        for kind in pipeline.routing_kinds() {
+            for (ns, name) in objects.of_kind(kind).keys() {
+                let key = ObjectKey::new(kind, ns, name);
+                let claim = claim_of(objects, pipeline, &key);
+                links.set(key, claim);
+            }
         }
         links
     }
@@ -180,11 +123,16 @@ impl Links {
 
     /// Brings the links of `changed` up to what `objects` holds now, and returns what the
     /// change reaches: everything linked to the changed objects before or after it.
-    pub fn update(&mut self, objects: &Objects, changed: &BTreeSet<ObjectKey>) -> Reach {
+    pub fn update(
+        &mut self,
+        objects: &Objects,
+        pipeline: &Pipeline,
+        changed: &BTreeSet<ObjectKey>,
+    ) -> Reach {
         let mut seeds: Vec<ObjectKey> = Vec::new();
         let mut reach = Reach::default();
         for key in changed {
-            let claim = claim_of(objects, key);
+            let claim = claim_of(objects, pipeline, key);
             if let Some(old) = self.claims.get(key) {
                 // What it used to reach: children it no longer includes, hosts it left.
                 seeds.extend(old.includes.iter().cloned());

@@ -15,9 +15,10 @@ use tokio::sync::{mpsc, watch};
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use isobar_sdk::api::EndpointSlice;
 use isobar_sdk::object::slice_service;
 
-use isobar_sdk::{ConditionType, Kind, Object, ObjectKey, Objects, Reason, StatusReport};
+use isobar_sdk::{ConditionType, Kind, ObjectKey, Objects, Reason, StatusReport};
 
 use crate::metrics::{KindLabel, Metrics};
 use crate::provider::Event;
@@ -300,11 +301,16 @@ impl Runner {
             // nor recorded (during the first list, tens of thousands of keys).
             return self.apply_event(objects, unreadable, event, synced);
         }
+        let key = match &event {
+            Event::Apply(object) => Some(object.key()),
+            Event::Delete(key) => Some(key.clone()),
+            _ => None,
+        };
         // For an EndpointSlice: its key, and the Services it belongs to before and after.
         let slice = match &event {
-            Event::Apply(object @ Object::EndpointSlice(new)) => {
-                Some((object.key(), slice_service(new).cloned()))
-            }
+            Event::Apply(object) => object
+                .get::<EndpointSlice>()
+                .map(|new| (object.key(), slice_service(new).cloned())),
             Event::Delete(key) if key.kind == Kind::EndpointSlice => Some((key.clone(), None)),
             _ => None,
         };
@@ -313,28 +319,11 @@ impl Runner {
             let old = objects.endpoint_slices.get(&id)?;
             old.service.as_deref().map(str::to_string)
         });
-        let secret = match &event {
-            Event::Apply(object @ Object::Secret(_)) => Some(object.key()),
-            Event::Delete(key) if key.kind == Kind::Secret => Some(key.clone()),
-            _ => None,
-        };
-        let routing = match &event {
-            Event::Apply(object @ (Object::HTTPProxy(_) | Object::Ingress(_))) => {
-                Some(object.key())
-            }
-            Event::Delete(key) if matches!(key.kind, Kind::HTTPProxy | Kind::Ingress) => {
-                Some(key.clone())
-            }
-            _ => None,
-        };
+        let secret = key.clone().filter(|k| k.kind == Kind::Secret);
+        let routing = key.clone().filter(|k| self.pipeline.routes(k.kind));
         // A Service changes only the routes naming it, unless it is Envoy's own (its
         // address goes into every status).
-        let service = match &event {
-            Event::Apply(object @ Object::Service(_)) => Some(object.key()),
-            Event::Delete(key) if key.kind == Kind::Service => Some(key.clone()),
-            _ => None,
-        }
-        .filter(|key| {
+        let service = key.filter(|k| k.kind == Kind::Service).filter(|key| {
             self.statuses.as_ref().is_none_or(|out| {
                 (&*out.envoy_service.0, &*out.envoy_service.1) != (&*key.namespace, &*key.name)
             })
@@ -368,7 +357,8 @@ impl Runner {
                 // A plugin that is not local may read any Service.
                 (None, Some(_)) if !self.pipeline.local() => dirty.full = true,
                 (None, Some(key)) => {
-                    let referrers = service_referrers(objects, &key.namespace, &key.name);
+                    let referrers =
+                        service_referrers(objects, &self.pipeline, &key.namespace, &key.name);
                     if referrers.is_empty() {
                         tracing::debug!(service = %key, "a Service no route names changed; nothing to build");
                     }
@@ -468,7 +458,7 @@ impl Runner {
         dirty: &Dirty,
     ) -> bool {
         let started = Instant::now();
-        let reach = last.links.update(objects, &dirty.routing);
+        let reach = last.links.update(objects, &self.pipeline, &dirty.routing);
         if reach.objects.len() > SPLICE_MAX.max(last.links.len() / 4) {
             return false;
         }
@@ -492,7 +482,7 @@ impl Runner {
             tracing::debug!(fqdn = %stray, "a change reached a vhost its objects do not claim; building everything");
             return false;
         }
-        report_unreadable(&mut output.status, objects, unreadable);
+        report_unreadable(&mut output.status, objects, unreadable, &self.pipeline);
         let published = self.snapshots.borrow().clone();
         let Ok(mut changes) = last.encoder.replace(
             &output.ir,
@@ -580,7 +570,7 @@ impl Runner {
     ) -> bool {
         let started = Instant::now();
         let mut output = self.pipeline.build(objects);
-        report_unreadable(&mut output.status, objects, unreadable);
+        report_unreadable(&mut output.status, objects, unreadable, &self.pipeline);
         let mut requested = objects.take_requested();
         // Envoy's own client certificate is read when the build is encoded, below: it is
         // in use too (neither elided after this build nor missing from the next).
@@ -646,7 +636,7 @@ impl Runner {
         let secrets_used = self.pipeline.local().then_some(requested);
         *built = Some(Built {
             encoder,
-            links: Links::of(objects),
+            links: Links::of(objects, &self.pipeline),
             secrets_used,
         });
         // Counted once everything is published (tests wait on the count).
@@ -730,18 +720,18 @@ async fn until(deadline: Option<Instant>) {
 
 /// Says on each object whose latest version did not decode why, and what is served
 /// instead: its last good version (a warning), or nothing (an error).
+/// Only routing objects get a status (see `Source::kinds`).
 fn report_unreadable(
     status: &mut StatusReport,
     objects: &Objects,
     unreadable: &BTreeMap<ObjectKey, String>,
+    pipeline: &Pipeline,
 ) {
     for (key, error) in unreadable {
-        let id = (key.namespace.clone(), key.name.clone());
-        let stored = match key.kind {
-            Kind::HTTPProxy => objects.httpproxies.contains_key(&id),
-            Kind::Ingress => objects.ingresses.contains_key(&id),
-            _ => continue,
-        };
+        if !pipeline.routes(key.kind) {
+            continue;
+        }
+        let stored = objects.object(key).is_some();
         if stored {
             status.warning(
                 key,

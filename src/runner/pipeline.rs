@@ -180,11 +180,36 @@ impl Pipeline {
             && self.processors.iter().all(|(_, p)| p.local())
     }
 
+    /// The kinds the enabled sources turn into routes (see `Source::kinds`), in kind
+    /// order.
+    pub fn routing_kinds(&self) -> BTreeSet<Kind> {
+        self.sources
+            .iter()
+            .flat_map(|(_, s)| s.kinds().iter().copied())
+            .collect()
+    }
+
+    /// Whether some enabled source turns objects of `kind` into routes.
+    pub fn routes(&self, kind: Kind) -> bool {
+        self.sources.iter().any(|(_, s)| s.kinds().contains(&kind))
+    }
+
+    /// What a routing object claims and names, as the source of its kind says.
+    pub fn claim(&self, objects: &Objects, key: &ObjectKey) -> isobar_sdk::Claim {
+        let source = self
+            .sources
+            .iter()
+            .find(|(_, s)| s.kinds().contains(&key.kind));
+        source
+            .map(|(_, s)| s.claim(objects, key))
+            .unwrap_or_default()
+    }
+
     /// The kinds the enabled plugins read: what a provider needs to watch.
     pub fn kinds(&self) -> BTreeSet<Kind> {
         self.sources
             .iter()
-            .flat_map(|(_, s)| s.kinds().iter().copied())
+            .flat_map(|(_, s)| s.kinds().iter().chain(s.reads()).copied())
             .chain(
                 self.processors
                     .iter()
@@ -227,14 +252,10 @@ impl Pipeline {
         let mut rejected = BTreeSet::new();
         if !self.filters.is_empty() {
             let scoped = BuildContext::new(objects, &rejected).with_scope(scope);
-            let routing: Vec<Object> = scoped
-                .ingresses()
-                .map(|(_, o)| Object::Ingress(o.clone()))
-                .chain(
-                    scoped
-                        .httpproxies()
-                        .map(|(_, o)| Object::HTTPProxy(o.clone())),
-                )
+            let routing: Vec<Object> = self
+                .routing_kinds()
+                .into_iter()
+                .flat_map(|kind| scoped.objects_of(kind).map(|(_, o)| o.clone()))
                 .collect();
             for object in routing {
                 for (name, filter) in &self.filters {

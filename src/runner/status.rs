@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use isobar_sdk::{Kind, ObjectKey, Objects, StatusReport};
+use isobar_sdk::{Kind, ObjectKey, Objects, StatusReport, StatusStyle};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -57,14 +57,10 @@ impl Desired {
     ) {
         let mut texts: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
         for key in keys {
-            let id = (key.namespace.clone(), key.name.clone());
             let reported = report.objects.contains_key(key);
-            match key.kind {
-                Kind::HTTPProxy if reported => {
-                    let generation = objects
-                        .httpproxies
-                        .get(&id)
-                        .and_then(|p| p.metadata.generation);
+            match key.kind.info().map_or(StatusStyle::None, |i| i.status) {
+                StatusStyle::Contour if reported => {
+                    let generation = objects.object(key).and_then(|o| o.metadata().generation);
                     let rendered = serde_json::to_string(&report.render(key)).unwrap_or_default();
                     let rendered = match texts.get(rendered.as_str()) {
                         Some(shared) => shared.clone(),
@@ -76,13 +72,13 @@ impl Desired {
                     };
                     self.proxies.insert(key.clone(), (generation, rendered));
                 }
-                Kind::Ingress if reported => {
+                StatusStyle::LoadBalancer if reported => {
                     self.ingresses.insert(key.clone());
                 }
-                Kind::HTTPProxy => {
+                StatusStyle::Contour => {
                     self.proxies.remove(key);
                 }
-                Kind::Ingress => {
+                StatusStyle::LoadBalancer => {
                     self.ingresses.remove(key);
                 }
                 _ => {}
@@ -294,7 +290,7 @@ fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
     if address.as_object().is_some_and(|lb| !lb.is_empty()) {
         out["loadBalancer"] = address.clone();
     }
-    if kind != Kind::HTTPProxy {
+    if kind.info().is_none_or(|i| i.status != StatusStyle::Contour) {
         return out;
     }
     out["currentStatus"] = desired["currentStatus"].clone();

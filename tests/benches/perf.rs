@@ -944,11 +944,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             let made: Vec<(usize, serde_json::Value)> = (0..total)
                 .map(|k| {
                     let i = (k * 7919) % n;
-                    let json = match slice(i, offset + k) {
-                        Object::EndpointSlice(s) => serde_json::to_value(&*s),
-                        _ => unreachable!("slice() makes EndpointSlices"),
-                    };
-                    (i, json.unwrap_or_else(|e| panic!("{e}")))
+                    (i, slice(i, offset + k).to_json())
                 })
                 .collect();
             let mut decoding = Duration::ZERO;

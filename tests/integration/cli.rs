@@ -438,7 +438,7 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
         }
     }
     let mut wanted = Vec::new();
-    for kind in isobar_sdk::Kind::ALL {
+    for kind in isobar_sdk::Kind::all().map(|i| i.kind) {
         let resource = isobar::provider::kube::api_resource(kind);
         for verb in ["get", "list", "watch"] {
             wanted.push((resource.group.clone(), resource.plural.clone(), verb));

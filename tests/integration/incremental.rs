@@ -16,7 +16,8 @@ use isobar::runner::pipeline::Pipeline;
 use isobar::runner::status::{Desired, load_balancer};
 use isobar::runner::{Runner, StatusOutput};
 use isobar::xds::{EnvoySettings, Snapshot, XdsType, translate};
-use isobar_sdk::{Object, Objects};
+use isobar_sdk::api::Service;
+use isobar_sdk::{Kind, Object, Objects};
 use tokio::sync::{mpsc, watch};
 
 use crate::golden::{cases, manifests};
@@ -84,11 +85,10 @@ fn differences(a: &Snapshot, b: &Snapshot) -> Vec<String> {
 /// An edit that changes what a routing object routes: another prefix on its first
 /// route or rule, or a new FQDN.
 fn edited(object: &Object) -> Option<Object> {
-    let mut value = match object {
-        Object::HTTPProxy(p) => serde_json::to_value(&**p).ok()?,
-        Object::Ingress(i) => serde_json::to_value(&**i).ok()?,
-        _ => return None,
-    };
+    if ![Kind::HTTPProxy, Kind::Ingress].contains(&object.kind()) {
+        return None;
+    }
+    let mut value = object.to_json();
     let edit = |v: &mut serde_json::Value| -> Option<()> {
         if let Some(fqdn) = v.pointer_mut("/spec/virtualhost/fqdn") {
             *fqdn = format!("edited.{}", fqdn.as_str()?).into();
@@ -103,44 +103,30 @@ fn edited(object: &Object) -> Option<Object> {
         Some(())
     };
     edit(&mut value)?;
-    match object {
-        Object::HTTPProxy(_) => serde_json::from_value(value)
-            .ok()
-            .map(|p| Object::HTTPProxy(Arc::new(p))),
-        Object::Ingress(_) => serde_json::from_value(value)
-            .ok()
-            .map(|i| Object::Ingress(Arc::new(i))),
-        _ => None,
-    }
+    object.kind().info().and_then(|i| (i.decode)(value).ok())
 }
 
 /// A Service whose first port is annotated as speaking h2c: its clusters change.
 fn edited_service(object: &Object) -> Option<Object> {
-    let Object::Service(service) = object else {
-        return None;
-    };
-    let mut service = (**service).clone();
+    let mut service = object.get::<Service>()?.clone();
     let port = service.spec.as_ref()?.ports.as_ref()?.first()?.port;
     service.metadata.annotations.get_or_insert_default().insert(
         "projectcontour.io/upstream-protocol.h2c".to_string(),
         port.to_string(),
     );
-    Some(Object::Service(Arc::new(service)))
+    Some(Object::new(Arc::new(service)))
 }
 
 /// The same Service with its first port renamed: its clusters keep their names (number
 /// and options), their endpoint set changes.
 fn renamed_port(object: &Object) -> Option<Object> {
-    let Object::Service(service) = object else {
-        return None;
-    };
-    let mut service = (**service).clone();
+    let mut service = object.get::<Service>()?.clone();
     let port = service.spec.as_mut()?.ports.as_mut()?.first_mut()?;
     port.name = Some(format!(
         "{}-renamed",
         port.name.as_deref().unwrap_or("port")
     ));
-    Some(Object::Service(Arc::new(service)))
+    Some(Object::new(Arc::new(service)))
 }
 
 #[test]
@@ -264,13 +250,13 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
             };
             check("initial build".to_string(), &current);
             let routing: Vec<usize> = (0..all.len())
-                .filter(|i| matches!(all[*i], Object::HTTPProxy(_) | Object::Ingress(_)))
+                .filter(|i| [Kind::HTTPProxy, Kind::Ingress].contains(&all[*i].kind()))
                 .collect();
             // Secrets: a build must follow a change to one a full build asks for; a
             // change to any other must not change what a full build gives.
             let secrets: Vec<Object> = all
                 .iter()
-                .filter(|o| matches!(o, Object::Secret(_)))
+                .filter(|o| o.kind() == Kind::Secret)
                 .cloned()
                 .collect();
             for secret in secrets {
@@ -312,7 +298,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
             check("an unnamed Service added and deleted".to_string(), &current);
             let services: Vec<Object> = all
                 .iter()
-                .filter(|o| matches!(o, Object::Service(_)))
+                .filter(|o| o.kind() == Kind::Service)
                 .cloned()
                 .collect();
             for service in services {

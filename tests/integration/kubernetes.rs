@@ -12,7 +12,7 @@ use isobar::provider::kube::{KubeProvider, WatchHealth};
 use isobar::provider::{Event, Provider};
 use isobar::runner::pipeline::Pipeline;
 use isobar::xds::{Snapshot, XdsType};
-use isobar_sdk::{Kind, Object};
+use isobar_sdk::Kind;
 use tokio::sync::mpsc;
 
 use crate::apiserver::ApiServer;
@@ -361,7 +361,10 @@ async fn secrets_the_controller_never_needs_stay_out() {
     let events = events(&server, &[Kind::Secret], &[]).await;
     let mut seen = Vec::new();
     for event in &events {
-        let Event::Apply(Object::Secret(s)) = event else {
+        let Some(s) = (match event {
+            Event::Apply(o) => o.get::<isobar_sdk::api::Secret>(),
+            _ => None,
+        }) else {
             panic!("unexpected {event:?}");
         };
         assert!(s.metadata.managed_fields.is_none(), "managedFields kept");

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use isobar_sdk::api::{HTTPProxy, Ingress};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::parse_host;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
@@ -73,7 +74,7 @@ impl Processor for Conflicts {
 
     fn reject(&self, ctx: &BuildContext<'_>, status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         let mut claims: BTreeMap<String, Vec<Claimant>> = BTreeMap::new();
-        for (key, proxy) in ctx.httpproxies() {
+        for (key, proxy) in ctx.all::<HTTPProxy>() {
             let Some(vhost) = &proxy.spec.virtualhost else {
                 continue;
             };
@@ -90,7 +91,7 @@ impl Processor for Conflicts {
             }
         }
         let mut ingress_hosts: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
-        for (key, ingress) in ctx.ingresses() {
+        for (key, ingress) in ctx.all::<Ingress>() {
             let rules = ingress.spec.as_ref().and_then(|s| s.rules.as_ref());
             for host in rules
                 .into_iter()

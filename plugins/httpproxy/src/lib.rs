@@ -29,7 +29,7 @@ use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::{Host, parse_host};
 use isobar_sdk::ir::HTTPS_LISTENER;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
-use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, Source, StatusReport};
+use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, StatusReport};
 
 pub const NAME: &str = "httpproxy";
 
@@ -100,18 +100,55 @@ impl Source for HttpProxySource {
     }
 
     fn kinds(&self) -> &'static [Kind] {
-        &[
-            Kind::HTTPProxy,
-            Kind::Service,
-            Kind::EndpointSlice,
-            Kind::Secret,
-        ]
+        &[Kind::HTTPProxy]
+    }
+
+    fn reads(&self) -> &'static [Kind] {
+        &[Kind::Service, Kind::EndpointSlice, Kind::Secret]
+    }
+
+    /// A proxy claims its `virtualhost.fqdn`, includes the proxies of `includes` and
+    /// `tcpproxy.include`, and names the Services of its routes and TCP proxy (in its
+    /// own namespace).
+    fn claim(&self, objects: &Objects, key: &ObjectKey) -> Claim {
+        let mut claim = Claim::default();
+        let Some(proxy) = objects.get::<HTTPProxy>(&key.namespace, &key.name) else {
+            return claim;
+        };
+        let tcp = proxy.spec.tcpproxy.as_ref();
+        let tcp_include = tcp.and_then(|t| t.include.as_ref().or(t.includes.as_ref()));
+        let includes = proxy
+            .spec
+            .includes
+            .iter()
+            .map(|i| (i.namespace.as_deref(), i.name.as_str()))
+            .chain(tcp_include.map(|i| (i.namespace.as_deref(), i.name.as_str())));
+        for (child_ns, child) in includes {
+            let ns = child_ns.unwrap_or(&key.namespace);
+            claim
+                .includes
+                .push(ObjectKey::new(Kind::HTTPProxy, ns, child));
+        }
+        if let Some(vhost) = &proxy.spec.virtualhost
+            && let Ok(host) = parse_host(&vhost.fqdn)
+        {
+            claim.hosts.push(host.fqdn);
+        }
+        let tcp_services = tcp.iter().flat_map(|t| &t.services);
+        let route_services = proxy.spec.routes.iter().flat_map(|r| &r.services);
+        for service in route_services.chain(tcp_services) {
+            let id = (key.namespace.clone(), service.name.clone());
+            if !claim.services.contains(&id) {
+                claim.services.push(id);
+            }
+        }
+        claim
     }
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
         let mut roots: BTreeMap<String, Vec<(ObjectKey, &HTTPProxy, Host)>> = BTreeMap::new();
         let mut children = Vec::new();
-        for (key, proxy) in ctx.httpproxies() {
+        for (key, proxy) in ctx.all::<HTTPProxy>() {
             status.touch(&key);
             let Some(vhost) = &proxy.spec.virtualhost else {
                 children.push(key);

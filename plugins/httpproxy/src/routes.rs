@@ -197,7 +197,7 @@ impl Walk<'_, '_> {
     ) {
         let namespace = include.namespace.as_deref().unwrap_or(&parent.namespace);
         let target = ObjectKey::new(Kind::HTTPProxy, namespace, &include.name);
-        let Some(child) = self.ctx.httpproxy(namespace, &include.name) else {
+        let Some(child) = self.ctx.get::<HTTPProxy>(namespace, &include.name) else {
             self.status.error(
                 parent,
                 ConditionType::IncludeError,

@@ -393,7 +393,7 @@ fn tcp_proxy(
                 );
                 return Err(());
             }
-            let Some(child) = ctx.httpproxy(namespace, &include.name) else {
+            let Some(child) = ctx.get::<HTTPProxy>(namespace, &include.name) else {
                 status.error(
                     key,
                     ConditionType::TCPProxyIncludeError,

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use isobar_sdk::api::{HTTPProxy, Ingress};
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::{Filter, Object, StatusReport};
 
@@ -65,13 +66,13 @@ impl Filter for IngressClassFilter {
     fn admit(&self, object: &Object, _status: &mut StatusReport) -> bool {
         let annotations = object.metadata().annotations.as_ref();
         let annotation = |name: &str| annotations.and_then(|a| a.get(name)).map(String::as_str);
-        let spec = match object {
-            Object::Ingress(i) => i
-                .spec
-                .as_ref()
-                .and_then(|s| s.ingress_class_name.as_deref()),
-            Object::HTTPProxy(p) => p.spec.ingress_class_name.as_deref(),
-            _ => return true,
+        let spec = if let Some(i) = object.get::<Ingress>() {
+            let spec = i.spec.as_ref();
+            spec.and_then(|s| s.ingress_class_name.as_deref())
+        } else if let Some(p) = object.get::<HTTPProxy>() {
+            p.spec.ingress_class_name.as_deref()
+        } else {
+            return true;
         };
         let class = annotation("projectcontour.io/ingress.class")
             .or_else(|| annotation("kubernetes.io/ingress.class"))

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::networking::v1::{HTTPIngressPath, IngressBackend, IngressSpec};
+use k8s_openapi::api::networking::v1::{HTTPIngressPath, Ingress, IngressBackend, IngressSpec};
 use serde::Deserialize;
 
 use isobar_sdk::condition::{ConditionType, Reason};
@@ -32,7 +32,7 @@ use isobar_sdk::ir::{
 };
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::resolve::{PortRef, service_cluster};
-use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, Source, StatusReport};
+use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, StatusReport};
 
 mod annotations;
 
@@ -67,16 +67,44 @@ impl Source for IngressSource {
     }
 
     fn kinds(&self) -> &'static [Kind] {
-        &[
-            Kind::Ingress,
-            Kind::Service,
-            Kind::EndpointSlice,
-            Kind::Secret,
-        ]
+        &[Kind::Ingress]
+    }
+
+    fn reads(&self) -> &'static [Kind] {
+        &[Kind::Service, Kind::EndpointSlice, Kind::Secret]
+    }
+
+    /// An Ingress claims the host of each rule (no host, and the default backend, is
+    /// `*`) and names the Services of its backends (in its own namespace).
+    fn claim(&self, objects: &Objects, key: &ObjectKey) -> Claim {
+        let mut claim = Claim::default();
+        let ingress = objects.get::<Ingress>(&key.namespace, &key.name);
+        let Some(spec) = ingress.and_then(|i| i.spec.as_ref()) else {
+            return claim;
+        };
+        let default = spec.default_backend.as_ref().map(|_| "");
+        let rules = spec.rules.iter().flatten();
+        let hosts = rules.clone().map(|r| r.host.as_deref().unwrap_or_default());
+        for host in default.into_iter().chain(hosts) {
+            if let Ok(host) = parse_host(host)
+                && !claim.hosts.contains(&host.fqdn)
+            {
+                claim.hosts.push(host.fqdn);
+            }
+        }
+        let paths = rules.filter_map(|r| r.http.as_ref()).flat_map(|h| &h.paths);
+        let backends = spec.default_backend.iter().chain(paths.map(|p| &p.backend));
+        for service in backends.filter_map(|b| b.service.as_ref()) {
+            let id = (key.namespace.clone(), service.name.clone());
+            if !claim.services.contains(&id) {
+                claim.services.push(id);
+            }
+        }
+        claim
     }
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
-        for (key, ingress) in ctx.ingresses() {
+        for (key, ingress) in ctx.all::<Ingress>() {
             status.touch(&key);
             let Some(spec) = ingress.spec.as_ref() else {
                 continue;

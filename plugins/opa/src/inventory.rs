@@ -4,14 +4,18 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use isobar_sdk::api::{HTTPProxy, Ingress};
 use isobar_sdk::host::parse_host;
-use isobar_sdk::{Object, Objects};
+use isobar_sdk::{Kind, Object, Objects};
+
+/// The kinds policies judge.
+pub const JUDGED: [Kind; 2] = [Kind::HTTPProxy, Kind::Ingress];
 
 /// Every HTTPProxy and Ingress stored, in Gatekeeper's layout
 /// (`data.inventory.namespace[ns][apiVersion][kind][name]`), and Isobar's host index
 /// (`data.isobar.hosts[host]`: who claims each host).
 /// apiVersion → kind → name → object, within one namespace.
-type ByVersion = BTreeMap<&'static str, BTreeMap<&'static str, serde_json::Map<String, Value>>>;
+type ByVersion = BTreeMap<String, BTreeMap<&'static str, serde_json::Map<String, Value>>>;
 
 #[derive(Debug, Clone, Default)]
 pub struct Inventory {
@@ -24,11 +28,10 @@ impl Inventory {
     /// the copy of every object too.
     pub fn of(objects: &Objects, full: bool, only: Option<&[String]>) -> Inventory {
         let mut inventory = Inventory::default();
-        for proxy in objects.httpproxies.values() {
-            inventory.add(&Object::HTTPProxy(proxy.clone()), full, only);
-        }
-        for ingress in objects.ingresses.values() {
-            inventory.add(&Object::Ingress(ingress.clone()), full, only);
+        for kind in JUDGED {
+            for object in objects.of_kind(kind).values() {
+                inventory.add(object, full, only);
+            }
         }
         inventory
     }
@@ -75,26 +78,16 @@ impl Inventory {
     }
 }
 
-fn type_of(object: &Object) -> (&'static str, &'static str) {
-    match object {
-        Object::Ingress(_) => ("networking.k8s.io/v1", "Ingress"),
-        Object::HTTPProxy(_) => ("projectcontour.io/v1", "HTTPProxy"),
-        Object::Service(_) => ("v1", "Service"),
-        Object::Secret(_) => ("v1", "Secret"),
-        Object::EndpointSlice(_) => ("discovery.k8s.io/v1", "EndpointSlice"),
-        Object::TLSCertificateDelegation(_) => ("projectcontour.io/v1", "TLSCertificateDelegation"),
-    }
+fn type_of(object: &Object) -> (String, &'static str) {
+    let kind = object.kind();
+    let api_version = kind.info().map(|i| i.api_version()).unwrap_or_default();
+    (api_version, kind.as_str())
 }
 
 /// The object as its manifest reads, with `apiVersion` and `kind`.
 fn manifest(object: &Object) -> Value {
     let (api_version, kind) = type_of(object);
-    let mut value = match object {
-        Object::Ingress(o) => serde_json::to_value(&**o),
-        Object::HTTPProxy(o) => serde_json::to_value(&**o),
-        _ => Ok(Value::Null),
-    }
-    .unwrap_or(Value::Null);
+    let mut value = object.to_json();
     if let Value::Object(map) = &mut value {
         map.insert("apiVersion".into(), api_version.into());
         map.insert("kind".into(), kind.into());
@@ -110,14 +103,14 @@ fn manifest(object: &Object) -> Value {
 /// The hosts an object claims, as Isobar compares them: lower case, no trailing dot.
 /// An HTTPProxy claims its `virtualhost.fqdn`; an Ingress the host of each rule.
 pub fn hosts(object: &Object) -> Vec<String> {
-    let raw: Vec<&str> = match object {
-        Object::HTTPProxy(p) => p
+    let raw: Vec<&str> = match (object.get::<HTTPProxy>(), object.get::<Ingress>()) {
+        (Some(p), _) => p
             .spec
             .virtualhost
             .as_ref()
             .map(|v| vec![v.fqdn.as_str()])
             .unwrap_or_default(),
-        Object::Ingress(i) => i
+        (_, Some(i)) => i
             .spec
             .as_ref()
             .and_then(|s| s.rules.as_ref())

@@ -292,20 +292,11 @@ impl Processor for Opa {
         let inventory = Inventory::of(ctx.store(), full, focus_hosts.as_deref());
         let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
         let mut inputs = Vec::new();
-        for (key, proxy) in ctx.httpproxies() {
-            if wanted(&key) {
-                inputs.push((
-                    key,
-                    input_for(&isobar_sdk::Object::HTTPProxy(proxy.clone())),
-                ));
-            }
-        }
-        for (key, ingress) in ctx.ingresses() {
-            if wanted(&key) {
-                inputs.push((
-                    key,
-                    input_for(&isobar_sdk::Object::Ingress(ingress.clone())),
-                ));
+        for kind in inventory::JUDGED {
+            for (key, object) in ctx.objects_of(kind) {
+                if wanted(&key) {
+                    inputs.push((key, input_for(object)));
+                }
             }
         }
         for (key, verdict) in self.judge(&inventory, &inputs) {
@@ -352,22 +343,7 @@ impl Processor for Opa {
 }
 
 fn focus_object(ctx: &BuildContext<'_>, key: &ObjectKey) -> Option<isobar_sdk::Object> {
-    let id = (key.namespace.clone(), key.name.clone());
-    match key.kind {
-        isobar_sdk::Kind::HTTPProxy => ctx
-            .store()
-            .httpproxies
-            .get(&id)
-            .cloned()
-            .map(isobar_sdk::Object::HTTPProxy),
-        isobar_sdk::Kind::Ingress => ctx
-            .store()
-            .ingresses
-            .get(&id)
-            .cloned()
-            .map(isobar_sdk::Object::Ingress),
-        _ => None,
-    }
+    ctx.store().object(key).cloned()
 }
 
 /// Reads a policy's answer for one rule (`rule` names it): a set or array of messages,

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use isobar_sdk::api::HTTPProxy;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::{Filter, Object, StatusReport};
@@ -42,7 +43,7 @@ isobar_sdk::inventory::submit! {
 
 impl Filter for RootNamespacesFilter {
     fn admit(&self, object: &Object, status: &mut StatusReport) -> bool {
-        let Object::HTTPProxy(proxy) = object else {
+        let Some(proxy) = object.get::<HTTPProxy>() else {
             return true;
         };
         if proxy.spec.virtualhost.is_none() || self.namespaces.is_empty() {

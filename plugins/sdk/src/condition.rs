@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::object::{Kind, ObjectKey};
+use crate::object::ObjectKey;
 
 /// The sub-condition types, as Contour names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -323,10 +323,7 @@ impl StatusReport {
     pub fn render(&self, key: &ObjectKey) -> RenderedStatus {
         let status = self.objects.get(key).cloned().unwrap_or_default();
         let current = status.current();
-        let noun = match key.kind {
-            Kind::HTTPProxy => "HTTPProxy",
-            other => other.as_str(),
-        };
+        let noun = key.kind.as_str();
         let (cond_status, reason, message, description) = match current {
             CurrentStatus::Valid => (
                 "True",

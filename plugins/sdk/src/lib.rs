@@ -10,6 +10,7 @@ pub mod condition;
 pub mod headers;
 pub mod host;
 pub mod ir;
+pub mod kind;
 pub mod names;
 pub mod object;
 pub mod plugin;
@@ -25,8 +26,9 @@ pub use condition::{
     SubCondition,
 };
 pub use ir::Ir;
-pub use object::{Kind, Object, ObjectKey, Objects};
-pub use plugin::{BuildContext, Filter, PluginKind, PluginRegistration, Processor, Source};
+pub use kind::{Kind, KindId, KindInfo, Resource, StatusStyle};
+pub use object::{Object, ObjectKey, Objects};
+pub use plugin::{BuildContext, Claim, Filter, PluginKind, PluginRegistration, Processor, Source};
 pub use small_set::SmallSet;
 
 pub use inventory;

@@ -5,15 +5,13 @@
 //! whole IR.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::Ingress;
 use serde::de::DeserializeOwned;
 
-use crate::api::HTTPProxy;
 use crate::condition::StatusReport;
 use crate::ir::Ir;
-use crate::object::{Kind, Object, ObjectKey, Objects};
+use crate::kind::{Kind, Resource};
+use crate::object::{Object, ObjectKey, Objects};
 
 /// Which namespaces may use which secrets of other namespaces. Processors fill it
 /// (`tls-delegation`, from TLSCertificateDelegations) before the sources run; with none,
@@ -132,22 +130,17 @@ impl<'a> BuildContext<'a> {
         !self.rejected.contains(key)
     }
 
-    /// Admitted Ingresses, in namespace/name order.
-    pub fn ingresses(&self) -> impl Iterator<Item = (ObjectKey, &'a Arc<Ingress>)> + '_ {
-        self.routing(Kind::Ingress, &self.objects.ingresses)
+    /// The admitted objects of type `T`, in namespace/name order (within the scope, when
+    /// there is one).
+    pub fn all<T: Resource>(&self) -> impl Iterator<Item = (ObjectKey, &'a T)> + '_ {
+        self.objects_of(T::KIND)
+            .filter_map(|(key, o)| Some((key, o.get::<T>()?)))
     }
 
-    /// Admitted HTTPProxies, in namespace/name order.
-    pub fn httpproxies(&self) -> impl Iterator<Item = (ObjectKey, &'a Arc<HTTPProxy>)> + '_ {
-        self.routing(Kind::HTTPProxy, &self.objects.httpproxies)
-    }
-
-    /// The admitted objects of one routing kind (within the scope, when there is one).
-    fn routing<T>(
-        &self,
-        kind: Kind,
-        all: &'a BTreeMap<(String, String), Arc<T>>,
-    ) -> Box<dyn Iterator<Item = (ObjectKey, &'a Arc<T>)> + '_> {
+    /// The admitted objects of `kind`, whatever their type, in namespace/name order
+    /// (within the scope, when there is one).
+    pub fn objects_of(&self, kind: Kind) -> Box<dyn Iterator<Item = (ObjectKey, &'a Object)> + '_> {
+        let all = self.objects.of_kind(kind);
         match self.scope {
             Some(scope) => Box::new(
                 scope
@@ -164,18 +157,14 @@ impl<'a> BuildContext<'a> {
             })),
         }
     }
-}
 
-impl<'a> BuildContext<'a> {
-    /// One admitted HTTPProxy by namespace and name.
-    pub fn httpproxy(&self, namespace: &str, name: &str) -> Option<&'a Arc<HTTPProxy>> {
-        let key = ObjectKey::new(Kind::HTTPProxy, namespace, name);
+    /// One admitted `T` by namespace and name.
+    pub fn get<T: Resource>(&self, namespace: &str, name: &str) -> Option<&'a T> {
+        let key = ObjectKey::new(T::KIND, namespace, name);
         if !self.admitted(&key) {
             return None;
         }
-        self.objects
-            .httpproxies
-            .get(&(namespace.to_string(), name.to_string()))
+        self.objects.get(namespace, name)
     }
 }
 
@@ -277,10 +266,38 @@ impl BuildContext<'_> {
     }
 }
 
+/// What one routing object claims and names: a change to it reaches every object
+/// claiming one of its hosts or including it or included by it, and a change to a
+/// Service it names reaches it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The vhost FQDNs it adds routes to, as the source's IR spells them.
+    pub hosts: Vec<String>,
+    /// The objects it includes (their routes become part of its vhosts).
+    pub includes: Vec<ObjectKey>,
+    /// The Services (namespace, name) it sends traffic to.
+    pub services: Vec<(String, String)>,
+}
+
 /// Turns one family of objects into IR.
 pub trait Source: Send + Sync {
-    /// The kinds this source reads; providers watch exactly the union of these.
+    /// The kinds this source turns into routes, its own: filters judge their objects,
+    /// a change to one is rebuilt with what it is linked to, the admission webhook
+    /// reviews them and their status is written back.
     fn kinds(&self) -> &'static [Kind];
+
+    /// Other kinds it reads (Services, EndpointSlices, Secrets, …). Providers watch the
+    /// union of every enabled plugin's kinds.
+    fn reads(&self) -> &'static [Kind] {
+        &[]
+    }
+
+    /// What an object of one of its kinds claims and names (see [`Claim`]), as
+    /// `objects` has it now; an object it does not have claims nothing.
+    fn claim(&self, _objects: &Objects, _key: &ObjectKey) -> Claim {
+        Claim::default()
+    }
+
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport);
 
     /// Whether this plugin's output for an object depends only on the objects linked to

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use isobar_sdk::api::TLSCertificateDelegation;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, SecretGrants, parse_config};
 use isobar_sdk::{BuildContext, Kind, Processor};
 
@@ -44,7 +45,7 @@ impl Processor for TlsDelegation {
     }
 
     fn grant(&self, ctx: &BuildContext<'_>, grants: &mut SecretGrants) {
-        for ((namespace, _), delegation) in &ctx.objects.delegations {
+        for ((namespace, _), delegation) in ctx.objects.all::<TLSCertificateDelegation>() {
             for d in &delegation.spec.delegations {
                 for target in &d.target_namespaces {
                     grants.grant(namespace, &d.secret_name, target);

@@ -3,3 +3,8 @@
 mod httpproxy;
 
 pub use httpproxy::*;
+
+/// The Kubernetes types Isobar reads, for plugins that need them by name.
+pub use k8s_openapi::api::core::v1::{Secret, Service};
+pub use k8s_openapi::api::discovery::v1::EndpointSlice;
+pub use k8s_openapi::api::networking::v1::Ingress;

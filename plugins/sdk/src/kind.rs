@@ -1,0 +1,416 @@
+//! Kinds are data: one [`KindInfo`] per kind of object Isobar reads (its group, versions,
+//! plural, scope, how it decodes and how its status is written), registered with
+//! `inventory` by the crate that defines it. Providers watch and decode through the
+//! table, the admission webhook and the status writer read it: adding a kind is adding
+//! a crate that registers it.
+
+use std::any::Any;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::{HTTPProxy, TLSCertificateDelegation};
+use crate::object::Object;
+
+/// A kind of object, as the Kubernetes API names it: a group and a kind name. Copied by
+/// value (one pointer); compared by what it names.
+#[derive(Clone, Copy)]
+pub struct Kind(&'static KindId);
+
+/// What a [`Kind`] names. A crate defining a kind writes
+/// `const ID: KindId = KindId::new("example.com", "Thing");` and
+/// `pub const THING: Kind = Kind::new(&ID);`.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KindId {
+    /// Where it sorts: Isobar's own kinds in a fixed order (backends, then routes, as
+    /// status and `translate` list them), every other kind after them by group and name.
+    rank: u8,
+    group: &'static str,
+    name: &'static str,
+}
+
+#[allow(non_upper_case_globals)]
+impl Kind {
+    pub const Service: Kind = Kind(&KindId {
+        rank: 0,
+        group: "",
+        name: "Service",
+    });
+    pub const EndpointSlice: Kind = Kind(&KindId {
+        rank: 1,
+        group: "discovery.k8s.io",
+        name: "EndpointSlice",
+    });
+    pub const Secret: Kind = Kind(&KindId {
+        rank: 2,
+        group: "",
+        name: "Secret",
+    });
+    pub const Ingress: Kind = Kind(&KindId {
+        rank: 3,
+        group: "networking.k8s.io",
+        name: "Ingress",
+    });
+    pub const HTTPProxy: Kind = Kind(&KindId {
+        rank: 4,
+        group: "projectcontour.io",
+        name: "HTTPProxy",
+    });
+    pub const TLSCertificateDelegation: Kind = Kind(&KindId {
+        rank: 5,
+        group: "projectcontour.io",
+        name: "TLSCertificateDelegation",
+    });
+
+    /// A kind defined outside the SDK (by a plugin crate).
+    pub const fn new(id: &'static KindId) -> Kind {
+        Kind(id)
+    }
+
+    /// The kind's name (`HTTPProxy`).
+    pub fn as_str(self) -> &'static str {
+        self.0.name
+    }
+
+    /// Its API group (`projectcontour.io`; empty for the core group).
+    pub fn group(self) -> &'static str {
+        self.0.group
+    }
+
+    /// Its entry in the table of kinds; `None` when no linked crate registers it.
+    pub fn info(self) -> Option<&'static KindInfo> {
+        table().get(&self).copied()
+    }
+
+    /// The kind a manifest's `apiVersion` and `kind` name, if a registered kind reads
+    /// that version.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<Kind> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        table()
+            .values()
+            .find(|info| {
+                info.kind.as_str() == kind
+                    && info.kind.group() == group
+                    && info.versions.contains(&version)
+            })
+            .map(|info| info.kind)
+    }
+
+    /// Every registered kind, in kind order.
+    pub fn all() -> impl Iterator<Item = &'static KindInfo> {
+        table().values().copied()
+    }
+}
+
+impl KindId {
+    /// `group` is the kind's API group (empty for the core group), `name` its kind.
+    pub const fn new(group: &'static str, name: &'static str) -> KindId {
+        KindId {
+            rank: u8::MAX,
+            group,
+            name,
+        }
+    }
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Kind) -> bool {
+        std::ptr::eq(self.0, other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for Kind {}
+
+impl PartialOrd for Kind {
+    fn partial_cmp(&self, other: &Kind) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Kind {
+    fn cmp(&self, other: &Kind) -> Ordering {
+        if std::ptr::eq(self.0, other.0) {
+            return Ordering::Equal;
+        }
+        self.0.cmp(other.0)
+    }
+}
+
+impl Hash for Kind {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// How the status of a kind's objects is written back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusStyle {
+    /// Not written (Services, Secrets, …).
+    None,
+    /// `status.loadBalancer` only (Ingress).
+    LoadBalancer,
+    /// Contour's: a `Valid` condition with errors and warnings as sub-conditions,
+    /// `currentStatus`, `description`, `observedGeneration`, and `status.loadBalancer`
+    /// (HTTPProxy, and kinds of that shape).
+    Contour,
+    /// Gateway API's: `conditions` of the object itself (with `observedGeneration`) and,
+    /// per listener, `status.listeners[]` (Gateway, GatewayClass).
+    Gateway,
+    /// Gateway API's route shape: `status.parents[]`, one entry per parent reference,
+    /// each with its conditions and this controller's name.
+    Route,
+}
+
+/// One kind's entry in the table of kinds.
+#[derive(Debug)]
+pub struct KindInfo {
+    pub kind: Kind,
+    /// The API versions objects are read in (the first is the one watched).
+    pub versions: &'static [&'static str],
+    /// The resource's plural, as its API path names it (`httpproxies`).
+    pub plural: &'static str,
+    pub namespaced: bool,
+    /// Decodes one object from JSON as the API server or a manifest gives it; the error
+    /// says what is wrong and where (`invalid type … at spec.routes`). See
+    /// [`decode_object`].
+    pub decode: fn(serde_json::Value) -> Result<Object, String>,
+    pub status: StatusStyle,
+}
+
+impl KindInfo {
+    /// `group/version` (`v1` for the core group) of the version watched.
+    pub fn api_version(&self) -> String {
+        let version = self.versions.first().copied().unwrap_or("v1");
+        match self.kind.group() {
+            "" => version.to_string(),
+            group => format!("{group}/{version}"),
+        }
+    }
+}
+
+inventory::collect!(KindInfo);
+
+fn table() -> &'static BTreeMap<Kind, &'static KindInfo> {
+    static TABLE: OnceLock<BTreeMap<Kind, &'static KindInfo>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        inventory::iter::<KindInfo>
+            .into_iter()
+            .map(|info| (info.kind, info))
+            .collect()
+    })
+}
+
+/// A Rust type objects of one kind decode into.
+pub trait Resource:
+    Any + Send + Sync + fmt::Debug + PartialEq + Serialize + DeserializeOwned
+{
+    const KIND: Kind;
+
+    fn metadata(&self) -> &ObjectMeta;
+}
+
+/// Decodes `value` as a `T` (the usual [`KindInfo::decode`]); the error names the field
+/// path.
+pub fn decode_object<T: Resource>(value: serde_json::Value) -> Result<Object, String> {
+    serde_path_to_error::deserialize::<_, T>(value)
+        .map(|o| Object::new(Arc::new(o)))
+        .map_err(|e| format!("{} at {}", e.inner(), e.path()))
+}
+
+/// What an EndpointSlice's endpoints carry that Isobar never reads.
+const UNREAD_ENDPOINT_FIELDS: [&str; 5] = [
+    "targetRef",
+    "nodeName",
+    "zone",
+    "hints",
+    "deprecatedTopology",
+];
+
+/// An EndpointSlice, without what Isobar never reads: only where traffic goes is read.
+/// A real cluster also sets each endpoint's pod, node, zone and hints and the slice's
+/// owner and trigger-time annotation: memory for nothing, and a pod restart would look
+/// like a change of addresses.
+fn decode_endpoint_slice(mut value: serde_json::Value) -> Result<Object, String> {
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("ownerReferences");
+        meta.remove("annotations");
+    }
+    let endpoints = value.get_mut("endpoints").and_then(|e| e.as_array_mut());
+    for endpoint in endpoints
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.as_object_mut())
+    {
+        for field in UNREAD_ENDPOINT_FIELDS {
+            endpoint.remove(field);
+        }
+    }
+    decode_object::<EndpointSlice>(value)
+}
+
+/// Secret types whose data Isobar keeps.
+const KEPT_SECRET_TYPES: [&str; 2] = ["kubernetes.io/tls", "Opaque"];
+
+/// A Secret, with only the data Isobar reads: nothing of a Secret that is neither
+/// `kubernetes.io/tls` nor `Opaque`, and of the others only the keys Isobar reads
+/// (`tls.crt`, `tls.key`, `ca.crt`, `crl.pem`): an application's own secrets (config,
+/// passwords) cost nothing beyond their name.
+fn decode_secret(mut value: serde_json::Value) -> Result<Object, String> {
+    let kept = value
+        .get("type")
+        .and_then(|t| t.as_str())
+        .is_none_or(|t| KEPT_SECRET_TYPES.contains(&t));
+    if let Some(fields) = value.as_object_mut() {
+        for field in ["data", "stringData"] {
+            if !kept {
+                fields.remove(field);
+            } else if let Some(serde_json::Value::Object(entries)) = fields.get_mut(field) {
+                entries.retain(|key, _| crate::secret::READ_KEYS.contains(&key.as_str()));
+            }
+        }
+    }
+    decode_object::<Secret>(value)
+}
+
+macro_rules! resource {
+    ($type:ty, $kind:expr) => {
+        impl Resource for $type {
+            const KIND: Kind = $kind;
+
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+        }
+    };
+}
+
+resource!(Service, Kind::Service);
+resource!(EndpointSlice, Kind::EndpointSlice);
+resource!(Secret, Kind::Secret);
+resource!(Ingress, Kind::Ingress);
+resource!(HTTPProxy, Kind::HTTPProxy);
+resource!(TLSCertificateDelegation, Kind::TLSCertificateDelegation);
+
+inventory::submit! {
+    KindInfo {
+        kind: Kind::Service,
+        versions: &["v1"],
+        plural: "services",
+        namespaced: true,
+        decode: decode_object::<Service>,
+        status: StatusStyle::None,
+    }
+}
+
+inventory::submit! {
+    KindInfo {
+        kind: Kind::EndpointSlice,
+        versions: &["v1"],
+        plural: "endpointslices",
+        namespaced: true,
+        decode: decode_endpoint_slice,
+        status: StatusStyle::None,
+    }
+}
+
+inventory::submit! {
+    KindInfo {
+        kind: Kind::Secret,
+        versions: &["v1"],
+        plural: "secrets",
+        namespaced: true,
+        decode: decode_secret,
+        status: StatusStyle::None,
+    }
+}
+
+inventory::submit! {
+    KindInfo {
+        kind: Kind::Ingress,
+        versions: &["v1"],
+        plural: "ingresses",
+        namespaced: true,
+        decode: decode_object::<Ingress>,
+        status: StatusStyle::LoadBalancer,
+    }
+}
+
+inventory::submit! {
+    KindInfo {
+        kind: Kind::HTTPProxy,
+        versions: &["v1"],
+        plural: "httpproxies",
+        namespaced: true,
+        decode: decode_object::<HTTPProxy>,
+        status: StatusStyle::Contour,
+    }
+}
+
+inventory::submit! {
+    KindInfo {
+        kind: Kind::TLSCertificateDelegation,
+        versions: &["v1"],
+        plural: "tlscertificatedelegations",
+        namespaced: true,
+        decode: decode_object::<TLSCertificateDelegation>,
+        status: StatusStyle::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The built-in kinds are found by their manifests' type, sort in their fixed order,
+    /// and a kind defined elsewhere sorts after them and equals another copy of itself.
+    #[test]
+    fn kinds_are_found_by_type_and_ordered() {
+        assert_eq!(
+            Kind::from_type("projectcontour.io/v1", "HTTPProxy"),
+            Some(Kind::HTTPProxy)
+        );
+        assert_eq!(Kind::from_type("v1", "Service"), Some(Kind::Service));
+        assert_eq!(Kind::from_type("projectcontour.io/v2", "HTTPProxy"), None);
+        assert_eq!(Kind::from_type("apps/v1", "Deployment"), None);
+        assert!(Kind::Ingress < Kind::HTTPProxy);
+        const A: KindId = KindId::new("example.com", "Thing");
+        const B: KindId = KindId::new("example.com", "Thing");
+        assert!(Kind::TLSCertificateDelegation < Kind::new(&A));
+        assert_eq!(Kind::new(&A), Kind::new(&B));
+        assert_eq!(
+            Kind::HTTPProxy.info().map(KindInfo::api_version),
+            Some("projectcontour.io/v1".to_string())
+        );
+        assert_eq!(
+            Kind::Secret.info().map(KindInfo::api_version),
+            Some("v1".to_string())
+        );
+    }
+}
