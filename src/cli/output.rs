@@ -6,8 +6,7 @@ use std::sync::OnceLock;
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde::Serialize;
 
-use isobar_sdk::StatusReport;
-use isobar_sdk::condition::RenderedStatus;
+use isobar_sdk::{StatusReport, StatusStyle};
 
 use crate::xds::{Resources, XdsType};
 
@@ -88,7 +87,18 @@ struct ObjectStatus {
     kind: String,
     namespace: String,
     name: String,
-    status: RenderedStatus,
+    status: serde_json::Value,
+}
+
+/// An object's status as `translate` shows it: in its kind's style when that style
+/// writes conditions, else in Contour's (what an Ingress would carry).
+fn rendered(status: &StatusReport, key: &isobar_sdk::ObjectKey) -> serde_json::Value {
+    use crate::runner::status::CONTROLLER_NAME;
+    let style = key.kind.info().map_or(StatusStyle::None, |i| i.status);
+    status
+        .render_as(style, key, CONTROLLER_NAME)
+        .or_else(|| serde_json::to_value(status.render(key)).ok())
+        .unwrap_or_default()
 }
 
 /// The full `translate` document.
@@ -119,7 +129,7 @@ pub fn translation(
                 kind: key.kind.to_string(),
                 namespace: key.namespace.clone(),
                 name: key.name.clone(),
-                status: status.render(key),
+                status: rendered(status, key),
             })
             .collect(),
     };

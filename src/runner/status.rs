@@ -1,14 +1,17 @@
-//! Status write-back (Kubernetes provider, leader only): HTTPProxy `status` (Contour's
-//! `Valid` condition with `errors`/`warnings`, `currentStatus`, `description`,
-//! `observedGeneration`) and `status.loadBalancer` of HTTPProxies and Ingresses.
+//! Status write-back (Kubernetes provider, leader only), in the style each kind's table
+//! entry names (`StatusStyle`): Contour's (HTTPProxy: the `Valid` condition with
+//! `errors`/`warnings`, `currentStatus`, `description`, `observedGeneration`, and
+//! `status.loadBalancer`), the load balancer alone (Ingress), Gateway API's object shape
+//! (`conditions`, `listeners[]`, `addresses`) and route shape (`parents[]`, each naming
+//! this controller).
 //!
 //! - Each build publishes the statuses it wants ([`Desired`]) on a watch channel: only the
 //!   latest is kept, so nothing queues up while a replica waits to lead.
 //! - A status is written only when it differs from what this writer last wrote; when it
 //!   does, the object is read, merged and compared again, so a status already in place
 //!   (another replica wrote it) costs a read and no write.
-//! - Conditions of other types (other controllers') are kept; `lastTransitionTime`
-//!   moves only when the `Valid` condition's status changes.
+//! - Conditions of other types, and route parents of other controllers, are kept;
+//!   `lastTransitionTime` moves only when a condition's status changes.
 //! - A 409 Conflict re-reads and retries with backoff; a deleted object is dropped.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,16 +27,21 @@ use tokio::sync::watch;
 use crate::metrics::Metrics;
 use crate::provider::kube::api_resource;
 
+/// The controller name written in a route's `status.parents[]` (Contour's default
+/// `gateway.controllerName`).
+pub const CONTROLLER_NAME: &str = "projectcontour.io/gateway-controller";
+
 /// Statuses a build wants written.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Desired {
-    /// HTTPProxy key → (generation seen by the build, rendered status as JSON text: text
-    /// is a fraction of the memory of a JSON tree, and 10,000 of these are kept; equal
-    /// texts rendered by one build are one shared copy, as most proxies say the same).
+    /// Objects whose status carries conditions → (generation seen by the build,
+    /// rendered status as JSON text: text is a fraction of the memory of a JSON tree,
+    /// and 10,000 of these are kept; equal texts rendered by one build are one shared
+    /// copy, as most proxies say the same).
     pub proxies: BTreeMap<ObjectKey, (Option<i64>, Arc<str>)>,
-    /// Ingresses the build served (they get `status.loadBalancer` only).
+    /// Objects the build served that get `status.loadBalancer` only (Ingresses).
     pub ingresses: BTreeSet<ObjectKey>,
-    /// `status.loadBalancer` for both kinds.
+    /// `status.loadBalancer` (and a Gateway's `addresses`).
     pub load_balancer: Value,
 }
 
@@ -59,9 +67,17 @@ impl Desired {
         for key in keys {
             let reported = report.objects.contains_key(key);
             match key.kind.info().map_or(StatusStyle::None, |i| i.status) {
-                StatusStyle::Contour if reported => {
+                StatusStyle::LoadBalancer if reported => {
+                    self.ingresses.insert(key.clone());
+                }
+                StatusStyle::LoadBalancer => {
+                    self.ingresses.remove(key);
+                }
+                StatusStyle::None => {}
+                style if reported => {
                     let generation = objects.object(key).and_then(|o| o.metadata().generation);
-                    let rendered = serde_json::to_string(&report.render(key)).unwrap_or_default();
+                    let rendered = report.render_as(style, key, CONTROLLER_NAME);
+                    let rendered = rendered.map(|r| r.to_string()).unwrap_or_default();
                     let rendered = match texts.get(rendered.as_str()) {
                         Some(shared) => shared.clone(),
                         None => {
@@ -72,16 +88,9 @@ impl Desired {
                     };
                     self.proxies.insert(key.clone(), (generation, rendered));
                 }
-                StatusStyle::LoadBalancer if reported => {
-                    self.ingresses.insert(key.clone());
-                }
-                StatusStyle::Contour => {
+                _ => {
                     self.proxies.remove(key);
                 }
-                StatusStyle::LoadBalancer => {
-                    self.ingresses.remove(key);
-                }
-                _ => {}
             }
         }
     }
@@ -185,7 +194,7 @@ impl StatusWriter {
             .map(|(key, print)| {
                 let status = match batch.proxies.get(key) {
                     Some((generation, rendered)) => {
-                        proxy_status(rendered, *generation, &batch.load_balancer)
+                        desired_status(key.kind, rendered, *generation, &batch.load_balancer)
                     }
                     None => json!({"loadBalancer": batch.load_balancer.clone()}),
                 };
@@ -265,19 +274,55 @@ fn fingerprint(parts: &impl std::hash::Hash) -> u64 {
     hasher.finish()
 }
 
-/// An HTTPProxy's status: the rendered `Valid` condition (JSON text), its generation and
-/// the load balancer addresses.
-fn proxy_status(rendered: &str, generation: Option<i64>, load_balancer: &Value) -> Value {
+fn style(kind: Kind) -> StatusStyle {
+    kind.info().map_or(StatusStyle::None, |i| i.status)
+}
+
+/// The status a build wants for an object of `kind`: its rendered conditions (JSON
+/// text) with the generation they were computed from, and where it is served:
+/// `status.loadBalancer` (Contour's style), `addresses` (a Gateway).
+fn desired_status(
+    kind: Kind,
+    rendered: &str,
+    generation: Option<i64>,
+    load_balancer: &Value,
+) -> Value {
     let mut status: Value = serde_json::from_str(rendered).unwrap_or_else(|_| json!({}));
-    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut)
-        && let Some(generation) = generation
-    {
-        for condition in conditions {
-            condition["observedGeneration"] = json!(generation);
+    if let Some(generation) = generation {
+        let mark = |conditions: Option<&mut Vec<Value>>| {
+            for condition in conditions.into_iter().flatten() {
+                condition["observedGeneration"] = json!(generation);
+            }
+        };
+        mark(status.get_mut("conditions").and_then(Value::as_array_mut));
+        for part in ["parents", "listeners"] {
+            let entries = status.get_mut(part).and_then(Value::as_array_mut);
+            for entry in entries.into_iter().flatten() {
+                mark(entry.get_mut("conditions").and_then(Value::as_array_mut));
+            }
         }
     }
-    status["loadBalancer"] = load_balancer.clone();
+    match style(kind) {
+        StatusStyle::Contour => status["loadBalancer"] = load_balancer.clone(),
+        StatusStyle::Gateway => status["addresses"] = addresses(load_balancer),
+        _ => {}
+    }
     status
+}
+
+/// `status.loadBalancer` as a Gateway's `addresses`.
+fn addresses(load_balancer: &Value) -> Value {
+    let entries = load_balancer["ingress"].as_array().into_iter().flatten();
+    let addresses: Vec<Value> = entries
+        .filter_map(
+            |entry| match (entry["ip"].as_str(), entry["hostname"].as_str()) {
+                (Some(ip), _) => Some(json!({"type": "IPAddress", "value": ip})),
+                (None, Some(host)) => Some(json!({"type": "Hostname", "value": host})),
+                (None, None) => None,
+            },
+        )
+        .collect();
+    json!(addresses)
 }
 
 /// The object's status with Isobar's parts replaced and everything else kept.
@@ -286,27 +331,77 @@ fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
         Value::Object(_) => current.clone(),
         _ => json!({}),
     };
-    let address = &desired["loadBalancer"];
-    if address.as_object().is_some_and(|lb| !lb.is_empty()) {
-        out["loadBalancer"] = address.clone();
+    let now = || {
+        json!(
+            k8s_openapi::jiff::Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string()
+        )
+    };
+    match style(kind) {
+        StatusStyle::None => {}
+        StatusStyle::LoadBalancer | StatusStyle::Contour => {
+            let address = &desired["loadBalancer"];
+            if address.as_object().is_some_and(|lb| !lb.is_empty()) {
+                out["loadBalancer"] = address.clone();
+            }
+            if style(kind) == StatusStyle::Contour {
+                out["currentStatus"] = desired["currentStatus"].clone();
+                out["description"] = desired["description"].clone();
+                out["conditions"] =
+                    conditions(&current["conditions"], &desired["conditions"], &now);
+            }
+        }
+        StatusStyle::Gateway => {
+            out["conditions"] = conditions(&current["conditions"], &desired["conditions"], &now);
+            if desired.get("listeners").is_some() {
+                let old = current["listeners"].as_array().cloned().unwrap_or_default();
+                let listeners = desired["listeners"].as_array().into_iter().flatten();
+                let merged: Vec<Value> = listeners
+                    .map(|listener| {
+                        let mut listener = listener.clone();
+                        let was = old.iter().find(|l| l["name"] == listener["name"]);
+                        let was = was.map_or(&Value::Null, |l| &l["conditions"]);
+                        listener["conditions"] = conditions(was, &listener["conditions"], &now);
+                        listener
+                    })
+                    .collect();
+                out["listeners"] = Value::Array(merged);
+            }
+            if desired["addresses"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+            {
+                out["addresses"] = desired["addresses"].clone();
+            }
+        }
+        StatusStyle::Route => {
+            let old = current["parents"].as_array().cloned().unwrap_or_default();
+            let ours = |p: &Value| p["controllerName"] == CONTROLLER_NAME;
+            let mut parents: Vec<Value> = Vec::new();
+            for parent in desired["parents"].as_array().into_iter().flatten() {
+                let mut parent = parent.clone();
+                let was = old
+                    .iter()
+                    .find(|p| ours(p) && p["parentRef"] == parent["parentRef"]);
+                let was = was.map_or(&Value::Null, |p| &p["conditions"]);
+                parent["conditions"] = conditions(was, &parent["conditions"], &now);
+                parents.push(parent);
+            }
+            // Other controllers' parents stay as they are.
+            parents.extend(old.into_iter().filter(|p| !ours(p)));
+            out["parents"] = Value::Array(parents);
+        }
     }
-    if kind.info().is_none_or(|i| i.status != StatusStyle::Contour) {
-        return out;
-    }
-    out["currentStatus"] = desired["currentStatus"].clone();
-    out["description"] = desired["description"].clone();
-    let old: Vec<Value> = current
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    out
+}
+
+/// `desired` conditions, each keeping the `lastTransitionTime` of the `old` one of its
+/// type when its status did not change; `old` conditions of other types stay after them.
+fn conditions(old: &Value, desired: &Value, now: &impl Fn() -> Value) -> Value {
+    let old: Vec<Value> = old.as_array().cloned().unwrap_or_default();
     let mut conditions: Vec<Value> = Vec::new();
-    for mut condition in desired
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-    {
+    for mut condition in desired.as_array().cloned().unwrap_or_default() {
         let previous = old.iter().find(|c| c["type"] == condition["type"]);
         let time = match previous {
             Some(p)
@@ -314,21 +409,146 @@ fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
             {
                 p["lastTransitionTime"].clone()
             }
-            _ => json!(
-                k8s_openapi::jiff::Timestamp::now()
-                    .strftime("%Y-%m-%dT%H:%M:%SZ")
-                    .to_string()
-            ),
+            _ => now(),
         };
         condition["lastTransitionTime"] = time;
         conditions.push(condition);
     }
-    // Conditions Isobar does not own stay as they are.
     for condition in old {
         if !conditions.iter().any(|c| c["type"] == condition["type"]) {
             conditions.push(condition);
         }
     }
-    out["conditions"] = Value::Array(conditions);
-    out
+    Value::Array(conditions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTE: isobar_sdk::KindId = isobar_sdk::KindId::new("test.isobar.dev", "Route");
+
+    inventory::submit! {
+        isobar_sdk::KindInfo {
+            kind: Kind::new(&ROUTE),
+            versions: &["v1"],
+            plural: "routes",
+            namespaced: true,
+            decode: |_| Err("not decoded in this test".to_string()),
+            status: StatusStyle::Route,
+        }
+    }
+
+    const GATEWAY: isobar_sdk::KindId = isobar_sdk::KindId::new("test.isobar.dev", "Gateway");
+
+    inventory::submit! {
+        isobar_sdk::KindInfo {
+            kind: Kind::new(&GATEWAY),
+            versions: &["v1"],
+            plural: "gateways",
+            namespaced: true,
+            decode: |_| Err("not decoded in this test".to_string()),
+            status: StatusStyle::Gateway,
+        }
+    }
+
+    /// A Gateway's conditions and each listener's keep their transition times while
+    /// their status holds; its addresses come from the load balancer.
+    #[test]
+    fn gateway_listeners_keep_their_transition_times() {
+        let current = json!({
+            "conditions": [condition("Accepted", "True", "t1")],
+            "listeners": [{"name": "http", "attachedRoutes": 1, "supportedKinds": [],
+                "conditions": [condition("Programmed", "True", "t1")]}]});
+        let desired = desired_status(
+            Kind::new(&GATEWAY),
+            &json!({"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}],
+                "listeners": [
+                    {"name": "http", "attachedRoutes": 2, "supportedKinds": [],
+                     "conditions": [{"type": "Programmed", "status": "True", "reason": "Programmed", "message": ""}]},
+                    {"name": "https", "attachedRoutes": 0, "supportedKinds": [],
+                     "conditions": [{"type": "Programmed", "status": "False", "reason": "Invalid", "message": ""}]}]})
+            .to_string(),
+            Some(4),
+            &json!({"ingress": [{"ip": "10.0.0.1"}, {"hostname": "lb.example.com"}]}),
+        );
+        let merged = merge(Kind::new(&GATEWAY), &current, &desired);
+        assert_eq!(merged["conditions"][0]["lastTransitionTime"], "t1");
+        assert_eq!(merged["conditions"][0]["observedGeneration"], 4);
+        assert_eq!(merged["listeners"][0]["attachedRoutes"], 2);
+        assert_eq!(
+            merged["listeners"][0]["conditions"][0]["lastTransitionTime"],
+            "t1"
+        );
+        assert_eq!(
+            merged["listeners"][1]["conditions"][0]["observedGeneration"],
+            4
+        );
+        assert_eq!(merged["listeners"][1]["name"], "https");
+        assert_eq!(
+            merged["addresses"],
+            json!([{"type": "IPAddress", "value": "10.0.0.1"}, {"type": "Hostname", "value": "lb.example.com"}])
+        );
+    }
+
+    fn condition(type_: &str, status: &str, time: &str) -> Value {
+        json!({"type": type_, "status": status, "reason": type_, "message": "", "lastTransitionTime": time})
+    }
+
+    /// A route's parents of other controllers stay; this controller's are replaced, each
+    /// condition keeping its transition time while its status holds.
+    #[test]
+    fn route_parents_of_other_controllers_are_kept() {
+        let theirs = json!({"parentRef": {"name": "gw"}, "controllerName": "example.com/other",
+            "conditions": [condition("Accepted", "True", "t0")]});
+        let current = json!({"parents": [
+            {"parentRef": {"name": "gw"}, "controllerName": CONTROLLER_NAME,
+             "conditions": [condition("Accepted", "True", "t1"), condition("ResolvedRefs", "True", "t1")]},
+            {"parentRef": {"name": "old"}, "controllerName": CONTROLLER_NAME,
+             "conditions": [condition("Accepted", "True", "t1")]},
+            theirs.clone(),
+        ]});
+        let desired = desired_status(
+            Kind::new(&ROUTE),
+            &json!({"parents": [{"parentRef": {"name": "gw"}, "controllerName": CONTROLLER_NAME,
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""},
+                    {"type": "ResolvedRefs", "status": "False", "reason": "BackendNotFound", "message": ""}]}]})
+            .to_string(),
+            Some(3),
+            &json!({}),
+        );
+        let merged = merge(Kind::new(&ROUTE), &current, &desired);
+        let parents = merged["parents"].as_array().cloned().unwrap_or_default();
+        assert_eq!(parents.len(), 2, "{merged}");
+        let conditions = &parents[0]["conditions"];
+        assert_eq!(conditions[0]["lastTransitionTime"], "t1", "{merged}");
+        assert_eq!(conditions[0]["observedGeneration"], 3);
+        assert_eq!(conditions[1]["status"], "False");
+        assert_ne!(conditions[1]["lastTransitionTime"], "t1", "{merged}");
+        assert_eq!(parents[1], theirs);
+        // Merging what was written again changes nothing.
+        assert_eq!(merge(Kind::new(&ROUTE), &merged, &desired), merged);
+    }
+
+    /// An HTTPProxy's `Valid` condition keeps its transition time while its status holds,
+    /// conditions of other types stay, and the load balancer is written.
+    #[test]
+    fn contour_conditions_keep_their_transition_time() {
+        let current = json!({"conditions": [condition("Valid", "True", "t1"), condition("Other", "True", "t0")]});
+        let desired = desired_status(
+            Kind::HTTPProxy,
+            &json!({"currentStatus": "valid", "description": "Valid HTTPProxy",
+                "conditions": [{"type": "Valid", "status": "True", "reason": "Valid", "message": "Valid HTTPProxy"}]})
+            .to_string(),
+            Some(2),
+            &json!({"ingress": [{"ip": "10.0.0.1"}]}),
+        );
+        let merged = merge(Kind::HTTPProxy, &current, &desired);
+        assert_eq!(merged["conditions"][0]["lastTransitionTime"], "t1");
+        assert_eq!(merged["conditions"][0]["observedGeneration"], 2);
+        assert_eq!(merged["conditions"][1]["type"], "Other");
+        assert_eq!(merged["loadBalancer"]["ingress"][0]["ip"], "10.0.0.1");
+        assert_eq!(merged["currentStatus"], "valid");
+    }
 }

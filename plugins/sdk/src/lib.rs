@@ -22,8 +22,8 @@ pub mod small_set;
 pub mod telemetry;
 
 pub use condition::{
-    ConditionType, CurrentStatus, ObjectStatus, Reason, SECRET_NOT_FOUND, StatusReport,
-    SubCondition,
+    Condition, ConditionType, CurrentStatus, GatewayStatus, ObjectStatus, ParentRef, Reason,
+    SECRET_NOT_FOUND, StatusReport, SubCondition,
 };
 pub use ir::Ir;
 pub use kind::{Kind, KindId, KindInfo, Resource, StatusStyle};

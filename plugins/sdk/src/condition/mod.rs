@@ -3,10 +3,17 @@
 //! A user's mistake never becomes an `Err`: it becomes a condition on the object that
 //! caused it, in Contour's shape (a `Valid` condition with `errors` and `warnings`).
 
+mod gateway;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
+
+pub use gateway::{
+    Condition, ConditionStatus, GatewayStatus, ListenerStatus, ParentRef, ParentStatus,
+    RouteGroupKind,
+};
 
 use crate::object::ObjectKey;
 
@@ -246,12 +253,16 @@ pub enum CurrentStatus {
     Orphaned,
 }
 
-/// Everything the pipeline says about one object.
+/// Everything the pipeline says about one object: Contour's `Valid` model (errors,
+/// warnings, orphaned) and, for kinds of Gateway API's shape, its conditions per object,
+/// parent and listener.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ObjectStatus {
     pub errors: Vec<SubCondition>,
     pub warnings: Vec<SubCondition>,
     pub orphaned: bool,
+    /// Boxed: most objects are Contour's kinds and have none.
+    pub gateway: Option<Box<GatewayStatus>>,
 }
 
 impl ObjectStatus {
@@ -307,6 +318,11 @@ impl StatusReport {
         push_unique(&mut self.touch(key).warnings, type_, reason, message.into());
     }
 
+    /// The object's status in Gateway API's shape, to set conditions on.
+    pub fn gateway(&mut self, key: &ObjectKey) -> &mut GatewayStatus {
+        self.touch(key).gateway.get_or_insert_default()
+    }
+
     pub fn orphan(&mut self, key: &ObjectKey) {
         self.touch(key).orphaned = true;
     }
@@ -317,6 +333,31 @@ impl StatusReport {
 
     pub fn is_valid(&self, key: &ObjectKey) -> bool {
         self.objects.get(key).is_none_or(ObjectStatus::is_valid)
+    }
+
+    /// The status of one object as its kind's status style writes it (`controller`
+    /// names the writer in a route's `parents[]`); `None` for styles that write no
+    /// conditions.
+    pub fn render_as(
+        &self,
+        style: crate::StatusStyle,
+        key: &ObjectKey,
+        controller: &str,
+    ) -> Option<serde_json::Value> {
+        use crate::StatusStyle;
+        let gateway = || {
+            let status = self.objects.get(key);
+            status
+                .and_then(|s| s.gateway.as_deref())
+                .cloned()
+                .unwrap_or_default()
+        };
+        match style {
+            StatusStyle::Contour => serde_json::to_value(self.render(key)).ok(),
+            StatusStyle::Gateway => Some(gateway().render_object()),
+            StatusStyle::Route => Some(gateway().render_route(controller)),
+            StatusStyle::LoadBalancer | StatusStyle::None => None,
+        }
     }
 
     /// The user-facing status of one object, in Contour's layout.

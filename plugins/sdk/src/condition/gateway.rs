@@ -1,0 +1,241 @@
+//! Gateway API's status shape, next to Contour's `Valid` model: conditions of an object
+//! itself (Accepted, Programmed, …), of each parent a route attaches to
+//! (`status.parents[]`) and of each listener of a Gateway (`status.listeners[]`).
+//! The status writer adds `observedGeneration`, `lastTransitionTime` and the
+//! controller's name.
+
+use serde::Serialize;
+
+/// A condition's `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl From<bool> for ConditionStatus {
+    fn from(value: bool) -> ConditionStatus {
+        if value {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        }
+    }
+}
+
+/// One condition, as Gateway API objects carry them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: ConditionStatus,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Condition {
+    pub fn new(
+        type_: &str,
+        status: impl Into<ConditionStatus>,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Condition {
+        Condition {
+            type_: type_.to_string(),
+            status: status.into(),
+            reason: reason.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A route's reference to a parent, spelt as in its `spec.parentRefs[]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentRef {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+/// What a route's status says of one parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentStatus {
+    pub parent_ref: ParentRef,
+    pub conditions: Vec<Condition>,
+}
+
+/// A kind of route a listener accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteGroupKind {
+    pub group: String,
+    pub kind: String,
+}
+
+/// What a Gateway's status says of one of its listeners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    pub name: String,
+    pub supported_kinds: Vec<RouteGroupKind>,
+    pub attached_routes: i32,
+    pub conditions: Vec<Condition>,
+}
+
+/// An object's status in Gateway API's shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GatewayStatus {
+    /// The object's own conditions, one per type.
+    pub conditions: Vec<Condition>,
+    /// A route's parents, in the order they were first reported.
+    pub parents: Vec<ParentStatus>,
+    /// A Gateway's listeners, in the order they were first reported.
+    pub listeners: Vec<ListenerStatus>,
+}
+
+/// Replaces the condition of the same type, or adds it.
+fn set(conditions: &mut Vec<Condition>, condition: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) => *existing = condition,
+        None => conditions.push(condition),
+    }
+}
+
+impl GatewayStatus {
+    /// Sets one of the object's own conditions (replacing one of the same type).
+    pub fn set(&mut self, condition: Condition) {
+        set(&mut self.conditions, condition);
+    }
+
+    /// Sets a condition on the entry of `parent` (added on first use).
+    pub fn set_parent(&mut self, parent: &ParentRef, condition: Condition) {
+        let entry = match self.parents.iter().position(|p| p.parent_ref == *parent) {
+            Some(i) => &mut self.parents[i],
+            None => {
+                self.parents.push(ParentStatus {
+                    parent_ref: parent.clone(),
+                    conditions: Vec::new(),
+                });
+                let last = self.parents.len() - 1;
+                &mut self.parents[last]
+            }
+        };
+        set(&mut entry.conditions, condition);
+    }
+
+    /// The entry of listener `name` (added on first use, accepting no kinds).
+    pub fn listener(&mut self, name: &str) -> &mut ListenerStatus {
+        let at = match self.listeners.iter().position(|l| l.name == name) {
+            Some(i) => i,
+            None => {
+                self.listeners.push(ListenerStatus {
+                    name: name.to_string(),
+                    supported_kinds: Vec::new(),
+                    attached_routes: 0,
+                    conditions: Vec::new(),
+                });
+                self.listeners.len() - 1
+            }
+        };
+        &mut self.listeners[at]
+    }
+
+    /// Sets a condition on listener `name`.
+    pub fn set_listener(&mut self, name: &str, condition: Condition) {
+        set(&mut self.listener(name).conditions, condition);
+    }
+
+    /// `status` as Gateway API's `Gateway`/`GatewayClass` carry it: `conditions` and,
+    /// when there are any, `listeners`.
+    pub fn render_object(&self) -> serde_json::Value {
+        let mut out = serde_json::json!({ "conditions": self.conditions });
+        if !self.listeners.is_empty() {
+            out["listeners"] = serde_json::json!(self.listeners);
+        }
+        out
+    }
+
+    /// `status` as a route carries it: one `parents[]` entry per parent, each naming
+    /// `controller` (the controller writing it).
+    pub fn render_route(&self, controller: &str) -> serde_json::Value {
+        let parents: Vec<serde_json::Value> = self
+            .parents
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "parentRef": p.parent_ref,
+                    "controllerName": controller,
+                    "conditions": p.conditions,
+                })
+            })
+            .collect();
+        serde_json::json!({ "parents": parents })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Conditions are kept one per type, per parent and per listener, in the order first
+    /// set, and render in Gateway API's layout.
+    #[test]
+    fn conditions_are_one_per_type_per_parent_and_listener() {
+        let mut status = GatewayStatus::default();
+        let a = ParentRef {
+            name: "a".to_string(),
+            ..ParentRef::default()
+        };
+        let b = ParentRef {
+            name: "b".to_string(),
+            section_name: Some("http".to_string()),
+            ..ParentRef::default()
+        };
+        status.set_parent(&a, Condition::new("Accepted", true, "Accepted", "ok"));
+        status.set_parent(
+            &b,
+            Condition::new("Accepted", false, "NoMatchingParent", "no"),
+        );
+        status.set_parent(&a, Condition::new("Accepted", false, "NotAllowed", "later"));
+        status.set_parent(&a, Condition::new("ResolvedRefs", true, "ResolvedRefs", ""));
+        let route = status.render_route("example.com/controller");
+        assert_eq!(route["parents"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            route["parents"][0]["parentRef"],
+            serde_json::json!({"name": "a"})
+        );
+        assert_eq!(route["parents"][0]["conditions"][0]["reason"], "NotAllowed");
+        assert_eq!(route["parents"][0]["conditions"][0]["status"], "False");
+        assert_eq!(route["parents"][0]["conditions"][1]["type"], "ResolvedRefs");
+        assert_eq!(route["parents"][1]["parentRef"]["sectionName"], "http");
+        assert_eq!(
+            route["parents"][1]["controllerName"],
+            "example.com/controller"
+        );
+
+        let mut gateway = GatewayStatus::default();
+        gateway.set(Condition::new("Accepted", true, "Accepted", ""));
+        gateway.set(Condition::new("Programmed", false, "Invalid", "x"));
+        gateway.set(Condition::new("Accepted", false, "Invalid", "y"));
+        gateway.listener("http").attached_routes = 2;
+        gateway.set_listener("http", Condition::new("Programmed", true, "Programmed", ""));
+        let rendered = gateway.render_object();
+        assert_eq!(rendered["conditions"].as_array().map(Vec::len), Some(2));
+        assert_eq!(rendered["conditions"][0]["message"], "y");
+        assert_eq!(rendered["listeners"][0]["attachedRoutes"], 2);
+        assert_eq!(
+            rendered["listeners"][0]["supportedKinds"],
+            serde_json::json!([])
+        );
+    }
+}
