@@ -378,48 +378,14 @@ impl Default for Config {
     }
 }
 
-/// The sections of the built-in plugins, at their defaults, so that
-/// `contour.yaml` shows (and the flags can set) every setting.
+/// The section of every plugin linked in that has settings, at its defaults (as its
+/// registration gives them), so that `contour.yaml` shows (and the flags can set) every
+/// setting.
 fn default_plugin_sections() -> BTreeMap<String, serde_json::Value> {
-    let section = |value: Result<serde_json::Value, serde_json::Error>| {
-        value.unwrap_or_else(|_| serde_json::Value::Object(Default::default()))
-    };
-    BTreeMap::from([
-        (
-            isobar_plugin_conflicts::NAME.to_string(),
-            section(serde_json::to_value(
-                isobar_plugin_conflicts::ConflictsConfig::default(),
-            )),
-        ),
-        (
-            isobar_plugin_ingress_class::NAME.to_string(),
-            section(serde_json::to_value(
-                isobar_plugin_ingress_class::IngressClassConfig::default(),
-            )),
-        ),
-        (
-            isobar_plugin_root_namespaces::NAME.to_string(),
-            section(serde_json::to_value(
-                isobar_plugin_root_namespaces::RootNamespacesConfig::default(),
-            )),
-        ),
-        (
-            isobar_plugin_tls_delegation::NAME.to_string(),
-            section(serde_json::to_value(
-                isobar_plugin_tls_delegation::TlsDelegationConfig::default(),
-            )),
-        ),
-        (
-            isobar_plugin_opa::NAME.to_string(),
-            section(serde_json::to_value(isobar_plugin_opa::OpaConfig::default())),
-        ),
-        (
-            isobar_plugin_wasm::NAME.to_string(),
-            section(serde_json::to_value(
-                isobar_plugin_wasm::WasmConfig::default(),
-            )),
-        ),
-    ])
+    isobar_sdk::plugin::registered()
+        .into_iter()
+        .filter_map(|p| Some((p.name.to_string(), p.settings?.defaults())))
+        .collect()
 }
 
 impl Default for XdsServer {
@@ -456,14 +422,8 @@ impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
             sources: vec!["ingress".to_string(), "httpproxy".to_string()],
-            filters: vec![
-                isobar_plugin_ingress_class::NAME.to_string(),
-                isobar_plugin_root_namespaces::NAME.to_string(),
-            ],
-            processors: vec![
-                isobar_plugin_conflicts::NAME.to_string(),
-                isobar_plugin_tls_delegation::NAME.to_string(),
-            ],
+            filters: vec!["ingress-class".to_string(), "root-namespaces".to_string()],
+            processors: vec!["conflicts".to_string(), "tls-delegation".to_string()],
             holdoff_delay: Dur(Duration::from_millis(100)),
             holdoff_max_delay: Dur(Duration::from_millis(500)),
         }

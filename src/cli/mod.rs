@@ -37,12 +37,19 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// Print the Envoy resources and object conditions for a manifest directory.
     Translate(TranslateArgs),
-    /// List the plugins built into this binary.
-    Plugins,
+    /// List the plugins built into this binary, with their settings at their defaults.
+    Plugins(PluginsArgs),
     /// Print the HTTPProxy and TLSCertificateDelegation CRDs (`deploy/crds.yaml`).
     Crds,
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PluginsArgs {
+    /// Print the JSON schema of each plugin's settings instead (`{name: schema}`).
+    #[arg(long)]
+    pub schema: bool,
 }
 
 /// Flags shared by `serve` and `translate` that feed the configuration.
@@ -393,10 +400,8 @@ pub fn main() -> ExitCode {
             init_logging(false);
             crate::cli::translate::run(&args)
         }
-        Command::Plugins => {
-            for p in crate::runner::pipeline::registered_plugins() {
-                println!("{:<12} {:<10} {}", p.name, p.kind().as_str(), p.summary);
-            }
+        Command::Plugins(args) => {
+            print!("{}", plugins(&args));
             Ok(ExitCode::SUCCESS)
         }
         .map(|_| ()),
@@ -416,4 +421,30 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `isobar plugins`: each plugin's name, kind and summary, and its `plugins.<name>`
+/// section at its defaults; with `--schema`, the JSON schema of every section.
+fn plugins(args: &PluginsArgs) -> String {
+    let all = crate::runner::pipeline::registered_plugins();
+    if args.schema {
+        let schemas: serde_json::Map<String, Value> = all
+            .iter()
+            .filter_map(|p| Some((p.name.to_string(), p.settings?.schema())))
+            .collect();
+        return format!("{:#}\n", Value::Object(schemas));
+    }
+    let mut out = String::new();
+    for p in all {
+        out.push_str(&format!(
+            "{:<16} {:<10} {}\n",
+            p.name,
+            p.kind().as_str(),
+            p.summary
+        ));
+        if let Some(settings) = p.settings {
+            out.push_str(&format!("{:<27}settings: {}\n", "", settings.defaults()));
+        }
+    }
+    out
 }

@@ -67,6 +67,8 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("projectcontour.io", "v1", "httpproxies"),
     ("projectcontour.io", "v1", "tlscertificatedelegations"),
     ("coordination.k8s.io", "v1", "leases"),
+    // The test plugin's kind (tests/plugin).
+    ("test.isobar.dev", "v1", "mappings"),
 ];
 
 fn kind_of(plural: &str) -> &'static str {
@@ -78,6 +80,7 @@ fn kind_of(plural: &str) -> &'static str {
         "httpproxies" => "HTTPProxy",
         "tlscertificatedelegations" => "TLSCertificateDelegation",
         "leases" => "Lease",
+        "mappings" => "Mapping",
         _ => "Unknown",
     }
 }

@@ -26,28 +26,50 @@ fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
 
+const BUILTIN: [&str; 8] = [
+    "conflicts",
+    "httpproxy",
+    "ingress",
+    "ingress-class",
+    "opa",
+    "root-namespaces",
+    "tls-delegation",
+    "wasm",
+];
+
+/// The `isobar` binary registers exactly the built-in plugins and prints each with its
+/// settings at their defaults and their schema; this test binary also links the test
+/// plugin (tests/plugin), which registers itself the same way.
 #[test]
 fn the_registry_holds_exactly_the_builtin_plugins() {
     let names: BTreeSet<&str> = registered_plugins().iter().map(|p| p.name).collect();
+    let mut expected = BTreeSet::from(BUILTIN);
+    expected.insert(isobar_test_plugin::NAME);
+    assert_eq!(names, expected);
     assert_eq!(
-        names,
-        BTreeSet::from([
-            "conflicts",
-            "httpproxy",
-            "ingress",
-            "ingress-class",
-            "opa",
-            "root-namespaces",
-            "tls-delegation",
-            "wasm",
-        ])
+        BTreeSet::from_iter(isobar::runner::pipeline::BUILTIN_PLUGINS.iter().copied()),
+        BTreeSet::from(BUILTIN)
     );
     let (ok, out, _) = isobar(&["plugins"], &[]);
     assert!(ok);
+    let listed: BTreeSet<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(listed, BTreeSet::from(BUILTIN), "{out}");
+    assert!(out.contains("settings: {\"mode\":\"contour\"}"), "{out}");
+    let (ok, out, _) = isobar(&["plugins", "--schema"], &[]);
+    assert!(ok);
+    let schemas: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let modes = &schemas["conflicts"]["$defs"]["Mode"];
+    assert!(modes.to_string().contains("oldest-wins"), "{schemas}");
     assert!(
-        out.contains("httpproxy") && out.contains("ingress"),
-        "{out}"
+        schemas["opa"]["properties"]["eval-timeout"].is_object(),
+        "{schemas}"
     );
+    assert!(schemas.get("httpproxy").is_none(), "{schemas}");
 }
 
 #[test]
@@ -98,7 +120,11 @@ fn the_shipped_contour_yaml_is_exactly_the_defaults() {
     let text = std::fs::read_to_string(format!("{REPO}/config/contour.yaml"))
         .unwrap_or_else(|e| panic!("config/contour.yaml: {e}"));
     let shipped: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-    let defaults = serde_yaml::to_value(Config::default()).unwrap_or_else(|e| panic!("{e}"));
+    // The `isobar` binary's defaults: this test binary also links the test plugin, whose
+    // section the binary does not have.
+    let mut config = Config::default();
+    config.plugins.remove(isobar_test_plugin::NAME);
+    let defaults = serde_yaml::to_value(&config).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         shipped, defaults,
         "config/contour.yaml and Config::default() differ"
@@ -438,7 +464,9 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
         }
     }
     let mut wanted = Vec::new();
-    for kind in isobar_sdk::Kind::all().map(|i| i.kind) {
+    // Every kind the `isobar` binary reads (this test binary also links the test plugin's).
+    let kinds = isobar_sdk::Kind::all().map(|i| i.kind);
+    for kind in kinds.filter(|k| *k != isobar_test_plugin::MAPPING) {
         let resource = isobar::provider::kube::api_resource(kind);
         for verb in ["get", "list", "watch"] {
             wanted.push((resource.group.clone(), resource.plural.clone(), verb));

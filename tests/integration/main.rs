@@ -4,6 +4,7 @@ mod admission;
 mod apiserver;
 mod cli;
 mod e2e;
+mod extension;
 mod golden;
 mod incremental;
 mod kubernetes;

@@ -28,7 +28,18 @@ use isobar_sdk::{BuildContext, ObjectKey, Processor, StatusReport};
 
 pub const NAME: &str = "conflicts";
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Default,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Every claimant of a duplicate FQDN is invalid.
@@ -39,7 +50,10 @@ pub enum Mode {
 }
 
 /// The `plugins.conflicts` section of `contour.yaml`.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ConflictsConfig {
     #[serde(default)]
@@ -61,6 +75,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Settles root HTTPProxies claiming the same FQDN (Contour: all invalid; or oldest wins)",
         factory: Factory::Processor(build),
+        settings: Some(isobar_sdk::plugin::Settings::of::<ConflictsConfig>()),
     }
 }
 

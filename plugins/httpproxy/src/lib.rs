@@ -51,6 +51,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Contour HTTPProxy (projectcontour.io/v1) virtual hosts and routes",
         factory: Factory::Source(build),
+        settings: None,
     }
 }
 

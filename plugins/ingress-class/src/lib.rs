@@ -20,7 +20,10 @@ pub const NAME: &str = "ingress-class";
 pub const DEFAULT_CLASS: &str = "contour";
 
 /// The `plugins.ingress-class` section of `contour.yaml`.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct IngressClassConfig {
     /// Class names this controller serves (`--ingress-class-name`); empty: Contour's default.
@@ -59,6 +62,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Admits only Ingresses and HTTPProxies of the configured ingress class",
         factory: Factory::Filter(build),
+        settings: Some(isobar_sdk::plugin::Settings::of::<IngressClassConfig>()),
     }
 }
 

@@ -56,6 +56,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Kubernetes Ingress (networking.k8s.io/v1) rules and default backends",
         factory: Factory::Source(build),
+        settings: None,
     }
 }
 

@@ -26,7 +26,18 @@ pub use inventory::{Inventory, input_for};
 pub const NAME: &str = "opa";
 
 /// What a `deny` message does.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Default,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(rename_all = "kebab-case")]
 pub enum Enforcement {
     /// The object is invalid and not served; admission rejects it.
@@ -37,7 +48,8 @@ pub enum Enforcement {
 }
 
 /// The `plugins.opa` section of `contour.yaml`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct OpaConfig {
     /// Policy files (`.rego`, or `.wasm` from `opa build -t wasm`) or directories of
@@ -52,6 +64,7 @@ pub struct OpaConfig {
     /// The longest one policy may take for one object (`100ms`); past it the object
     /// gets a `PolicyNotEvaluated` warning.
     #[serde(default = "default_timeout", with = "millis")]
+    #[schemars(with = "String")]
     pub eval_timeout: Duration,
 }
 
@@ -269,6 +282,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "OPA policies (Rego, or OPA wasm) that deny or warn about HTTPProxies and Ingresses",
         factory: Factory::Processor(build),
+        settings: Some(isobar_sdk::plugin::Settings::of::<OpaConfig>()),
     }
 }
 

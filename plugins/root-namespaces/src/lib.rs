@@ -14,7 +14,10 @@ use isobar_sdk::{Filter, Object, StatusReport};
 pub const NAME: &str = "root-namespaces";
 
 /// The `plugins.root-namespaces` section of `contour.yaml`.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RootNamespacesConfig {
     /// Namespaces where root HTTPProxies may be defined; empty: all.
@@ -38,6 +41,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Accepts root HTTPProxies only in the configured namespaces",
         factory: Factory::Filter(build),
+        settings: Some(isobar_sdk::plugin::Settings::of::<RootNamespacesConfig>()),
     }
 }
 

@@ -32,3 +32,4 @@ pub use plugin::{BuildContext, Claim, Filter, PluginKind, PluginRegistration, Pr
 pub use small_set::SmallSet;
 
 pub use inventory;
+pub use schemars;

@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::condition::StatusReport;
@@ -383,6 +385,42 @@ impl PluginKind {
     }
 }
 
+/// A plugin's settings: its `plugins.<name>` section of `contour.yaml` at its defaults,
+/// and their JSON schema, both from the Rust type the plugin reads them into.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    defaults: fn() -> serde_json::Value,
+    schema: fn() -> serde_json::Value,
+}
+
+fn defaults_of<T: Default + Serialize>() -> serde_json::Value {
+    serde_json::to_value(T::default()).unwrap_or_else(|_| serde_json::json!({}))
+}
+
+fn schema_of<T: JsonSchema>() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default()
+}
+
+impl Settings {
+    /// The settings a plugin reads into a `T`.
+    pub const fn of<T: Default + Serialize + JsonSchema>() -> Settings {
+        Settings {
+            defaults: defaults_of::<T>,
+            schema: schema_of::<T>,
+        }
+    }
+
+    /// The section at its defaults.
+    pub fn defaults(&self) -> serde_json::Value {
+        (self.defaults)()
+    }
+
+    /// The JSON schema of the section.
+    pub fn schema(&self) -> serde_json::Value {
+        (self.schema)()
+    }
+}
+
 /// One built-in plugin, found by `name` at start-up.
 #[derive(Debug)]
 pub struct PluginRegistration {
@@ -390,6 +428,9 @@ pub struct PluginRegistration {
     /// One line for `isobar plugins` and error messages.
     pub summary: &'static str,
     pub factory: Factory,
+    /// Its settings, when it has any: `contour.yaml` shows them at their defaults and
+    /// `isobar plugins` prints them.
+    pub settings: Option<Settings>,
 }
 
 impl PluginRegistration {

@@ -15,7 +15,10 @@ use isobar_sdk::{BuildContext, Kind, Processor};
 pub const NAME: &str = "tls-delegation";
 
 /// The `plugins.tls-delegation` section of `contour.yaml` (no settings yet).
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct TlsDelegationConfig {}
 
@@ -32,6 +35,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Lets TLSCertificateDelegations share secrets across namespaces",
         factory: Factory::Processor(build),
+        settings: Some(isobar_sdk::plugin::Settings::of::<TlsDelegationConfig>()),
     }
 }
 

@@ -28,7 +28,8 @@ pub const DEFAULT_FUEL: u64 = 200_000_000;
 pub const DEFAULT_MEMORY_MB: u64 = 64;
 
 /// One entry of `plugins.wasm.modules`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ModuleConfig {
     /// Shown in conditions, logs and metrics.
@@ -53,7 +54,10 @@ fn default_memory() -> u64 {
 }
 
 /// The `plugins.wasm` section of `contour.yaml`.
-#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Debug, Default, Clone, PartialEq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct WasmConfig {
     /// Modules, run in this order.
@@ -105,6 +109,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "WebAssembly processors (ABI v1) that change headers of routes, with fuel and memory limits",
         factory: Factory::Processor(build),
+        settings: Some(isobar_sdk::plugin::Settings::of::<WasmConfig>()),
     }
 }
 

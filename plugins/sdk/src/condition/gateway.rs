@@ -4,7 +4,8 @@
 //! The status writer adds `observedGeneration`, `lastTransitionTime` and the
 //! controller's name.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// A condition's `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,7 +52,9 @@ impl Condition {
 }
 
 /// A route's reference to a parent, spelt as in its `spec.parentRefs[]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ParentRef {
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,312 @@
+//! A plugin the host has never heard of (`tests/plugin`: kind `Mapping` of
+//! `test.isobar.dev/v1`, source `mappings`), linked into this test binary and named in
+//! `pipeline.sources`, with no other change to the host: its objects are read from the
+//! files provider and the Kubernetes API, routed on the listener the plugin adds
+//! through a real Envoy, linked to the Services they name, and reported on in Gateway
+//! API's route shape by the status writer.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use isobar::cli::serve::{Controller, ProviderChoice};
+use isobar::config::{Config, Endpoint};
+use isobar::metrics::Metrics;
+use isobar::runner::pipeline::Pipeline;
+use isobar::xds::Snapshot;
+use tokio::sync::watch;
+
+use crate::apiserver::ApiServer;
+use crate::support::{
+    Behaviour, Proc, ServePorts, backend_with, envoy_bin, eventually, isobar, service_yaml, spawn,
+    write,
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn mapping(name: &str, hostname: &str, service: &str, parent: &str) -> String {
+    format!(
+        "apiVersion: test.isobar.dev/v1\nkind: Mapping\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  hostname: {hostname}\n  prefix: /\n  service: {service}\n  port: 80\n  parentRefs: [{{name: {parent}}}]\n"
+    )
+}
+
+/// The default configuration with the test plugin's source enabled (its listener on
+/// `mappings_port`), Contour's listeners on `ports`, and no hold-off.
+fn config(ports: &ServePorts, mappings_port: u16) -> Config {
+    let mut config = Config::default();
+    config
+        .pipeline
+        .sources
+        .push(isobar_test_plugin::NAME.to_string());
+    config.plugins.insert(
+        isobar_test_plugin::NAME.to_string(),
+        serde_json::json!({"listener": "mappings", "address": "127.0.0.1", "port": mappings_port}),
+    );
+    let local = |port| Endpoint {
+        address: "127.0.0.1".to_string(),
+        port,
+    };
+    config.envoy.http = local(ports.http);
+    config.envoy.https = local(ports.https);
+    config.envoy.metrics = local(ports.stats);
+    config.envoy.access_log = String::new();
+    config.pipeline.holdoff_delay.0 = Duration::ZERO;
+    config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
+    config.leader_election.disabled = true;
+    config
+}
+
+/// Serves ADS for `snapshots` on a free loopback port; returns the port.
+async fn serve_ads(snapshots: watch::Receiver<Option<Arc<Snapshot>>>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let ads =
+        isobar::xds::server::AdsService::new(snapshots, Arc::new(Metrics::default())).into_server();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ads)
+            .serve_with_incoming(isobar::xds::server::incoming(listener)),
+    );
+    port
+}
+
+/// A real Envoy on `xds_port`, bootstrapped by `isobar bootstrap`.
+fn envoy(dir: &Path, xds_port: u16) -> Proc {
+    let bootstrap = dir.join("bootstrap.json");
+    let (ok, _, err) = isobar(
+        &[
+            "bootstrap",
+            &bootstrap.to_string_lossy(),
+            "--xds-address",
+            "127.0.0.1",
+            "--xds-port",
+            &xds_port.to_string(),
+            "--admin-address",
+            &dir.join("admin.sock").to_string_lossy(),
+        ],
+        &[],
+    );
+    assert!(ok, "isobar bootstrap failed: {err}");
+    spawn(
+        "envoy",
+        Command::new(envoy_bin()).args([
+            "-c",
+            &bootstrap.to_string_lossy(),
+            "--use-dynamic-base-id",
+            "--log-level",
+            "warn",
+        ]),
+        &dir.join("envoy.log"),
+    )
+}
+
+/// `(status, body)` of `GET /` with `Host: host` on `port`, once it answers.
+async fn get(client: &reqwest::Client, port: u16, host: &str) -> Option<(u16, String)> {
+    let response = client
+        .get(format!("http://127.0.0.1:{port}/"))
+        .header("host", host)
+        .send()
+        .await
+        .ok()?;
+    let status = response.status().as_u16();
+    Some((status, response.text().await.unwrap_or_default()))
+}
+
+async fn until_answer(client: &reqwest::Client, port: u16, host: &str, want: (u16, &str)) {
+    let seen = eventually(WAIT, || async {
+        let got = get(client, port, host).await?;
+        (got.0 == want.0 && got.1 == want.1).then_some(())
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "{host} never answered {want:?}; last: {:?}",
+        get(client, port, host).await
+    );
+}
+
+/// A Mapping in a manifest directory is routed on the plugin's own listener through a
+/// real Envoy; an edit moves it to another Service; a Mapping naming a missing Service
+/// answers 503 until the Service is created (a change to a Service reaches the objects
+/// naming it, as their source claims); Envoy rejects nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let manifests = dir.path().join("manifests");
+    let (port_a, _) = backend_with("a", Behaviour::Echo).await;
+    let (port_b, _) = backend_with("b", Behaviour::Echo).await;
+    write(
+        &manifests,
+        "echo-a.yaml",
+        &service_yaml("default", "echo-a", port_a),
+    );
+    write(
+        &manifests,
+        "echo-b.yaml",
+        &service_yaml("default", "echo-b", port_b),
+    );
+    write(
+        &manifests,
+        "mapping.yaml",
+        &mapping("m", "mapped.example.com", "echo-a", "mappings"),
+    );
+    let ports = ServePorts::free();
+    let mappings_port = ServePorts::free().http;
+    let config = config(&ports, mappings_port);
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let controller = Controller::start(
+        &config,
+        pipeline,
+        ProviderChoice::Files(Some(manifests.clone())),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let xds_port = serve_ads(controller.snapshots.clone()).await;
+    let _envoy = envoy(dir.path(), xds_port);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    until_answer(&client, mappings_port, "mapped.example.com", (200, "a")).await;
+    // Nothing else is on that listener.
+    let other = get(&client, mappings_port, "other.example.com").await;
+    assert_eq!(other.map(|r| r.0), Some(404));
+
+    write(
+        &manifests,
+        "mapping.yaml",
+        &mapping("m", "mapped.example.com", "echo-b", "mappings"),
+    );
+    until_answer(&client, mappings_port, "mapped.example.com", (200, "b")).await;
+
+    write(
+        &manifests,
+        "later.yaml",
+        &mapping("later", "later.example.com", "echo-c", "mappings"),
+    );
+    until_answer(&client, mappings_port, "later.example.com", (503, "")).await;
+    let (port_c, _) = backend_with("c", Behaviour::Echo).await;
+    write(
+        &manifests,
+        "echo-c.yaml",
+        &service_yaml("default", "echo-c", port_c),
+    );
+    until_answer(&client, mappings_port, "later.example.com", (200, "c")).await;
+    until_answer(&client, mappings_port, "mapped.example.com", (200, "b")).await;
+
+    let stats = client
+        .get(format!("http://127.0.0.1:{}/stats", ports.stats))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("envoy stats: {e}"))
+        .text()
+        .await
+        .unwrap_or_default();
+    let rejected: Vec<&str> = stats
+        .lines()
+        .filter(|l| l.contains("update_rejected"))
+        .collect();
+    assert!(!rejected.is_empty(), "no update_rejected stats: {stats}");
+    assert!(
+        rejected.iter().all(|l| l.ends_with(": 0")),
+        "Envoy rejected updates: {rejected:?}"
+    );
+    controller.shutdown().await;
+}
+
+fn parents(server: &ApiServer, name: &str) -> serde_json::Value {
+    server
+        .get("test.isobar.dev/v1", "Mapping", "default", name)
+        .map(|o| o["status"]["parents"].clone())
+        .unwrap_or_default()
+}
+
+fn condition<'a>(parent: &'a serde_json::Value, type_: &str) -> &'a serde_json::Value {
+    parent["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&serde_json::Value::Null)
+}
+
+/// Read from the Kubernetes API, a Mapping's status is written in Gateway API's route
+/// shape: one entry per parent, with this controller's name, `Accepted` and
+/// `ResolvedRefs` (with `observedGeneration`); a parent that is not the plugin's listener
+/// is not accepted; deleting the Service it names turns `ResolvedRefs` False.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_kind_gets_status_per_parent_from_the_kubernetes_api() {
+    let server = ApiServer::start().await;
+    for document in service_yaml("default", "echo-a", 18080).split("\n---\n") {
+        server.put(document);
+    }
+    server.put(&mapping("m", "mapped.example.com", "echo-a", "mappings"));
+    server.put(&mapping(
+        "stray",
+        "stray.example.com",
+        "echo-a",
+        "elsewhere",
+    ));
+    let ports = ServePorts::free();
+    let config = config(&ports, ServePorts::free().http);
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = server.kubeconfig(dir.path());
+    let controller = Controller::start(
+        &config,
+        pipeline,
+        ProviderChoice::Kubernetes {
+            kubeconfig: Some(kubeconfig.into()),
+            namespaces: Vec::new(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    let written = eventually(WAIT, || async {
+        let p = parents(&server, "m");
+        (condition(&p[0], "ResolvedRefs")["status"] == "True").then_some(p)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no status on Mapping m: {:?}", parents(&server, "m")));
+    assert_eq!(written.as_array().map(Vec::len), Some(1), "{written}");
+    assert_eq!(
+        written[0]["parentRef"],
+        serde_json::json!({"name": "mappings"})
+    );
+    assert_eq!(
+        written[0]["controllerName"],
+        isobar::runner::status::CONTROLLER_NAME
+    );
+    let accepted = condition(&written[0], "Accepted");
+    assert_eq!(accepted["status"], "True", "{written}");
+    assert_eq!(accepted["observedGeneration"], 1, "{written}");
+    assert!(accepted["lastTransitionTime"].is_string(), "{written}");
+
+    let stray = eventually(WAIT, || async {
+        let p = parents(&server, "stray");
+        (!condition(&p[0], "Accepted").is_null()).then_some(p)
+    })
+    .await
+    .unwrap_or_default();
+    assert_eq!(
+        condition(&stray[0], "Accepted")["reason"],
+        "NoMatchingParent"
+    );
+
+    server.delete("v1", "Service", "default", "echo-a");
+    let missing = eventually(WAIT, || async {
+        let p = parents(&server, "m");
+        (condition(&p[0], "ResolvedRefs")["status"] == "False").then_some(p)
+    })
+    .await
+    .unwrap_or_else(|| panic!("ResolvedRefs stayed True: {:?}", parents(&server, "m")));
+    assert_eq!(
+        condition(&missing[0], "ResolvedRefs")["reason"],
+        "BackendNotFound"
+    );
+    assert_eq!(condition(&missing[0], "Accepted")["status"], "True");
+    controller.shutdown().await;
+}
