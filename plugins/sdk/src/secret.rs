@@ -8,10 +8,12 @@
 //! blocks, so text around the PEM never reaches it.
 //!
 //! Secret material never appears in messages, logs or `Debug` output: only names and
-//! SHA-256 fingerprints. A certificate's chain and key are kept once, as the SDS resource
-//! Envoy is sent (see [`TlsCertificate::sds_resource`]).
+//! SHA-256 fingerprints. A certificate's chain and key are kept once, in the form the
+//! host serves them in (see [`CertificateForm`]).
 
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use rustls::SignatureAlgorithm;
@@ -31,118 +33,85 @@ const TYPE_TLS: &str = "kubernetes.io/tls";
 const TYPE_OPAQUE: &str = "Opaque";
 
 /// A certificate chain and its private key, checked to load in Envoy.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct TlsCertificate {
-    /// The SDS resource (see [`TlsCertificate::sds_resource`]).
-    sds: std::sync::Arc<[u8]>,
+    /// The bytes the certificate is kept in: the [`CertificateForm`] the host
+    /// registered, holding the chain and key at `chain` and `key`.
+    kept: Arc<[u8]>,
+    chain: Range<usize>,
+    key: Range<usize>,
     /// SHA-256 of the leaf certificate's DER, hex.
     pub fingerprint: String,
     /// The leaf's DNS names and IP addresses (SAN), or its CN when it has none.
     pub names: Vec<String>,
 }
 
+/// How the host keeps checked certificates. The chain and key of a certificate are the
+/// largest thing Isobar holds per TLS vhost; kept once, in the form they are served in
+/// (Isobar's xds registers Envoy's SDS `Secret`), every snapshot serving the
+/// certificate shares that one copy. The SDK knows nothing of the form beyond where in
+/// it the chain and key are. Registered with `inventory`, once per binary; without one
+/// (the SDK's own tests) the chain and key are kept one after the other.
+pub struct CertificateForm {
+    /// The bytes to keep for the certificate of SDS name `sds_name` with this chain
+    /// and key (PEM), and where in them the chain and the key are.
+    pub keep: fn(sds_name: &str, chain_pem: &str, key_pem: &str) -> Kept,
+}
+
+inventory::collect!(CertificateForm);
+
+/// A certificate in the form the host keeps it.
+pub struct Kept {
+    pub bytes: Arc<[u8]>,
+    pub chain: Range<usize>,
+    pub key: Range<usize>,
+}
+
+fn keep(sds_name: &str, chain_pem: &str, key_pem: &str) -> Kept {
+    if let Some(form) = inventory::iter::<CertificateForm>.into_iter().next() {
+        return (form.keep)(sds_name, chain_pem, key_pem);
+    }
+    let bytes: Arc<[u8]> = [chain_pem.as_bytes(), key_pem.as_bytes()].concat().into();
+    Kept {
+        bytes,
+        chain: 0..chain_pem.len(),
+        key: chain_pem.len()..chain_pem.len() + key_pem.len(),
+    }
+}
+
 impl TlsCertificate {
-    /// What Envoy is sent over SDS for this certificate: an
-    /// `envoy.extensions.transport_sockets.tls.v3.Secret` named [`Self::sds_name`] whose
-    /// `tls_certificate` holds the chain (leaf first) and the key as PEM re-encoded from
-    /// the decoded blocks, as inline strings. Encoded here, when the Secret is checked,
-    /// as prost encodes it (`isobar`'s tests compare the two): the chain and key are held
-    /// in this one copy, which every snapshot serving the certificate shares.
-    pub fn sds_resource(&self) -> &std::sync::Arc<[u8]> {
-        &self.sds
+    /// The bytes the certificate is kept in (see [`CertificateForm`]).
+    pub fn kept(&self) -> &Arc<[u8]> {
+        &self.kept
     }
 
-    /// The name [`Self::sds_resource`] carries ([`sds_name`] of the Secret checked).
-    pub fn sds_name(&self) -> &str {
-        // Field 1 (`name`), length-delimited, is written first when not empty.
-        let Some((&KEY_NAME, rest)) = self.sds.split_first() else {
-            return "";
-        };
-        let Some((len, rest)) = read_varint(rest) else {
-            return "";
-        };
-        usize::try_from(len)
-            .ok()
-            .and_then(|len| rest.get(..len))
-            .and_then(|name| std::str::from_utf8(name).ok())
-            .unwrap_or_default()
+    /// The chain (leaf first) as PEM, re-encoded from the decoded blocks.
+    pub fn chain_pem(&self) -> &str {
+        self.text(&self.chain)
+    }
+
+    /// The private key as PEM, re-encoded from the decoded block.
+    pub fn key_pem(&self) -> &str {
+        self.text(&self.key)
+    }
+
+    fn text(&self, at: &Range<usize>) -> &str {
+        let bytes = self.kept.get(at.clone()).unwrap_or_default();
+        std::str::from_utf8(bytes).unwrap_or_default()
     }
 }
 
-/// Protobuf keys (field number and wire type 2, length-delimited) of the fields an SDS
-/// certificate resource has: `Secret.name` (1), `Secret.tls_certificate` (2),
-/// `TlsCertificate.certificate_chain` (1), `TlsCertificate.private_key` (2),
-/// `DataSource.inline_string` (3).
-const KEY_NAME: u8 = 1 << 3 | 2;
-const KEY_TLS_CERTIFICATE: u8 = 2 << 3 | 2;
-const KEY_CHAIN: u8 = 1 << 3 | 2;
-const KEY_PRIVATE_KEY: u8 = 2 << 3 | 2;
-const KEY_INLINE_STRING: u8 = 3 << 3 | 2;
-
-fn varint_len(mut n: usize) -> usize {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
+/// Equal when they hold the same certificate, whatever form they are kept in.
+impl PartialEq for TlsCertificate {
+    fn eq(&self, other: &TlsCertificate) -> bool {
+        self.fingerprint == other.fingerprint
+            && self.names == other.names
+            && self.chain_pem() == other.chain_pem()
+            && self.key_pem() == other.key_pem()
     }
-    len
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: usize) {
-    while n >= 0x80 {
-        out.push((n & 0x7f) as u8 | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn read_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
-    let mut n = 0u64;
-    for (i, b) in bytes.iter().enumerate().take(10) {
-        n |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((n, &bytes[i + 1..]));
-        }
-    }
-    None
-}
-
-/// A length-delimited field of `len` bytes: its key, its length and its bytes.
-fn field_len(len: usize) -> usize {
-    1 + varint_len(len) + len
-}
-
-fn put_header(out: &mut Vec<u8>, key: u8, len: usize) {
-    out.push(key);
-    put_varint(out, len);
-}
-
-/// The SDS resource of [`TlsCertificate::sds_resource`], in prost's field order.
-fn sds_resource(sds_name: &str, chain_pem: &str, key_pem: &str) -> std::sync::Arc<[u8]> {
-    let chain = field_len(chain_pem.len());
-    let key = field_len(key_pem.len());
-    let tls = field_len(chain) + field_len(key);
-    let name = if sds_name.is_empty() {
-        0
-    } else {
-        field_len(sds_name.len())
-    };
-    let mut out = Vec::with_capacity(name + field_len(tls));
-    if !sds_name.is_empty() {
-        put_header(&mut out, KEY_NAME, sds_name.len());
-        out.extend_from_slice(sds_name.as_bytes());
-    }
-    put_header(&mut out, KEY_TLS_CERTIFICATE, tls);
-    for (field, len, pem) in [
-        (KEY_CHAIN, chain, chain_pem),
-        (KEY_PRIVATE_KEY, key, key_pem),
-    ] {
-        put_header(&mut out, field, len);
-        put_header(&mut out, KEY_INLINE_STRING, pem.len());
-        out.extend_from_slice(pem.as_bytes());
-    }
-    out.into()
-}
+impl Eq for TlsCertificate {}
 
 impl std::fmt::Debug for TlsCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -434,8 +403,11 @@ fn tls_certificate(
         PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
         _ => "PRIVATE KEY",
     };
+    let kept = keep(sds_name, &chain.pem, &encode(key_tag, key.secret_der()));
     Ok(TlsCertificate {
-        sds: sds_resource(sds_name, &chain.pem, &encode(key_tag, key.secret_der())),
+        kept: kept.bytes,
+        chain: kept.chain,
+        key: kept.key,
         fingerprint: fingerprint(leaf_der),
         names,
     })
