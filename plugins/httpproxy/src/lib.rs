@@ -19,6 +19,7 @@ mod conditions;
 mod policy;
 mod routes;
 mod tls;
+mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -300,67 +300,7 @@ impl Walk<'_, '_> {
                 "must set exactly one of route.services or route.requestRedirectPolicy or route.directResponsePolicy".to_string(),
             ));
         }
-        let mut policy = RoutePolicy {
-            websockets: route.enable_websockets,
-            ..Default::default()
-        };
-        let mut collect = |result: Result<(), PolicyError>| {
-            if let Err(e) = result {
-                errors.push(e);
-            }
-        };
-        let route_scope = |field: &'static str, response: bool| policy::HeaderScope {
-            field,
-            namespace: &key.namespace,
-            service: None,
-            response,
-        };
-        if let Some(h) = &route.request_headers_policy {
-            collect(
-                policy::headers(h, &route_scope("route.requestHeadersPolicy", false)).map(|h| {
-                    policy.request_headers = h.policy;
-                    policy.host_rewrite = h.host;
-                }),
-            );
-        }
-        if let Some(h) = &route.response_headers_policy {
-            collect(
-                policy::headers(h, &route_scope("route.responseHeadersPolicy", true))
-                    .map(|h| policy.response_headers = h.policy),
-            );
-        }
-        if let Some(t) = &route.timeout_policy {
-            collect(policy::timeouts(t).map(|(response, idle)| {
-                policy.timeout = response;
-                policy.idle_timeout = idle;
-            }));
-        }
-        collect(
-            policy::ip_filter("route", &route.ip_allow_policy, &route.ip_deny_policy)
-                .map(|f| policy.ip_filter = f),
-        );
-        if let Some(r) = &route.rate_limit_policy {
-            collect(policy::local_rate_limit("route", r).map(|r| policy.rate_limit = r));
-        }
-        if !route.cookie_rewrite_policies.is_empty() {
-            collect(
-                policy::cookie_rewrites(&route.cookie_rewrite_policies)
-                    .map(|c| policy.cookie_rewrites = c),
-            );
-        }
-        if let Some(r) = &route.internal_redirect_policy {
-            collect(policy::internal_redirect(r).map(|r| policy.internal_redirect = Some(r)));
-        }
-        if let Some(r) = &route.retry_policy {
-            collect(policy::retry(r).map(|r| policy.retry = Some(r)));
-        }
-        let mut action = None;
-        if let Some(r) = &route.request_redirect_policy {
-            collect(policy::redirect(r).map(|r| action = Some(RouteAction::Redirect(Box::new(r)))));
-        }
-        if let Some(d) = &route.direct_response_policy {
-            collect(policy::direct_response(d).map(|a| action = Some(a)));
-        }
+        let (mut policy, action) = policy::route_policy(key, route, &mut errors);
 
         let mirrors = route.services.iter().filter(|s| s.mirror).count();
         if mirrors > 1 {
@@ -370,6 +310,81 @@ impl Walk<'_, '_> {
                 "only one service per route may be nominated as mirror".to_string(),
             ));
         }
+        let cluster_options = self.cluster_options(key, index, route, &mut policy, &mut errors);
+        let weighted = self.backends(
+            key,
+            index,
+            route,
+            &cluster_options,
+            &mut policy,
+            &mut errors,
+            &mut ok,
+        );
+
+        let rewrites = route
+            .path_rewrite_policy
+            .as_ref()
+            .map(|p| p.replace_prefix.as_slice())
+            .unwrap_or_default();
+        let mut twin = None;
+        if let Some(matcher) = &matcher
+            && !rewrites.is_empty()
+        {
+            match prefix_rewrite(&matcher.path, rewrites) {
+                Ok(Some((replacement, slash_twin))) => {
+                    policy.prefix_rewrite = Some(replacement);
+                    twin = slash_twin;
+                }
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+
+        for (type_, reason, message) in &errors {
+            self.status
+                .error(key, *type_, *reason, format!("{}: {message}", at()));
+        }
+        let matcher = matcher?;
+        if !ok || !errors.is_empty() {
+            return None;
+        }
+        let action = action.unwrap_or_else(|| forward_or_503(weighted));
+        let mut out = Vec::with_capacity(2);
+        if let Some((prefix, replacement)) = twin {
+            out.push(Route {
+                matcher: RouteMatch {
+                    path: PathMatch::Prefix(prefix),
+                    ..matcher.clone()
+                },
+                action: action.clone(),
+                source: key.clone(),
+                policy: RoutePolicy {
+                    prefix_rewrite: Some(replacement),
+                    ..policy.clone()
+                }
+                .boxed(),
+            });
+        }
+        out.push(Route {
+            matcher,
+            action,
+            source: key.clone(),
+            policy: policy.boxed(),
+        });
+        Some(out)
+    }
+
+    /// The options of the clusters a route sends to (load balancing, idle connection
+    /// timeout, health check); the route's hash policies go to `policy`.
+    fn cluster_options(
+        &mut self,
+        key: &ObjectKey,
+        index: usize,
+        route: &ProxyRoute,
+        policy: &mut RoutePolicy,
+        errors: &mut Vec<PolicyError>,
+    ) -> ClusterOptions {
+        let at = || format!("spec.routes[{index}]");
         let mut cluster_options = ClusterOptions::default();
         if let Some(lb) = &route.load_balancer_policy {
             let (lb_policy, hashes, warning) = policy::load_balancer(lb);
@@ -404,10 +419,27 @@ impl Walk<'_, '_> {
                 Err(e) => errors.push(e),
             }
         }
+        cluster_options
+    }
+
+    /// The clusters a route's services send to, with their weights and service-level
+    /// policies (a mirror goes to `policy`); `ok` turns false on unsupported fields.
+    #[allow(clippy::too_many_arguments)]
+    fn backends(
+        &mut self,
+        key: &ObjectKey,
+        index: usize,
+        route: &ProxyRoute,
+        cluster_options: &ClusterOptions,
+        policy: &mut RoutePolicy,
+        errors: &mut Vec<PolicyError>,
+        ok: &mut bool,
+    ) -> Vec<WeightedCluster> {
+        let at = || format!("spec.routes[{index}]");
         let mut weighted = Vec::with_capacity(route.services.len());
         for (i, service) in route.services.iter().enumerate() {
             let sat = || format!("{}.services[{i}]", at());
-            ok &= check_unsupported(self.status, key, sat, &service.unsupported);
+            *ok &= check_unsupported(self.status, key, sat, &service.unsupported);
             let port = match i32::try_from(service.port) {
                 Ok(p) if (1..=65535).contains(&p) => p,
                 _ => {
@@ -532,58 +564,7 @@ impl Walk<'_, '_> {
                 ),
             }
         }
-
-        let rewrites = route
-            .path_rewrite_policy
-            .as_ref()
-            .map(|p| p.replace_prefix.as_slice())
-            .unwrap_or_default();
-        let mut twin = None;
-        if let Some(matcher) = &matcher
-            && !rewrites.is_empty()
-        {
-            match prefix_rewrite(&matcher.path, rewrites) {
-                Ok(Some((replacement, slash_twin))) => {
-                    policy.prefix_rewrite = Some(replacement);
-                    twin = slash_twin;
-                }
-                Ok(None) => {}
-                Err(e) => errors.push(e),
-            }
-        }
-
-        for (type_, reason, message) in &errors {
-            self.status
-                .error(key, *type_, *reason, format!("{}: {message}", at()));
-        }
-        let matcher = matcher?;
-        if !ok || !errors.is_empty() {
-            return None;
-        }
-        let action = action.unwrap_or_else(|| forward_or_503(weighted));
-        let mut out = Vec::with_capacity(2);
-        if let Some((prefix, replacement)) = twin {
-            out.push(Route {
-                matcher: RouteMatch {
-                    path: PathMatch::Prefix(prefix),
-                    ..matcher.clone()
-                },
-                action: action.clone(),
-                source: key.clone(),
-                policy: RoutePolicy {
-                    prefix_rewrite: Some(replacement),
-                    ..policy.clone()
-                }
-                .boxed(),
-            });
-        }
-        out.push(Route {
-            matcher,
-            action,
-            source: key.clone(),
-            policy: policy.boxed(),
-        });
-        Some(out)
+        weighted
     }
 }
 
