@@ -1,6 +1,7 @@
-//! The validating admission webhook: `admission.k8s.io/v1` AdmissionReviews for HTTPProxy
-//! and Ingress, answered by running the pipeline, dry, on the objects the runner holds
-//! plus the candidate.
+//! The validating admission webhook: `admission.k8s.io/v1` AdmissionReviews for the
+//! kinds the enabled sources route (HTTPProxy and Ingress by default), answered by
+//! running the pipeline, dry, on the objects the runner holds plus the candidate; other
+//! kinds are allowed.
 //!
 //! - The candidate's errors reject it with the messages its status would carry; its
 //!   warnings come back as warnings. Two kinds of error are only warnings: references

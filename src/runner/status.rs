@@ -46,7 +46,7 @@ pub struct Desired {
 }
 
 impl Desired {
-    /// What to write after a build: every HTTPProxy and Ingress the pipeline reported on.
+    /// What to write after a build: every object the pipeline reported on, in its kind's style.
     pub fn from_build(report: &StatusReport, objects: &Objects, load_balancer: Value) -> Desired {
         let mut desired = Desired {
             load_balancer,

@@ -122,9 +122,13 @@ impl KindId {
     }
 }
 
+/// Isobar's own kinds have ranks of their own: two of them are compared by rank alone.
+/// (A constant's reference is not one address everywhere it is used, so the pointers of
+/// two copies of `Kind::HTTPProxy` may differ.)
 impl PartialEq for Kind {
     fn eq(&self, other: &Kind) -> bool {
-        std::ptr::eq(self.0, other.0) || self.0 == other.0
+        std::ptr::eq(self.0, other.0)
+            || (self.0.rank == other.0.rank && (self.0.rank != u8::MAX || self.0 == other.0))
     }
 }
 
@@ -141,7 +145,10 @@ impl Ord for Kind {
         if std::ptr::eq(self.0, other.0) {
             return Ordering::Equal;
         }
-        self.0.cmp(other.0)
+        match self.0.rank.cmp(&other.0.rank) {
+            Ordering::Equal if self.0.rank == u8::MAX => self.0.cmp(other.0),
+            by_rank => by_rank,
+        }
     }
 }
 

@@ -162,8 +162,7 @@ impl<'a> BuildContext<'a> {
 
     /// One admitted `T` by namespace and name.
     pub fn get<T: Resource>(&self, namespace: &str, name: &str) -> Option<&'a T> {
-        let key = ObjectKey::new(T::KIND, namespace, name);
-        if !self.admitted(&key) {
+        if !self.rejected.is_empty() && !self.admitted(&ObjectKey::new(T::KIND, namespace, name)) {
             return None;
         }
         self.objects.get(namespace, name)

@@ -29,7 +29,7 @@ use super::route::{
 use super::secret::secret;
 use super::settings::EnvoySettings;
 use super::snapshot::Snapshot;
-use table::{Arena, Fresh, Share, Table};
+use table::{Arena, Fresh, FreshEntry, Share, Table};
 
 /// One vhost's share on one listener. Its bytes are not kept: they are in the published
 /// resources, where a later change copies them from (each vhost's bytes are held once,
@@ -114,6 +114,8 @@ pub struct Encoder {
     client_certificate: Option<String>,
     /// Every listener of the first build, in name order.
     listeners: Vec<ListenerState>,
+    /// The extension clusters of the first build, each counted in use once for good.
+    extension_clusters: BTreeMap<String, ir::Cluster>,
     vhosts: BTreeMap<String, Parts>,
     clusters: HashMap<String, Used>,
     /// EDS names by how many clusters use them.
@@ -159,12 +161,18 @@ pub fn translate_keeping(
     let uses_tls = ir
         .clusters
         .values()
+        .chain(ir.extension_clusters.values())
         .any(|c| c.options.protocol.is_some_and(ir::UpstreamProtocol::is_tls));
     if !uses_tls && let Some(name) = &client_certificate {
         out.secrets.remove(name);
     }
     let mut encoder = Encoder::new(client_certificate);
-    let every: BTreeSet<String> = ir.fqdns().into_iter().cloned().collect();
+    let every: BTreeSet<String> = ir
+        .listeners
+        .values()
+        .flat_map(|l| l.fqdns())
+        .cloned()
+        .collect();
     // Every vhost is fresh: nothing is copied from a published snapshot, so nothing
     // can be stale.
     let changes = encoder
@@ -191,8 +199,8 @@ impl Encoder {
         self.client_certificate.is_none()
     }
 
-    /// Whether `ir` has the listeners this encoder has, in the same shape (a change
-    /// spliced in cannot add, remove or reshape a listener).
+    /// Whether `ir` has the listeners this encoder has, in the same shape, and the same
+    /// extension clusters (a change spliced in cannot add, remove or reshape a listener).
     pub fn same_listeners(&self, ir: &Ir) -> bool {
         self.listeners.len() == ir.listeners.len()
             && self
@@ -200,6 +208,7 @@ impl Encoder {
                 .iter()
                 .zip(ir.listeners.values())
                 .all(|(known, l)| known.shape.same_shape(l))
+            && self.extension_clusters == ir.extension_clusters
     }
 
     /// Replaces the vhosts named in `touched` (the ones they had, if any) with the ones
@@ -233,11 +242,18 @@ impl Encoder {
             return Err(Stale);
         }
         let mut changes = Changes::default();
+        if !self.started {
+            self.extension_clusters.clone_from(&ir.extension_clusters);
+            for name in ir.extension_clusters.keys() {
+                self.use_cluster(ir, objects, settings, name, &mut changes);
+            }
+        }
         let mut arena = Arena::default();
-        let mut fresh = self.encode(ir, settings, &mut arena);
+        let mut entries = Vec::new();
+        let mut fresh = self.encode(ir, settings, &mut arena, &mut entries);
         // What stays in use is counted again before the old shares are released, so it
         // is neither removed nor sent again.
-        for (parts, _) in fresh.values_mut() {
+        for (_, parts, _) in &mut fresh {
             parts.clusters.retain(|c| ir.clusters.contains_key(c));
             for name in &parts.clusters {
                 self.use_cluster(ir, objects, settings, name, &mut changes);
@@ -273,16 +289,22 @@ impl Encoder {
             }
             olds.insert(fqdn, old);
         }
-        let mut assembling: BTreeMap<&String, Fresh> = BTreeMap::new();
-        for (fqdn, (parts, mut bytes)) in fresh {
+        let mut assembling: Vec<(&String, Fresh)> = Vec::with_capacity(fresh.len());
+        for (fqdn, parts, bytes) in fresh {
             let old = olds.get(fqdn);
             for (li, touch) in touches.iter_mut().enumerate() {
-                let rds = bytes.rds.iter_mut().find(|(l, _)| *l == li);
+                let entry = entries[bytes.0.clone()]
+                    .iter_mut()
+                    .find(|e| e.listener == li);
+                let (range, rds) = match entry {
+                    Some(e) => (Some(e.bytes.clone()), e.rds.take()),
+                    None => (None, None),
+                };
                 let share = Compared {
                     was: old.and_then(|o| o.on(li)),
                     now: parts.on(li),
-                    bytes: arena.get(bytes.fresh.on(li)),
-                    rds: rds.and_then(|(_, r)| r.take()),
+                    bytes: arena.get(range.as_ref()),
+                    rds,
                 };
                 self.compare(fqdn, li, share, settings.vhds, touch, &mut changes);
             }
@@ -292,8 +314,10 @@ impl Encoder {
                 state.fallbacks += usize::from(placed.fallback());
             }
             self.vhosts.insert(fqdn.clone(), parts);
-            assembling.insert(fqdn, bytes.fresh);
+            assembling.push((fqdn, bytes));
         }
+        // In FQDN order already: built in bulk.
+        let assembling: BTreeMap<&String, Fresh> = assembling.into_iter().collect();
         for (fqdn, old) in &olds {
             if self.vhosts.contains_key(*fqdn) {
                 continue;
@@ -323,6 +347,7 @@ impl Encoder {
             vhosts: &self.vhosts,
             olds: &olds,
             fresh: &assembling,
+            entries: &entries,
             arena: &arena,
             published,
         };
@@ -341,76 +366,141 @@ impl Encoder {
         Ok(changes)
     }
 
-    /// Every vhost of `ir`, encoded: its shares on each listener (and the clusters it
-    /// uses), and where their bytes are in `arena`.
+    /// Every vhost of `ir`, encoded, in FQDN order: its shares on each listener (and
+    /// the clusters it uses), and where its fresh bytes are among `entries` (in `arena`).
+    /// Each listener's vhosts are in FQDN order already: merged, every FQDN comes once
+    /// with all of its vhosts, and nothing is sorted or looked up.
     fn encode<'a>(
         &self,
         ir: &'a Ir,
         settings: &EnvoySettings,
         arena: &mut Arena,
-    ) -> BTreeMap<&'a String, (Parts, FreshShares)> {
-        let mut placing: BTreeMap<&String, (Vec<Placed>, SmallSet<String>, FreshShares)> =
-            BTreeMap::new();
+        entries: &mut Vec<FreshEntry>,
+    ) -> Vec<(&'a String, Parts, Fresh)> {
+        type Heads<'a> = Vec<(
+            usize,
+            std::iter::Peekable<Box<dyn Iterator<Item = (&'a String, Vhost<'a>)> + 'a>>,
+        )>;
+        let mut heads: Heads<'a> = Vec::new();
         for (li, listener) in ir.listeners.values().enumerate() {
-            let vhds = (settings.vhds && listener.protocol == Protocol::Http)
-                .then_some(listener.name.as_str());
-            for (fqdn, vhost) in &listener.virtual_hosts {
-                let (on, clusters, bytes) = placing.entry(fqdn).or_default();
-                let range = arena.push(|b| b.extend_from_slice(&virtual_host(vhost, vhds)));
-                on.push(Placed {
-                    listener: li,
-                    share: arena.get(Some(&range)).map_or(Share::of(&[]), Share::of),
-                    routes: None,
-                    fallback_routes: None,
-                    rds: false,
-                    secret: None,
-                });
-                bytes.fresh.on.push((li, range));
-                clusters.extend(vhost.cluster_names().map(str::to_string));
-            }
-            for (fqdn, vhost) in &listener.secure_virtual_hosts {
-                let (on, clusters, bytes) = placing.entry(fqdn).or_default();
-                let chain = arena.push(|b| encode_vhost_chain(listener, vhost, settings, b));
-                let routes = virtual_host(&vhost.http, None);
-                let rds = vhost.tcp_proxy.is_none();
-                on.push(Placed {
-                    listener: li,
-                    share: arena.get(Some(&chain)).map_or(Share::of(&[]), Share::of),
-                    routes: Some(Share::of(&routes)),
-                    fallback_routes: vhost.fallback.then(|| routes.as_slice().into()),
-                    rds,
-                    secret: vhost
-                        .tls
-                        .as_ref()
-                        .map(|t| t.secret.clone())
-                        .filter(|s| ir.secrets.contains_key(s)),
-                });
-                bytes.fresh.on.push((li, chain));
-                bytes.rds.push((
-                    li,
-                    rds.then(|| {
-                        let name = listener.route_config_name(fqdn);
-                        Encoded::from(route_configuration(
-                            &name,
-                            std::iter::once(&routes[..]),
-                            true,
-                        ))
-                    }),
-                ));
-                clusters.extend(vhost.cluster_names().map(str::to_string));
-            }
+            let plain = listener
+                .virtual_hosts
+                .iter()
+                .map(|(f, v)| (f, Vhost::Plain(v)));
+            let secure = listener
+                .secure_virtual_hosts
+                .iter()
+                .map(|(f, v)| (f, Vhost::Secure(v)));
+            let plain: Box<dyn Iterator<Item = (&'a String, Vhost<'a>)> + 'a> = Box::new(plain);
+            let secure: Box<dyn Iterator<Item = (&'a String, Vhost<'a>)> + 'a> = Box::new(secure);
+            heads.push((li, plain.peekable()));
+            heads.push((li, secure.peekable()));
         }
-        placing
-            .into_iter()
-            .map(|(fqdn, (mut on, clusters, bytes))| {
-                on.sort_by_key(|p| p.listener);
-                let parts = Parts {
-                    on: on.into_boxed_slice(),
-                    clusters,
+        let listeners: Vec<&ir::Listener> = ir.listeners.values().collect();
+        let mut out = Vec::new();
+        loop {
+            let next = heads
+                .iter_mut()
+                .filter_map(|(_, it)| it.peek().map(|(fqdn, _)| *fqdn))
+                .min();
+            let Some(fqdn) = next else {
+                break;
+            };
+            let count = heads
+                .iter_mut()
+                .filter_map(|(_, it)| it.peek())
+                .filter(|(f, _)| *f == fqdn)
+                .count();
+            let mut on = Vec::with_capacity(count);
+            let mut clusters = SmallSet::default();
+            let start = entries.len();
+            for (li, it) in &mut heads {
+                let Some((_, vhost)) = it.next_if(|(f, _)| *f == fqdn) else {
+                    continue;
                 };
-                (fqdn, (parts, bytes))
-            })
-            .collect()
+                let listener = listeners[*li];
+                let (placed, entry) = match vhost {
+                    Vhost::Plain(vhost) => {
+                        let vhds = (settings.vhds && listener.protocol == Protocol::Http)
+                            .then_some(listener.name.as_str());
+                        clusters.extend(vhost.cluster_names().map(str::to_string));
+                        let range = arena.push(|b| b.extend_from_slice(&virtual_host(vhost, vhds)));
+                        let placed = Placed {
+                            listener: *li,
+                            share: arena.get(Some(&range)).map_or(Share::of(&[]), Share::of),
+                            routes: None,
+                            fallback_routes: None,
+                            rds: false,
+                            secret: None,
+                        };
+                        (
+                            placed,
+                            FreshEntry {
+                                listener: *li,
+                                bytes: range,
+                                rds: None,
+                            },
+                        )
+                    }
+                    Vhost::Secure(vhost) => {
+                        clusters.extend(vhost.cluster_names().map(str::to_string));
+                        self.encode_secure(ir, listener, *li, fqdn, vhost, settings, arena)
+                    }
+                };
+                on.push(placed);
+                entries.push(entry);
+            }
+            let parts = Parts {
+                on: on.into_boxed_slice(),
+                clusters,
+            };
+            out.push((fqdn, parts, Fresh(start..entries.len())));
+        }
+        out
+    }
+
+    /// A secure vhost's share on listener `on` (index `li`): its filter chain in
+    /// `arena`, and its own RouteConfiguration, made at once.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_secure(
+        &self,
+        ir: &Ir,
+        on: &ir::Listener,
+        li: usize,
+        fqdn: &str,
+        vhost: &ir::SecureVirtualHost,
+        settings: &EnvoySettings,
+        arena: &mut Arena,
+    ) -> (Placed, FreshEntry) {
+        let chain = arena.push(|b| encode_vhost_chain(on, vhost, settings, b));
+        let routes = virtual_host(&vhost.http, None);
+        let rds = vhost.tcp_proxy.is_none();
+        let placed = Placed {
+            listener: li,
+            share: arena.get(Some(&chain)).map_or(Share::of(&[]), Share::of),
+            routes: Some(Share::of(&routes)),
+            fallback_routes: vhost.fallback.then(|| routes.as_slice().into()),
+            rds,
+            secret: vhost
+                .tls
+                .as_ref()
+                .map(|t| t.secret.clone())
+                .filter(|s| ir.secrets.contains_key(s)),
+        };
+        let own = rds.then(|| {
+            let name = on.route_config_name(fqdn);
+            Encoded::from(route_configuration(
+                &name,
+                std::iter::once(&routes[..]),
+                true,
+            ))
+        });
+        let entry = FreshEntry {
+            listener: li,
+            bytes: chain,
+            rds: own,
+        };
+        (placed, entry)
     }
 
     /// Compares a vhost's share on listener `li` before and after a change: records
@@ -575,11 +665,120 @@ struct Compared<'a> {
     rds: Option<Encoded>,
 }
 
-/// A vhost's fresh bytes: its shares on each listener, and the RouteConfiguration of
-/// each secure share that has one (made as soon as its routes are encoded, so that the
-/// routes' bytes are not held until every vhost is).
-#[derive(Default)]
-struct FreshShares {
-    fresh: Fresh,
-    rds: Vec<(usize, Option<Encoded>)>,
+/// A vhost of some listener, plain or secure.
+enum Vhost<'a> {
+    Plain(&'a ir::VirtualHost),
+    Secure(&'a ir::SecureVirtualHost),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use isobar_sdk::ir::{Listener, PathMatch, Route, RouteAction, RouteMatch, WeightedCluster};
+    use isobar_sdk::{Kind, Object, ObjectKey};
+
+    use super::*;
+    use crate::xds::TlsSettings;
+
+    fn settings() -> EnvoySettings {
+        EnvoySettings {
+            client_certificate: None,
+            tls: TlsSettings {
+                min_version: ir::TlsVersion::V1_2,
+                max_version: ir::TlsVersion::V1_3,
+                cipher_suites: Vec::new(),
+                ecdh_curves: Vec::new(),
+            },
+            connect_timeout: std::time::Duration::from_secs(2),
+            access_log_path: String::new(),
+            vhds: false,
+        }
+    }
+
+    fn cluster(service: &str) -> ir::Cluster {
+        ir::Cluster {
+            name: format!("ns/{service}/80/da39a3ee5e"),
+            namespace: "ns".to_string(),
+            service: service.to_string(),
+            port: 80,
+            port_name: "http".to_string(),
+            eds_name: format!("ns/{service}/http"),
+            alt_stat_name: format!("ns_{service}_80"),
+            options: ir::ClusterOptions::default(),
+        }
+    }
+
+    fn objects() -> Objects {
+        let mut objects = Objects::default();
+        for service in ["auth", "app"] {
+            let mut s = isobar_sdk::api::Service::default();
+            s.metadata.namespace = Some("ns".to_string());
+            s.metadata.name = Some(service.to_string());
+            s.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
+                ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+                    name: Some("http".to_string()),
+                    port: 80,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            objects.apply(Object::new(Arc::new(s)));
+        }
+        objects
+    }
+
+    /// An IR of one HTTP listener with a route to `app` on `a.example.com`, and the
+    /// extension cluster of `auth`.
+    fn ir(with_route: bool) -> Ir {
+        let mut ir = Ir::with_listeners([Listener::http("l", "127.0.0.1", 10000)]);
+        ir.add_extension_cluster(cluster("auth"));
+        if with_route {
+            let app = cluster("app");
+            let route = Route {
+                matcher: RouteMatch::path(PathMatch::Prefix("/".to_string())),
+                action: RouteAction::Forward(vec![WeightedCluster {
+                    cluster: app.name.clone(),
+                    weight: 1,
+                    ..Default::default()
+                }]),
+                source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+                policy: None,
+            };
+            ir.add_cluster(app);
+            ir.add_route("l", "a.example.com", route);
+        }
+        ir
+    }
+
+    /// An extension cluster is served with its endpoints whether or not a route sends to
+    /// it, stays when the vhosts change, and a build whose extension clusters differ is
+    /// not spliced in.
+    #[test]
+    fn extension_clusters_are_served_for_as_long_as_the_ir_holds_them() {
+        let objects = objects();
+        let (resources, mut encoder) = translate_keeping(&ir(true), &objects, &settings());
+        let auth = cluster("auth");
+        assert!(
+            resources.clusters.contains_key(&auth.name),
+            "{:?}",
+            resources.clusters.keys()
+        );
+        assert!(resources.endpoints.contains_key(&auth.eds_name));
+        assert!(resources.clusters.contains_key(&cluster("app").name));
+        // The vhost goes: its cluster goes, the extension cluster stays.
+        let snapshot = Snapshot::new(resources);
+        let touched = BTreeSet::from(["a.example.com".to_string()]);
+        let changes = encoder
+            .replace(&ir(false), &objects, &settings(), &touched, Some(&snapshot))
+            .unwrap_or_else(|_| panic!("stale"));
+        let clusters = &changes.by_type[&XdsType::Cluster];
+        assert_eq!(clusters.get(&cluster("app").name), Some(&None));
+        assert!(!clusters.contains_key(&auth.name), "{:?}", clusters.keys());
+        // Without the extension cluster the IR is not the same shape.
+        let mut without = ir(false);
+        without.extension_clusters.clear();
+        assert!(encoder.same_listeners(&ir(false)));
+        assert!(!encoder.same_listeners(&without));
+    }
 }

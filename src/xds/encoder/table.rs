@@ -57,19 +57,23 @@ impl Arena {
     }
 }
 
-/// A vhost's freshly encoded bytes on each listener it is on, until they are assembled:
-/// where they sit in the build's [`Arena`], by listener index.
-#[derive(Default)]
-pub(super) struct Fresh {
-    pub(super) on: Vec<(usize, Range<usize>)>,
+/// A vhost's freshly encoded bytes on one listener, until they are assembled: where
+/// they sit in the build's [`Arena`], and a secure vhost's own RouteConfiguration.
+pub(super) struct FreshEntry {
+    pub(super) listener: usize,
+    pub(super) bytes: Range<usize>,
+    pub(super) rds: Option<Encoded>,
 }
 
+/// Where a vhost's [`FreshEntry`]s are in the build's list of them.
+pub(super) struct Fresh(pub(super) Range<usize>);
+
 impl Fresh {
-    pub(super) fn on(&self, listener: usize) -> Option<&Range<usize>> {
-        self.on
-            .iter()
-            .find(|(l, _)| *l == listener)
-            .map(|(_, range)| range)
+    fn on<'e>(&self, entries: &'e [FreshEntry], listener: usize) -> Option<&'e Range<usize>> {
+        let mine = entries.get(self.0.clone()).unwrap_or_default();
+        mine.iter()
+            .find(|e| e.listener == listener)
+            .map(|e| &e.bytes)
     }
 }
 
@@ -81,6 +85,7 @@ pub(super) struct Table<'a> {
     pub(super) olds: &'a BTreeMap<&'a String, Parts>,
     /// The bytes of the vhosts replaced or added.
     pub(super) fresh: &'a BTreeMap<&'a String, Fresh>,
+    pub(super) entries: &'a [FreshEntry],
     /// Where the fresh bytes are.
     pub(super) arena: &'a Arena,
     pub(super) published: Option<&'a Snapshot>,
@@ -111,7 +116,7 @@ impl Table<'_> {
                 .map(|(fqdn, parts)| match self.fresh.get(fqdn) {
                     Some(new) => self
                         .arena
-                        .get(new.on(listener))
+                        .get(new.on(self.entries, listener))
                         .map_or(0, |b| field_len(tag, b.len())),
                     None => share(parts).map_or(0, |s| s.field_len(tag)),
                 })
@@ -141,7 +146,7 @@ impl Table<'_> {
                 cursor += was(Some(old));
             }
             if let Some(new) = self.fresh.get(fqdn) {
-                if let Some(b) = self.arena.get(new.on(listener)) {
+                if let Some(b) = self.arena.get(new.on(self.entries, listener)) {
                     put_field(&mut bytes, tag, b)?;
                 }
                 cursor += was(self.olds.get(fqdn));

@@ -23,7 +23,10 @@ impl Encoder {
         name: &str,
         changes: &mut Changes,
     ) {
-        let c = ir.clusters.get(name);
+        let c = ir
+            .clusters
+            .get(name)
+            .or_else(|| ir.extension_clusters.get(name));
         if let Some(used) = self.clusters.get_mut(name) {
             used.vhosts += 1;
             // A cluster's name holds its Service, port number and options, not the

@@ -33,8 +33,13 @@ pub const STATS_LISTENER: &str = "stats-health";
 pub struct Ir {
     /// Listeners by name.
     pub listeners: BTreeMap<String, Listener>,
-    /// Upstream clusters by name.
+    /// Upstream clusters by name: those routes send to (dropped when no route does).
     pub clusters: BTreeMap<String, Cluster>,
+    /// Clusters of extension services, by name: those a listener's HTTP filters send to
+    /// (an authorization or rate limit service, a trace collector), not routes. Part of
+    /// the listeners' shape: served while the IR holds them, never pruned.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extension_clusters: BTreeMap<String, Cluster>,
     /// Certificates (with their keys) served over SDS, by SDS name; only what a served
     /// vhost uses. Serialized as names and fingerprints, never as key material.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -162,10 +167,15 @@ impl Listener {
     /// protocol and filters, and no virtual hosts.
     pub fn empty(&self) -> Listener {
         Listener {
+            name: self.name.clone(),
+            address: self.address.clone(),
+            port: self.port,
+            protocol: self.protocol,
             virtual_hosts: BTreeMap::new(),
             secure_virtual_hosts: BTreeMap::new(),
             fallback_secret: None,
-            ..self.clone()
+            http_filters: self.http_filters.clone(),
+            routes: self.routes.clone(),
         }
     }
 
@@ -317,6 +327,13 @@ impl Ir {
         if !self.secrets.contains_key(sds_name) {
             self.secrets.insert(sds_name.to_string(), secret);
         }
+    }
+
+    /// Adds the cluster of an extension service (see [`Ir::extension_clusters`]).
+    pub fn add_extension_cluster(&mut self, cluster: Cluster) {
+        self.extension_clusters
+            .entry(cluster.name.clone())
+            .or_insert(cluster);
     }
 
     pub fn add_cluster(&mut self, cluster: Cluster) {

@@ -206,8 +206,8 @@ impl Objects {
 
     /// One stored `T` by namespace and name.
     pub fn get<T: Resource>(&self, namespace: &str, name: &str) -> Option<&T> {
-        self.object(&ObjectKey::new(T::KIND, namespace, name))?
-            .get()
+        let id = (namespace.to_string(), name.to_string());
+        self.kinds.get(&T::KIND)?.get(&id)?.get()
     }
 
     /// One stored object (not a Service, EndpointSlice or Secret) by key.
