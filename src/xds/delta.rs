@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use super::resource::{Name, XdsType};
-use super::server::{Session, StreamCore};
 use super::snapshot::{LogPosition, Snapshot, TypeSnapshot, hex};
+use super::stream::{Session, StreamCore};
 use super::wire::{self, Named, Wire};
 use crate::metrics::Metrics;
 
@@ -399,7 +399,7 @@ impl DeltaStream {
             // Each new or changed cluster warms on its endpoint set: sent after it.
             let warm_on = changed
                 .iter()
-                .filter_map(|(name, _)| super::server::eds_name(current.resources.get(*name)?));
+                .filter_map(|(name, _)| super::stream::eds_name(current.resources.get(*name)?));
             eds.resend.extend(warm_on);
         }
         self.nonce += 1;

@@ -14,8 +14,9 @@ use envoy_types::util::pack_any;
 
 use isobar_sdk::ir;
 
-use super::proto::{PbValue, append_field, duration, inline, overwrite_headers, struct_bytes};
-use super::route_rule::string_matcher;
+use super::proto::{
+    PbValue, append_field, duration, inline, overwrite_headers, string_matcher, struct_bytes,
+};
 
 pub(super) const CORS_FILTER: &str = "envoy.filters.http.cors";
 pub(super) const LUA_FILTER: &str = "envoy.filters.http.lua";

@@ -13,17 +13,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use http_body::Frame;
 use prost::Message;
-use prost::bytes::Buf;
-use prost::encoding::{WireType, decode_key, decode_varint};
 use tonic::Status;
 use tonic::codec::{DecodeBuf, Decoder, Streaming};
 use tonic::codegen::{Bytes, Service, http};
 use tonic::server::NamedService;
 
-use super::server::{AdsService, ResponseStream};
+use super::request::SotwDecoder;
+use super::server::AdsService;
+use super::stream::ResponseStream;
 use super::wire::Wire;
 
 /// Requests larger than this are refused (a state-of-the-world ACK names every resource
@@ -34,6 +33,13 @@ const MAX_REQUEST: usize = 16 * 1024 * 1024;
 #[derive(Clone)]
 pub struct AdsServer {
     service: Arc<AdsService>,
+}
+
+impl AdsService {
+    /// The service for tonic's router.
+    pub fn into_server(self) -> AdsServer {
+        AdsServer::new(self)
+    }
 }
 
 impl AdsServer {
@@ -83,112 +89,6 @@ fn decode<T: Message + Default + Send + 'static>(body: tonic::body::Body) -> Str
 
 /// A protobuf message per gRPC message.
 struct ProstDecoder<T>(PhantomData<fn() -> T>);
-
-/// A state-of-the-world request as the stream takes it: everything but its names
-/// decoded; the names as their bytes and a hash of them, for the stream to decode only
-/// when they differ from the last ones it took for the type.
-#[derive(Debug, Default)]
-pub struct SotwRequest {
-    /// `resource_names` is empty when `names` is set.
-    pub request: DiscoveryRequest,
-    pub names: Option<EncodedNames>,
-}
-
-/// A request's names as they came: each a field-3 record, one after the other.
-#[derive(Debug, Default)]
-pub struct EncodedNames {
-    bytes: Bytes,
-    /// Length and BLAKE3 hash of `bytes`.
-    pub digest: NamesDigest,
-}
-
-pub type NamesDigest = (usize, [u8; 32]);
-
-impl EncodedNames {
-    pub fn decode(&self) -> Result<Vec<String>, prost::DecodeError> {
-        DiscoveryRequest::decode(self.bytes.clone()).map(|r| r.resource_names)
-    }
-}
-
-/// Envoy repeats every name it subscribes to with each ACK: at 10,000 endpoint sets,
-/// 10,000 strings per EDS ACK, ≈ 0.4 ms to decode and free again (most of a
-/// state-of-the-world stream's work under endpoint churn). The names' bytes are set
-/// apart and hashed here; the stream decodes them only when the hash differs.
-struct SotwDecoder;
-
-impl Decoder for SotwDecoder {
-    type Item = SotwRequest;
-    type Error = Status;
-
-    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<SotwRequest>, Status> {
-        sotw_request(buf.copy_to_bytes(buf.remaining()))
-            .map(Some)
-            .map_err(|e| Status::internal(format!("undecodable request: {e}")))
-    }
-}
-
-fn sotw_request(bytes: Bytes) -> Result<SotwRequest, prost::DecodeError> {
-    let Some(run) = names_run(&bytes).filter(|run| !run.is_empty()) else {
-        return Ok(SotwRequest {
-            request: DiscoveryRequest::decode(bytes)?,
-            names: None,
-        });
-    };
-    let mut rest = Vec::with_capacity(bytes.len() - run.len());
-    rest.extend_from_slice(&bytes[..run.start]);
-    rest.extend_from_slice(&bytes[run.end..]);
-    let request = DiscoveryRequest::decode(rest.as_slice())?;
-    let names = bytes.slice(run);
-    let digest = (names.len(), *blake3::hash(&names).as_bytes());
-    Ok(SotwRequest {
-        request,
-        names: Some(EncodedNames {
-            bytes: names,
-            digest,
-        }),
-    })
-}
-
-/// Where a `DiscoveryRequest`'s names (field 3, every entry one after the other, as
-/// Envoy and prost write them) lie in its bytes (an empty range when it has none).
-/// `None` when the names are not in one run, or the bytes hold a group or do not
-/// parse: the request is then decoded in full, and prost reports what is wrong with it.
-fn names_run(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
-    const RESOURCE_NAMES: u32 = 3;
-    let mut rest = bytes;
-    let mut names: Option<std::ops::Range<usize>> = None;
-    while rest.has_remaining() {
-        let start = bytes.len() - rest.len();
-        let (tag, wire_type) = decode_key(&mut rest).ok()?;
-        let value = match wire_type {
-            WireType::Varint => {
-                decode_varint(&mut rest).ok()?;
-                None
-            }
-            WireType::SixtyFourBit => Some(8),
-            WireType::ThirtyTwoBit => Some(4),
-            WireType::LengthDelimited => {
-                Some(usize::try_from(decode_varint(&mut rest).ok()?).ok()?)
-            }
-            WireType::StartGroup | WireType::EndGroup => return None,
-        };
-        if let Some(len) = value {
-            if len > rest.len() {
-                return None;
-            }
-            rest.advance(len);
-        }
-        let end = bytes.len() - rest.len();
-        if tag == RESOURCE_NAMES {
-            names = match names {
-                None => Some(start..end),
-                Some(run) if run.end == start => Some(run.start..end),
-                Some(_) => return None,
-            };
-        }
-    }
-    Some(names.unwrap_or(0..0))
-}
 
 impl<T: Message + Default> Decoder for ProstDecoder<T> {
     type Item = T;
@@ -259,76 +159,5 @@ impl http_body::Body for Framed {
 
     fn is_end_stream(&self) -> bool {
         self.done && self.sending.is_none()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(names: &[&str]) -> DiscoveryRequest {
-        DiscoveryRequest {
-            version_info: "v1".into(),
-            resource_names: names.iter().map(|n| n.to_string()).collect(),
-            type_url: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment".into(),
-            response_nonce: "7".into(),
-            ..Default::default()
-        }
-    }
-
-    /// What the decoder makes of `bytes`, as one gRPC message.
-    fn decoded(bytes: &[u8]) -> SotwRequest {
-        sotw_request(Bytes::copy_from_slice(bytes)).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    #[test]
-    fn names_are_set_apart_and_the_rest_decodes_without_them() {
-        let mut nack = request(&["a", "bb", "ccc"]);
-        nack.error_detail = Some(Default::default());
-        let first = decoded(&nack.encode_to_vec());
-        let Some(names) = &first.names else {
-            panic!("a request as prost writes it has one run of names");
-        };
-        assert_eq!(names.decode().ok(), Some(nack.resource_names.clone()));
-        nack.resource_names.clear();
-        assert_eq!(first.request, nack);
-        // The same names, another request: the same digest; other names: another one.
-        let again = decoded(&request(&["a", "bb", "ccc"]).encode_to_vec());
-        let other = decoded(&request(&["a", "bb", "cc"]).encode_to_vec());
-        let digest = |r: &SotwRequest| r.names.as_ref().map(|n| n.digest);
-        assert_eq!(digest(&again), Some(names.digest));
-        assert_ne!(digest(&other), Some(names.digest));
-    }
-
-    #[test]
-    fn names_split_by_another_field_are_decoded_in_full() {
-        let mut bytes = request(&["a"]).encode_to_vec();
-        // One more name after the type URL and nonce: legal protobuf, not one run.
-        bytes.extend_from_slice(&[0x1a, 1, b'z']);
-        assert!(names_run(&bytes).is_none());
-        let whole = decoded(&bytes);
-        assert!(whole.names.is_none());
-        assert_eq!(whole.request.resource_names, ["a", "z"]);
-    }
-
-    #[test]
-    fn unknown_fields_are_stepped_over_and_groups_or_cut_bytes_decode_in_full() {
-        let plain = request(&["a", "b"]).encode_to_vec();
-        let run = names_run(&plain).unwrap_or_else(|| panic!("no run"));
-        // Unknown fields 20 (varint), 21 (fixed64), 22 (fixed32) before everything.
-        let mut unknown = vec![0xa0, 0x01, 0x96, 0x01];
-        unknown.extend_from_slice(&[0xa9, 0x01, 1, 2, 3, 4, 5, 6, 7, 8]);
-        unknown.extend_from_slice(&[0xb5, 0x01, 1, 2, 3, 4]);
-        let shift = unknown.len();
-        unknown.extend_from_slice(&plain);
-        assert_eq!(
-            names_run(&unknown),
-            Some(run.start + shift..run.end + shift)
-        );
-        // A group (field 23, start and end) is not parsed here.
-        let mut group = vec![0xbb, 0x01, 0xbc, 0x01];
-        group.extend_from_slice(&plain);
-        assert!(names_run(&group).is_none());
-        assert!(names_run(&plain[..plain.len() - 1]).is_none());
     }
 }

@@ -5,7 +5,7 @@
 //! they share): pure functions from IR to protobuf, none importing another's caller.
 //! [`encoder`] runs them over a build, keeping each vhost's share so a change
 //! re-encodes only what it touches; [`snapshot`] versions the result, and [`server`],
-//! [`delta`], [`grpc`] and [`wire`] serve it.
+//! [`delta`], [`grpc`] and [`wire`] serve it (with `sotw`, `stream` and `request`).
 
 pub mod cluster;
 pub mod delta;
@@ -15,6 +15,7 @@ pub mod filter;
 pub mod grpc;
 pub mod listener;
 pub mod proto;
+mod request;
 pub mod resource;
 pub mod route;
 pub mod route_rule;
@@ -22,6 +23,8 @@ pub mod secret;
 pub mod server;
 pub mod settings;
 pub mod snapshot;
+mod sotw;
+mod stream;
 pub mod wire;
 
 pub use encoder::{Encoder, translate, translate_keeping};

@@ -9,6 +9,7 @@ use envoy_types::pb::envoy::config::core::v3::{
     HeaderValueOption, SocketAddress,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
 use envoy_types::pb::google::protobuf::{self as pb, Any};
 use prost::Message;
 
@@ -136,4 +137,28 @@ pub(super) fn overwrite_headers(headers: &BTreeMap<String, String>) -> Vec<Heade
             ..Default::default()
         })
         .collect()
+}
+
+/// A length-delimited field's size: its key, its length, its bytes.
+pub(super) fn field_len(tag: u32, len: usize) -> usize {
+    prost::encoding::key_len(tag) + prost::encoding::encoded_len_varint(len as u64) + len
+}
+
+pub(super) fn string_matcher(m: &ir::StringMatch, ignore_case: bool) -> StringMatcher {
+    use string_matcher::MatchPattern;
+    let pattern = match m {
+        ir::StringMatch::Exact(v) => MatchPattern::Exact(v.clone()),
+        ir::StringMatch::Prefix(v) => MatchPattern::Prefix(v.clone()),
+        ir::StringMatch::Suffix(v) => MatchPattern::Suffix(v.clone()),
+        ir::StringMatch::Contains(v) => MatchPattern::Contains(v.clone()),
+        ir::StringMatch::Regex(v) => MatchPattern::SafeRegex(RegexMatcher {
+            regex: v.clone(),
+            ..Default::default()
+        }),
+    };
+    StringMatcher {
+        match_pattern: Some(pattern),
+        // Envoy rejects ignore_case on a regex matcher.
+        ignore_case: ignore_case && !matches!(m, ir::StringMatch::Regex(_)),
+    }
 }

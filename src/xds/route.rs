@@ -63,7 +63,7 @@ pub(super) fn route_configuration<'a>(
     let len = shell.encoded_len()
         + vhosts
             .iter()
-            .map(|v| super::wire::field_len(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, v.len()))
+            .map(|v| super::proto::field_len(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, v.len()))
             .sum::<usize>();
     let mut bytes = Vec::with_capacity(len);
     shell.encode_raw(&mut bytes);

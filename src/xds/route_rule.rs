@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::config::route::v3::{
     self as route, DirectResponseAction, HeaderMatcher, RouteMatch, WeightedCluster,
 };
-use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
+use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
 use envoy_types::pb::envoy::r#type::v3::FractionalPercent;
 use envoy_types::pb::google::protobuf::UInt32Value;
 use envoy_types::util::pack_any;
@@ -16,7 +16,7 @@ use envoy_types::util::pack_any;
 use isobar_sdk::ir::{self, PathMatch, RouteAction};
 
 use super::filter::{LUA_FILTER, cookie_rewrite_context};
-use super::proto::{duration, headers_to_add};
+use super::proto::{duration, headers_to_add, string_matcher};
 
 pub(super) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
     use route::route_action::hash_policy::{self, PolicySpecifier};
@@ -87,25 +87,6 @@ pub(super) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
         std::cmp::Reverse(headers),
         std::cmp::Reverse(r.matcher.query.len()),
     )
-}
-
-pub(super) fn string_matcher(m: &ir::StringMatch, ignore_case: bool) -> StringMatcher {
-    use string_matcher::MatchPattern;
-    let pattern = match m {
-        ir::StringMatch::Exact(v) => MatchPattern::Exact(v.clone()),
-        ir::StringMatch::Prefix(v) => MatchPattern::Prefix(v.clone()),
-        ir::StringMatch::Suffix(v) => MatchPattern::Suffix(v.clone()),
-        ir::StringMatch::Contains(v) => MatchPattern::Contains(v.clone()),
-        ir::StringMatch::Regex(v) => MatchPattern::SafeRegex(RegexMatcher {
-            regex: v.clone(),
-            ..Default::default()
-        }),
-    };
-    StringMatcher {
-        match_pattern: Some(pattern),
-        // Envoy rejects ignore_case on a regex matcher.
-        ignore_case: ignore_case && !matches!(m, ir::StringMatch::Regex(_)),
-    }
 }
 
 pub(super) fn header_matcher(h: &ir::HeaderMatch) -> HeaderMatcher {

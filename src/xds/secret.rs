@@ -4,21 +4,15 @@
 
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 use prost::Message;
-use prost::encoding::{encoded_len_varint, key_len};
 
 use isobar_sdk::ir;
 use isobar_sdk::secret::{CertificateForm, Kept};
 
-use super::proto::inline;
+use super::proto::{field_len, inline};
 use super::resource::Encoded;
 
 isobar_sdk::inventory::submit! {
     CertificateForm { keep: sds_secret }
-}
-
-/// The length of a length-delimited field `tag` of `len` bytes: key, length, bytes.
-fn field_len(tag: u32, len: usize) -> usize {
-    key_len(tag) + encoded_len_varint(len as u64) + len
 }
 
 /// Where prost puts a certificate's chain and key in its `Secret`: the name (field 1,

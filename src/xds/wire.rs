@@ -14,6 +14,7 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, k
 use tonic::Status;
 use tonic::codegen::Bytes;
 
+use super::proto::field_len;
 use super::resource::Encoded;
 
 /// A resource value from this size up is shared with the snapshot, not copied.
@@ -152,11 +153,6 @@ pub fn delta(
         w.copy(name.as_bytes());
     }
     Ok(w.finish(resources))
-}
-
-/// A length-delimited field's size: its key, its length, its bytes.
-pub(super) fn field_len(tag: u32, len: usize) -> usize {
-    key_len(tag) + encoded_len_varint(len as u64) + len
 }
 
 /// A proto3 string field's size (an empty string is not encoded).

@@ -8,9 +8,9 @@ use std::ops::Range;
 use prost::bytes::BufMut;
 
 use crate::xds::proto::append_field;
+use crate::xds::proto::field_len;
 use crate::xds::resource::{Encoded, XdsType};
 use crate::xds::snapshot::Snapshot;
-use crate::xds::wire::field_len;
 
 use super::{Parts, Stale};
 

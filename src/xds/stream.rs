@@ -1,0 +1,157 @@
+//! What every ADS stream shares, state of the world (`sotw.rs`) or delta (`delta.rs`):
+//! the loop that turns requests, snapshot changes and the hold deadline into pushes,
+//! holding routes until Envoy has subscribed to the endpoints they use, and counting
+//! what is sent.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use prost::Message;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_stream::Stream;
+use tonic::{Status, Streaming};
+
+use super::resource::XdsType;
+use super::snapshot::{LogPosition, Snapshot};
+use super::wire::Wire;
+use crate::metrics::Metrics;
+
+/// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
+pub(super) const HOLD_MAX: Duration = Duration::from_secs(5);
+
+pub(super) type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// One Envoy stream, state of the world or delta: what the shared loop drives.
+pub(super) trait Session {
+    type Request: 'static;
+    fn core(&mut self) -> &mut StreamCore;
+    fn on_request(&mut self, request: Self::Request);
+    /// Sends every type that has news; `Err` when the stream is gone.
+    fn push(&mut self) -> impl std::future::Future<Output = Result<(), ()>> + Send;
+}
+
+/// What every stream keeps besides its per-type state.
+pub(super) struct StreamCore {
+    pub snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    pub metrics: Arc<Metrics>,
+    pub node: String,
+    /// Since when LDS/RDS have been held back waiting for EDS subscriptions.
+    pub holding_since: Option<Instant>,
+    /// Where the EDS log stood when Envoy had subscribed to every endpoint set;
+    /// cleared when an EDS subscription changes.
+    pub endpoints_subscribed: Option<LogPosition>,
+    pub connected: std::time::Instant,
+}
+
+impl StreamCore {
+    pub fn new(snapshots: watch::Receiver<Option<Arc<Snapshot>>>, metrics: Arc<Metrics>) -> Self {
+        StreamCore {
+            snapshots,
+            metrics,
+            node: String::new(),
+            holding_since: None,
+            endpoints_subscribed: None,
+            connected: std::time::Instant::now(),
+        }
+    }
+
+    /// Routes must not reach Envoy before the endpoints of the clusters they use: a
+    /// cluster is only usable once its ClusterLoadAssignment arrived. Holds LDS/RDS
+    /// while Envoy has not subscribed to every current EDS name (`subscribed`; it does
+    /// so after taking a CDS update), for at most `HOLD_MAX`.
+    pub fn hold_for_endpoints(
+        &mut self,
+        snapshot: &Snapshot,
+        subscribed: impl Fn(&str) -> bool,
+    ) -> bool {
+        let current = snapshot.get(XdsType::Endpoint);
+        // Checked before, and since then only these names changed (and no EDS
+        // subscription went away).
+        let checked = self
+            .endpoints_subscribed
+            .and_then(|at| current.changed_since(at))
+            .is_some_and(|names| {
+                names
+                    .into_iter()
+                    .all(|name| !current.digests.contains_key(name) || subscribed(name))
+            });
+        if checked || current.digests.keys().all(|name| subscribed(name)) {
+            self.endpoints_subscribed = Some(current.position());
+            self.holding_since = None;
+            return false;
+        }
+        let since = *self.holding_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < HOLD_MAX {
+            return true;
+        }
+        tracing::warn!(node = %self.node, "envoy has not subscribed to every endpoint set; sending routes anyway");
+        false
+    }
+
+    /// Hands a response to the connection and counts it, with the change latency when
+    /// the change happened while this stream was up (a new Envoy's first sync is not an
+    /// event's latency). `Err` once the stream is gone, or when the response could not
+    /// be encoded (the stream then ends with that status).
+    pub async fn send(
+        &self,
+        tx: &mpsc::Sender<Result<Wire, Status>>,
+        response: Result<Wire, Status>,
+        t: XdsType,
+        snapshot: &Snapshot,
+    ) -> Result<(), ()> {
+        let counts = response.as_ref().ok().map(|w| (w.message_len, w.resources));
+        tx.send(response).await.map_err(|_| ())?;
+        let (bytes, resources) = counts.ok_or(())?;
+        let since = snapshot
+            .changed_at
+            .filter(|at| *at >= self.connected)
+            .map(|at| at.elapsed());
+        self.metrics.response(t.short(), bytes, resources, since);
+        Ok(())
+    }
+}
+
+/// The loop every stream runs: requests, snapshot changes and the hold deadline each
+/// lead to a push.
+pub(super) async fn run<S: Session>(mut session: S, mut requests: Streaming<S::Request>) {
+    session.core().metrics.xds_streams.inc();
+    loop {
+        let core = session.core();
+        let hold_deadline = core.holding_since.map(|since| since + HOLD_MAX);
+        tokio::select! {
+            () = tokio::time::sleep_until(hold_deadline.unwrap_or_else(Instant::now)), if hold_deadline.is_some() => {}
+            request = requests.message() => match request {
+                Ok(Some(request)) => session.on_request(request),
+                Ok(None) => break,
+                Err(status) => {
+                    tracing::debug!(node = %session.core().node, error = %status, "xds stream ended");
+                    break;
+                }
+            },
+            changed = core.snapshots.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+        }
+        if session.push().await.is_err() {
+            break;
+        }
+    }
+    session.core().metrics.xds_streams.dec();
+}
+
+/// The endpoint set (EDS name) an encoded Cluster warms on, if it uses EDS.
+pub(super) fn eds_name(cluster: &[u8]) -> Option<String> {
+    let cluster = Cluster::decode(cluster).ok()?;
+    let eds = cluster.eds_cluster_config?;
+    Some(if eds.service_name.is_empty() {
+        cluster.name
+    } else {
+        eds.service_name
+    })
+    .filter(|name| !name.is_empty())
+}
