@@ -7,7 +7,7 @@
 //! pages, more of which stayed partly filled: 176–186 MiB steady against 157 MiB), and its
 //! background thread returns free pages while Isobar is idle (without it, decay only
 //! advances while something allocates, and a controller at rest kept its cold-start peak).
-//! See BENCHMARKS.md (the 10k profile, "This session").
+//! See BENCHMARKS.md ("Memory at 10k"; the measurements of each step are in its git history).
 
 /// The allocator the `isobar` binary (and the bench binary) installs.
 pub use tikv_jemallocator::Jemalloc as Allocator;
