@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::support::{
-    Behaviour, ISOBAR, Proc, ServePorts, backend_with, envoy_bin, eventually, isobar, service_yaml,
-    spawn, write,
+    Behaviour, ISOBAR, Proc, ServePorts, backend_with, envoy_bin, envoy_on, eventually,
+    service_yaml, spawn, write,
 };
 
 const STARTUP: Duration = Duration::from_secs(30);
@@ -318,7 +318,8 @@ async fn start_from(
     ready: (&str, &str, &str),
     xds_mode: &str,
 ) -> Stack {
-    let envoy = envoy_bin();
+    // Without an Envoy to run, fail before starting anything.
+    envoy_bin();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let manifests = dir.path().join("manifests");
     let config_path = dir.path().join("contour.yaml");
@@ -373,7 +374,6 @@ async fn start_from(
         health: health_port,
         debug: debug_port,
     } = ports;
-    let port = |p: u16| p.to_string();
     let isobar_proc = spawn(
         "isobar",
         Command::new(ISOBAR)
@@ -388,35 +388,7 @@ async fn start_from(
             .args(ports.args()),
         &dir.path().join("isobar.log"),
     );
-    let bootstrap = dir.path().join("bootstrap.json");
-    let admin = dir.path().join("admin.sock");
-    let (ok, _, err) = isobar(
-        &[
-            "bootstrap",
-            &bootstrap.to_string_lossy(),
-            "--xds-address",
-            "127.0.0.1",
-            "--xds-port",
-            &port(xds_port),
-            "--admin-address",
-            &admin.to_string_lossy(),
-            "--xds-mode",
-            xds_mode,
-        ],
-        &[],
-    );
-    assert!(ok, "isobar bootstrap failed: {err}");
-    let envoy_proc = spawn(
-        "envoy",
-        Command::new(envoy).args([
-            "-c",
-            &bootstrap.to_string_lossy(),
-            "--use-dynamic-base-id",
-            "--log-level",
-            "warn",
-        ]),
-        &dir.path().join("envoy.log"),
-    );
+    let envoy_proc = envoy_on(dir.path(), xds_port, xds_mode);
     let stack = Stack {
         dir,
         http_port,

@@ -5,8 +5,6 @@
 //! through a real Envoy, linked to the Services they name, and reported on in Gateway
 //! API's route shape by the status writer.
 
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +17,7 @@ use tokio::sync::watch;
 
 use crate::apiserver::ApiServer;
 use crate::support::{
-    Behaviour, Proc, ServePorts, backend_with, envoy_bin, eventually, isobar, service_yaml, spawn,
-    write,
+    Behaviour, ServePorts, backend_with, envoy_on, eventually, service_yaml, write,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -71,36 +68,6 @@ async fn serve_ads(snapshots: watch::Receiver<Option<Arc<Snapshot>>>) -> u16 {
             .serve_with_incoming(isobar::xds::server::incoming(listener)),
     );
     port
-}
-
-/// A real Envoy on `xds_port`, bootstrapped by `isobar bootstrap`.
-fn envoy(dir: &Path, xds_port: u16) -> Proc {
-    let bootstrap = dir.join("bootstrap.json");
-    let (ok, _, err) = isobar(
-        &[
-            "bootstrap",
-            &bootstrap.to_string_lossy(),
-            "--xds-address",
-            "127.0.0.1",
-            "--xds-port",
-            &xds_port.to_string(),
-            "--admin-address",
-            &dir.join("admin.sock").to_string_lossy(),
-        ],
-        &[],
-    );
-    assert!(ok, "isobar bootstrap failed: {err}");
-    spawn(
-        "envoy",
-        Command::new(envoy_bin()).args([
-            "-c",
-            &bootstrap.to_string_lossy(),
-            "--use-dynamic-base-id",
-            "--log-level",
-            "warn",
-        ]),
-        &dir.join("envoy.log"),
-    )
 }
 
 /// `(status, body)` of `GET /` with `Host: host` on `port`, once it answers.
@@ -165,7 +132,7 @@ async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let xds_port = serve_ads(controller.snapshots.clone()).await;
-    let _envoy = envoy(dir.path(), xds_port);
+    let _envoy = envoy_on(dir.path(), xds_port, "sotw");
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()

@@ -264,3 +264,38 @@ pub fn cpu_seconds_of(path: &str) -> f64 {
     };
     (ticks(11) + ticks(12)) / 100.0
 }
+
+/// A real Envoy that takes its configuration from Isobar on `127.0.0.1:xds_port` over
+/// ADS (`xds_mode`: `sotw` or `delta`), bootstrapped by `isobar bootstrap`, its admin on
+/// a unix socket in `dir`, logging to `dir/envoy.log`.
+pub fn envoy_on(dir: &Path, xds_port: u16, xds_mode: &str) -> Proc {
+    let bootstrap = dir.join("bootstrap.json");
+    let admin = dir.join("admin.sock");
+    let (ok, _, err) = isobar(
+        &[
+            "bootstrap",
+            &bootstrap.to_string_lossy(),
+            "--xds-address",
+            "127.0.0.1",
+            "--xds-port",
+            &xds_port.to_string(),
+            "--admin-address",
+            &admin.to_string_lossy(),
+            "--xds-mode",
+            xds_mode,
+        ],
+        &[],
+    );
+    assert!(ok, "isobar bootstrap failed: {err}");
+    spawn(
+        "envoy",
+        Command::new(envoy_bin()).args([
+            "-c",
+            &bootstrap.to_string_lossy(),
+            "--use-dynamic-base-id",
+            "--log-level",
+            "warn",
+        ]),
+        &dir.join("envoy.log"),
+    )
+}
