@@ -74,6 +74,8 @@ impl Runner {
         if let Some(used) = &mut last.secrets_used {
             used.extend(requested);
         }
+        last.encoder
+            .carry_tcp_proxies(&mut output.ir, &reach.objects);
         if !last.encoder.same_listeners(&output.ir) {
             tracing::debug!("a change reshaped a listener; building everything");
             return false;

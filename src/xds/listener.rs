@@ -355,6 +355,20 @@ pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> List
     }
 }
 
+/// A plain TCP listener: every connection forwarded by its proxy.
+pub(super) fn tcp_listener(on: &ir::Listener, proxy: &ir::TcpProxy) -> Listener {
+    Listener {
+        name: on.name.clone(),
+        address: Some(socket_address(&on.address, on.port)),
+        filter_chains: vec![FilterChain {
+            filters: vec![tcp_proxy_filter(&on.name, proxy)],
+            ..Default::default()
+        }],
+        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
+        ..Default::default()
+    }
+}
+
 /// Contour's `stats-health` listener: GET `/ready`, `/stats` and `/stats/prometheus` from
 /// Envoy's admin, and nothing else of it.
 pub(super) fn stats_listener(on: &ir::Listener) -> Listener {

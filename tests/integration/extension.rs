@@ -29,8 +29,9 @@ fn mapping(name: &str, hostname: &str, service: &str, parent: &str) -> String {
 }
 
 /// The default configuration with the test plugin's source enabled (its listener on
-/// `mappings_port`), Contour's listeners on `ports`, and no hold-off.
-fn config(ports: &ServePorts, mappings_port: u16) -> Config {
+/// `mappings_port`, its TCP listener on `tcp_port`), Contour's listeners on `ports`,
+/// and no hold-off.
+fn config(ports: &ServePorts, mappings_port: u16, tcp_port: Option<u16>) -> Config {
     let mut config = Config::default();
     config
         .pipeline
@@ -38,7 +39,12 @@ fn config(ports: &ServePorts, mappings_port: u16) -> Config {
         .push(isobar_test_plugin::NAME.to_string());
     config.plugins.insert(
         isobar_test_plugin::NAME.to_string(),
-        serde_json::json!({"listener": "mappings", "address": "127.0.0.1", "port": mappings_port}),
+        serde_json::json!({
+            "listener": "mappings",
+            "address": "127.0.0.1",
+            "port": mappings_port,
+            "tcp-port": tcp_port,
+        }),
     );
     let local = |port| Endpoint {
         address: "127.0.0.1".to_string(),
@@ -96,9 +102,11 @@ async fn until_answer(client: &reqwest::Client, port: u16, host: &str, want: (u1
 }
 
 /// A Mapping in a manifest directory is routed on the plugin's own listener through a
-/// real Envoy; an edit moves it to another Service; a Mapping naming a missing Service
-/// answers 503 until the Service is created (a change to a Service reaches the objects
-/// naming it, as their source claims); Envoy rejects nothing.
+/// real Envoy; an edit moves it to another Service (built alone and spliced in, the
+/// plugin's TCP listener still forwarding where it did); a Mapping naming a missing
+/// Service answers 503 until the Service is created (a change to a Service reaches the
+/// objects naming it, as their source claims); the TCP listener follows its Mapping to
+/// another Service; Envoy rejects nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
@@ -120,9 +128,15 @@ async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
         "mapping.yaml",
         &mapping("m", "mapped.example.com", "echo-a", "mappings"),
     );
+    write(
+        &manifests,
+        "tcp.yaml",
+        &mapping("tcp", "tcp.example.com", "echo-a", "mappings-tcp"),
+    );
     let ports = ServePorts::free();
     let mappings_port = ServePorts::free().http;
-    let config = config(&ports, mappings_port);
+    let tcp_port = ServePorts::free().http;
+    let config = config(&ports, mappings_port, Some(tcp_port));
     let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let controller = Controller::start(
         &config,
@@ -133,8 +147,10 @@ async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
     .unwrap_or_else(|e| panic!("{e}"));
     let xds_port = serve_ads(controller.snapshots.clone()).await;
     let _envoy = envoy_on(dir.path(), xds_port, "sotw");
+    // A connection kept open through the TCP proxy would keep its first upstream.
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
+        .pool_max_idle_per_host(0)
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
 
@@ -142,13 +158,27 @@ async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
     // Nothing else is on that listener.
     let other = get(&client, mappings_port, "other.example.com").await;
     assert_eq!(other.map(|r| r.0), Some(404));
+    // The TCP listener forwards whatever it gets (here HTTP, any host) to echo-a.
+    until_answer(&client, tcp_port, "anything.example.com", (200, "a")).await;
 
+    let spliced = controller.metrics.spliced_builds.get();
     write(
         &manifests,
         "mapping.yaml",
         &mapping("m", "mapped.example.com", "echo-b", "mappings"),
     );
     until_answer(&client, mappings_port, "mapped.example.com", (200, "b")).await;
+    assert!(
+        controller.metrics.spliced_builds.get() > spliced,
+        "the edit was not built alone"
+    );
+    until_answer(&client, tcp_port, "anything.example.com", (200, "a")).await;
+    write(
+        &manifests,
+        "tcp.yaml",
+        &mapping("tcp", "tcp.example.com", "echo-b", "mappings-tcp"),
+    );
+    until_answer(&client, tcp_port, "anything.example.com", (200, "b")).await;
 
     write(
         &manifests,
@@ -217,7 +247,7 @@ async fn a_plugin_kind_gets_status_per_parent_from_the_kubernetes_api() {
         "elsewhere",
     ));
     let ports = ServePorts::free();
-    let config = config(&ports, ServePorts::free().http);
+    let config = config(&ports, ServePorts::free().http, None);
     let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let kubeconfig = server.kubeconfig(dir.path());

@@ -19,7 +19,7 @@ use isobar_sdk::{Ir, Objects, SmallSet};
 
 use super::listener::{
     LISTENER_FILTER_CHAINS, encode_vhost_chain, fallback_chain_bytes, fallback_routes,
-    http_listener, https_listener_shell, stats_listener,
+    http_listener, https_listener_shell, stats_listener, tcp_listener,
 };
 use super::resource::{Changes, Encoded, Resources, XdsType, encoded};
 use super::route::{
@@ -96,6 +96,10 @@ struct ListenerState {
     /// The fallback certificate, once a build named it, and whether it is counted in use.
     fallback_secret: Option<String>,
     fallback_counted: bool,
+    /// TCP: the proxy of the first build and its clusters, pinned like extension
+    /// clusters (a change to either is a change of shape).
+    proxy: Option<ir::TcpProxy>,
+    proxy_clusters: BTreeMap<String, ir::Cluster>,
 }
 
 /// What a change does to one listener's tables.
@@ -207,8 +211,35 @@ impl Encoder {
                 .listeners
                 .iter()
                 .zip(ir.listeners.values())
-                .all(|(known, l)| known.shape.same_shape(l))
+                .all(|(known, l)| {
+                    known.shape.same_shape(l)
+                        && known.proxy == l.tcp_proxy
+                        && known.proxy_clusters == proxy_clusters(ir, l)
+                })
             && self.extension_clusters == ir.extension_clusters
+    }
+
+    /// Gives the TCP listeners of `ir` that a scoped build left without a proxy the
+    /// proxy (and clusters) of the first build, unless the object that made it is among
+    /// `rebuilt` (then it is gone or changed, and the listener changed shape).
+    pub fn carry_tcp_proxies(&self, ir: &mut Ir, rebuilt: &BTreeSet<isobar_sdk::ObjectKey>) {
+        for known in &self.listeners {
+            let Some(proxy) = &known.proxy else {
+                continue;
+            };
+            if rebuilt.contains(&proxy.source) {
+                continue;
+            }
+            let Some(l) = ir.listeners.get_mut(&known.shape.name) else {
+                continue;
+            };
+            if l.tcp_proxy.is_none() {
+                l.tcp_proxy = Some(proxy.clone());
+                for (name, c) in &known.proxy_clusters {
+                    ir.clusters.entry(name.clone()).or_insert_with(|| c.clone());
+                }
+            }
+        }
     }
 
     /// Replaces the vhosts named in `touched` (the ones they had, if any) with the ones
@@ -236,6 +267,8 @@ impl Encoder {
                     fallbacks: 0,
                     fallback_secret: None,
                     fallback_counted: false,
+                    proxy: l.tcp_proxy.clone(),
+                    proxy_clusters: proxy_clusters(ir, l),
                 })
                 .collect();
         } else if !self.same_listeners(ir) {
@@ -245,6 +278,14 @@ impl Encoder {
         if !self.started {
             self.extension_clusters.clone_from(&ir.extension_clusters);
             for name in ir.extension_clusters.keys() {
+                self.use_cluster(ir, objects, settings, name, &mut changes);
+            }
+            let pinned: Vec<String> = self
+                .listeners
+                .iter()
+                .flat_map(|l| l.proxy_clusters.keys().cloned())
+                .collect();
+            for name in &pinned {
                 self.use_cluster(ir, objects, settings, name, &mut changes);
             }
         }
@@ -356,9 +397,16 @@ impl Encoder {
         }
         if !self.started {
             for state in &self.listeners {
-                if state.shape.protocol == Protocol::Stats {
-                    let stats = encoded(&stats_listener(&state.shape));
-                    changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
+                match (state.shape.protocol, &state.proxy) {
+                    (Protocol::Stats, _) => {
+                        let stats = encoded(&stats_listener(&state.shape));
+                        changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
+                    }
+                    (Protocol::Tcp, Some(proxy)) if !proxy.clusters.is_empty() => {
+                        let tcp = encoded(&tcp_listener(&state.shape, proxy));
+                        changes.put(XdsType::Listener, state.shape.name.clone(), Some(tcp));
+                    }
+                    _ => {}
                 }
             }
             self.started = true;
@@ -547,7 +595,7 @@ impl Encoder {
                     _ => {}
                 }
             }
-            Protocol::Http | Protocol::Stats => {}
+            Protocol::Http | Protocol::Tcp | Protocol::Stats => {}
         }
     }
 
@@ -650,10 +698,19 @@ impl Encoder {
                 };
                 changes.put(XdsType::Listener, name.clone(), served);
             }
-            Protocol::Stats => {}
+            Protocol::Tcp | Protocol::Stats => {}
         }
         Ok(())
     }
+}
+
+/// The clusters of listener `l`'s TCP proxy, as `ir` has them.
+fn proxy_clusters(ir: &Ir, l: &ir::Listener) -> BTreeMap<String, ir::Cluster> {
+    l.tcp_proxy
+        .iter()
+        .flat_map(|t| &t.clusters)
+        .filter_map(|c| Some((c.cluster.clone(), ir.clusters.get(&c.cluster)?.clone())))
+        .collect()
 }
 
 /// A vhost's share on one listener before (`was`) and after (`now`) a change, with its

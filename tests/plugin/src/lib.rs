@@ -16,6 +16,10 @@
 //!   parentRefs: [{name: mappings}] # the listener (by name) it attaches to
 //! ```
 //!
+//! With `tcp-port` set, the plugin also adds a TCP listener named `<listener>-tcp`: a
+//! Mapping whose parent is that listener forwards every connection on it to its
+//! Service (its hostname and prefix are not read); the newest such Mapping wins.
+//!
 //! Conditions, per parent: `Accepted` (False, `NoMatchingParent`, when the parent is not
 //! this plugin's listener; False, `UnsupportedValue`, for a bad hostname or prefix) and
 //! `ResolvedRefs` (False, `BackendNotFound`, when the Service or its port is missing;
@@ -28,7 +32,9 @@ use serde::{Deserialize, Serialize};
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::condition::Condition;
 use isobar_sdk::host::parse_host;
-use isobar_sdk::ir::{Listener, PathMatch, Route, RouteAction, RouteMatch, WeightedCluster};
+use isobar_sdk::ir::{
+    Listener, PathMatch, Route, RouteAction, RouteMatch, TcpProxy, WeightedCluster,
+};
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, Settings, parse_config};
 use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{
@@ -94,6 +100,8 @@ pub struct MappingsConfig {
     pub listener: String,
     pub address: String,
     pub port: u16,
+    /// The port of the TCP listener, when there is one.
+    pub tcp_port: Option<u16>,
 }
 
 impl Default for MappingsConfig {
@@ -102,6 +110,7 @@ impl Default for MappingsConfig {
             listener: NAME.to_string(),
             address: "127.0.0.1".to_string(),
             port: 18000,
+            tcp_port: None,
         }
     }
 }
@@ -114,6 +123,13 @@ fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
             &config.address,
             config.port,
         )),
+        tcp: config.tcp_port.map(|port| {
+            Arc::new(Listener::tcp(
+                &format!("{}-tcp", config.listener),
+                &config.address,
+                port,
+            ))
+        }),
     }))
 }
 
@@ -129,6 +145,8 @@ isobar_sdk::inventory::submit! {
 pub struct MappingSource {
     /// The listener, as every build starts it.
     listener: Arc<Listener>,
+    /// The TCP listener, when configured.
+    tcp: Option<Arc<Listener>>,
 }
 
 impl Source for MappingSource {
@@ -163,11 +181,25 @@ impl Source for MappingSource {
         ir.listeners
             .entry(name.clone())
             .or_insert_with(|| (*self.listener).clone());
+        let tcp = self.tcp.as_ref().map(|l| l.name.clone());
+        if let Some(l) = &self.tcp {
+            ir.listeners
+                .entry(l.name.clone())
+                .or_insert_with(|| (**l).clone());
+        }
         for (key, mapping) in ctx.all::<Mapping>() {
             let spec = &mapping.spec;
             let gateway = status.gateway(&key);
-            let (ours, others): (Vec<&ParentRef>, Vec<&ParentRef>) =
-                spec.parent_refs.iter().partition(|p| p.name == name);
+            let (ours, others): (Vec<&ParentRef>, Vec<&ParentRef>) = spec
+                .parent_refs
+                .iter()
+                .partition(|p| p.name == name || Some(&p.name) == tcp.as_ref());
+            if let (Some(tcp), [parent]) = (&tcp, ours.as_slice())
+                && &parent.name == tcp
+            {
+                forward_tcp(ctx, ir, tcp, &key, spec, parent, gateway);
+                continue;
+            }
             for parent in others {
                 gateway.set_parent(
                     parent,
@@ -243,6 +275,53 @@ impl Source for MappingSource {
                 policy: None,
             };
             ir.add_route(&name, &host.fqdn, route);
+        }
+    }
+}
+
+/// Forwards TCP listener `listener` to the Mapping's Service, when it resolves.
+fn forward_tcp(
+    ctx: &BuildContext<'_>,
+    ir: &mut Ir,
+    listener: &str,
+    key: &ObjectKey,
+    spec: &MappingSpec,
+    parent: &ParentRef,
+    gateway: &mut isobar_sdk::GatewayStatus,
+) {
+    let port = PortRef::Number(spec.port);
+    match service_cluster(
+        ctx.objects,
+        &key.namespace,
+        &spec.service,
+        port,
+        Default::default(),
+    ) {
+        Ok(cluster) => {
+            gateway.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
+            gateway.set_parent(
+                parent,
+                Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
+            );
+            let proxy = TcpProxy {
+                clusters: vec![WeightedCluster {
+                    cluster: cluster.name.clone(),
+                    weight: 1,
+                    ..Default::default()
+                }],
+                source: key.clone(),
+            };
+            ir.add_cluster(cluster);
+            if let Some(l) = ir.listeners.get_mut(listener) {
+                l.tcp_proxy = Some(proxy);
+            }
+        }
+        Err(e) => {
+            gateway.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
+            gateway.set_parent(
+                parent,
+                Condition::new("ResolvedRefs", false, "BackendNotFound", e.to_string()),
+            );
         }
     }
 }

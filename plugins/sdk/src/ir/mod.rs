@@ -3,7 +3,8 @@
 //!
 //! The IR is keyed by listener. Each listener has an address, a port and a protocol:
 //! an HTTP listener holds virtual hosts, an HTTPS listener one SNI filter chain per
-//! virtual host (TLS terminated with a certificate, or passed through). Every HTTP
+//! virtual host (TLS terminated with a certificate, or passed through), a TCP listener
+//! forwards every connection to its proxy's clusters. Every HTTP
 //! connection manager of a listener runs its `http_filters`, in order. Contour's
 //! `ingress_http`, `ingress_https` and `stats-health` are listeners made from the
 //! configuration before the sources run; a source writes to a listener by name and may
@@ -55,6 +56,8 @@ pub enum Protocol {
     /// TLS, one filter chain per server name (SNI): terminated and routed as HTTP,
     /// forwarded over TCP, or passed through.
     Https,
+    /// Plain TCP: every connection forwarded to the listener's `tcp_proxy`.
+    Tcp,
     /// Envoy's readiness and stats (`GET /ready`, `/stats`, `/stats/prometheus` of its
     /// admin) and nothing else of the admin, as Contour's `stats-health`.
     Stats,
@@ -106,6 +109,9 @@ pub struct Listener {
     /// virtual host enables it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_secret: Option<String>,
+    /// TCP: where connections go; the listener is not served without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_proxy: Option<TcpProxy>,
     /// The HTTP filters of every connection manager on this listener, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub http_filters: Vec<HttpFilter>,
@@ -133,9 +139,15 @@ impl Listener {
             virtual_hosts: BTreeMap::new(),
             secure_virtual_hosts: BTreeMap::new(),
             fallback_secret: None,
+            tcp_proxy: None,
             http_filters: Vec::new(),
             routes: None,
         }
+    }
+
+    /// A plain TCP listener; a source sets its `tcp_proxy`.
+    pub fn tcp(name: &str, address: &str, port: u16) -> Listener {
+        Listener::new(name, address, port, Protocol::Tcp)
     }
 
     /// A plain HTTP listener with Contour's filters.
@@ -174,6 +186,7 @@ impl Listener {
             virtual_hosts: BTreeMap::new(),
             secure_virtual_hosts: BTreeMap::new(),
             fallback_secret: None,
+            tcp_proxy: None,
             http_filters: self.http_filters.clone(),
             routes: self.routes.clone(),
         }
@@ -198,7 +211,7 @@ impl Listener {
         format!("{prefix}/{fqdn}")
     }
 
-    /// The clusters this listener's virtual hosts send to.
+    /// The clusters this listener's virtual hosts (or its TCP proxy) send to.
     pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
         let plain = self
             .virtual_hosts
@@ -208,7 +221,11 @@ impl Listener {
             .secure_virtual_hosts
             .values()
             .flat_map(SecureVirtualHost::cluster_names);
-        plain.chain(secure)
+        let tcp = self
+            .tcp_proxy
+            .iter()
+            .flat_map(|t| t.clusters.iter().map(|c| c.cluster.as_str()));
+        plain.chain(secure).chain(tcp)
     }
 
     /// The FQDNs of its virtual hosts, plain and secure.

@@ -129,7 +129,7 @@ impl From<crate::secret::PemBundle> for PemBundle {
     }
 }
 
-/// TCP forwarding of a secure vhost.
+/// TCP forwarding: of a secure vhost, or of a whole TCP listener.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TcpProxy {
     pub clusters: Vec<WeightedCluster>,
