@@ -28,6 +28,10 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     /// One section per plugin, by plugin name.
     pub plugins: BTreeMap<String, serde_json::Value>,
+    /// Contour's `gateway` section (`controllerName`, `gatewayRef`): the settings of the
+    /// `gateway-api` source, which it enables.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<serde_json::Value>,
     /// Fixed addresses for `status.loadBalancer` of Ingresses and HTTPProxies, comma-
     /// separated IPs or hostnames (`--ingress-status-address`). Empty: copied from the
     /// Envoy Service below.
@@ -367,6 +371,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             pipeline: PipelineConfig::default(),
             plugins: default_plugin_sections(),
+            gateway: None,
             ingress_status_address: String::new(),
             envoy_service_name: "envoy".to_string(),
             envoy_service_namespace: "projectcontour".to_string(),

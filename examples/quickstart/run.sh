@@ -5,9 +5,17 @@
 # Envoy listens on 127.0.0.1:8080 (HTTP), 127.0.0.1:8443 (HTTPS, SNI) and 127.0.0.1:8002 (its
 # stats-health listener).
 # Edit the YAML files here while it runs: routing changes without a restart. Ctrl-C stops all.
+# `run.sh DIR` serves another example directory the same way: its manifests (DIR/manifests
+# if there is one), its contour.yaml as the configuration if there is one, and its try.txt
+# as the requests to try.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+here="$(cd "${1:-$(dirname "$0")}" && pwd)"
+manifests="$here"
+if [ -d "$here/manifests" ]; then manifests="$here/manifests"; fi
+config=()
+if [ -f "$here/contour.yaml" ]; then config=(-c "$here/contour.yaml"); fi
+ready_host="${READY_HOST:-demo.example.com}"
 http_port="${HTTP_PORT:-8080}"
 https_port="${HTTPS_PORT:-8443}"
 stats_port="${STATS_PORT:-8002}"
@@ -59,7 +67,7 @@ backend echo-a 18081
 backend echo-b 18082
 
 echo "==> starting isobar (xDS on 127.0.0.1:$xds_port, metrics on 127.0.0.1:$metrics_port)"
-"$isobar" serve --insecure --manifests "$here" \
+"$isobar" serve --insecure --manifests "$manifests" "${config[@]}" \
   --xds-address 127.0.0.1 --xds-port "$xds_port" \
   --envoy-service-http-address 127.0.0.1 --envoy-service-http-port "$http_port" \
   --envoy-service-https-address 127.0.0.1 --envoy-service-https-port "$https_port" \
@@ -77,35 +85,35 @@ echo "==> starting Envoy $("$ENVOY_BIN" --version | sed -n 's|.*version: [^/]*/\
 pids+=($!)
 
 for _ in $(seq 1 100); do
-  if curl -fsS -H 'host: demo.example.com' "http://127.0.0.1:$http_port/" >/dev/null 2>&1; then
+  if curl -fsS -H "host: $ready_host" "http://127.0.0.1:$http_port/" >/dev/null 2>&1; then
     break
   fi
   sleep 0.2
 done
-if ! curl -fsS -H 'host: demo.example.com' "http://127.0.0.1:$http_port/" >/dev/null 2>&1; then
+if ! curl -fsS -H "host: $ready_host" "http://127.0.0.1:$http_port/" >/dev/null 2>&1; then
   echo "Envoy is not serving yet; logs follow" >&2
   cat "$work/isobar.log" "$work/envoy.log" >&2
   exit 1
 fi
 
+echo
+echo "Isobar and Envoy are running. Try:"
+echo
+# try.txt: one request per line, with $http_port, $https_port, $stats_port, $metrics_port,
+# $debug_port, $isobar and $here filled in.
+while IFS= read -r line; do
+  line="${line//\$http_port/$http_port}"
+  line="${line//\$https_port/$https_port}"
+  line="${line//\$stats_port/$stats_port}"
+  line="${line//\$metrics_port/$metrics_port}"
+  line="${line//\$debug_port/$debug_port}"
+  line="${line//\$isobar/$isobar}"
+  line="${line//\$here/$here}"
+  echo "  $line"
+done <"$here/try.txt"
 cat <<MSG
 
-Isobar and Envoy are running. Try:
-
-  curl -H 'host: demo.example.com' http://127.0.0.1:$http_port/        # HTTPProxy: echo-a
-  curl -H 'host: demo.example.com' http://127.0.0.1:$http_port/bar     # string prefix /b: echo-b
-  curl -H 'host: shop.example.com' http://127.0.0.1:$http_port/bar     # Ingress segment prefix: echo-a
-  curl -H 'host: shop.example.com' http://127.0.0.1:$http_port/b/x     # echo-b
-  curl -k --resolve secure.example.com:$https_port:127.0.0.1 https://secure.example.com:$https_port/   # HTTPS by SNI: echo-a
-  curl -i -H 'host: secure.example.com' http://127.0.0.1:$http_port/        # 301 to https://
-  curl -H 'host: secure.example.com' http://127.0.0.1:$http_port/open       # permitInsecure: echo-b
-  for i in \$(seq 20); do curl -s -H 'host: demo.example.com' http://127.0.0.1:$http_port/split; done | sort | uniq -c   # 80/20
-  curl http://127.0.0.1:$stats_port/ready                              # Envoy, via stats-health
-  curl http://127.0.0.1:$metrics_port/metrics                          # Isobar's metrics
-  curl http://127.0.0.1:$debug_port/debug/dag                           # the routing graph (Graphviz DOT)
-  $isobar translate --manifests $here                                  # what Isobar serves
-
-Edit $here/*.yaml and repeat a request: Envoy picks the change up in about 0.1 s.
+Edit $manifests/*.yaml and repeat a request: Envoy picks the change up in about 0.1 s.
 Logs: $work/isobar.log, $work/envoy.log. Ctrl-C stops everything.
 MSG
 wait -n "${pids[@]}" || true

@@ -134,7 +134,14 @@ impl Provider for KubeProvider {
         let mut tasks = tokio::task::JoinSet::new();
         for kind in &kinds {
             let resource = api_resource(*kind);
-            for scope in &scopes {
+            // Cluster-scoped kinds are watched once, whatever the namespaces.
+            let cluster_wide = [None];
+            let kind_scopes = if kind.namespaced() {
+                &scopes[..]
+            } else {
+                &cluster_wide[..]
+            };
+            for scope in kind_scopes {
                 let api: Api<DynamicObject> = match scope {
                     None => Api::all_with(self.client.clone(), &resource),
                     Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
@@ -319,7 +326,7 @@ impl KubeProvider {
 fn object_key(kind: Kind, object: &DynamicObject) -> ObjectKey {
     ObjectKey::new(
         kind,
-        object.metadata.namespace.as_deref().unwrap_or("default"),
+        kind.namespace_of(object.metadata.namespace.as_deref()),
         object.metadata.name.as_deref().unwrap_or_default(),
     )
 }

@@ -14,6 +14,7 @@ use crate::config::PipelineConfig;
 /// `inventory` registration from being dropped by the linker.
 pub const BUILTIN_PLUGINS: &[&str] = &[
     isobar_plugin_conflicts::NAME,
+    isobar_plugin_gateway_api::NAME,
     isobar_plugin_httpproxy::NAME,
     isobar_plugin_ingress::NAME,
     isobar_plugin_ingress_class::NAME,
@@ -155,7 +156,24 @@ impl Pipeline {
     /// The pipeline `config` asks for: its plugins, Envoy's listeners and the fallback
     /// certificate.
     pub fn for_config(config: &crate::config::Config) -> Result<Pipeline, PipelineError> {
-        Ok(Pipeline::from_config(&config.pipeline, &config.plugins)?
+        let mut pipeline = config.pipeline.clone();
+        let mut plugins = config.plugins.clone();
+        // Contour's `gateway` section configures (and enables) the Gateway API source.
+        if let Some(gateway) = &config.gateway {
+            let name = isobar_plugin_gateway_api::NAME;
+            let section = plugins
+                .entry(name.to_string())
+                .or_insert(serde_json::json!({}));
+            if let (Some(into), Some(from)) = (section.as_object_mut(), gateway.as_object()) {
+                into.extend(from.clone());
+            } else {
+                *section = gateway.clone();
+            }
+            if !pipeline.sources.iter().any(|s| s == name) {
+                pipeline.sources.push(name.to_string());
+            }
+        }
+        Ok(Pipeline::from_config(&pipeline, &plugins)?
             .with_listeners(config.envoy.listeners())
             .with_fallback_certificate(config.tls.fallback()))
     }

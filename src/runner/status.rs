@@ -225,8 +225,12 @@ impl StatusWriter {
 
     /// Read, merge, compare, write; retried on conflict.
     async fn write(&self, key: &ObjectKey, status: &Value) -> Outcome {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
+        let resource = api_resource(key.kind);
+        let api: Api<DynamicObject> = if key.kind.namespaced() {
+            Api::namespaced_with(self.client.clone(), &key.namespace, &resource)
+        } else {
+            Api::all_with(self.client.clone(), &resource)
+        };
         let mut backoff = Duration::from_millis(50);
         for _ in 0..ATTEMPTS {
             let mut object = match api.get_opt(&key.name).await {

@@ -167,7 +167,12 @@ pub(super) fn filter_chain(
     };
     FilterChain {
         filter_chain_match: Some(FilterChainMatch {
-            server_names: vec![vhost.fqdn.clone()],
+            // `*`: any server name, and none.
+            server_names: if vhost.fqdn == "*" {
+                Vec::new()
+            } else {
+                vec![vhost.fqdn.clone()]
+            },
             ..Default::default()
         }),
         transport_socket: vhost.tls.as_ref().map(|t| TransportSocket {

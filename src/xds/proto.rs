@@ -119,7 +119,17 @@ pub(super) fn struct_bytes(fields: &[(&str, PbValue<'_>)]) -> Vec<u8> {
 }
 
 pub(super) fn headers_to_add(policy: &ir::HeadersPolicy) -> Vec<HeaderValueOption> {
-    overwrite_headers(&policy.set)
+    let mut out = overwrite_headers(&policy.set);
+    out.extend(policy.add.iter().map(|(key, value)| HeaderValueOption {
+        header: Some(HeaderValue {
+            key: key.clone(),
+            value: value.clone(),
+            ..Default::default()
+        }),
+        append_action: core::header_value_option::HeaderAppendAction::AppendIfExistsOrAdd as i32,
+        ..Default::default()
+    }));
+    out
 }
 
 /// Headers set with Envoy's overwrite-or-add, in name order.

@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::config::route::v3::{
     self as route, DirectResponseAction, HeaderMatcher, RouteMatch, WeightedCluster,
 };
-use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
+use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatchAndSubstitute, RegexMatcher};
 use envoy_types::pb::envoy::r#type::v3::FractionalPercent;
 use envoy_types::pb::google::protobuf::UInt32Value;
 use envoy_types::util::pack_any;
@@ -182,10 +182,12 @@ pub(super) fn redirect_action(r: &ir::Redirect) -> route::RedirectAction {
         (None, Some(prefix)) => Some(PathRewriteSpecifier::PrefixRewrite(prefix.clone())),
         (None, None) => None,
     };
-    let code = if r.status == 302 {
-        RedirectResponseCode::Found
-    } else {
-        RedirectResponseCode::MovedPermanently
+    let code = match r.status {
+        302 => RedirectResponseCode::Found,
+        303 => RedirectResponseCode::SeeOther,
+        307 => RedirectResponseCode::TemporaryRedirect,
+        308 => RedirectResponseCode::PermanentRedirect,
+        _ => RedirectResponseCode::MovedPermanently,
     };
     route::RedirectAction {
         host_redirect: r.host.clone().unwrap_or_default(),
@@ -243,6 +245,21 @@ pub(super) fn forward(
     route::RouteAction {
         cluster_specifier: Some(specifier),
         prefix_rewrite: policy.prefix_rewrite.clone().unwrap_or_default(),
+        regex_rewrite: policy
+            .regex_rewrite
+            .as_ref()
+            .map(|r| RegexMatchAndSubstitute {
+                pattern: Some(RegexMatcher {
+                    regex: r.pattern.clone(),
+                    ..Default::default()
+                }),
+                substitution: r.substitution.clone(),
+            }),
+        cluster_not_found_response_code: if policy.missing_cluster_500 {
+            route::route_action::ClusterNotFoundResponseCode::InternalServerError as i32
+        } else {
+            0
+        },
         host_rewrite_specifier: policy
             .host_rewrite
             .clone()

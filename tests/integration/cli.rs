@@ -26,8 +26,9 @@ fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
 
-const BUILTIN: [&str; 8] = [
+const BUILTIN: [&str; 9] = [
     "conflicts",
+    "gateway-api",
     "httpproxy",
     "ingress",
     "ingress-class",
@@ -76,13 +77,14 @@ fn the_registry_holds_exactly_the_builtin_plugins() {
 fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
     let config = Config::default();
     let mut pipeline = config.pipeline.clone();
-    pipeline.sources.push("gateway".to_string());
+    pipeline.sources.push("gateways".to_string());
     let err = Pipeline::from_config(&pipeline, &config.plugins)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
-        err.contains("pipeline.sources[2]") && err.contains("valid sources: httpproxy, ingress"),
+        err.contains("pipeline.sources[2]")
+            && err.contains("valid sources: gateway-api, httpproxy, ingress"),
         "{err}"
     );
 

@@ -136,8 +136,10 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         serde_json::json!({}),
     )
     .unwrap_or_else(|e| panic!("golden contour.yaml: {e}"));
-    // The WebAssembly processor sees the whole IR, so it makes every build a full one.
+    // The WebAssembly processor sees the whole IR, and the Gateway API source does not
+    // build changes alone yet: either makes every build a full one.
     config.pipeline.processors.retain(|p| p != "wasm");
+    config.gateway = None;
     let pipeline = || {
         Pipeline::for_config(&config)
             .unwrap_or_else(|e| panic!("pipeline: {e}"))

@@ -105,6 +105,20 @@ impl Kind {
             .map(|info| info.kind)
     }
 
+    /// Whether its objects live in namespaces (an unregistered kind is taken to).
+    pub fn namespaced(self) -> bool {
+        self.info().is_none_or(|i| i.namespaced)
+    }
+
+    /// The namespace of one of its objects whose metadata says `namespace`: `default`
+    /// when unset (as `kubectl apply` does), none for a cluster-scoped kind.
+    pub fn namespace_of(self, namespace: Option<&str>) -> &str {
+        if !self.namespaced() {
+            return "";
+        }
+        namespace.unwrap_or("default")
+    }
+
     /// Every registered kind, in kind order.
     pub fn all() -> impl Iterator<Item = &'static KindInfo> {
         table().values().copied()

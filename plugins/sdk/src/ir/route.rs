@@ -330,16 +330,19 @@ pub struct WeightedCluster {
     pub cookie_rewrites: Vec<CookieRewrite>,
 }
 
-/// Headers to set (overwriting) and to remove. Values are already escaped for Envoy.
+/// Headers to set (overwriting), to add (appending to a value already there) and to
+/// remove. Values are already escaped for Envoy.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct HeadersPolicy {
     pub set: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub add: BTreeMap<String, String>,
     pub remove: Vec<String>,
 }
 
 impl HeadersPolicy {
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.remove.is_empty()
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
     }
 }
 
@@ -355,6 +358,14 @@ pub struct RoutePolicy {
     /// Replaces the matched path prefix.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_rewrite: Option<String>,
+    /// Rewrites the path (not the query) by a regex: a whole-path replacement, or a
+    /// prefix replacement `prefix_rewrite` cannot say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex_rewrite: Option<RegexRewrite>,
+    /// A request sent to a cluster that does not exist (the share of an invalid
+    /// backend) is answered 500 rather than Envoy's 503.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub missing_cluster_500: bool,
     /// Whole-response timeout; zero disables it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<std::time::Duration>,
@@ -379,6 +390,13 @@ pub struct RoutePolicy {
     /// `Set-Cookie` attributes rewritten in responses, by cookie name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cookie_rewrites: Vec<CookieRewrite>,
+}
+
+/// A path rewrite: the match of an RE2 `pattern` replaced by `substitution`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegexRewrite {
+    pub pattern: String,
+    pub substitution: String,
 }
 
 /// Validated cookie attribute values; they reach Envoy as data, never as code.
@@ -486,7 +504,7 @@ pub struct Redirect {
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    /// 301 or 302.
+    /// 301, 302, 303, 307 or 308.
     pub status: u32,
 }
 

@@ -101,12 +101,13 @@ impl Object {
         self.value.metadata()
     }
 
-    /// The object's key; a missing namespace means `default`, as `kubectl apply` does.
+    /// The object's key; a missing namespace means `default`, as `kubectl apply` does
+    /// (a cluster-scoped kind's objects have none).
     pub fn key(&self) -> ObjectKey {
         let meta = self.metadata();
         ObjectKey::new(
             self.kind,
-            meta.namespace.as_deref().unwrap_or("default"),
+            self.kind.namespace_of(meta.namespace.as_deref()),
             meta.name.as_deref().unwrap_or_default(),
         )
     }

@@ -1,0 +1,500 @@
+//! Which Gateways this controller serves, their listeners as Envoy listeners, and the
+//! status of GatewayClasses, Gateways and listeners.
+
+use std::collections::BTreeMap;
+
+use gateway_api::apis::standard::gateways::{
+    GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
+};
+use isobar_sdk::condition::{Condition, RouteGroupKind};
+use isobar_sdk::ir::{HTTP_LISTENER, HTTPS_LISTENER, Listener, Protocol, RouteNames};
+use isobar_sdk::{BuildContext, ObjectKey, StatusReport};
+
+use crate::GatewayApiConfig;
+use crate::grants::Grants;
+use crate::hosts;
+use crate::kinds::{GATEWAY, GROUP, Gateway, GatewayClass, Namespace};
+
+/// Contour's container port for a Gateway listener port: 8000 above it, wrapping past
+/// 65535 and kept clear of the privileged ports (`toContainerPort`).
+pub fn container_port(port: i32) -> u16 {
+    let mut p = port + 8000;
+    if p > 65535 {
+        p -= 65535;
+    }
+    if p <= 1023 {
+        p += 1023;
+    }
+    u16::try_from(p).unwrap_or(u16::MAX)
+}
+
+/// What a Gateway listener speaks, as far as Envoy listeners go: listeners of one
+/// family on one port share an Envoy listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Http,
+    Https,
+}
+
+/// Which namespaces a listener takes routes from.
+#[derive(Debug, Clone)]
+pub enum From {
+    Same,
+    All,
+    Selector(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector),
+}
+
+/// A Gateway listener that is served.
+#[derive(Debug, Clone)]
+pub struct Served {
+    pub gateway: ObjectKey,
+    /// The listener's name (a route's `sectionName`).
+    pub name: String,
+    /// The Gateway's port (a route's `parentRef.port`).
+    pub port: i32,
+    pub hostname: Option<String>,
+    /// The Envoy listener it is part of.
+    pub envoy: String,
+    pub family: Family,
+    /// HTTPS: the SDS name of its certificate.
+    pub secret: Option<String>,
+    pub from: From,
+    /// Whether it takes HTTPRoutes (its `allowedRoutes.kinds` name them, or none).
+    pub http_routes: bool,
+}
+
+impl Served {
+    /// Whether a route in `namespace` may attach.
+    pub fn admits(&self, ctx: &BuildContext<'_>, namespace: &str) -> bool {
+        match &self.from {
+            From::Same => namespace == self.gateway.namespace,
+            From::All => true,
+            From::Selector(selector) => ctx
+                .get::<Namespace>("", namespace)
+                .is_some_and(|ns| selects(selector, ns.metadata.labels.as_ref())),
+        }
+    }
+}
+
+/// Whether a label selector selects an object with `labels`.
+fn selects(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    let empty = BTreeMap::new();
+    let labels = labels.unwrap_or(&empty);
+    let by_label = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let by_expression = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        let value = labels.get(&e.key);
+        match e.operator.as_str() {
+            "In" => value.is_some_and(|v| values.contains(v)),
+            "NotIn" => !value.is_some_and(|v| values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        }
+    });
+    by_label && by_expression
+}
+
+/// What is on an Envoy port: its family (`None` for neither HTTP nor HTTPS), its Envoy
+/// listener and the hostnames Gateway listeners claim on it.
+type Port = (Option<Family>, String, Vec<Option<String>>);
+
+/// The Gateways served and their listeners.
+#[derive(Debug, Default)]
+pub struct Gateways {
+    /// By Gateway: its served listeners.
+    pub listeners: BTreeMap<ObjectKey, Vec<Served>>,
+}
+
+/// The classes this controller owns, by name (their status set in `status`).
+fn classes(
+    ctx: &BuildContext<'_>,
+    config: &GatewayApiConfig,
+    status: &mut StatusReport,
+) -> Vec<String> {
+    let mut ours = Vec::new();
+    for (key, class) in ctx.all::<GatewayClass>() {
+        if class.spec.controller_name != config.controller_name {
+            continue;
+        }
+        let gateway = status.gateway(&key);
+        gateway.set(Condition::new(
+            "Accepted",
+            true,
+            "Accepted",
+            "GatewayClass is accepted",
+        ));
+        gateway.set(Condition::new(
+            "SupportedVersion",
+            true,
+            "SupportedVersion",
+            "Gateway API v1.5",
+        ));
+        ours.push(key.name);
+    }
+    ours
+}
+
+/// The Gateways to serve, oldest first (the first to claim a port keeps it).
+fn selected<'a>(
+    ctx: &BuildContext<'a>,
+    config: &GatewayApiConfig,
+    classes: &[String],
+) -> Vec<(ObjectKey, &'a Gateway)> {
+    let mut gateways: Vec<(ObjectKey, &'a Gateway)> = ctx
+        .all::<Gateway>()
+        .filter(|(key, gateway)| match &config.gateway_ref {
+            Some(r) => r.namespace == key.namespace && r.name == key.name,
+            None => classes.contains(&gateway.spec.gateway_class_name),
+        })
+        .collect();
+    gateways.sort_by(|(ka, a), (kb, b)| {
+        a.metadata
+            .creation_timestamp
+            .cmp(&b.metadata.creation_timestamp)
+            .then_with(|| ka.cmp(kb))
+    });
+    gateways
+}
+
+/// Serves the Gateways this controller owns: an Envoy listener per port and family,
+/// listener status, and the routes' view of them.
+pub fn serve(
+    ctx: &BuildContext<'_>,
+    config: &GatewayApiConfig,
+    grants: &Grants<'_>,
+    ir: &mut isobar_sdk::Ir,
+    status: &mut StatusReport,
+) -> Gateways {
+    let classes = classes(ctx, config, status);
+    let mut out = Gateways::default();
+    // By Envoy port: what is there (its family, `None` for neither HTTP nor HTTPS), its
+    // Envoy listener and the hostnames Gateway listeners claim on it. A listener the
+    // configuration made (`ingress_http` on 8080, …) is shared as any other.
+    let mut ports: BTreeMap<u16, Port> = ir
+        .listeners
+        .values()
+        .map(|l| {
+            let family = match l.protocol {
+                Protocol::Http => Some(Family::Http),
+                Protocol::Https => Some(Family::Https),
+                _ => None,
+            };
+            (l.port, (family, l.name.clone(), Vec::new()))
+        })
+        .collect();
+    // Contour's addresses: the configured HTTP listener's for HTTP, the HTTPS one's for
+    // HTTPS.
+    let address = |name: &str| {
+        ir.listeners
+            .get(name)
+            .map_or_else(|| "0.0.0.0".to_string(), |l| l.address.clone())
+    };
+    let (http_address, https_address) = (address(HTTP_LISTENER), address(HTTPS_LISTENER));
+    for (key, gateway) in selected(ctx, config, &classes) {
+        let mut served = Vec::new();
+        let mut programmed = 0;
+        for listener in &gateway.spec.listeners {
+            let checked = check_listener(&key, listener, status);
+            let Some((family, resolved, http_routes, from)) = checked else {
+                continue;
+            };
+            let port = container_port(listener.port);
+            let prefix = match family {
+                Family::Http => "http",
+                Family::Https => "https",
+            };
+            let hostname = listener.hostname.clone();
+            let gw = status.gateway(&key);
+            let conflict = match ports.get(&port) {
+                Some((f, name, _)) if *f != Some(family) => Some((
+                    "ProtocolConflict",
+                    format!("port {} is taken by listener {name}", listener.port),
+                )),
+                Some((_, _, hostnames)) if hostnames.contains(&hostname) => Some((
+                    "HostnameConflict",
+                    "another listener on this port has the same hostname".to_string(),
+                )),
+                _ => None,
+            };
+            if let Some((reason, message)) = conflict {
+                gw.set_listener(&listener.name, resolved);
+                gw.set_listener(
+                    &listener.name,
+                    Condition::new("Conflicted", true, reason, message),
+                );
+                gw.set_listener(
+                    &listener.name,
+                    Condition::new("Programmed", false, "Invalid", "listener conflicts"),
+                );
+                continue;
+            }
+            gw.set_listener(
+                &listener.name,
+                Condition::new("Conflicted", false, "NoConflicts", ""),
+            );
+            let secret = match family {
+                Family::Http => None,
+                Family::Https => match certificate(ctx, grants, &key, listener) {
+                    Ok((sds, secret)) => {
+                        ir.add_secret(&sds, secret);
+                        Some(sds)
+                    }
+                    Err((reason, message)) => {
+                        let gw = status.gateway(&key);
+                        gw.set_listener(
+                            &listener.name,
+                            Condition::new("ResolvedRefs", false, reason, message),
+                        );
+                        gw.set_listener(
+                            &listener.name,
+                            Condition::new("Programmed", false, "Invalid", "no usable certificate"),
+                        );
+                        continue;
+                    }
+                },
+            };
+            let gw = status.gateway(&key);
+            gw.set_listener(&listener.name, resolved);
+            let envoy = match ports.get_mut(&port) {
+                Some((_, name, hostnames)) => {
+                    hostnames.push(hostname.clone());
+                    name.clone()
+                }
+                None => {
+                    let name = format!("{prefix}-{}", listener.port);
+                    ports.insert(port, (Some(family), name.clone(), vec![hostname.clone()]));
+                    name
+                }
+            };
+            gw.set_listener(
+                &listener.name,
+                Condition::new("Programmed", true, "Programmed", ""),
+            );
+            programmed += 1;
+            if !ir.listeners.contains_key(&envoy) {
+                let l = match family {
+                    Family::Http => Listener::http(&envoy, &http_address, port),
+                    Family::Https => Listener::https(
+                        &envoy,
+                        &https_address,
+                        port,
+                        RouteNames {
+                            prefix: envoy.clone(),
+                            fallback: format!("{envoy}/fallbackcert"),
+                        },
+                    ),
+                };
+                ir.listeners.insert(envoy.clone(), l);
+            }
+            served.push(Served {
+                gateway: key.clone(),
+                name: listener.name.clone(),
+                port: listener.port,
+                hostname,
+                envoy,
+                family,
+                secret,
+                from,
+                http_routes,
+            });
+        }
+        let gw = status.gateway(&key);
+        gw.set(Condition::new(
+            "Accepted",
+            true,
+            "Accepted",
+            "Gateway is accepted",
+        ));
+        let all = gateway.spec.listeners.len();
+        gw.set(if programmed == all {
+            Condition::new("Programmed", true, "Programmed", "Valid Gateway")
+        } else {
+            Condition::new(
+                "Programmed",
+                false,
+                "ListenersNotValid",
+                format!("{} of {all} listeners are not valid", all - programmed),
+            )
+        });
+        out.listeners.insert(key, served);
+    }
+    out
+}
+
+/// Checks one listener, setting its Accepted condition and supported kinds: its family,
+/// its ResolvedRefs as far as route kinds go, whether it takes HTTPRoutes and from
+/// where. `None`: not served.
+fn check_listener(
+    gateway: &ObjectKey,
+    listener: &GatewayListeners,
+    status: &mut StatusReport,
+) -> Option<(Family, Condition, bool, From)> {
+    let gw = status.gateway(gateway);
+    let name = listener.name.as_str();
+    let family = match listener.protocol.as_str() {
+        "HTTP" => Family::Http,
+        "HTTPS" => Family::Https,
+        other => {
+            gw.set_listener(
+                name,
+                Condition::new(
+                    "Accepted",
+                    false,
+                    "UnsupportedProtocol",
+                    format!("protocol {other:?} is not supported"),
+                ),
+            );
+            gw.set_listener(
+                name,
+                Condition::new("Programmed", false, "Invalid", "not accepted"),
+            );
+            return None;
+        }
+    };
+    let entry = gw.listener(name);
+    entry.supported_kinds = Vec::new();
+    // allowedRoutes.kinds: HTTPRoute, or nothing this listener can take.
+    let kinds = listener
+        .allowed_routes
+        .as_ref()
+        .and_then(|a| a.kinds.clone())
+        .unwrap_or_default();
+    let mut invalid_kinds = false;
+    let mut http_routes = kinds.is_empty();
+    for k in &kinds {
+        let group = k.group.as_deref().unwrap_or(GROUP);
+        if group == GROUP && k.kind == "HTTPRoute" {
+            http_routes = true;
+        } else {
+            invalid_kinds = true;
+        }
+    }
+    if http_routes {
+        entry.supported_kinds.push(RouteGroupKind {
+            group: GROUP.to_string(),
+            kind: "HTTPRoute".to_string(),
+        });
+    }
+    let from = match listener
+        .allowed_routes
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref())
+    {
+        None => From::Same,
+        Some(n) => match n.from {
+            Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => From::All,
+            Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
+                let selector = n.selector.as_ref().map(|s| {
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                        match_labels: s.match_labels.clone(),
+                        match_expressions: s.match_expressions.as_ref().map(|e| {
+                            e.iter()
+                                .map(|e| k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                                    key: e.key.clone(),
+                                    operator: e.operator.clone(),
+                                    values: e.values.clone(),
+                                })
+                                .collect()
+                        }),
+                    }
+                });
+                From::Selector(selector.unwrap_or_default())
+            }
+            Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) | None => From::Same,
+        },
+    };
+    if let Some(h) = &listener.hostname
+        && !hosts::valid(h)
+    {
+        gw.set_listener(
+            name,
+            Condition::new(
+                "Accepted",
+                false,
+                "Invalid",
+                format!("invalid hostname {h:?}"),
+            ),
+        );
+        gw.set_listener(
+            name,
+            Condition::new("Programmed", false, "Invalid", "not accepted"),
+        );
+        return None;
+    }
+    gw.set_listener(name, Condition::new("Accepted", true, "Accepted", ""));
+    let resolved = if invalid_kinds {
+        Condition::new(
+            "ResolvedRefs",
+            false,
+            "InvalidRouteKinds",
+            "allowedRoutes.kinds names a kind this listener cannot take",
+        )
+    } else {
+        Condition::new("ResolvedRefs", true, "ResolvedRefs", "")
+    };
+    Some((family, resolved, http_routes, from))
+}
+
+/// The certificate of an HTTPS listener: its first `certificateRefs` entry, a Secret in
+/// the Gateway's namespace or one a ReferenceGrant lets it use.
+fn certificate(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    gateway: &ObjectKey,
+    listener: &GatewayListeners,
+) -> Result<(String, isobar_sdk::ir::ServedSecret), (&'static str, String)> {
+    let tls = listener.tls.as_ref();
+    if tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough) {
+        return Err((
+            "InvalidTLSConfiguration",
+            "an HTTPS listener terminates TLS (mode Passthrough is for TLS listeners)".into(),
+        ));
+    }
+    let Some(cert) = tls
+        .and_then(|t| t.certificate_refs.as_ref())
+        .and_then(|c| c.first())
+    else {
+        return Err((
+            "InvalidCertificateRef",
+            "an HTTPS listener needs tls.certificateRefs".into(),
+        ));
+    };
+    let group = cert.group.as_deref().unwrap_or("");
+    let kind = cert.kind.as_deref().unwrap_or("Secret");
+    if !group.is_empty() || kind != "Secret" {
+        return Err((
+            "InvalidCertificateRef",
+            format!("certificateRefs: {kind} of group {group:?} is not a Secret"),
+        ));
+    }
+    let namespace = cert.namespace.as_deref().unwrap_or(&gateway.namespace);
+    if namespace != gateway.namespace
+        && !grants.permits(
+            &gateway.namespace,
+            GATEWAY,
+            namespace,
+            "",
+            "Secret",
+            &cert.name,
+        )
+    {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "no ReferenceGrant in {namespace} lets Gateways of {} use Secret {}",
+                gateway.namespace, cert.name
+            ),
+        ));
+    }
+    // The grant was checked above: the Secret is used as from its own namespace.
+    ctx.certificate(namespace, &cert.name)
+        .map_err(|(_, message)| ("InvalidCertificateRef", message))
+}

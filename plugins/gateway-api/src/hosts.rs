@@ -1,0 +1,100 @@
+//! Host names as Gateway API matches them: a listener's hostname against a route's.
+
+/// Whether `pattern` (a host or `*.suffix`) covers `host` (a host or `*.suffix`): equal,
+/// or a wildcard whose suffix `host` ends with (`*.example.com` covers
+/// `a.b.example.com` and `*.b.example.com`, not `example.com`).
+pub fn covers(pattern: &str, host: &str) -> bool {
+    if pattern == host {
+        return true;
+    }
+    match pattern.strip_prefix('*') {
+        Some(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
+        None => false,
+    }
+}
+
+/// The hosts a route with `route` hostnames serves on a listener with `listener`'s:
+/// each route hostname the listener covers, or the listener's hostname where a route
+/// wildcard covers it; `*` when neither names any. Empty: they do not intersect.
+pub fn intersect(listener: Option<&str>, route: &[String]) -> Vec<String> {
+    let route: Vec<String> = route.iter().map(|h| h.to_ascii_lowercase()).collect();
+    let mut out: Vec<String> = match (listener, route.as_slice()) {
+        (None, []) => vec!["*".to_string()],
+        (Some(l), []) => vec![l.to_ascii_lowercase()],
+        (None, hosts) => hosts.to_vec(),
+        (Some(l), hosts) => {
+            let l = l.to_ascii_lowercase();
+            hosts
+                .iter()
+                .filter_map(|h| {
+                    if covers(&l, h) {
+                        Some(h.clone())
+                    } else if covers(h, &l) {
+                        Some(l.clone())
+                    } else {
+                        None
+                    }
+                })
+                .collect()
+        }
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether `host` is a host name Gateway API accepts: RFC 1123 labels, lower-cased,
+/// optionally led by a `*.` wildcard label, and not an IP address.
+pub fn valid(host: &str) -> bool {
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    if name.is_empty() || name.len() > 253 || name.parse::<std::net::IpAddr>().is_ok() {
+        return false;
+    }
+    name.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The spec's examples: a listener's wildcard takes route hosts under it (any depth),
+    /// a route wildcard narrows to the listener's host, disjoint names do not attach.
+    #[test]
+    fn listener_and_route_hostnames_intersect_as_the_spec_says() {
+        assert_eq!(intersect(None, &[]), strings(&["*"]));
+        assert_eq!(
+            intersect(Some("test.example.com"), &[]),
+            strings(&["test.example.com"])
+        );
+        assert_eq!(
+            intersect(Some("test.example.com"), &strings(&["*.example.com"])),
+            strings(&["test.example.com"])
+        );
+        assert_eq!(
+            intersect(
+                Some("*.example.com"),
+                &strings(&["foo.test.example.com", "example.com", "test.example.net"])
+            ),
+            strings(&["foo.test.example.com"])
+        );
+        assert_eq!(
+            intersect(Some("*.example.com"), &strings(&["*.example.com"])),
+            strings(&["*.example.com"])
+        );
+        assert!(intersect(Some("a.example.com"), &strings(&["b.example.com"])).is_empty());
+        assert!(valid("*.example.com") && valid("a-b.example"));
+        assert!(!valid("10.0.0.1") && !valid("Upper.example.com") && !valid("a..b"));
+    }
+}

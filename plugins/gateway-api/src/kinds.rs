@@ -1,0 +1,147 @@
+//! The Gateway API kinds this plugin reads, as the `gateway-api` crate models them
+//! (Gateway API v1.5), each wrapped so that it can be an Isobar [`Resource`], plus the
+//! core `Namespace` (for `allowedRoutes.namespaces.selector`).
+
+use gateway_api::apis::standard::{gatewayclasses, gateways, httproutes, referencegrants};
+use isobar_sdk::api::ObjectMeta;
+use isobar_sdk::kind::decode_object;
+use isobar_sdk::{Kind, KindId, KindInfo, Resource, StatusStyle};
+use serde::{Deserialize, Serialize};
+
+/// Gateway API's group.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
+const GATEWAY_CLASS_ID: KindId = KindId::new(GROUP, "GatewayClass");
+const GATEWAY_ID: KindId = KindId::new(GROUP, "Gateway");
+const HTTP_ROUTE_ID: KindId = KindId::new(GROUP, "HTTPRoute");
+const REFERENCE_GRANT_ID: KindId = KindId::new(GROUP, "ReferenceGrant");
+const NAMESPACE_ID: KindId = KindId::new("", "Namespace");
+
+pub const GATEWAY_CLASS: Kind = Kind::new(&GATEWAY_CLASS_ID);
+pub const GATEWAY: Kind = Kind::new(&GATEWAY_ID);
+pub const HTTP_ROUTE: Kind = Kind::new(&HTTP_ROUTE_ID);
+pub const REFERENCE_GRANT: Kind = Kind::new(&REFERENCE_GRANT_ID);
+pub const NAMESPACE: Kind = Kind::new(&NAMESPACE_ID);
+
+macro_rules! wrapped {
+    ($(#[$doc:meta])* $name:ident, $inner:ty, $kind:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub $inner);
+
+        impl Resource for $name {
+            const KIND: Kind = $kind;
+
+            fn metadata(&self) -> &ObjectMeta {
+                &self.0.metadata
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = $inner;
+
+            fn deref(&self) -> &$inner {
+                &self.0
+            }
+        }
+    };
+}
+
+wrapped!(
+    /// A `GatewayClass` (cluster-scoped).
+    GatewayClass,
+    gatewayclasses::GatewayClass,
+    GATEWAY_CLASS
+);
+wrapped!(
+    /// A `Gateway`.
+    Gateway,
+    gateways::Gateway,
+    GATEWAY
+);
+wrapped!(
+    /// An `HTTPRoute`.
+    HttpRoute,
+    httproutes::HttpRoute,
+    HTTP_ROUTE
+);
+wrapped!(
+    /// A `ReferenceGrant`.
+    ReferenceGrant,
+    referencegrants::ReferenceGrant,
+    REFERENCE_GRANT
+);
+wrapped!(
+    /// A `Namespace`: only its labels are read.
+    Namespace,
+    k8s_openapi::api::core::v1::Namespace,
+    NAMESPACE
+);
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: GATEWAY_CLASS,
+        versions: &["v1", "v1beta1"],
+        plural: "gatewayclasses",
+        namespaced: false,
+        decode: decode_object::<GatewayClass>,
+        status: StatusStyle::Gateway,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: GATEWAY,
+        versions: &["v1", "v1beta1"],
+        plural: "gateways",
+        namespaced: true,
+        decode: decode_object::<Gateway>,
+        status: StatusStyle::Gateway,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: HTTP_ROUTE,
+        versions: &["v1", "v1beta1"],
+        plural: "httproutes",
+        namespaced: true,
+        decode: decode_object::<HttpRoute>,
+        status: StatusStyle::Route,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: REFERENCE_GRANT,
+        versions: &["v1", "v1beta1"],
+        plural: "referencegrants",
+        namespaced: true,
+        decode: decode_object::<ReferenceGrant>,
+        status: StatusStyle::None,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: NAMESPACE,
+        versions: &["v1"],
+        plural: "namespaces",
+        namespaced: false,
+        decode: decode_namespace,
+        status: StatusStyle::None,
+    }
+}
+
+/// A Namespace with nothing but its name and labels.
+fn decode_namespace(mut value: serde_json::Value) -> Result<isobar_sdk::Object, String> {
+    if let Some(o) = value.as_object_mut() {
+        o.remove("spec");
+        o.remove("status");
+    }
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.retain(|k, _| matches!(k.as_str(), "name" | "labels" | "resourceVersion"));
+    }
+    decode_object::<Namespace>(value)
+}

@@ -1,0 +1,115 @@
+//! The `gateway-api` source: Gateway API (`gateway.networking.k8s.io`) → IR.
+//!
+//! Serves the Gateways this controller owns — the one `gatewayRef` names (Contour's
+//! static mode) or, without it, every Gateway whose GatewayClass names
+//! `controllerName` — on one Envoy fleet. Each Gateway listener port P becomes the Envoy
+//! listener `http-P` or `https-P` on Contour's container port (P + 8000), at the
+//! address of the configured HTTP (or HTTPS) listener; listeners of
+//! several Gateways on one port share it, a later listener of another protocol (or the
+//! same hostname) is `Conflicted`. HTTPRoutes attach per parent reference
+//! (`sectionName`, `port`, `allowedRoutes`, hostname intersection) and are placed on
+//! the intersected hosts; an older route keeps a match a newer one repeats.
+//!
+//! Reads: GatewayClass, Gateway, HTTPRoute, ReferenceGrant (`v1`, `v1beta1`),
+//! Namespace (labels, for `allowedRoutes.namespaces.selector`), Service,
+//! EndpointSlice, Secret. Writes status to GatewayClasses and Gateways it owns and to
+//! the `parents[]` entries of routes attached to them, nothing else.
+
+mod gateways;
+mod grants;
+pub mod hosts;
+pub mod kinds;
+mod routes;
+mod rules;
+
+use serde::{Deserialize, Serialize};
+
+use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, Settings, parse_config};
+use isobar_sdk::{BuildContext, Ir, Kind, Source, StatusReport};
+
+pub use gateways::container_port;
+
+pub const NAME: &str = "gateway-api";
+
+/// Contour's Gateway controller name, the default `controllerName`.
+pub const CONTOUR_CONTROLLER: &str = "projectcontour.io/gateway-controller";
+
+/// A Gateway by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]
+#[schemars(crate = "isobar_sdk::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct GatewayRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The `plugins.gateway-api` section (Contour's `gateway` section, same keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]
+#[schemars(crate = "isobar_sdk::schemars")]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct GatewayApiConfig {
+    /// GatewayClasses naming this controller are this instance's (without `gatewayRef`).
+    pub controller_name: String,
+    /// Serve this one Gateway, whatever its class (Contour's static mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_ref: Option<GatewayRef>,
+}
+
+impl Default for GatewayApiConfig {
+    fn default() -> Self {
+        GatewayApiConfig {
+            controller_name: CONTOUR_CONTROLLER.to_string(),
+            gateway_ref: None,
+        }
+    }
+}
+
+fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
+    let config: GatewayApiConfig = parse_config(config)?;
+    Ok(Box::new(GatewayApiSource { config }))
+}
+
+isobar_sdk::inventory::submit! {
+    PluginRegistration {
+        name: NAME,
+        summary: "Gateway API (gateway.networking.k8s.io): Gateways, HTTPRoutes, ReferenceGrants",
+        factory: Factory::Source(build),
+        settings: Some(Settings::of::<GatewayApiConfig>()),
+    }
+}
+
+pub struct GatewayApiSource {
+    config: GatewayApiConfig,
+}
+
+impl Source for GatewayApiSource {
+    fn kinds(&self) -> &'static [Kind] {
+        &[kinds::GATEWAY_CLASS, kinds::GATEWAY, kinds::HTTP_ROUTE]
+    }
+
+    fn reads(&self) -> &'static [Kind] {
+        &[
+            kinds::REFERENCE_GRANT,
+            kinds::NAMESPACE,
+            Kind::Service,
+            Kind::EndpointSlice,
+            Kind::Secret,
+        ]
+    }
+
+    fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
+        let grants = grants::Grants::new(ctx);
+        let served = gateways::serve(ctx, &self.config, &grants, ir, status);
+        let attached = routes::serve(ctx, &grants, &served, ir, status);
+        for (gateway, listeners) in &served.listeners {
+            let gw = status.gateway(gateway);
+            for l in listeners {
+                let count = attached
+                    .get(&(gateway.clone(), l.name.clone()))
+                    .copied()
+                    .unwrap_or(0);
+                gw.listener(&l.name).attached_routes = count;
+            }
+        }
+    }
+}

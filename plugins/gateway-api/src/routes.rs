@@ -1,0 +1,245 @@
+//! HTTPRoutes: which served listeners each attaches to (per parent reference), the
+//! hosts it gets there, its rules placed on those hosts, and its `status.parents[]`.
+
+use std::collections::BTreeMap;
+
+use isobar_sdk::condition::Condition;
+use isobar_sdk::ir::{DownstreamTls, Route, SecureVirtualHost};
+use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
+
+use crate::gateways::{Family, Gateways, Served};
+use crate::grants::Grants;
+use crate::hosts::intersect;
+use crate::kinds::{GATEWAY, GROUP, HttpRoute};
+use crate::rules::{policy_for, rules};
+
+/// Serves every HTTPRoute attached to a served Gateway, oldest first (an older route
+/// keeps a match a newer one repeats); returns the routes attached per Gateway listener
+/// (`(gateway, listener name)`).
+pub fn serve(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    gateways: &Gateways,
+    ir: &mut Ir,
+    status: &mut StatusReport,
+) -> BTreeMap<(ObjectKey, String), i32> {
+    let mut attached = BTreeMap::new();
+    let mut routes: Vec<(ObjectKey, &HttpRoute)> = ctx.all::<HttpRoute>().collect();
+    routes.sort_by(|(ka, a), (kb, b)| {
+        a.metadata
+            .creation_timestamp
+            .cmp(&b.metadata.creation_timestamp)
+            .then_with(|| ka.cmp(kb))
+    });
+    for (key, route) in routes {
+        serve_route(
+            ctx,
+            grants,
+            gateways,
+            &key,
+            route,
+            ir,
+            status,
+            &mut attached,
+        );
+    }
+    attached
+}
+
+/// The listeners one parent reference of an HTTPRoute attaches to, with its hosts on
+/// each; or the reason it attaches to none.
+fn attach<'g>(
+    ctx: &BuildContext<'_>,
+    listeners: &'g [Served],
+    namespace: &str,
+    parent: &ParentRef,
+    hostnames: &[String],
+) -> Result<Vec<(&'g Served, Vec<String>)>, Condition> {
+    let candidates: Vec<&Served> = listeners
+        .iter()
+        .filter(|l| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
+        .filter(|l| parent.port.is_none_or(|p| p == l.port))
+        .collect();
+    if candidates.is_empty() {
+        return Err(Condition::new(
+            "Accepted",
+            false,
+            "NoMatchingParent",
+            "no listener of the Gateway matches the parentRef's sectionName and port",
+        ));
+    }
+    let allowed: Vec<&Served> = candidates
+        .into_iter()
+        .filter(|l| l.http_routes && l.admits(ctx, namespace))
+        .collect();
+    if allowed.is_empty() {
+        return Err(Condition::new(
+            "Accepted",
+            false,
+            "NotAllowedByListeners",
+            "no listener allows HTTPRoutes from this namespace",
+        ));
+    }
+    let hosted: Vec<(&Served, Vec<String>)> = allowed
+        .into_iter()
+        .map(|l| (l, intersect(l.hostname.as_deref(), hostnames)))
+        .filter(|(_, hosts)| !hosts.is_empty())
+        .collect();
+    if hosted.is_empty() {
+        return Err(Condition::new(
+            "Accepted",
+            false,
+            "NoMatchingListenerHostname",
+            "no listener hostname intersects the route's hostnames",
+        ));
+    }
+    Ok(hosted)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_route(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    gateways: &Gateways,
+    key: &ObjectKey,
+    route: &HttpRoute,
+    ir: &mut Ir,
+    status: &mut StatusReport,
+    attached: &mut BTreeMap<(ObjectKey, String), i32>,
+) {
+    let spec = &route.spec;
+    let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
+    let mut translated = None;
+    for p in spec.parent_refs.iter().flatten() {
+        if p.group.as_deref().unwrap_or(GROUP) != GROUP
+            || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+        {
+            continue;
+        }
+        let namespace = p.namespace.as_deref().unwrap_or(&key.namespace);
+        let gateway = ObjectKey::new(GATEWAY, namespace, &p.name);
+        // Another controller's Gateway (or none): not this controller's to report.
+        let Some(listeners) = gateways.listeners.get(&gateway) else {
+            continue;
+        };
+        let parent = ParentRef {
+            group: p.group.clone(),
+            kind: p.kind.clone(),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            section_name: p.section_name.clone(),
+            port: p.port,
+        };
+        let hosted = match attach(ctx, listeners, &key.namespace, &parent, &hostnames) {
+            Ok(hosted) => hosted,
+            Err(condition) => {
+                let gw = status.gateway(key);
+                gw.set_parent(&parent, condition);
+                continue;
+            }
+        };
+        let done = translated.get_or_insert_with(|| {
+            rules(ctx, grants, key, spec.rules.as_deref().unwrap_or_default())
+        });
+        let gw = status.gateway(key);
+        if done.rules.is_empty() && !done.invalid.is_empty() {
+            gw.set_parent(
+                &parent,
+                Condition::new(
+                    "Accepted",
+                    false,
+                    "UnsupportedValue",
+                    done.invalid.join("; "),
+                ),
+            );
+            continue;
+        }
+        gw.set_parent(&parent, Condition::new("Accepted", true, "Accepted", ""));
+        if !done.invalid.is_empty() {
+            gw.set_parent(
+                &parent,
+                Condition::new(
+                    "PartiallyInvalid",
+                    true,
+                    "UnsupportedValue",
+                    format!("left out: {}", done.invalid.join("; ")),
+                ),
+            );
+        }
+        gw.set_parent(
+            &parent,
+            match &done.unresolved {
+                None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
+                Some((reason, message)) => {
+                    Condition::new("ResolvedRefs", false, reason, message.clone())
+                }
+            },
+        );
+        for (listener, hosts) in hosted {
+            *attached
+                .entry((gateway.clone(), listener.name.clone()))
+                .or_default() += 1;
+            for host in hosts {
+                place(ir, key, listener, &host, done);
+            }
+        }
+    }
+    if let Some(done) = translated {
+        for cluster in done.clusters {
+            ir.add_cluster(cluster);
+        }
+    }
+}
+
+/// Adds the rules to vhost `host` of the listener's Envoy listener; a match already
+/// there (from an older route, or an earlier rule) is kept.
+fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &crate::rules::Rules) {
+    if listener.family == Family::Https {
+        let Some(vhosts) = ir.secure_virtual_hosts_mut(&listener.envoy) else {
+            return;
+        };
+        vhosts.entry(host.to_string()).or_insert_with(|| {
+            SecureVirtualHost::new(
+                host,
+                Some(DownstreamTls {
+                    secret: listener.secret.clone().unwrap_or_default(),
+                    min_version: None,
+                    max_version: None,
+                    alpn_http: true,
+                    client_validation: None,
+                }),
+            )
+        });
+    }
+    for rule in &done.rules {
+        for matcher in &rule.matches {
+            let exists = match listener.family {
+                Family::Http => ir
+                    .virtual_hosts(&listener.envoy)
+                    .get(host)
+                    .is_some_and(|v| v.routes.get(matcher).is_some()),
+                Family::Https => ir
+                    .secure_virtual_hosts(&listener.envoy)
+                    .get(host)
+                    .is_some_and(|v| v.http.routes.get(matcher).is_some()),
+            };
+            if exists {
+                continue;
+            }
+            let policy = match rule.policy.as_deref().and_then(|p| policy_for(p, matcher)) {
+                Some(p) => Some(Box::new(p)),
+                None => rule.policy.clone(),
+            };
+            let route = Route {
+                matcher: matcher.clone(),
+                action: rule.action.clone(),
+                source: key.clone(),
+                policy,
+            };
+            match listener.family {
+                Family::Http => ir.add_route(&listener.envoy, host, route),
+                Family::Https => ir.add_secure_route(&listener.envoy, host, route),
+            };
+        }
+    }
+}

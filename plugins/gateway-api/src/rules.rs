@@ -1,0 +1,599 @@
+//! An HTTPRoute's rules as IR routes: matches, filters and backends. Each rule is
+//! checked alone: a rule Isobar cannot serve as written is left out (and reported),
+//! the others are served.
+
+use gateway_api::apis::standard::httproutes::{
+    HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesFilters,
+    HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
+    HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesMatchesQueryParamsType,
+};
+use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
+use isobar_sdk::ir::{
+    Cluster, HeaderMatch, HeadersPolicy, Mirror, PathMatch, QueryMatch, Redirect, RegexRewrite,
+    RouteAction, RouteMatch, RoutePolicy, StringMatch, WeightedCluster,
+};
+use isobar_sdk::regex::check_re2;
+use isobar_sdk::resolve::{PortRef, service_cluster};
+use isobar_sdk::{BuildContext, ObjectKey};
+
+use crate::grants::Grants;
+use crate::kinds::HTTP_ROUTE;
+
+/// The name of a cluster no backend has: the share of weight of an invalid backend
+/// goes there and is answered 500.
+pub const INVALID_BACKEND: &str = "gateway-api/invalid-backend";
+
+/// One rule, ready to be placed on the route's hosts.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// One IR route per match (with the same action and policy).
+    pub matches: Vec<RouteMatch>,
+    pub action: RouteAction,
+    pub policy: Option<Box<RoutePolicy>>,
+}
+
+/// Why a backend reference does not resolve: ResolvedRefs' reason and message.
+pub type Unresolved = (&'static str, String);
+
+/// What the rules of a route came to.
+#[derive(Debug, Default)]
+pub struct Rules {
+    pub rules: Vec<Rule>,
+    pub clusters: Vec<Cluster>,
+    /// The first unresolved backend reference.
+    pub unresolved: Option<Unresolved>,
+    /// Rules left out, with why.
+    pub invalid: Vec<String>,
+}
+
+/// Translates the rules of the HTTPRoute `key`.
+pub fn rules(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    key: &ObjectKey,
+    rules: &[HttpRouteRules],
+) -> Rules {
+    let mut out = Rules::default();
+    for (i, rule) in rules.iter().enumerate() {
+        match one_rule(ctx, grants, key, rule, &mut out) {
+            Ok(r) => out.rules.push(r),
+            Err(e) => out.invalid.push(format!("rule {i}: {e}")),
+        }
+    }
+    out
+}
+
+fn one_rule(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    key: &ObjectKey,
+    rule: &HttpRouteRules,
+    out: &mut Rules,
+) -> Result<Rule, String> {
+    let default_match = [HttpRouteRulesMatches::default()];
+    let matches = match rule.matches.as_deref() {
+        None | Some([]) => &default_match[..],
+        Some(m) => m,
+    };
+    let matches = matches
+        .iter()
+        .map(route_match)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut policy = RoutePolicy::default();
+    let mut redirect = None;
+    for filter in rule.filters.iter().flatten() {
+        apply_filter(
+            ctx,
+            grants,
+            key,
+            filter,
+            &matches,
+            &mut policy,
+            &mut redirect,
+            &mut out.clusters,
+        )?;
+    }
+    if let Some(timeouts) = &rule.timeouts {
+        if let Some(t) = &timeouts.request {
+            policy.timeout = Some(duration(t)?);
+        }
+        if let Some(t) = &timeouts.backend_request {
+            let per_try = duration(t)?;
+            if policy.timeout.is_some_and(|r| !r.is_zero() && per_try > r) {
+                return Err("timeouts.backendRequest must not exceed timeouts.request".into());
+            }
+            // Without retries a backend request is the request: its timeout bounds it.
+            policy.timeout = Some(policy.timeout.map_or(per_try, |r| r.min(per_try)));
+        }
+    }
+    let action = match redirect {
+        Some(r) => RouteAction::Redirect(Box::new(r)),
+        None => forward(
+            ctx,
+            grants,
+            key,
+            rule.backend_refs.as_deref().unwrap_or_default(),
+            &mut policy,
+            out,
+        ),
+    };
+    let policy = (policy != RoutePolicy::default()).then(|| Box::new(policy));
+    Ok(Rule {
+        matches,
+        action,
+        policy,
+    })
+}
+
+/// The clusters of `backends`, by weight; an invalid backend's share answers 500, and
+/// no weight at all answers 500.
+fn forward(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    key: &ObjectKey,
+    backends: &[HttpRouteRulesBackendRefs],
+    policy: &mut RoutePolicy,
+    out: &mut Rules,
+) -> RouteAction {
+    let mut weighted = Vec::new();
+    for backend in backends {
+        let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
+        let reference = BackendRef {
+            group: backend.group.as_deref(),
+            kind: backend.kind.as_deref(),
+            name: &backend.name,
+            namespace: backend.namespace.as_deref(),
+            port: backend.port,
+        };
+        match resolve(ctx, grants, key, &reference) {
+            Ok(cluster) => {
+                if weight > 0 {
+                    weighted.push(WeightedCluster {
+                        cluster: cluster.name.clone(),
+                        weight,
+                        ..Default::default()
+                    });
+                }
+                out.clusters.push(cluster);
+            }
+            Err(e) => {
+                if weight > 0 {
+                    policy.missing_cluster_500 = true;
+                    weighted.push(WeightedCluster {
+                        cluster: INVALID_BACKEND.to_string(),
+                        weight,
+                        ..Default::default()
+                    });
+                }
+                out.unresolved.get_or_insert(e);
+            }
+        }
+    }
+    if weighted.iter().all(|w| w.cluster == INVALID_BACKEND) {
+        policy.missing_cluster_500 = false;
+        return RouteAction::DirectResponse {
+            status: 500,
+            body: None,
+        };
+    }
+    RouteAction::Forward(weighted)
+}
+
+/// A reference to a backend, as backendRefs and mirror filters spell it.
+struct BackendRef<'a> {
+    group: Option<&'a str>,
+    kind: Option<&'a str>,
+    name: &'a str,
+    namespace: Option<&'a str>,
+    port: Option<i32>,
+}
+
+/// The cluster of a Service backend the route may use.
+fn resolve(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    key: &ObjectKey,
+    backend: &BackendRef<'_>,
+) -> Result<Cluster, Unresolved> {
+    let group = backend.group.unwrap_or("");
+    let kind = backend.kind.unwrap_or("Service");
+    if !group.is_empty() || kind != "Service" {
+        return Err((
+            "InvalidKind",
+            format!("backendRef {kind} of group {group:?} is not a Service"),
+        ));
+    }
+    let namespace = backend.namespace.unwrap_or(&key.namespace);
+    if namespace != key.namespace
+        && !grants.permits(
+            &key.namespace,
+            HTTP_ROUTE,
+            namespace,
+            "",
+            "Service",
+            backend.name,
+        )
+    {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "no ReferenceGrant in {namespace} lets HTTPRoutes of {} use Service {}",
+                key.namespace, backend.name
+            ),
+        ));
+    }
+    let Some(port) = backend.port else {
+        return Err((
+            "BackendNotFound",
+            format!(
+                "backendRef Service {namespace}/{} needs a port",
+                backend.name
+            ),
+        ));
+    };
+    service_cluster(
+        ctx.objects,
+        namespace,
+        backend.name,
+        PortRef::Number(port),
+        Default::default(),
+    )
+    .map_err(|e| ("BackendNotFound", e.to_string()))
+}
+
+/// A Gateway API duration (`1h2m3s4ms`, at most one of each unit).
+fn duration(value: &str) -> Result<std::time::Duration, String> {
+    let d: gateway_api::Duration = value
+        .parse()
+        .map_err(|e| format!("invalid duration {value:?}: {e}"))?;
+    u64::try_from(d.as_nanos())
+        .map(std::time::Duration::from_nanos)
+        .map_err(|_| format!("duration {value:?} is too long"))
+}
+
+fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, String> {
+    let path = m.path.as_ref();
+    let value = path
+        .and_then(|p| p.value.clone())
+        .unwrap_or_else(|| "/".to_string());
+    let regex = matches!(
+        path.and_then(|p| p.r#type.as_ref()),
+        Some(HttpRouteRulesMatchesPathType::RegularExpression)
+    );
+    let bad = |c: char| c.is_control() || c == '?' || c == '#';
+    if !regex && (!value.starts_with('/') || value.chars().any(bad)) {
+        return Err(format!(
+            "path {value:?} must start with / and have no ? or #"
+        ));
+    }
+    let path = match path.and_then(|p| p.r#type.clone()) {
+        Some(HttpRouteRulesMatchesPathType::Exact) => PathMatch::Exact(value),
+        Some(HttpRouteRulesMatchesPathType::RegularExpression) => {
+            check_re2(&value).map_err(|e| format!("path regex {value:?}: {e}"))?;
+            PathMatch::Regex(value)
+        }
+        Some(HttpRouteRulesMatchesPathType::PathPrefix) | None => {
+            let trimmed = value.trim_end_matches('/');
+            if trimmed.is_empty() {
+                PathMatch::Prefix("/".to_string())
+            } else {
+                PathMatch::SegmentPrefix(trimmed.to_string())
+            }
+        }
+    };
+    let mut matcher = RouteMatch::path(path);
+    let mut seen = Vec::new();
+    for h in m.headers.iter().flatten() {
+        let name = h.name.to_ascii_lowercase();
+        if !is_header_name(&name) {
+            return Err(format!("header name {:?} is not valid", h.name));
+        }
+        // The first match of a name counts; later ones are ignored (the spec's rule).
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name.clone());
+        let value = match h.r#type {
+            Some(HttpRouteRulesMatchesHeadersType::RegularExpression) => {
+                check_re2(&h.value).map_err(|e| format!("header regex {:?}: {e}", h.value))?;
+                StringMatch::Regex(h.value.clone())
+            }
+            _ => StringMatch::Exact(h.value.clone()),
+        };
+        matcher.headers.push(HeaderMatch {
+            name,
+            value: Some(value),
+            ignore_case: false,
+            invert: false,
+            treat_missing_as_empty: false,
+        });
+    }
+    if let Some(method) = &m.method {
+        matcher.headers.push(HeaderMatch {
+            name: ":method".to_string(),
+            value: Some(StringMatch::Exact(method_name(method).to_string())),
+            ignore_case: false,
+            invert: false,
+            treat_missing_as_empty: false,
+        });
+    }
+    let mut seen = Vec::new();
+    for q in m.query_params.iter().flatten() {
+        if q.name.is_empty() || q.name.len() > 1024 {
+            return Err(format!("query parameter name {:?} is not valid", q.name));
+        }
+        if seen.contains(&q.name) {
+            continue;
+        }
+        seen.push(q.name.clone());
+        let value = match q.r#type {
+            Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression) => {
+                check_re2(&q.value).map_err(|e| format!("query regex {:?}: {e}", q.value))?;
+                StringMatch::Regex(q.value.clone())
+            }
+            _ => StringMatch::Exact(q.value.clone()),
+        };
+        matcher.query.push(QueryMatch {
+            name: q.name.clone(),
+            value: Some(value),
+            ignore_case: false,
+        });
+    }
+    Ok(matcher)
+}
+
+fn method_name(method: &HttpRouteRulesMatchesMethod) -> &'static str {
+    match method {
+        HttpRouteRulesMatchesMethod::Get => "GET",
+        HttpRouteRulesMatchesMethod::Head => "HEAD",
+        HttpRouteRulesMatchesMethod::Post => "POST",
+        HttpRouteRulesMatchesMethod::Put => "PUT",
+        HttpRouteRulesMatchesMethod::Delete => "DELETE",
+        HttpRouteRulesMatchesMethod::Connect => "CONNECT",
+        HttpRouteRulesMatchesMethod::Options => "OPTIONS",
+        HttpRouteRulesMatchesMethod::Trace => "TRACE",
+        HttpRouteRulesMatchesMethod::Patch => "PATCH",
+    }
+}
+
+/// Header modifications, checked: names Envoy accepts, values without CR/LF/NUL.
+fn headers(
+    policy: &mut HeadersPolicy,
+    set: impl Iterator<Item = (String, String)>,
+    add: impl Iterator<Item = (String, String)>,
+    remove: &[String],
+) -> Result<(), String> {
+    let checked = |(name, value): (String, String)| {
+        let name = name.to_ascii_lowercase();
+        if !is_header_name(&name) || name.starts_with(':') || name == "host" {
+            return Err(format!("header {name:?} cannot be modified"));
+        }
+        if !is_header_value(&value) {
+            return Err(format!("header {name:?}: value is not valid"));
+        }
+        Ok((name, escape_header_value(&value)))
+    };
+    for pair in set {
+        let (name, value) = checked(pair)?;
+        policy.set.insert(name, value);
+    }
+    for pair in add {
+        let (name, value) = checked(pair)?;
+        policy.add.insert(name, value);
+    }
+    for name in remove {
+        let name = name.to_ascii_lowercase();
+        if !is_header_name(&name) {
+            return Err(format!("header {name:?} cannot be removed"));
+        }
+        policy.remove.push(name);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn apply_filter(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    key: &ObjectKey,
+    filter: &HttpRouteRulesFilters,
+    matches: &[RouteMatch],
+    policy: &mut RoutePolicy,
+    redirect: &mut Option<Redirect>,
+    clusters: &mut Vec<Cluster>,
+) -> Result<(), String> {
+    let missing = || format!("filter {:?} has no configuration", filter.r#type);
+    match filter.r#type {
+        HttpRouteRulesFiltersType::RequestHeaderModifier => {
+            let m = filter
+                .request_header_modifier
+                .as_ref()
+                .ok_or_else(missing)?;
+            headers(
+                &mut policy.request_headers,
+                m.set
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.clone(), h.value.clone())),
+                m.add
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.clone(), h.value.clone())),
+                m.remove.as_deref().unwrap_or_default(),
+            )
+        }
+        HttpRouteRulesFiltersType::ResponseHeaderModifier => {
+            let m = filter
+                .response_header_modifier
+                .as_ref()
+                .ok_or_else(missing)?;
+            headers(
+                &mut policy.response_headers,
+                m.set
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.clone(), h.value.clone())),
+                m.add
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.clone(), h.value.clone())),
+                m.remove.as_deref().unwrap_or_default(),
+            )
+        }
+        HttpRouteRulesFiltersType::RequestRedirect => {
+            let r = filter.request_redirect.as_ref().ok_or_else(missing)?;
+            let status = match r.status_code.unwrap_or(302) {
+                s @ (301 | 302 | 303 | 307 | 308) => s as u32,
+                other => return Err(format!("redirect statusCode {other} is not supported")),
+            };
+            let mut out = Redirect {
+                scheme: r.scheme.as_ref().map(|s| match s {
+                    HttpRouteRulesFiltersRequestRedirectScheme::Http => "http".to_string(),
+                    HttpRouteRulesFiltersRequestRedirectScheme::Https => "https".to_string(),
+                }),
+                host: r.hostname.clone(),
+                port: r.port.and_then(|p| u32::try_from(p).ok()),
+                path: None,
+                prefix: None,
+                status,
+            };
+            if let Some(host) = &out.host
+                && !crate::hosts::valid(host)
+            {
+                return Err(format!("redirect hostname {host:?} is not valid"));
+            }
+            if let Some(p) = &r.path {
+                match p.r#type {
+                    HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath => {
+                        out.path = Some(rewrite_path(p.replace_full_path.as_deref())?);
+                    }
+                    HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch => {
+                        prefix_only(matches)?;
+                        out.prefix = Some(rewrite_path(p.replace_prefix_match.as_deref())?);
+                    }
+                }
+            }
+            *redirect = Some(out);
+            Ok(())
+        }
+        HttpRouteRulesFiltersType::UrlRewrite => {
+            let r = filter.url_rewrite.as_ref().ok_or_else(missing)?;
+            if let Some(host) = &r.hostname {
+                if !crate::hosts::valid(host) {
+                    return Err(format!("rewrite hostname {host:?} is not valid"));
+                }
+                policy.host_rewrite = Some(host.clone());
+            }
+            if let Some(p) = &r.path {
+                match p.r#type {
+                    HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath => {
+                        policy.regex_rewrite = Some(RegexRewrite {
+                            pattern: "^/.*$".to_string(),
+                            substitution: rewrite_path(p.replace_full_path.as_deref())?,
+                        });
+                    }
+                    HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
+                        prefix_only(matches)?;
+                        policy.prefix_rewrite =
+                            Some(rewrite_path(p.replace_prefix_match.as_deref())?);
+                    }
+                }
+            }
+            Ok(())
+        }
+        HttpRouteRulesFiltersType::RequestMirror => {
+            let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
+            let b = &m.backend_ref;
+            let reference = BackendRef {
+                group: b.group.as_deref(),
+                kind: b.kind.as_deref(),
+                name: &b.name,
+                namespace: b.namespace.as_deref(),
+                port: b.port,
+            };
+            let cluster = resolve(ctx, grants, key, &reference).map_err(|(_, m)| m)?;
+            let percent = match (&m.percent, &m.fraction) {
+                (Some(p), _) => *p,
+                (None, Some(f)) => {
+                    let d = f.denominator.unwrap_or(100).max(1);
+                    f.numerator.saturating_mul(100) / d
+                }
+                (None, None) => 100,
+            };
+            policy.mirror = Some(Mirror {
+                cluster: cluster.name.clone(),
+                percent: u32::try_from(percent.clamp(0, 100)).unwrap_or(100),
+            });
+            // The mirror's cluster is served with the route's.
+            clusters.push(cluster);
+            Ok(())
+        }
+        HttpRouteRulesFiltersType::Cors | HttpRouteRulesFiltersType::ExtensionRef => {
+            Err(format!("filter {:?} is not supported yet", filter.r#type))
+        }
+    }
+}
+
+/// A path a rewrite or redirect puts in place: absolute, without CR, LF or NUL.
+fn rewrite_path(path: Option<&str>) -> Result<String, String> {
+    let path = path.unwrap_or("/");
+    if !path.starts_with('/') || path.chars().any(|c| c.is_control()) {
+        return Err(format!(
+            "path {path:?} must start with / and have no control characters"
+        ));
+    }
+    Ok(path.to_string())
+}
+
+/// ReplacePrefixMatch needs every match to be a path prefix.
+fn prefix_only(matches: &[RouteMatch]) -> Result<(), String> {
+    if matches
+        .iter()
+        .all(|m| matches!(m.path, PathMatch::Prefix(_) | PathMatch::SegmentPrefix(_)))
+    {
+        Ok(())
+    } else {
+        Err("ReplacePrefixMatch needs PathPrefix matches".into())
+    }
+}
+
+/// The policy of a rule for one of its matches: a prefix replacement Envoy's
+/// `prefix_rewrite` would get wrong (after `/`, or ending in `/`, where the request's
+/// path goes on after the prefix) becomes a regex rewrite of that match's prefix.
+pub fn policy_for(policy: &RoutePolicy, matcher: &RouteMatch) -> Option<RoutePolicy> {
+    let replacement = policy.prefix_rewrite.as_deref()?;
+    let pattern = match &matcher.path {
+        PathMatch::Prefix(p) if p == "/" => "^/".to_string(),
+        PathMatch::SegmentPrefix(p) | PathMatch::Prefix(p) if replacement.ends_with('/') => {
+            format!("^{}/*", escape_re2(p))
+        }
+        _ => return None,
+    };
+    let substitution = if replacement.ends_with('/') {
+        replacement.to_string()
+    } else {
+        format!("{replacement}/")
+    };
+    Some(RoutePolicy {
+        prefix_rewrite: None,
+        regex_rewrite: Some(RegexRewrite {
+            pattern,
+            substitution,
+        }),
+        ..policy.clone()
+    })
+}
+
+/// `text` as an RE2 literal: its ASCII punctuation escaped.
+fn escape_re2(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if c.is_ascii_punctuation() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
