@@ -69,7 +69,15 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("coordination.k8s.io", "v1", "leases"),
     // The test plugin's kind (tests/plugin).
     ("test.isobar.dev", "v1", "mappings"),
+    ("", "v1", "namespaces"),
+    ("gateway.networking.k8s.io", "v1", "gatewayclasses"),
+    ("gateway.networking.k8s.io", "v1", "gateways"),
+    ("gateway.networking.k8s.io", "v1", "httproutes"),
+    ("gateway.networking.k8s.io", "v1", "referencegrants"),
 ];
+
+/// The resources whose objects live in no namespace.
+const CLUSTER_SCOPED: &[&str] = &["namespaces", "gatewayclasses"];
 
 fn kind_of(plural: &str) -> &'static str {
     match plural {
@@ -81,6 +89,11 @@ fn kind_of(plural: &str) -> &'static str {
         "tlscertificatedelegations" => "TLSCertificateDelegation",
         "leases" => "Lease",
         "mappings" => "Mapping",
+        "namespaces" => "Namespace",
+        "gatewayclasses" => "GatewayClass",
+        "gateways" => "Gateway",
+        "httproutes" => "HTTPRoute",
+        "referencegrants" => "ReferenceGrant",
         _ => "Unknown",
     }
 }
@@ -148,10 +161,17 @@ impl ApiServer {
         let kind = object["kind"].as_str().unwrap_or_default().to_string();
         let resource = resource_of(&api_version, &kind)
             .unwrap_or_else(|| panic!("the test API server does not serve {api_version} {kind}"));
-        let namespace = object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string();
+        let cluster_scoped = CLUSTER_SCOPED
+            .iter()
+            .any(|plural| resource.ends_with(&format!("/{plural}")));
+        let namespace = if cluster_scoped {
+            String::new()
+        } else {
+            object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string()
+        };
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -159,7 +179,9 @@ impl ApiServer {
         let mut store = self.lock();
         store.rv += 1;
         let rv = store.rv;
-        object["metadata"]["namespace"] = json!(namespace);
+        if !cluster_scoped {
+            object["metadata"]["namespace"] = json!(namespace);
+        }
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
         object["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply"}]);
         let key = (resource.clone(), namespace.clone(), name);
@@ -591,6 +613,8 @@ fn parse_path(path: &str) -> Option<Target> {
             (Some(ns.to_string()), *plural, Some(name.to_string()), true)
         }
         [plural] => (None, *plural, None, false),
+        [plural, name] => (None, *plural, Some(name.to_string()), false),
+        [plural, name, "status"] => (None, *plural, Some(name.to_string()), true),
         _ => return None,
     };
     Some(Target {

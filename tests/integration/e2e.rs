@@ -100,6 +100,11 @@ impl Stack {
         Some((status, response.text().await.ok()?))
     }
 
+    /// The body of a 200 answer to `GET path` with `Host: host` (panics on another).
+    pub(crate) async fn body_of(&self, host: &str, path: &str) -> String {
+        self.body(host, path).await
+    }
+
     async fn body(&self, host: &str, path: &str) -> String {
         match self.get(host, path).await {
             Some((200, body)) => body,

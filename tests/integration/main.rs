@@ -5,6 +5,7 @@ mod apiserver;
 mod cli;
 mod e2e;
 mod extension;
+mod gateway_api;
 mod golden;
 mod incremental;
 mod kubernetes;

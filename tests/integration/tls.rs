@@ -19,13 +19,13 @@ use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, SupportedProtocolV
 use crate::support::{eventually, service_yaml, write};
 
 /// A certificate and its key, as PEM and DER.
-struct Issued {
+pub(crate) struct Issued {
     cert_pem: String,
     key_pem: String,
     der: CertificateDer<'static>,
 }
 
-fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
+pub(crate) fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
     params.distinguished_name.push(DnType::CommonName, name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -34,7 +34,7 @@ fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
     CertifiedIssuer::self_signed(params, key).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn issue(ca: &CertifiedIssuer<'static, KeyPair>, name: &str) -> Issued {
+pub(crate) fn issue(ca: &CertifiedIssuer<'static, KeyPair>, name: &str) -> Issued {
     let mut params =
         CertificateParams::new(vec![name.to_string()]).unwrap_or_else(|e| panic!("{e}"));
     params.distinguished_name.push(DnType::CommonName, name);
@@ -53,7 +53,7 @@ fn indent(text: &str) -> String {
         .collect::<String>()
 }
 
-fn tls_secret(ns: &str, name: &str, cert: &Issued) -> String {
+pub(crate) fn tls_secret(ns: &str, name: &str, cert: &Issued) -> String {
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
         indent(&cert.cert_pem),
@@ -78,20 +78,20 @@ const ROUTES_A: &str = "  routes:\n    - services: [{name: echo-a, port: 80}]\n"
 
 /// What an HTTPS request through Envoy got: status, body and the server's leaf.
 #[derive(Debug)]
-struct Answer {
-    status: u16,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: String,
     peer: Option<CertificateDer<'static>>,
 }
 
-struct Client {
+pub(crate) struct Client {
     roots: Vec<CertificateDer<'static>>,
     versions: Vec<&'static SupportedProtocolVersion>,
     identity: Option<(CertificateDer<'static>, String)>,
 }
 
 impl Client {
-    fn new(roots: &[&CertifiedIssuer<'static, KeyPair>]) -> Client {
+    pub(crate) fn new(roots: &[&CertifiedIssuer<'static, KeyPair>]) -> Client {
         Client {
             roots: roots.iter().map(|ca| ca.der().clone()).collect(),
             versions: vec![&rustls::version::TLS13, &rustls::version::TLS12],
@@ -122,7 +122,13 @@ impl Client {
     }
 
     /// `GET path` with `Host: host` over TLS with SNI `sni` to 127.0.0.1:`port`.
-    async fn get(&self, port: u16, sni: &str, host: &str, path: &str) -> Result<Answer, String> {
+    pub(crate) async fn get(
+        &self,
+        port: u16,
+        sni: &str,
+        host: &str,
+        path: &str,
+    ) -> Result<Answer, String> {
         let connector = tokio_rustls::TlsConnector::from(Arc::new(self.config()?));
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await

@@ -1,0 +1,387 @@
+//! Gateway API through a real Envoy (files provider) and status written to an API
+//! server: what a user of Gateways and HTTPRoutes sees.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::apiserver::ApiServer;
+use crate::e2e::{Stack, start_with};
+use crate::support::{eventually, write};
+use crate::tls::{Client, issue, new_ca, tls_secret};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Gateways of classes naming Contour's controller are served.
+const CONFIG: &str = "gateway:\n  controllerName: projectcontour.io/gateway-controller\n";
+
+/// A GatewayClass of ours and a Gateway whose listeners land on `http_port` and
+/// `https_port` (Contour's container port of listener port P is P + 8000).
+fn gateway(http_port: u16, https_port: u16) -> String {
+    assert!(
+        http_port > 9023 && https_port > 9023,
+        "ports {http_port}/{https_port} have no Gateway listener port below them"
+    );
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: isobar}}
+spec: {{controllerName: projectcontour.io/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: default}}
+spec:
+  gatewayClassName: isobar
+  listeners:
+    - {{name: http, protocol: HTTP, port: {}}}
+    - name: https
+      protocol: HTTPS
+      port: {}
+      hostname: "*.gw.example.com"
+      tls: {{certificateRefs: [{{name: gw-cert}}]}}
+"#,
+        http_port - 8000,
+        https_port - 8000
+    )
+}
+
+/// The older of two HTTPRoutes on app.gw.example.com: `/shared` and everything else go
+/// to echo-a.
+const OLDER: &str = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: older, namespace: default, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [app.gw.example.com]
+  rules:
+    - matches: [{path: {value: /shared}}]
+      backendRefs: [{name: echo-a, port: 80}]
+    - backendRefs: [{name: echo-a, port: 80}]
+"#;
+
+/// The newer route: repeats `/shared` (the older keeps it), and matches by exact path,
+/// header, method and query; rewrites, modifies headers, redirects, and splits with a
+/// missing Service.
+fn newer(exact_backend: &str) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: newer, namespace: default, creationTimestamp: "2026-01-02T00:00:00Z"}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [app.gw.example.com]
+  rules:
+    - matches: [{{path: {{value: /shared}}}}]
+      backendRefs: [{{name: echo-b, port: 80}}]
+    - matches: [{{path: {{type: Exact, value: /shared/exact}}}}]
+      backendRefs: [{{name: {exact_backend}, port: 80}}]
+    - matches:
+        - path: {{value: /canary}}
+          headers: [{{name: x-env, value: canary}}]
+        - path: {{value: /post}}
+          method: POST
+        - path: {{value: /query}}
+          queryParams: [{{name: v, value: "2"}}]
+      backendRefs: [{{name: echo-b, port: 80}}]
+    - matches: [{{path: {{value: /rewrite}}}}]
+      filters:
+        - type: URLRewrite
+          urlRewrite: {{path: {{type: ReplacePrefixMatch, replacePrefixMatch: /}}}}
+        - type: RequestHeaderModifier
+          requestHeaderModifier: {{set: [{{name: x-hello, value: gateway}}]}}
+      backendRefs: [{{name: echo-a, port: 80}}]
+    - matches: [{{path: {{value: /redirect}}}}]
+      filters:
+        - type: RequestRedirect
+          requestRedirect: {{hostname: elsewhere.example.com}}
+    - matches: [{{path: {{value: /half}}}}]
+      backendRefs:
+        - {{name: echo-a, port: 80}}
+        - {{name: no-such-service, port: 80}}
+"#
+    )
+}
+
+/// A route from namespace team: the Gateway's listeners take routes from their own
+/// namespace only.
+const OTHER_NAMESPACE: &str = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: team-route, namespace: team}
+spec:
+  parentRefs: [{name: gw, namespace: default}]
+  hostnames: [team.gw.example.com]
+  rules: [{backendRefs: [{name: echo-c, port: 80}]}]
+"#;
+
+/// `(status, body, headers)` of a request with `method`, `Host: host` and `headers`.
+async fn request(
+    stack: &Stack,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String, reqwest::header::HeaderMap) {
+    let url = format!("http://127.0.0.1:{}{path}", stack.http_port());
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or_default();
+    let mut builder = stack.client.request(method, url).header("host", host);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    match builder.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let headers = response.headers().clone();
+            (status, response.text().await.unwrap_or_default(), headers)
+        }
+        Err(e) => panic!("{host}{path}: {e}\n{}", stack.logs()),
+    }
+}
+
+/// An HTTPProxy answering while the Gateway is not there yet.
+const READY: &str = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: ready, namespace: default}\nspec:\n  virtualhost: {fqdn: ready.example.com}\n  routes: [{services: [{name: echo-a, port: 80}]}]\n";
+
+/// An HTTPRoute's matches, precedence, filters and backends, HTTPS termination by SNI
+/// (421 for another host on the connection), listener isolation by namespace, and an
+/// edit followed: as Envoy answers them, with nothing rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproutes_answer_through_envoy_as_the_spec_says() {
+    let ca = new_ca("gateway test CA");
+    let cert = issue(&ca, "*.gw.example.com");
+    let stack = start_with(
+        Some(CONFIG),
+        &[
+            ("ready.yaml", READY),
+            ("gw-cert.yaml", &tls_secret("default", "gw-cert", &cert)),
+            ("older.yaml", OLDER),
+            ("newer.yaml", &newer("echo-b")),
+            ("team.yaml", OTHER_NAMESPACE),
+        ],
+        ("ready.example.com", "/", "a"),
+    )
+    .await;
+    // The Gateway's listeners land on the stack's ports (and are its listeners).
+    write(
+        &stack.manifests(),
+        "gateway.yaml",
+        &gateway(stack.http_port(), stack.https_port),
+    );
+    stack.wait_for("app.gw.example.com", "/", "a", WAIT).await;
+
+    // The older route keeps the match the newer one repeats; an exact path beats it.
+    assert_eq!(stack.body_of("app.gw.example.com", "/shared").await, "a");
+    assert_eq!(stack.body_of("app.gw.example.com", "/shared/x").await, "a");
+    assert_eq!(
+        stack.body_of("app.gw.example.com", "/shared/exact").await,
+        "b"
+    );
+    // Header, method and query matches; without them the request falls through.
+    let host = "app.gw.example.com";
+    let canary = request(&stack, "GET", host, "/canary", &[("x-env", "canary")]).await;
+    assert_eq!((canary.0, canary.1.as_str()), (200, "b"));
+    assert_eq!(stack.body_of(host, "/canary").await, "a");
+    assert_eq!(request(&stack, "POST", host, "/post", &[]).await.1, "b");
+    assert_eq!(request(&stack, "GET", host, "/post", &[]).await.1, "a");
+    assert_eq!(request(&stack, "GET", host, "/query?v=2", &[]).await.1, "b");
+    assert_eq!(request(&stack, "GET", host, "/query?v=1", &[]).await.1, "a");
+    // A path prefix PathPrefix-replaced by `/`, and a request header set on the way.
+    let (status, body, headers) = request(&stack, "GET", host, "/rewrite/deeper?x=1", &[]).await;
+    assert_eq!((status, body.as_str()), (200, "a"));
+    let seen = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(seen("x-seen-path"), "/deeper?x=1");
+    assert_eq!(seen("x-seen-hello"), "gateway");
+    // RequestRedirect's default status is 302.
+    let (status, _, headers) = request(&stack, "GET", host, "/redirect", &[]).await;
+    assert_eq!(status, 302);
+    assert_eq!(
+        headers.get("location").and_then(|v| v.to_str().ok()),
+        Some("http://elsewhere.example.com/redirect")
+    );
+    // A missing Service's share of the weight answers 500, the rest goes through.
+    let mut answers = std::collections::BTreeMap::new();
+    for _ in 0..60 {
+        let (status, body, _) = request(&stack, "GET", host, "/half", &[]).await;
+        *answers.entry((status, body)).or_insert(0) += 1;
+    }
+    assert_eq!(
+        answers.keys().cloned().collect::<Vec<_>>(),
+        vec![(200, "a".to_string()), (500, String::new())],
+        "{answers:?}"
+    );
+    // A route from another namespace is not attached: its host has no route.
+    assert_eq!(
+        stack.get("team.gw.example.com", "/").await.map(|r| r.0),
+        Some(404)
+    );
+
+    // HTTPS: terminated with the listener's certificate for a name under its wildcard;
+    // another host on that connection is misdirected.
+    let client = Client::new(&[&ca]);
+    let secure = client
+        .get(stack.https_port, host, host, "/")
+        .await
+        .unwrap_or_else(|e| panic!("https: {e}\n{}", stack.logs()));
+    assert_eq!((secure.status, secure.body.as_str()), (200, "a"));
+    let misdirected = client
+        .get(stack.https_port, host, "other.gw.example.com", "/")
+        .await
+        .unwrap_or_else(|e| panic!("https: {e}"));
+    assert_eq!(misdirected.status, 421);
+
+    // An edit of a route is followed.
+    write(&stack.manifests(), "newer.yaml", &newer("echo-a"));
+    stack
+        .wait_for("app.gw.example.com", "/shared/exact", "a", WAIT)
+        .await;
+    stack.assert_nothing_rejected().await;
+}
+
+fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
+    conditions
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+const GW: &str = "gateway.networking.k8s.io/v1";
+
+/// Read from the Kubernetes API: the GatewayClass and Gateway of this controller get
+/// Gateway API status (listeners with their attached routes), a route's parent entry
+/// names the controller; another controller's GatewayClass, Gateway and parent entries
+/// are left as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_api_status_is_written_for_what_this_controller_owns() {
+    let server = ApiServer::start().await;
+    for document in crate::support::service_yaml("default", "echo-a", 18080).split("\n---\n") {
+        server.put(document);
+    }
+    server.put(&format!(
+        "apiVersion: {GW}\nkind: GatewayClass\nmetadata: {{name: ours}}\nspec: {{controllerName: projectcontour.io/gateway-controller}}\n"
+    ));
+    server.put(&format!(
+        "apiVersion: {GW}\nkind: GatewayClass\nmetadata: {{name: theirs}}\nspec: {{controllerName: example.com/other}}\n"
+    ));
+    server.put(&format!(
+        "apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: gw, namespace: default}}\nspec:\n  gatewayClassName: ours\n  listeners: [{{name: http, protocol: HTTP, port: 30080}}]\n"
+    ));
+    server.put(&format!(
+        "apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: other, namespace: default}}\nspec:\n  gatewayClassName: theirs\n  listeners: [{{name: http, protocol: HTTP, port: 30081}}]\n"
+    ));
+    // The other controller has already reported on its own parent.
+    server.put(&format!(
+        r#"apiVersion: {GW}
+kind: HTTPRoute
+metadata: {{name: app, namespace: default}}
+spec:
+  parentRefs: [{{name: gw}}, {{name: other}}]
+  hostnames: [app.example.com]
+  rules: [{{backendRefs: [{{name: echo-a, port: 80}}]}}]
+status:
+  parents:
+    - parentRef: {{name: other}}
+      controllerName: example.com/other
+      conditions:
+        - {{type: Accepted, status: "True", reason: Accepted, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}}
+"#
+    ));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = server.kubeconfig(dir.path());
+    let mut config = isobar::config::Config {
+        gateway: Some(
+            serde_json::json!({"controllerName": "projectcontour.io/gateway-controller"}),
+        ),
+        ..isobar::config::Config::default()
+    };
+    config.leader_election.disabled = true;
+    config.pipeline.holdoff_delay.0 = Duration::ZERO;
+    config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
+    let pipeline =
+        isobar::runner::pipeline::Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let controller = isobar::cli::serve::Controller::start(
+        &config,
+        pipeline,
+        isobar::cli::serve::ProviderChoice::Kubernetes {
+            kubeconfig: Some(kubeconfig.into()),
+            namespaces: Vec::new(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    let object = |kind: &str, ns: &str, name: &str| server.get(GW, kind, ns, name);
+    let route = eventually(WAIT, || async {
+        let route = object("HTTPRoute", "default", "app")?;
+        (route["status"]["parents"].as_array()?.len() == 2).then_some(route)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "no status on the route: {:?}",
+            object("HTTPRoute", "default", "app")
+        )
+    });
+    let parents = &route["status"]["parents"];
+    let ours = parents
+        .as_array()
+        .and_then(|p| {
+            p.iter()
+                .find(|p| p["controllerName"] == "projectcontour.io/gateway-controller")
+        })
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        ours["parentRef"],
+        serde_json::json!({"name": "gw"}),
+        "{parents}"
+    );
+    assert_eq!(condition(&ours["conditions"], "Accepted")["status"], "True");
+    assert_eq!(
+        condition(&ours["conditions"], "ResolvedRefs")["status"],
+        "True"
+    );
+    assert!(
+        parents
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["controllerName"] == "example.com/other")),
+        "the other controller's entry was dropped: {parents}"
+    );
+
+    let class = eventually(WAIT, || async {
+        let class = object("GatewayClass", "", "ours")?;
+        (!condition(&class["status"]["conditions"], "Accepted").is_null()).then_some(class)
+    })
+    .await
+    .unwrap_or_default();
+    let accepted = condition(&class["status"]["conditions"], "Accepted");
+    assert_eq!(accepted["status"], "True", "{class}");
+    assert_eq!(accepted["observedGeneration"], 1, "{class}");
+
+    let gateway = object("Gateway", "default", "gw").unwrap_or_default();
+    assert_eq!(
+        condition(&gateway["status"]["conditions"], "Programmed")["status"],
+        "True",
+        "{gateway}"
+    );
+    let listener = &gateway["status"]["listeners"][0];
+    assert_eq!(listener["name"], "http", "{gateway}");
+    assert_eq!(listener["attachedRoutes"], 1, "{gateway}");
+    assert_eq!(
+        listener["supportedKinds"],
+        serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+    );
+
+    // Nothing of the other controller's was written.
+    assert!(
+        object("GatewayClass", "", "theirs").is_some_and(|c| c["status"].is_null()),
+        "{:?}",
+        object("GatewayClass", "", "theirs")
+    );
+    assert!(object("Gateway", "default", "other").is_some_and(|g| g["status"].is_null()));
+    controller.shutdown().await;
+}
