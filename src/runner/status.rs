@@ -308,7 +308,10 @@ fn desired_status(
     }
     match style(kind) {
         StatusStyle::Contour => status["loadBalancer"] = load_balancer.clone(),
-        StatusStyle::Gateway => status["addresses"] = addresses(load_balancer),
+        // Gateways have addresses; GatewayClasses (cluster-scoped) do not.
+        StatusStyle::Gateway if kind.namespaced() => {
+            status["addresses"] = addresses(load_balancer);
+        }
         _ => {}
     }
     status
@@ -377,6 +380,9 @@ fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
                 .is_some_and(|a| !a.is_empty())
             {
                 out["addresses"] = desired["addresses"].clone();
+            }
+            if desired.get("supportedFeatures").is_some() {
+                out["supportedFeatures"] = desired["supportedFeatures"].clone();
             }
         }
         StatusStyle::Route => {

@@ -61,8 +61,8 @@ spec:
 "#;
 
 /// The newer route: repeats `/shared` (the older keeps it), and matches by exact path,
-/// header, method and query; rewrites, modifies headers, redirects, and splits with a
-/// missing Service.
+/// header, method and query; rewrites, modifies headers (of the rule, and of one
+/// backend), redirects, and splits with a missing Service.
 fn newer(exact_backend: &str) -> String {
     format!(
         r#"apiVersion: gateway.networking.k8s.io/v1
@@ -83,7 +83,12 @@ spec:
           method: POST
         - path: {{value: /query}}
           queryParams: [{{name: v, value: "2"}}]
-      backendRefs: [{{name: echo-b, port: 80}}]
+      backendRefs:
+        - name: echo-b
+          port: 80
+          filters:
+            - type: RequestHeaderModifier
+              requestHeaderModifier: {{set: [{{name: x-hello, value: backend}}]}}
     - matches: [{{path: {{value: /rewrite}}}}]
       filters:
         - type: URLRewrite
@@ -182,7 +187,13 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
     assert_eq!(stack.body_of(host, "/canary").await, "a");
     assert_eq!(request(&stack, "POST", host, "/post", &[]).await.1, "b");
     assert_eq!(request(&stack, "GET", host, "/post", &[]).await.1, "a");
-    assert_eq!(request(&stack, "GET", host, "/query?v=2", &[]).await.1, "b");
+    // The backend's own filter sets a header on requests sent to it.
+    let (_, body, headers) = request(&stack, "GET", host, "/query?v=2", &[]).await;
+    assert_eq!(body, "b");
+    assert_eq!(
+        headers.get("x-seen-hello").and_then(|v| v.to_str().ok()),
+        Some("backend")
+    );
     assert_eq!(request(&stack, "GET", host, "/query?v=1", &[]).await.1, "a");
     // A path prefix PathPrefix-replaced by `/`, and a request header set on the way.
     let (status, body, headers) = request(&stack, "GET", host, "/rewrite/deeper?x=1", &[]).await;
@@ -361,6 +372,14 @@ status:
     let accepted = condition(&class["status"]["conditions"], "Accepted");
     assert_eq!(accepted["status"], "True", "{class}");
     assert_eq!(accepted["observedGeneration"], 1, "{class}");
+    let features = class["status"]["supportedFeatures"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        features.contains(&serde_json::json!({"name": "HTTPRoute"})),
+        "{class}"
+    );
 
     let gateway = object("Gateway", "default", "gw").unwrap_or_default();
     assert_eq!(

@@ -15,6 +15,32 @@ use crate::grants::Grants;
 use crate::hosts;
 use crate::kinds::{GATEWAY, GROUP, Gateway, GatewayClass, Namespace};
 
+/// The Gateway API features this controller supports, as GatewayClass
+/// `status.supportedFeatures` names them (sorted); README's Gateway API section lists the
+/// tests covering each.
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "GatewayPort8080",
+    "HTTPRoute",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteParentRefPort",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+];
+
 /// Contour's container port for a Gateway listener port: 8000 above it, wrapping past
 /// 65535 and kept clear of the privileged ports (`toContainerPort`).
 pub fn container_port(port: i32) -> u16 {
@@ -137,6 +163,7 @@ fn classes(
             "SupportedVersion",
             "Gateway API v1.5",
         ));
+        gateway.supported_features = SUPPORTED_FEATURES.iter().map(|f| f.to_string()).collect();
         ours.push(key.name);
     }
     ours

@@ -3,9 +3,10 @@
 //! the others are served.
 
 use gateway_api::apis::standard::httproutes::{
-    HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesFilters,
-    HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
-    HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
+    HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFiltersType,
+    HttpRouteRulesFilters, HttpRouteRulesFiltersRequestRedirectPathType,
+    HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
+    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPathType,
     HttpRouteRulesMatchesQueryParamsType,
 };
@@ -117,7 +118,7 @@ fn one_rule(
             rule.backend_refs.as_deref().unwrap_or_default(),
             &mut policy,
             out,
-        ),
+        )?,
     };
     let policy = (policy != RoutePolicy::default()).then(|| Box::new(policy));
     Ok(Rule {
@@ -136,7 +137,7 @@ fn forward(
     backends: &[HttpRouteRulesBackendRefs],
     policy: &mut RoutePolicy,
     out: &mut Rules,
-) -> RouteAction {
+) -> Result<RouteAction, String> {
     let mut weighted = Vec::new();
     for backend in backends {
         let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
@@ -150,11 +151,13 @@ fn forward(
         match resolve(ctx, grants, key, &reference) {
             Ok(cluster) => {
                 if weight > 0 {
-                    weighted.push(WeightedCluster {
+                    let mut w = WeightedCluster {
                         cluster: cluster.name.clone(),
                         weight,
                         ..Default::default()
-                    });
+                    };
+                    backend_filters(backend, &mut w)?;
+                    weighted.push(w);
                 }
                 out.clusters.push(cluster);
             }
@@ -173,12 +176,66 @@ fn forward(
     }
     if weighted.iter().all(|w| w.cluster == INVALID_BACKEND) {
         policy.missing_cluster_500 = false;
-        return RouteAction::DirectResponse {
+        return Ok(RouteAction::DirectResponse {
             status: 500,
             body: None,
-        };
+        });
     }
-    RouteAction::Forward(weighted)
+    Ok(RouteAction::Forward(weighted))
+}
+
+/// A backend's own filters: header modifications of the requests sent to it and of
+/// its responses. Any other filter type on a backend is not served (the rule is left
+/// out).
+fn backend_filters(
+    backend: &HttpRouteRulesBackendRefs,
+    weighted: &mut WeightedCluster,
+) -> Result<(), String> {
+    for filter in backend.filters.iter().flatten() {
+        let missing = || format!("backend filter {:?} has no configuration", filter.r#type);
+        match filter.r#type {
+            HttpRouteRulesBackendRefsFiltersType::RequestHeaderModifier => {
+                let m = filter
+                    .request_header_modifier
+                    .as_ref()
+                    .ok_or_else(missing)?;
+                headers(
+                    &mut weighted.request_headers,
+                    m.set
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.clone(), h.value.clone())),
+                    m.add
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.clone(), h.value.clone())),
+                    m.remove.as_deref().unwrap_or_default(),
+                )?;
+            }
+            HttpRouteRulesBackendRefsFiltersType::ResponseHeaderModifier => {
+                let m = filter
+                    .response_header_modifier
+                    .as_ref()
+                    .ok_or_else(missing)?;
+                headers(
+                    &mut weighted.response_headers,
+                    m.set
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.clone(), h.value.clone())),
+                    m.add
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.clone(), h.value.clone())),
+                    m.remove.as_deref().unwrap_or_default(),
+                )?;
+            }
+            ref other => {
+                return Err(format!("backend filter {other:?} is not supported yet"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A reference to a backend, as backendRefs and mirror filters spell it.

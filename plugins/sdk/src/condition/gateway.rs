@@ -104,6 +104,8 @@ pub struct GatewayStatus {
     pub parents: Vec<ParentStatus>,
     /// A Gateway's listeners, in the order they were first reported.
     pub listeners: Vec<ListenerStatus>,
+    /// A GatewayClass's `supportedFeatures` (feature names, sorted).
+    pub supported_features: Vec<String>,
 }
 
 /// Replaces the condition of the same type, or adds it.
@@ -159,11 +161,19 @@ impl GatewayStatus {
     }
 
     /// `status` as Gateway API's `Gateway`/`GatewayClass` carry it: `conditions` and,
-    /// when there are any, `listeners`.
+    /// when there are any, `listeners` and `supportedFeatures`.
     pub fn render_object(&self) -> serde_json::Value {
         let mut out = serde_json::json!({ "conditions": self.conditions });
         if !self.listeners.is_empty() {
             out["listeners"] = serde_json::json!(self.listeners);
+        }
+        if !self.supported_features.is_empty() {
+            let features: Vec<serde_json::Value> = self
+                .supported_features
+                .iter()
+                .map(|name| serde_json::json!({ "name": name }))
+                .collect();
+            out["supportedFeatures"] = serde_json::Value::Array(features);
         }
         out
     }
