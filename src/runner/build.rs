@@ -59,6 +59,9 @@ impl Runner {
         dirty: &Dirty,
     ) -> bool {
         let started = Instant::now();
+        if dirty.routing.iter().any(|k| self.pipeline.whole(k.kind)) {
+            return false;
+        }
         let reach = last.links.update(objects, &self.pipeline, &dirty.routing);
         if reach.objects.len() > SPLICE_MAX.max(last.links.len() / 4) {
             return false;
@@ -111,14 +114,25 @@ impl Runner {
             }
         }
         let encoded = started.elapsed();
+        // The objects whose status this build has: those it reached, and those of kinds
+        // every build reports on whole.
+        let mut reported = reach.objects.clone();
+        reported.extend(
+            output
+                .status
+                .objects
+                .keys()
+                .filter(|k| self.pipeline.whole(k.kind))
+                .cloned(),
+        );
         let mut fresh = StatusReport::default();
-        for key in &reach.objects {
+        for key in &reported {
             if let Some(s) = output.status.objects.remove(key) {
                 fresh.objects.insert(key.clone(), s);
             }
         }
         log_status_changes(status, &fresh);
-        for key in &reach.objects {
+        for key in &reported {
             match fresh.objects.remove(key) {
                 Some(s) => status.objects.insert(key.clone(), s),
                 None => status.objects.remove(key),
@@ -140,7 +154,7 @@ impl Runner {
         self.publish_statuses(objects, |last, lb| {
             let mut desired = last.cloned().unwrap_or_default();
             desired.load_balancer = lb;
-            desired.update(status, objects, &reach.objects);
+            desired.update(status, objects, &reported);
             desired
         });
         tracing::info!(

@@ -28,7 +28,8 @@ fn claim_of(objects: &Objects, pipeline: &Pipeline, key: &ObjectKey) -> Claim {
 
 /// The routing objects that name the Service `namespace/name` (as their source says,
 /// see `Source::claim`): what a change to that Service can change. Read from the
-/// objects as they are (the routing objects of one namespace, no index kept).
+/// objects as they are (the routing objects of one namespace, no index kept; every
+/// object of a kind that may name other namespaces' Services).
 pub fn service_referrers(
     objects: &Objects,
     pipeline: &Pipeline,
@@ -38,8 +39,15 @@ pub fn service_referrers(
     let from = (namespace.to_string(), String::new());
     let mut out = Vec::new();
     for kind in pipeline.routing_kinds() {
-        let in_namespace = objects.of_kind(kind).range(from.clone()..);
-        for ((ns, object), _) in in_namespace.take_while(|((ns, _), _)| ns == namespace) {
+        let all = objects.of_kind(kind);
+        let candidates: Box<dyn Iterator<Item = (&(String, String), _)>> =
+            if pipeline.names_other_namespaces(kind) {
+                Box::new(all.iter())
+            } else {
+                let in_namespace = all.range(from.clone()..);
+                Box::new(in_namespace.take_while(|((ns, _), _)| ns == namespace))
+            };
+        for ((ns, object), _) in candidates {
             let key = ObjectKey::new(kind, ns, object);
             let claim = pipeline.claim(objects, &key);
             if claim

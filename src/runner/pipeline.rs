@@ -198,6 +198,22 @@ impl Pipeline {
             && self.processors.iter().all(|(_, p)| p.local())
     }
 
+    /// Whether objects of `kind` may name Services of other namespaces (see
+    /// `Source::names_other_namespaces`).
+    pub fn names_other_namespaces(&self, kind: Kind) -> bool {
+        self.sources
+            .iter()
+            .any(|(_, s)| s.kinds().contains(&kind) && s.names_other_namespaces())
+    }
+
+    /// Whether a change to an object of `kind` is built in full, and the status of its
+    /// objects taken from every build (see `Source::whole_kinds`).
+    pub fn whole(&self, kind: Kind) -> bool {
+        self.sources
+            .iter()
+            .any(|(_, s)| s.whole_kinds().contains(&kind))
+    }
+
     /// The kinds the enabled sources turn into routes (see `Source::kinds`), in kind
     /// order.
     pub fn routing_kinds(&self) -> BTreeSet<Kind> {

@@ -245,11 +245,25 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
         .unwrap_or_else(|e| panic!("https: {e}"));
     assert_eq!(misdirected.status, 421);
 
-    // An edit of a route is followed.
+    // An edit of a route is followed, built alone and spliced into the last build.
+    let spliced = || async {
+        let url = format!("http://127.0.0.1:{}/metrics", stack.metrics_port);
+        let text = stack.client.get(url).send().await.ok()?.text().await.ok()?;
+        text.lines()
+            .find(|l| l.starts_with("isobar_spliced_builds_total"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let before = spliced().await.unwrap_or_default();
     write(&stack.manifests(), "newer.yaml", &newer("echo-a"));
     stack
         .wait_for("app.gw.example.com", "/shared/exact", "a", WAIT)
         .await;
+    assert!(
+        spliced().await.unwrap_or_default() > before,
+        "the route edit was not built alone\n{}",
+        stack.logs()
+    );
     stack.assert_nothing_rejected().await;
 }
 
@@ -394,6 +408,23 @@ status:
         listener["supportedKinds"],
         serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
     );
+
+    // A route created later (built alone) is counted on the listener.
+    let spliced = controller.metrics.spliced_builds.get();
+    server.put(&format!(
+        "apiVersion: {GW}\nkind: HTTPRoute\nmetadata: {{name: second, namespace: default}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [second.example.com]\n  rules: [{{backendRefs: [{{name: echo-a, port: 80}}]}}]\n"
+    ));
+    let counted = eventually(WAIT, || async {
+        let gateway = object("Gateway", "default", "gw")?;
+        (gateway["status"]["listeners"][0]["attachedRoutes"] == 2).then_some(())
+    })
+    .await;
+    assert!(
+        counted.is_some(),
+        "{:?}",
+        object("Gateway", "default", "gw")
+    );
+    assert!(controller.metrics.spliced_builds.get() > spliced);
 
     // Nothing of the other controller's was written.
     assert!(

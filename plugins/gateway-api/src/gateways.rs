@@ -13,7 +13,7 @@ use isobar_sdk::{BuildContext, ObjectKey, StatusReport};
 use crate::GatewayApiConfig;
 use crate::grants::Grants;
 use crate::hosts;
-use crate::kinds::{GATEWAY, GROUP, Gateway, GatewayClass, Namespace};
+use crate::kinds::{GATEWAY, GROUP, Gateway, GatewayClass, Namespace, every};
 
 /// The Gateway API features this controller supports, as GatewayClass
 /// `status.supportedFeatures` names them (sorted); README's Gateway API section lists the
@@ -146,7 +146,7 @@ fn classes(
     status: &mut StatusReport,
 ) -> Vec<String> {
     let mut ours = Vec::new();
-    for (key, class) in ctx.all::<GatewayClass>() {
+    for (key, class) in every::<GatewayClass>(ctx) {
         if class.spec.controller_name != config.controller_name {
             continue;
         }
@@ -175,8 +175,7 @@ fn selected<'a>(
     config: &GatewayApiConfig,
     classes: &[String],
 ) -> Vec<(ObjectKey, &'a Gateway)> {
-    let mut gateways: Vec<(ObjectKey, &'a Gateway)> = ctx
-        .all::<Gateway>()
+    let mut gateways: Vec<(ObjectKey, &'a Gateway)> = every::<Gateway>(ctx)
         .filter(|(key, gateway)| match &config.gateway_ref {
             Some(r) => r.namespace == key.namespace && r.name == key.name,
             None => classes.contains(&gateway.spec.gateway_class_name),

@@ -2,7 +2,7 @@
 
 use isobar_sdk::{BuildContext, Kind};
 
-use crate::kinds::ReferenceGrant;
+use crate::kinds::{ReferenceGrant, every};
 
 /// The ReferenceGrants of a build.
 pub struct Grants<'a> {
@@ -26,8 +26,7 @@ impl<'a> Grants<'a> {
         to_kind: &str,
         to_name: &str,
     ) -> bool {
-        self.ctx
-            .all::<ReferenceGrant>()
+        every::<ReferenceGrant>(self.ctx)
             .filter(|(key, _)| key.namespace == to_namespace)
             .any(|(_, grant)| {
                 let from = grant.spec.from.iter().any(|f| {

@@ -5,7 +5,7 @@
 use gateway_api::apis::standard::{gatewayclasses, gateways, httproutes, referencegrants};
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;
-use isobar_sdk::{Kind, KindId, KindInfo, Resource, StatusStyle};
+use isobar_sdk::{BuildContext, Kind, KindId, KindInfo, ObjectKey, Resource, StatusStyle};
 use serde::{Deserialize, Serialize};
 
 /// Gateway API's group.
@@ -144,4 +144,16 @@ fn decode_namespace(mut value: serde_json::Value) -> Result<isobar_sdk::Object, 
         meta.retain(|k, _| matches!(k.as_str(), "name" | "labels" | "resourceVersion"));
     }
     decode_object::<Namespace>(value)
+}
+
+/// Every admitted `T` of the store, in a build of part of it too (Gateways, classes and
+/// grants are read whole whatever routes a build covers).
+pub fn every<'a, 'c, T: Resource>(
+    ctx: &'c BuildContext<'a>,
+) -> impl Iterator<Item = (ObjectKey, &'a T)> + use<'a, 'c, T> {
+    let objects: &'a isobar_sdk::Objects = ctx.objects;
+    objects.all::<T>().filter_map(move |((ns, name), o)| {
+        let key = ObjectKey::new(T::KIND, ns, name);
+        ctx.admitted(&key).then_some((key, o))
+    })
 }

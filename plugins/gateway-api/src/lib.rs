@@ -15,6 +15,7 @@
 //! EndpointSlice, Secret. Writes status to GatewayClasses and Gateways it owns and to
 //! the `parents[]` entries of routes attached to them, nothing else.
 
+mod claims;
 mod gateways;
 mod grants;
 pub mod hosts;
@@ -25,7 +26,10 @@ mod rules;
 use serde::{Deserialize, Serialize};
 
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, Settings, parse_config};
-use isobar_sdk::{BuildContext, Ir, Kind, Source, StatusReport};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, StatusReport};
 
 pub use gateways::container_port;
 
@@ -66,7 +70,10 @@ impl Default for GatewayApiConfig {
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
     let config: GatewayApiConfig = parse_config(config)?;
-    Ok(Box::new(GatewayApiSource { config }))
+    Ok(Box::new(GatewayApiSource {
+        config,
+        attached: Mutex::new(Attached::default()),
+    }))
 }
 
 isobar_sdk::inventory::submit! {
@@ -80,6 +87,37 @@ isobar_sdk::inventory::submit! {
 
 pub struct GatewayApiSource {
     config: GatewayApiConfig,
+    /// The listeners every route is attached to, as the builds so far found them: a
+    /// build of part of the routes updates theirs, and every build reports each
+    /// listener's `attachedRoutes` from all of them.
+    attached: Mutex<Attached>,
+}
+
+/// Routes attached to Gateway listeners, kept between builds.
+#[derive(Debug, Default)]
+struct Attached {
+    by_route: HashMap<ObjectKey, routes::Attachments>,
+    counts: HashMap<(ObjectKey, String), i32>,
+}
+
+impl Attached {
+    /// Records the listeners `route` is attached to now (none: it is gone).
+    fn set(&mut self, route: &ObjectKey, now: routes::Attachments) {
+        if let Some(old) = self.by_route.remove(route) {
+            for listener in old {
+                if let Some(n) = self.counts.get_mut(&listener) {
+                    *n -= 1;
+                }
+            }
+        }
+        if now.is_empty() {
+            return;
+        }
+        for listener in &now {
+            *self.counts.entry(listener.clone()).or_default() += 1;
+        }
+        self.by_route.insert(route.clone(), now);
+    }
 }
 
 impl Source for GatewayApiSource {
@@ -97,14 +135,65 @@ impl Source for GatewayApiSource {
         ]
     }
 
+    fn local(&self) -> bool {
+        true
+    }
+
+    /// Under a ReferenceGrant, a route sends to Services of other namespaces.
+    fn names_other_namespaces(&self) -> bool {
+        true
+    }
+
+    /// A Gateway's listeners count the routes attached to them; a GatewayClass decides
+    /// which Gateways are served.
+    fn whole_kinds(&self) -> &'static [Kind] {
+        &[kinds::GATEWAY_CLASS, kinds::GATEWAY]
+    }
+
+    /// An HTTPRoute claims the hosts it can have on the listeners its parents name and
+    /// names its backends' (and mirrors') Services.
+    fn claim(&self, objects: &Objects, key: &ObjectKey) -> Claim {
+        if key.kind != kinds::HTTP_ROUTE {
+            return Claim::default();
+        }
+        match objects.get::<kinds::HttpRoute>(&key.namespace, &key.name) {
+            Some(route) => claims::route(objects, key, route),
+            None => Claim::default(),
+        }
+    }
+
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
         let grants = grants::Grants::new(ctx);
         let served = gateways::serve(ctx, &self.config, &grants, ir, status);
         let attached = routes::serve(ctx, &grants, &served, ir, status);
+        // A dry build (admission) judges one object against the store as it would be:
+        // it counts its own routes and keeps nothing.
+        let mut dry = Attached::default();
+        let mut kept = self.attached.lock().unwrap_or_else(|e| e.into_inner());
+        let state = if ctx.focus().is_some() {
+            &mut dry
+        } else {
+            &mut *kept
+        };
+        match ctx.scope() {
+            None => *state = Attached::default(),
+            Some(scope) => {
+                // Routes of the scope this build did not serve: gone, or not admitted.
+                for key in scope.iter().filter(|k| k.kind == kinds::HTTP_ROUTE) {
+                    if !attached.contains_key(key) {
+                        state.set(key, routes::Attachments::new());
+                    }
+                }
+            }
+        }
+        for (route, now) in attached {
+            state.set(&route, now);
+        }
         for (gateway, listeners) in &served.listeners {
             let gw = status.gateway(gateway);
             for l in listeners {
-                let count = attached
+                let count = state
+                    .counts
                     .get(&(gateway.clone(), l.name.clone()))
                     .copied()
                     .unwrap_or(0);

@@ -1,7 +1,7 @@
 //! HTTPRoutes: which served listeners each attaches to (per parent reference), the
 //! hosts it gets there, its rules placed on those hosts, and its `status.parents[]`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::{DownstreamTls, Route, SecureVirtualHost};
@@ -13,16 +13,19 @@ use crate::hosts::intersect;
 use crate::kinds::{GATEWAY, GROUP, HttpRoute};
 use crate::rules::{policy_for, rules};
 
-/// Serves every HTTPRoute attached to a served Gateway, oldest first (an older route
-/// keeps a match a newer one repeats); returns the routes attached per Gateway listener
-/// (`(gateway, listener name)`).
+/// The Gateway listeners (`(gateway, listener name)`) a route is attached to.
+pub type Attachments = BTreeSet<(ObjectKey, String)>;
+
+/// Serves every HTTPRoute (of the build's scope) attached to a served Gateway, oldest
+/// first (an older route keeps a match a newer one repeats); returns the listeners each
+/// route served is attached to.
 pub fn serve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     gateways: &Gateways,
     ir: &mut Ir,
     status: &mut StatusReport,
-) -> BTreeMap<(ObjectKey, String), i32> {
+) -> BTreeMap<ObjectKey, Attachments> {
     let mut attached = BTreeMap::new();
     let mut routes: Vec<(ObjectKey, &HttpRoute)> = ctx.all::<HttpRoute>().collect();
     routes.sort_by(|(ka, a), (kb, b)| {
@@ -32,16 +35,9 @@ pub fn serve(
             .then_with(|| ka.cmp(kb))
     });
     for (key, route) in routes {
-        serve_route(
-            ctx,
-            grants,
-            gateways,
-            &key,
-            route,
-            ir,
-            status,
-            &mut attached,
-        );
+        let mut to = Attachments::new();
+        serve_route(ctx, grants, gateways, &key, route, ir, status, &mut to);
+        attached.insert(key, to);
     }
     attached
 }
@@ -105,7 +101,7 @@ fn serve_route(
     route: &HttpRoute,
     ir: &mut Ir,
     status: &mut StatusReport,
-    attached: &mut BTreeMap<(ObjectKey, String), i32>,
+    attached: &mut Attachments,
 ) {
     let spec = &route.spec;
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
@@ -176,9 +172,7 @@ fn serve_route(
             },
         );
         for (listener, hosts) in hosted {
-            *attached
-                .entry((gateway.clone(), listener.name.clone()))
-                .or_default() += 1;
+            attached.insert((gateway.clone(), listener.name.clone()));
             for host in hosts {
                 place(ir, key, listener, &host, done);
             }

@@ -104,6 +104,12 @@ impl<'a> BuildContext<'a> {
         BuildContext { focus, ..self }
     }
 
+    /// In a build of part of the store, the routing objects it covers (those of them
+    /// that were deleted too); `None` in a full build.
+    pub fn scope(&self) -> Option<&'a BTreeSet<ObjectKey>> {
+        self.scope
+    }
+
     /// The object a dry build judges, if this is one. Conditions on other objects are
     /// then only read to compare; a processor whose per-object work is costly (a
     /// policy evaluation) may do it for this object alone.
@@ -307,6 +313,20 @@ pub trait Source: Send + Sync {
     /// and spliced into the previous build; otherwise every change rebuilds everything.
     fn local(&self) -> bool {
         false
+    }
+
+    /// Whether its objects may name Services in namespaces other than their own (Gateway
+    /// API routes, under a ReferenceGrant): then a change to a Service looks for the
+    /// objects naming it among all of its objects, not only those of its namespace.
+    fn names_other_namespaces(&self) -> bool {
+        false
+    }
+
+    /// Kinds of its own whose objects' output depends on every object of its kinds (a
+    /// Gateway's listeners carry the count of routes attached to them): a change to one
+    /// is built in full, and their status is taken from every build, spliced or not.
+    fn whole_kinds(&self) -> &'static [Kind] {
+        &[]
     }
 }
 
