@@ -89,7 +89,7 @@ fn load(server: &ApiServer, n: usize, unreferenced_per_tenant: usize) {
     }
 }
 
-fn rss_kib(pid: u32, field: &str) -> u64 {
+pub(crate) fn rss_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
