@@ -34,7 +34,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport, SubCondition};
+use isobar_sdk::condition::ConditionStatus;
+use isobar_sdk::{Kind, Object, ObjectKey, Objects, Reason, StatusReport};
 
 use crate::runner::pipeline::Pipeline;
 
@@ -113,18 +114,59 @@ fn stored(objects: &Objects, key: &ObjectKey) -> Option<usize> {
     objects.object(key).map(Object::address)
 }
 
-/// What makes an object's change unacceptable: its errors, and its FQDN-sharing warnings.
-fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<SubCondition> {
-    status
-        .get(key)
-        .map(|s| {
-            let shared = s
-                .warnings
-                .iter()
-                .filter(|w| w.reason == Reason::DuplicateVhost);
-            s.errors.iter().chain(shared).cloned().collect()
+/// One thing that makes an object's change unacceptable, and whether it only names
+/// something that does not exist (yet): that is a warning, it may be created next.
+#[derive(Debug, Clone, PartialEq)]
+struct Problem {
+    message: String,
+    unresolved: bool,
+}
+
+/// What makes an object's change unacceptable: its errors and its FQDN-sharing warnings
+/// (Contour's shape), and in Gateway API's shape, a parent that does not accept it for
+/// what it says (`UnsupportedValue`), rules left out (`PartiallyInvalid`) and backends
+/// that cannot resolve (only a missing one, or a missing grant, is an unresolved
+/// reference).
+fn errors_of(status: &StatusReport, key: &ObjectKey) -> Vec<Problem> {
+    let Some(s) = status.get(key) else {
+        return Vec::new();
+    };
+    let shared = s
+        .warnings
+        .iter()
+        .filter(|w| w.reason == Reason::DuplicateVhost);
+    let mut out: Vec<Problem> = s
+        .errors
+        .iter()
+        .chain(shared)
+        .map(|e| Problem {
+            message: e.message.clone(),
+            unresolved: e.is_unresolved_reference(),
         })
-        .unwrap_or_default()
+        .collect();
+    for parent in s.gateway.iter().flat_map(|g| &g.parents) {
+        for c in &parent.conditions {
+            let refused = match (c.type_.as_str(), c.status, c.reason.as_str()) {
+                ("Accepted", ConditionStatus::False, "UnsupportedValue") => Some(false),
+                ("PartiallyInvalid", ConditionStatus::True, _) => Some(false),
+                ("ResolvedRefs", ConditionStatus::False, "BackendNotFound" | "RefNotPermitted") => {
+                    Some(true)
+                }
+                ("ResolvedRefs", ConditionStatus::False, _) => Some(false),
+                _ => None,
+            };
+            if let Some(unresolved) = refused {
+                let problem = Problem {
+                    message: c.message.clone(),
+                    unresolved,
+                };
+                if !out.contains(&problem) {
+                    out.push(problem);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `objects` with only the routing objects in `keep`.
@@ -230,7 +272,7 @@ impl Admissions {
                 _ => Vec::new(),
             };
             for error in errors_of(&after, key) {
-                if error.is_unresolved_reference() || had.contains(&error) {
+                if error.unresolved || had.contains(&error) {
                     warnings.push(error.message);
                 } else {
                     problems.push(error.message);
@@ -251,7 +293,7 @@ impl Admissions {
                     "{} {}/{}: {}",
                     other.kind, other.namespace, other.name, error.message
                 );
-                if candidate.operation == Operation::Delete || error.is_unresolved_reference() {
+                if candidate.operation == Operation::Delete || error.unresolved {
                     warnings.push(line);
                 } else {
                     problems.push(line);

@@ -44,6 +44,7 @@ fn review(uid: &str, operation: &str, object: &Value) -> Value {
     let kind = object["kind"].as_str().unwrap_or_default();
     let (group, version) = match kind {
         "Ingress" => ("networking.k8s.io", "v1"),
+        "HTTPRoute" | "Gateway" => ("gateway.networking.k8s.io", "v1"),
         _ => ("projectcontour.io", "v1"),
     };
     json!({
@@ -346,4 +347,60 @@ async fn missing_references_warn_and_updates_are_judged_on_what_they_change() {
     assert_eq!(answer["allowed"], false, "{answer}");
     let message = answer["status"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("soon"), "{answer}");
+}
+
+fn http_route(name: &str, rules: Value) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "hostnames": [format!("{name}.example.com")],
+            "rules": rules,
+        }
+    })
+}
+
+/// HTTPRoutes are judged as the controller would: a rule it would leave out (here a bad
+/// regex) rejects the route with the message its parent's status would carry, alone or
+/// beside good rules; a backend Service that does not exist yet is only a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproutes_the_controller_would_not_accept_are_refused() {
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: isobar}\nspec: {controllerName: projectcontour.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: team-a}\nspec:\n  gatewayClassName: isobar\n  listeners: [{name: http, protocol: HTTP, port: 80}]\n";
+    let manifests = format!("{}---\n{gateway}", existing());
+    let config = Config {
+        gateway: Some(json!({"controllerName": "projectcontour.io/gateway-controller"})),
+        ..Config::default()
+    };
+    let hook = hook(&manifests, config).await;
+    let good = json!({"backendRefs": [{"name": "web", "port": 80}]});
+    let bad = json!({
+        "matches": [{"path": {"type": "RegularExpression", "value": "/(["}}],
+        "backendRefs": [{"name": "web", "port": 80}],
+    });
+
+    let ok = hook
+        .review(&review("1", "CREATE", &http_route("fine", json!([good]))))
+        .await;
+    assert_eq!(ok["allowed"], true, "{ok}");
+
+    for (uid, rules) in [("2", json!([bad])), ("3", json!([good, bad]))] {
+        let refused = hook
+            .review(&review(uid, "CREATE", &http_route("broken", rules)))
+            .await;
+        assert_eq!(refused["allowed"], false, "{refused}");
+        let message = refused["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("path regex"), "{refused}");
+    }
+
+    let missing = json!([{"backendRefs": [{"name": "not-yet", "port": 80}]}]);
+    let warned = hook
+        .review(&review("4", "CREATE", &http_route("early", missing)))
+        .await;
+    assert_eq!(warned["allowed"], true, "{warned}");
+    assert!(
+        warned["warnings"].to_string().contains("not-yet"),
+        "{warned}"
+    );
 }

@@ -146,12 +146,12 @@ fn decode_namespace(mut value: serde_json::Value) -> Result<isobar_sdk::Object, 
     decode_object::<Namespace>(value)
 }
 
-/// Every admitted `T` of the store, in a build of part of it too (Gateways, classes and
-/// grants are read whole whatever routes a build covers).
+/// Every admitted `T` of the store, in a build of part of it too, spliced or dry
+/// (Gateways, classes and grants are read whole whatever routes a build covers).
 pub fn every<'a, 'c, T: Resource>(
     ctx: &'c BuildContext<'a>,
 ) -> impl Iterator<Item = (ObjectKey, &'a T)> + use<'a, 'c, T> {
-    let objects: &'a isobar_sdk::Objects = ctx.objects;
+    let objects: &'a isobar_sdk::Objects = ctx.store();
     objects.all::<T>().filter_map(move |((ns, name), o)| {
         let key = ObjectKey::new(T::KIND, ns, name);
         ctx.admitted(&key).then_some((key, o))
