@@ -358,6 +358,10 @@ fn decode(
     // Neither moves routing: without them, Isobar's own status writes (which change
     // both) leave the stored object equal, and so rebuild nothing.
     object.metadata.resource_version = None;
+    // A cluster-scoped object has no namespace, whatever a response says.
+    if !kind.namespaced() {
+        object.metadata.namespace = None;
+    }
     // A kind whose status Isobar writes is read without it: Isobar's own writes then
     // leave the stored object equal, and rebuild nothing.
     if kind.info().is_some_and(|i| i.status != StatusStyle::None)

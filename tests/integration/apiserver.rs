@@ -74,6 +74,8 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "v1", "gateways"),
     ("gateway.networking.k8s.io", "v1", "httproutes"),
     ("gateway.networking.k8s.io", "v1", "referencegrants"),
+    ("gateway.networking.k8s.io", "v1", "tlsroutes"),
+    ("gateway.networking.k8s.io", "v1alpha2", "tcproutes"),
 ];
 
 /// The resources whose objects live in no namespace.
@@ -94,6 +96,8 @@ fn kind_of(plural: &str) -> &'static str {
         "gateways" => "Gateway",
         "httproutes" => "HTTPRoute",
         "referencegrants" => "ReferenceGrant",
+        "tlsroutes" => "TLSRoute",
+        "tcproutes" => "TCPRoute",
         _ => "Unknown",
     }
 }
@@ -542,7 +546,9 @@ impl ApiServer {
         let mut object = object;
         object["apiVersion"] = json!(target.api_version);
         object["kind"] = json!(kind_of(&target.plural));
-        object["metadata"]["namespace"] = json!(namespace);
+        if target.namespace.is_some() {
+            object["metadata"]["namespace"] = json!(namespace);
+        }
         object["metadata"]["name"] = json!(name);
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
         let created = !store.objects.contains_key(&key);

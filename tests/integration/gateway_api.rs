@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::apiserver::ApiServer;
 use crate::e2e::{Stack, start_with};
 use crate::support::{eventually, write};
-use crate::tls::{Client, issue, new_ca, tls_secret};
+use crate::tls::{Client, issue, new_ca, tls_backend, tls_secret};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -267,6 +267,95 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
     stack.assert_nothing_rejected().await;
 }
 
+/// A TLSRoute passed through by SNI on a TLS listener (the client sees the backend's own
+/// certificate), and a TCPRoute forwarding a TCP listener's connections, through a real
+/// Envoy; Envoy rejects nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_tcp_routes_forward_connections_through_envoy() {
+    let ca = new_ca("passthrough test CA");
+    let backend_cert = issue(&ca, "app.pass.example.com");
+    let tls_port = tls_backend(&backend_cert).await;
+    let stack = start_with(
+        Some(CONFIG),
+        &[
+            ("ready.yaml", READY),
+            (
+                "tls-backend.yaml",
+                &crate::support::service_yaml("default", "tls-backend", tls_port),
+            ),
+        ],
+        ("ready.example.com", "/", "a"),
+    )
+    .await;
+    let tcp_port = crate::support::ServePorts::free().http;
+    assert!(stack.https_port > 9023 && tcp_port > 9023);
+    let objects = format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: isobar}}
+spec: {{controllerName: projectcontour.io/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: streams, namespace: default}}
+spec:
+  gatewayClassName: isobar
+  listeners:
+    - name: pass
+      protocol: TLS
+      port: {}
+      hostname: "*.pass.example.com"
+      tls: {{mode: Passthrough}}
+    - {{name: tcp, protocol: TCP, port: {}}}
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {{name: pass, namespace: default}}
+spec:
+  parentRefs: [{{name: streams, sectionName: pass}}]
+  hostnames: [app.pass.example.com]
+  rules: [{{backendRefs: [{{name: tls-backend, port: 80}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {{name: tcp, namespace: default}}
+spec:
+  parentRefs: [{{name: streams, sectionName: tcp}}]
+  rules: [{{backendRefs: [{{name: echo-a, port: 80}}]}}]
+"#,
+        stack.https_port - 8000,
+        tcp_port - 8000
+    );
+    write(&stack.manifests(), "streams.yaml", &objects);
+    let client = Client::new(&[&ca]);
+    let host = "app.pass.example.com";
+    let passed = eventually(WAIT, || async {
+        client.get(stack.https_port, host, host, "/").await.ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("no TLS passthrough\n{}", stack.logs()));
+    assert_eq!((passed.status, passed.body.as_str()), (200, "passthrough"));
+    assert_eq!(
+        passed.peer.as_ref(),
+        Some(&backend_cert.der),
+        "not the backend's certificate"
+    );
+
+    let tcp = eventually(WAIT, || async {
+        let url = format!("http://127.0.0.1:{tcp_port}/");
+        let response = stack.client.get(url).send().await.ok()?;
+        let body = response.text().await.ok()?;
+        (body == "a").then_some(body)
+    })
+    .await;
+    assert!(
+        tcp.is_some(),
+        "the TCP listener never forwarded\n{}",
+        stack.logs()
+    );
+    stack.assert_nothing_rejected().await;
+}
+
 fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
     conditions
         .as_array()
@@ -424,7 +513,12 @@ status:
         "{:?}",
         object("Gateway", "default", "gw")
     );
-    assert!(controller.metrics.spliced_builds.get() > spliced);
+    assert!(
+        controller.metrics.spliced_builds.get() > spliced,
+        "builds {} spliced {} before {spliced}",
+        controller.metrics.builds.get(),
+        controller.metrics.spliced_builds.get()
+    );
 
     // Nothing of the other controller's was written.
     assert!(

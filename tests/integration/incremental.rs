@@ -83,7 +83,8 @@ fn differences(a: &Snapshot, b: &Snapshot) -> Vec<String> {
 }
 
 /// An edit that changes what a routing object routes: another prefix on its first
-/// route or rule, a new FQDN, or an HTTPRoute's first hostname or first rule's match.
+/// route or rule, a new FQDN, a Gateway API route's first hostname, an HTTPRoute's
+/// first rule's match, a TCPRoute's first backend's weight.
 fn edited(object: &Object) -> Option<Object> {
     if object.kind() == Kind::Secret || object.kind() == Kind::Service {
         return None;
@@ -95,10 +96,16 @@ fn edited(object: &Object) -> Option<Object> {
             *host = format!("edited.{}", host.as_str()?).into();
             return Some(());
         }
+        let http_route = v["kind"] == "HTTPRoute";
         if let Some(rule) = v.pointer_mut("/spec/rules/0")
             && rule.get("backendRefs").is_some()
         {
-            rule["matches"] = serde_json::json!([{"path": {"value": "/edited"}}]);
+            if http_route {
+                rule["matches"] = serde_json::json!([{"path": {"value": "/edited"}}]);
+            } else {
+                // A TCPRoute: its first backend's weight.
+                rule["backendRefs"][0]["weight"] = serde_json::json!(7);
+            }
             return Some(());
         }
         if let Some(fqdn) = v.pointer_mut("/spec/virtualhost/fqdn") {

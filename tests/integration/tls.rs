@@ -22,7 +22,7 @@ use crate::support::{eventually, service_yaml, write};
 pub(crate) struct Issued {
     cert_pem: String,
     key_pem: String,
-    der: CertificateDer<'static>,
+    pub(crate) der: CertificateDer<'static>,
 }
 
 pub(crate) fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
@@ -81,7 +81,7 @@ const ROUTES_A: &str = "  routes:\n    - services: [{name: echo-a, port: 80}]\n"
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) body: String,
-    peer: Option<CertificateDer<'static>>,
+    pub(crate) peer: Option<CertificateDer<'static>>,
 }
 
 pub(crate) struct Client {
@@ -170,7 +170,7 @@ impl Client {
 }
 
 /// A TLS backend answering `passthrough` to any request, with its own certificate.
-async fn tls_backend(cert: &Issued) -> u16 {
+pub(crate) async fn tls_backend(cert: &Issued) -> u16 {
     let key =
         PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(

@@ -39,6 +39,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TLSRoute",
 ];
 
 /// Contour's container port for a Gateway listener port: 8000 above it, wrapping past
@@ -54,12 +55,35 @@ pub fn container_port(port: i32) -> u16 {
     u16::try_from(p).unwrap_or(u16::MAX)
 }
 
-/// What a Gateway listener speaks, as far as Envoy listeners go: listeners of one
-/// family on one port share an Envoy listener.
+/// What a Gateway listener speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Http,
     Https,
+    /// TLS by SNI to TLSRoutes: passed through, or terminated with a certificate.
+    Tls,
+    Tcp,
+}
+
+impl Family {
+    /// The Envoy listener it is part of: listeners on one port share one when their
+    /// families make the same kind of Envoy listener (HTTPS and TLS do).
+    pub fn protocol(self) -> Protocol {
+        match self {
+            Family::Http => Protocol::Http,
+            Family::Https | Family::Tls => Protocol::Https,
+            Family::Tcp => Protocol::Tcp,
+        }
+    }
+
+    /// The route kinds it takes.
+    pub fn route_kinds(self) -> &'static [&'static str] {
+        match self {
+            Family::Http | Family::Https => &["HTTPRoute"],
+            Family::Tls => &["TLSRoute"],
+            Family::Tcp => &["TCPRoute"],
+        }
+    }
 }
 
 /// Which namespaces a listener takes routes from.
@@ -85,8 +109,8 @@ pub struct Served {
     /// HTTPS: the SDS name of its certificate.
     pub secret: Option<String>,
     pub from: From,
-    /// Whether it takes HTTPRoutes (its `allowedRoutes.kinds` name them, or none).
-    pub http_routes: bool,
+    /// The route kinds it takes (of its family's, those `allowedRoutes.kinds` names).
+    pub kinds: Vec<&'static str>,
 }
 
 impl Served {
@@ -130,7 +154,7 @@ fn selects(
 
 /// What is on an Envoy port: its family (`None` for neither HTTP nor HTTPS), its Envoy
 /// listener and the hostnames Gateway listeners claim on it.
-type Port = (Option<Family>, String, Vec<Option<String>>);
+type Port = (Protocol, String, Vec<Option<String>>);
 
 /// The Gateways served and their listeners.
 #[derive(Debug, Default)]
@@ -207,14 +231,7 @@ pub fn serve(
     let mut ports: BTreeMap<u16, Port> = ir
         .listeners
         .values()
-        .map(|l| {
-            let family = match l.protocol {
-                Protocol::Http => Some(Family::Http),
-                Protocol::Https => Some(Family::Https),
-                _ => None,
-            };
-            (l.port, (family, l.name.clone(), Vec::new()))
-        })
+        .map(|l| (l.port, (l.protocol, l.name.clone(), Vec::new())))
         .collect();
     // Contour's addresses: the configured HTTP listener's for HTTP, the HTTPS one's for
     // HTTPS.
@@ -229,18 +246,19 @@ pub fn serve(
         let mut programmed = 0;
         for listener in &gateway.spec.listeners {
             let checked = check_listener(&key, listener, status);
-            let Some((family, resolved, http_routes, from)) = checked else {
+            let Some((family, resolved, kinds, from)) = checked else {
                 continue;
             };
             let port = container_port(listener.port);
-            let prefix = match family {
-                Family::Http => "http",
-                Family::Https => "https",
+            let prefix = match family.protocol() {
+                Protocol::Http => "http",
+                Protocol::Tcp => "tcp",
+                _ => "https",
             };
             let hostname = listener.hostname.clone();
             let gw = status.gateway(&key);
             let conflict = match ports.get(&port) {
-                Some((f, name, _)) if *f != Some(family) => Some((
+                Some((f, name, _)) if *f != family.protocol() => Some((
                     "ProtocolConflict",
                     format!("port {} is taken by listener {name}", listener.port),
                 )),
@@ -266,9 +284,12 @@ pub fn serve(
                 &listener.name,
                 Condition::new("Conflicted", false, "NoConflicts", ""),
             );
+            let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
+                == Some(&GatewayListenersTlsMode::Passthrough);
             let secret = match family {
-                Family::Http => None,
-                Family::Https => match certificate(ctx, grants, &key, listener) {
+                Family::Http | Family::Tcp => None,
+                Family::Tls if passthrough => None,
+                Family::Https | Family::Tls => match certificate(ctx, grants, &key, listener) {
                     Ok((sds, secret)) => {
                         ir.add_secret(&sds, secret);
                         Some(sds)
@@ -296,7 +317,10 @@ pub fn serve(
                 }
                 None => {
                     let name = format!("{prefix}-{}", listener.port);
-                    ports.insert(port, (Some(family), name.clone(), vec![hostname.clone()]));
+                    ports.insert(
+                        port,
+                        (family.protocol(), name.clone(), vec![hostname.clone()]),
+                    );
                     name
                 }
             };
@@ -308,7 +332,8 @@ pub fn serve(
             if !ir.listeners.contains_key(&envoy) {
                 let l = match family {
                     Family::Http => Listener::http(&envoy, &http_address, port),
-                    Family::Https => Listener::https(
+                    Family::Tcp => Listener::tcp(&envoy, &http_address, port),
+                    Family::Https | Family::Tls => Listener::https(
                         &envoy,
                         &https_address,
                         port,
@@ -329,7 +354,7 @@ pub fn serve(
                 family,
                 secret,
                 from,
-                http_routes,
+                kinds,
             });
         }
         let gw = status.gateway(&key);
@@ -362,12 +387,14 @@ fn check_listener(
     gateway: &ObjectKey,
     listener: &GatewayListeners,
     status: &mut StatusReport,
-) -> Option<(Family, Condition, bool, From)> {
+) -> Option<(Family, Condition, Vec<&'static str>, From)> {
     let gw = status.gateway(gateway);
     let name = listener.name.as_str();
     let family = match listener.protocol.as_str() {
         "HTTP" => Family::Http,
         "HTTPS" => Family::Https,
+        "TLS" => Family::Tls,
+        "TCP" => Family::Tcp,
         other => {
             gw.set_listener(
                 name,
@@ -387,26 +414,30 @@ fn check_listener(
     };
     let entry = gw.listener(name);
     entry.supported_kinds = Vec::new();
-    // allowedRoutes.kinds: HTTPRoute, or nothing this listener can take.
-    let kinds = listener
+    // allowedRoutes.kinds: of the kinds this listener can take, those it names (all
+    // when it names none).
+    let named = listener
         .allowed_routes
         .as_ref()
         .and_then(|a| a.kinds.clone())
         .unwrap_or_default();
     let mut invalid_kinds = false;
-    let mut http_routes = kinds.is_empty();
-    for k in &kinds {
+    let mut kinds: Vec<&'static str> = Vec::new();
+    if named.is_empty() {
+        kinds.extend(family.route_kinds());
+    }
+    for k in &named {
         let group = k.group.as_deref().unwrap_or(GROUP);
-        if group == GROUP && k.kind == "HTTPRoute" {
-            http_routes = true;
-        } else {
-            invalid_kinds = true;
+        match family.route_kinds().iter().find(|r| **r == k.kind) {
+            Some(kind) if group == GROUP => kinds.push(kind),
+            _ => invalid_kinds = true,
         }
     }
-    if http_routes {
+    kinds.dedup();
+    for kind in &kinds {
         entry.supported_kinds.push(RouteGroupKind {
             group: GROUP.to_string(),
-            kind: "HTTPRoute".to_string(),
+            kind: kind.to_string(),
         });
     }
     let from = match listener
@@ -466,7 +497,7 @@ fn check_listener(
     } else {
         Condition::new("ResolvedRefs", true, "ResolvedRefs", "")
     };
-    Some((family, resolved, http_routes, from))
+    Some((family, resolved, kinds, from))
 }
 
 /// The certificate of an HTTPS listener: its first `certificateRefs` entry, a Secret in
@@ -478,7 +509,9 @@ fn certificate(
     listener: &GatewayListeners,
 ) -> Result<(String, isobar_sdk::ir::ServedSecret), (&'static str, String)> {
     let tls = listener.tls.as_ref();
-    if tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough) {
+    if listener.protocol == "HTTPS"
+        && tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough)
+    {
         return Err((
             "InvalidTLSConfiguration",
             "an HTTPS listener terminates TLS (mode Passthrough is for TLS listeners)".into(),

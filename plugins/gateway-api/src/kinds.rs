@@ -2,7 +2,10 @@
 //! (Gateway API v1.5), each wrapped so that it can be an Isobar [`Resource`], plus the
 //! core `Namespace` (for `allowedRoutes.namespaces.selector`).
 
-use gateway_api::apis::standard::{gatewayclasses, gateways, httproutes, referencegrants};
+use gateway_api::apis::experimental::tcproutes;
+use gateway_api::apis::standard::{
+    gatewayclasses, gateways, httproutes, referencegrants, tlsroutes,
+};
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;
 use isobar_sdk::{BuildContext, Kind, KindId, KindInfo, ObjectKey, Resource, StatusStyle};
@@ -15,12 +18,16 @@ const GATEWAY_CLASS_ID: KindId = KindId::new(GROUP, "GatewayClass");
 const GATEWAY_ID: KindId = KindId::new(GROUP, "Gateway");
 const HTTP_ROUTE_ID: KindId = KindId::new(GROUP, "HTTPRoute");
 const REFERENCE_GRANT_ID: KindId = KindId::new(GROUP, "ReferenceGrant");
+const TLS_ROUTE_ID: KindId = KindId::new(GROUP, "TLSRoute");
+const TCP_ROUTE_ID: KindId = KindId::new(GROUP, "TCPRoute");
 const NAMESPACE_ID: KindId = KindId::new("", "Namespace");
 
 pub const GATEWAY_CLASS: Kind = Kind::new(&GATEWAY_CLASS_ID);
 pub const GATEWAY: Kind = Kind::new(&GATEWAY_ID);
 pub const HTTP_ROUTE: Kind = Kind::new(&HTTP_ROUTE_ID);
 pub const REFERENCE_GRANT: Kind = Kind::new(&REFERENCE_GRANT_ID);
+pub const TLS_ROUTE: Kind = Kind::new(&TLS_ROUTE_ID);
+pub const TCP_ROUTE: Kind = Kind::new(&TCP_ROUTE_ID);
 pub const NAMESPACE: Kind = Kind::new(&NAMESPACE_ID);
 
 macro_rules! wrapped {
@@ -65,6 +72,18 @@ wrapped!(
     HttpRoute,
     httproutes::HttpRoute,
     HTTP_ROUTE
+);
+wrapped!(
+    /// A `TLSRoute` (`v1`; `v1alpha2`, as Contour's users have it, read the same way).
+    TlsRoute,
+    tlsroutes::TlsRoute,
+    TLS_ROUTE
+);
+wrapped!(
+    /// A `TCPRoute` (`v1alpha2`).
+    TcpRoute,
+    tcproutes::TcpRoute,
+    TCP_ROUTE
 );
 wrapped!(
     /// A `ReferenceGrant`.
@@ -114,6 +133,28 @@ isobar_sdk::inventory::submit! {
 
 isobar_sdk::inventory::submit! {
     KindInfo {
+        kind: TLS_ROUTE,
+        versions: &["v1", "v1alpha2"],
+        plural: "tlsroutes",
+        namespaced: true,
+        decode: decode_tls_route,
+        status: StatusStyle::Route,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: TCP_ROUTE,
+        versions: &["v1alpha2"],
+        plural: "tcproutes",
+        namespaced: true,
+        decode: decode_object::<TcpRoute>,
+        status: StatusStyle::Route,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
         kind: REFERENCE_GRANT,
         versions: &["v1", "v1beta1"],
         plural: "referencegrants",
@@ -132,6 +173,21 @@ isobar_sdk::inventory::submit! {
         decode: decode_namespace,
         status: StatusStyle::None,
     }
+}
+
+/// A TLSRoute of `v1` or `v1alpha2`: `v1alpha2` lets `hostnames` and a rule's
+/// `backendRefs` be left out, `v1` requires them; both read as empty.
+fn decode_tls_route(mut value: serde_json::Value) -> Result<isobar_sdk::Object, String> {
+    if let Some(spec) = value.get_mut("spec").and_then(|s| s.as_object_mut()) {
+        spec.entry("hostnames").or_insert(serde_json::json!([]));
+        let rules = spec.entry("rules").or_insert(serde_json::json!([]));
+        for rule in rules.as_array_mut().into_iter().flatten() {
+            if let Some(rule) = rule.as_object_mut() {
+                rule.entry("backendRefs").or_insert(serde_json::json!([]));
+            }
+        }
+    }
+    decode_object::<TlsRoute>(value)
 }
 
 /// A Namespace with nothing but its name and labels.

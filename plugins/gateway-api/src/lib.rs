@@ -22,6 +22,7 @@ pub mod hosts;
 pub mod kinds;
 mod routes;
 mod rules;
+mod streams;
 
 use serde::{Deserialize, Serialize};
 
@@ -122,7 +123,13 @@ impl Attached {
 
 impl Source for GatewayApiSource {
     fn kinds(&self) -> &'static [Kind] {
-        &[kinds::GATEWAY_CLASS, kinds::GATEWAY, kinds::HTTP_ROUTE]
+        &[
+            kinds::GATEWAY_CLASS,
+            kinds::GATEWAY,
+            kinds::HTTP_ROUTE,
+            kinds::TLS_ROUTE,
+            kinds::TCP_ROUTE,
+        ]
     }
 
     fn reads(&self) -> &'static [Kind] {
@@ -150,16 +157,26 @@ impl Source for GatewayApiSource {
         &[kinds::GATEWAY_CLASS, kinds::GATEWAY]
     }
 
-    /// An HTTPRoute claims the hosts it can have on the listeners its parents name and
-    /// names its backends' (and mirrors') Services.
+    /// A route claims the hosts (SNI names) it can have on the listeners its parents
+    /// name and names its backends' (and mirrors') Services; a TCPRoute claims no host.
     fn claim(&self, objects: &Objects, key: &ObjectKey) -> Claim {
-        if key.kind != kinds::HTTP_ROUTE {
-            return Claim::default();
-        }
-        match objects.get::<kinds::HttpRoute>(&key.namespace, &key.name) {
-            Some(route) => claims::route(objects, key, route),
-            None => Claim::default(),
-        }
+        let (ns, name) = (&key.namespace, &key.name);
+        let found = if key.kind == kinds::HTTP_ROUTE {
+            objects
+                .get::<kinds::HttpRoute>(ns, name)
+                .map(|r| claims::route(objects, key, r))
+        } else if key.kind == kinds::TLS_ROUTE {
+            objects
+                .get::<kinds::TlsRoute>(ns, name)
+                .map(|r| claims::tls_route(objects, key, r))
+        } else if key.kind == kinds::TCP_ROUTE {
+            objects
+                .get::<kinds::TcpRoute>(ns, name)
+                .map(|r| claims::tcp_route(key, r))
+        } else {
+            None
+        };
+        found.unwrap_or_default()
     }
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
@@ -179,7 +196,8 @@ impl Source for GatewayApiSource {
             None => *state = Attached::default(),
             Some(scope) => {
                 // Routes of the scope this build did not serve: gone, or not admitted.
-                for key in scope.iter().filter(|k| k.kind == kinds::HTTP_ROUTE) {
+                let routes = [kinds::HTTP_ROUTE, kinds::TLS_ROUTE, kinds::TCP_ROUTE];
+                for key in scope.iter().filter(|k| routes.contains(&k.kind)) {
                     if !attached.contains_key(key) {
                         state.set(key, routes::Attachments::new());
                     }

@@ -39,14 +39,34 @@ pub fn serve(
         serve_route(ctx, grants, gateways, &key, route, ir, status, &mut to);
         attached.insert(key, to);
     }
+    crate::streams::serve(ctx, grants, gateways, ir, status, &mut attached);
     attached
 }
 
-/// The listeners one parent reference of an HTTPRoute attaches to, with its hosts on
-/// each; or the reason it attaches to none.
-fn attach<'g>(
+/// The Gateway a parent reference names and its served listeners, when it is one of
+/// this controller's.
+pub fn ours<'g>(
+    gateways: &'g Gateways,
+    route: &ObjectKey,
+    parent: &ParentRef,
+) -> Option<(ObjectKey, &'g [Served])> {
+    if parent.group.as_deref().unwrap_or(GROUP) != GROUP
+        || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+    {
+        return None;
+    }
+    let namespace = parent.namespace.as_deref().unwrap_or(&route.namespace);
+    let gateway = ObjectKey::new(GATEWAY, namespace, &parent.name);
+    let listeners = gateways.listeners.get(&gateway)?;
+    Some((gateway, listeners.as_slice()))
+}
+
+/// The listeners one parent reference of a route of `kind` attaches to, with its hosts
+/// on each; or the reason it attaches to none.
+pub fn attach<'g>(
     ctx: &BuildContext<'_>,
     listeners: &'g [Served],
+    kind: &str,
     namespace: &str,
     parent: &ParentRef,
     hostnames: &[String],
@@ -66,14 +86,14 @@ fn attach<'g>(
     }
     let allowed: Vec<&Served> = candidates
         .into_iter()
-        .filter(|l| l.http_routes && l.admits(ctx, namespace))
+        .filter(|l| l.kinds.contains(&kind) && l.admits(ctx, namespace))
         .collect();
     if allowed.is_empty() {
         return Err(Condition::new(
             "Accepted",
             false,
             "NotAllowedByListeners",
-            "no listener allows HTTPRoutes from this namespace",
+            format!("no listener it names takes {kind}s from namespace {namespace}"),
         ));
     }
     let hosted: Vec<(&Served, Vec<String>)> = allowed
@@ -106,27 +126,27 @@ fn serve_route(
     let spec = &route.spec;
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
     let mut translated = None;
-    for p in spec.parent_refs.iter().flatten() {
-        if p.group.as_deref().unwrap_or(GROUP) != GROUP
-            || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
-        {
-            continue;
-        }
-        let namespace = p.namespace.as_deref().unwrap_or(&key.namespace);
-        let gateway = ObjectKey::new(GATEWAY, namespace, &p.name);
+    let parents = spec.parent_refs.iter().flatten().map(|p| ParentRef {
+        group: p.group.clone(),
+        kind: p.kind.clone(),
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+        section_name: p.section_name.clone(),
+        port: p.port,
+    });
+    for parent in parents {
         // Another controller's Gateway (or none): not this controller's to report.
-        let Some(listeners) = gateways.listeners.get(&gateway) else {
+        let Some((gateway, listeners)) = ours(gateways, key, &parent) else {
             continue;
         };
-        let parent = ParentRef {
-            group: p.group.clone(),
-            kind: p.kind.clone(),
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            section_name: p.section_name.clone(),
-            port: p.port,
-        };
-        let hosted = match attach(ctx, listeners, &key.namespace, &parent, &hostnames) {
+        let hosted = match attach(
+            ctx,
+            listeners,
+            "HTTPRoute",
+            &key.namespace,
+            &parent,
+            &hostnames,
+        ) {
             Ok(hosted) => hosted,
             Err(condition) => {
                 let gw = status.gateway(key);
@@ -187,11 +207,17 @@ fn serve_route(
 
 /// Adds the rules to vhost `host` of the listener's Envoy listener; a match already
 /// there (from an older route, or an earlier rule) is kept.
+/// HTTPRoutes reach only HTTP and HTTPS listeners; on an SNI name a TLSRoute already
+/// forwards, they are not placed.
 fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &crate::rules::Rules) {
-    if listener.family == Family::Https {
+    let secure = listener.family != Family::Http;
+    if secure {
         let Some(vhosts) = ir.secure_virtual_hosts_mut(&listener.envoy) else {
             return;
         };
+        if vhosts.get(host).is_some_and(|v| v.tcp_proxy.is_some()) {
+            return;
+        }
         vhosts.entry(host.to_string()).or_insert_with(|| {
             SecureVirtualHost::new(
                 host,
@@ -207,15 +233,14 @@ fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &cra
     }
     for rule in &done.rules {
         for matcher in &rule.matches {
-            let exists = match listener.family {
-                Family::Http => ir
-                    .virtual_hosts(&listener.envoy)
+            let exists = if secure {
+                ir.secure_virtual_hosts(&listener.envoy)
                     .get(host)
-                    .is_some_and(|v| v.routes.get(matcher).is_some()),
-                Family::Https => ir
-                    .secure_virtual_hosts(&listener.envoy)
+                    .is_some_and(|v| v.http.routes.get(matcher).is_some())
+            } else {
+                ir.virtual_hosts(&listener.envoy)
                     .get(host)
-                    .is_some_and(|v| v.http.routes.get(matcher).is_some()),
+                    .is_some_and(|v| v.routes.get(matcher).is_some())
             };
             if exists {
                 continue;
@@ -230,10 +255,11 @@ fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &cra
                 source: key.clone(),
                 policy,
             };
-            match listener.family {
-                Family::Http => ir.add_route(&listener.envoy, host, route),
-                Family::Https => ir.add_secure_route(&listener.envoy, host, route),
-            };
+            if secure {
+                ir.add_secure_route(&listener.envoy, host, route);
+            } else {
+                ir.add_route(&listener.envoy, host, route);
+            }
         }
     }
 }

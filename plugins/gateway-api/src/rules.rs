@@ -20,7 +20,6 @@ use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{BuildContext, ObjectKey};
 
 use crate::grants::Grants;
-use crate::kinds::HTTP_ROUTE;
 
 /// The name of a cluster no backend has: the share of weight of an invalid backend
 /// goes there and is answered 500.
@@ -239,16 +238,16 @@ fn backend_filters(
 }
 
 /// A reference to a backend, as backendRefs and mirror filters spell it.
-struct BackendRef<'a> {
-    group: Option<&'a str>,
-    kind: Option<&'a str>,
-    name: &'a str,
-    namespace: Option<&'a str>,
-    port: Option<i32>,
+pub struct BackendRef<'a> {
+    pub group: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub name: &'a str,
+    pub namespace: Option<&'a str>,
+    pub port: Option<i32>,
 }
 
-/// The cluster of a Service backend the route may use.
-fn resolve(
+/// The cluster of a Service backend the route `key` may use.
+pub fn resolve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     key: &ObjectKey,
@@ -266,7 +265,7 @@ fn resolve(
     if namespace != key.namespace
         && !grants.permits(
             &key.namespace,
-            HTTP_ROUTE,
+            key.kind,
             namespace,
             "",
             "Service",
@@ -276,8 +275,8 @@ fn resolve(
         return Err((
             "RefNotPermitted",
             format!(
-                "no ReferenceGrant in {namespace} lets HTTPRoutes of {} use Service {}",
-                key.namespace, backend.name
+                "no ReferenceGrant in {namespace} lets {}s of {} use Service {}",
+                key.kind, key.namespace, backend.name
             ),
         ));
     }

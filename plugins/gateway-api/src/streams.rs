@@ -1,0 +1,241 @@
+//! TLSRoutes and TCPRoutes: connections forwarded by SNI (passed through, or terminated
+//! by the listener) or by port, to weighted Services. A backend that does not resolve
+//! takes no share (a TCP connection has no 500 to answer); with none left the route
+//! forwards nothing, and `ResolvedRefs` says why.
+
+use std::collections::BTreeMap;
+
+use isobar_sdk::condition::Condition;
+use isobar_sdk::ir::{Cluster, DownstreamTls, SecureVirtualHost, TcpProxy, WeightedCluster};
+use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
+
+use crate::gateways::{Family, Gateways};
+use crate::grants::Grants;
+use crate::kinds::{TcpRoute, TlsRoute};
+use crate::routes::{Attachments, attach, ours};
+use crate::rules::{BackendRef, Unresolved, resolve};
+
+/// A route's parents, its hostnames and its backends, whatever its kind.
+struct Stream<'a> {
+    kind: &'static str,
+    parents: Vec<ParentRef>,
+    hostnames: Vec<String>,
+    backends: Vec<(BackendRef<'a>, Option<i32>)>,
+    created: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+fn tls_stream(route: &TlsRoute) -> Stream<'_> {
+    Stream {
+        kind: "TLSRoute",
+        parents: route
+            .spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(|p| ParentRef {
+                group: p.group.clone(),
+                kind: p.kind.clone(),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                section_name: p.section_name.clone(),
+                port: p.port,
+            })
+            .collect(),
+        hostnames: route.spec.hostnames.clone(),
+        backends: route
+            .spec
+            .rules
+            .iter()
+            .flat_map(|r| &r.backend_refs)
+            .map(|b| {
+                let reference = BackendRef {
+                    group: b.group.as_deref(),
+                    kind: b.kind.as_deref(),
+                    name: &b.name,
+                    namespace: b.namespace.as_deref(),
+                    port: b.port,
+                };
+                (reference, b.weight)
+            })
+            .collect(),
+        created: route.metadata.creation_timestamp.as_ref(),
+    }
+}
+
+fn tcp_stream(route: &TcpRoute) -> Stream<'_> {
+    Stream {
+        kind: "TCPRoute",
+        parents: route
+            .spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(|p| ParentRef {
+                group: p.group.clone(),
+                kind: p.kind.clone(),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                section_name: p.section_name.clone(),
+                port: p.port,
+            })
+            .collect(),
+        hostnames: Vec::new(),
+        backends: route
+            .spec
+            .rules
+            .iter()
+            .flat_map(|r| &r.backend_refs)
+            .map(|b| {
+                let reference = BackendRef {
+                    group: b.group.as_deref(),
+                    kind: b.kind.as_deref(),
+                    name: &b.name,
+                    namespace: b.namespace.as_deref(),
+                    port: b.port,
+                };
+                (reference, b.weight)
+            })
+            .collect(),
+        created: route.metadata.creation_timestamp.as_ref(),
+    }
+}
+
+/// Serves the TLSRoutes and TCPRoutes of the build's scope, oldest first (an older route
+/// keeps an SNI name or a TCP listener a newer one names too).
+pub fn serve(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    gateways: &Gateways,
+    ir: &mut Ir,
+    status: &mut StatusReport,
+    attached: &mut BTreeMap<ObjectKey, Attachments>,
+) {
+    let mut streams: Vec<(ObjectKey, Stream<'_>)> = ctx
+        .all::<TlsRoute>()
+        .map(|(k, r)| (k, tls_stream(r)))
+        .chain(ctx.all::<TcpRoute>().map(|(k, r)| (k, tcp_stream(r))))
+        .collect();
+    streams.sort_by(|(ka, a), (kb, b)| a.created.cmp(&b.created).then_with(|| ka.cmp(kb)));
+    for (key, stream) in streams {
+        let mut to = Attachments::new();
+        serve_stream(ctx, grants, gateways, &key, &stream, ir, status, &mut to);
+        attached.insert(key, to);
+    }
+}
+
+/// The weighted clusters of a route's backends, those clusters, and the first backend
+/// that did not resolve.
+fn backends(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    key: &ObjectKey,
+    stream: &Stream<'_>,
+) -> (Vec<WeightedCluster>, Vec<Cluster>, Option<Unresolved>) {
+    let (mut weighted, mut clusters, mut unresolved) = (Vec::new(), Vec::new(), None);
+    for (reference, weight) in &stream.backends {
+        match resolve(ctx, grants, key, reference) {
+            Ok(cluster) => {
+                let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
+                if weight > 0 {
+                    weighted.push(WeightedCluster {
+                        cluster: cluster.name.clone(),
+                        weight,
+                        ..Default::default()
+                    });
+                }
+                clusters.push(cluster);
+            }
+            Err(e) => {
+                unresolved.get_or_insert(e);
+            }
+        }
+    }
+    (weighted, clusters, unresolved)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_stream(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    gateways: &Gateways,
+    key: &ObjectKey,
+    stream: &Stream<'_>,
+    ir: &mut Ir,
+    status: &mut StatusReport,
+    attached: &mut Attachments,
+) {
+    let mut resolved = None;
+    for parent in &stream.parents {
+        let Some((gateway, listeners)) = ours(gateways, key, parent) else {
+            continue;
+        };
+        let hosted = match attach(
+            ctx,
+            listeners,
+            stream.kind,
+            &key.namespace,
+            parent,
+            &stream.hostnames,
+        ) {
+            Ok(hosted) => hosted,
+            Err(condition) => {
+                status.gateway(key).set_parent(parent, condition);
+                continue;
+            }
+        };
+        let (weighted, _, unresolved) =
+            resolved.get_or_insert_with(|| backends(ctx, grants, key, stream));
+        let gw = status.gateway(key);
+        gw.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
+        gw.set_parent(
+            parent,
+            match unresolved {
+                None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
+                Some((reason, message)) => {
+                    Condition::new("ResolvedRefs", false, reason, message.clone())
+                }
+            },
+        );
+        for (listener, hosts) in hosted {
+            attached.insert((gateway.clone(), listener.name.clone()));
+            if weighted.is_empty() {
+                continue;
+            }
+            let proxy = TcpProxy {
+                clusters: weighted.clone(),
+                source: key.clone(),
+            };
+            if listener.family == Family::Tcp {
+                if let Some(l) = ir.listeners.get_mut(&listener.envoy)
+                    && l.tcp_proxy.is_none()
+                {
+                    l.tcp_proxy = Some(proxy);
+                }
+                continue;
+            }
+            let Some(vhosts) = ir.secure_virtual_hosts_mut(&listener.envoy) else {
+                continue;
+            };
+            for host in hosts {
+                let tls = listener.secret.as_ref().map(|sds| DownstreamTls {
+                    secret: sds.clone(),
+                    min_version: None,
+                    max_version: None,
+                    alpn_http: false,
+                    client_validation: None,
+                });
+                vhosts
+                    .entry(host.clone())
+                    .or_insert_with(|| SecureVirtualHost {
+                        tcp_proxy: Some(proxy.clone()),
+                        ..SecureVirtualHost::new(&host, tls)
+                    });
+            }
+        }
+    }
+    if let Some((_, clusters, _)) = resolved {
+        for cluster in clusters {
+            ir.add_cluster(cluster);
+        }
+    }
+}
