@@ -155,9 +155,10 @@ fn changed_bytes(before: &Snapshot, after: &Snapshot) -> usize {
         .sum()
 }
 
-pub fn run(n: usize, changes: usize) {
+pub fn run(n: usize, changes: usize, vhds: bool) {
     println!(
-        "gateway: 1 Gateway (HTTP, HTTPS with a wildcard certificate), {n} HTTPRoutes in {n} namespaces ({} also under the HTTPS listener), {n} Services, {n} EndpointSlices",
+        "gateway{}: 1 Gateway (HTTP, HTTPS with a wildcard certificate), {n} HTTPRoutes in {n} namespaces ({} also under the HTTPS listener), {n} Services, {n} EndpointSlices",
+        if vhds { " with xds-server.vhds" } else { "" },
         n.div_ceil(2)
     );
     let mut text: Vec<String> = vec![gateway()];
@@ -172,12 +173,13 @@ pub fn run(n: usize, changes: usize) {
         decode.as_secs_f64() * 1e3
     );
     // CONFIG, as `isobar serve -c` reads it.
-    let config = Config {
+    let mut config = Config {
         gateway: Some(
             serde_json::json!({"controllerName": "projectcontour.io/gateway-controller"}),
         ),
         ..Config::default()
     };
+    config.xds_server.vhds = vhds;
     let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     assert!(pipeline.local(), "Gateway API changes must be built alone");
     let (snapshot_tx, snapshots) = watch::channel(None);
@@ -248,7 +250,9 @@ pub fn run(n: usize, changes: usize) {
         );
         println!("  {spliced} of {} changes built alone", 2 * changes);
     });
-    resident(&text);
+    if !vhds {
+        resident(&text);
+    }
 }
 
 /// Resident memory of the real process serving the profile from a manifest directory.
