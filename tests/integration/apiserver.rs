@@ -75,6 +75,7 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "v1", "httproutes"),
     ("gateway.networking.k8s.io", "v1", "referencegrants"),
     ("gateway.networking.k8s.io", "v1", "tlsroutes"),
+    ("gateway.networking.k8s.io", "v1", "grpcroutes"),
     ("gateway.networking.k8s.io", "v1alpha2", "tcproutes"),
 ];
 
@@ -97,6 +98,7 @@ fn kind_of(plural: &str) -> &'static str {
         "httproutes" => "HTTPRoute",
         "referencegrants" => "ReferenceGrant",
         "tlsroutes" => "TLSRoute",
+        "grpcroutes" => "GRPCRoute",
         "tcproutes" => "TCPRoute",
         _ => "Unknown",
     }

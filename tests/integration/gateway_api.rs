@@ -356,6 +356,103 @@ spec:
     stack.assert_nothing_rejected().await;
 }
 
+/// A real gRPC service (Envoy's own ext_authz API, answering every Check) as the backend.
+struct Allow;
+
+#[tonic::async_trait]
+impl envoy_types::pb::envoy::service::auth::v3::authorization_server::Authorization for Allow {
+    async fn check(
+        &self,
+        _request: tonic::Request<envoy_types::pb::envoy::service::auth::v3::CheckRequest>,
+    ) -> Result<
+        tonic::Response<envoy_types::pb::envoy::service::auth::v3::CheckResponse>,
+        tonic::Status,
+    > {
+        Ok(tonic::Response::new(
+            envoy_types::pb::envoy::service::auth::v3::CheckResponse {
+                status: Some(envoy_types::pb::google::rpc::Status {
+                    code: 0,
+                    message: "through the gateway".to_string(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ))
+    }
+}
+
+/// A GRPCRoute matching a service and method sends gRPC calls through a real Envoy to a
+/// real gRPC server over h2c.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcroutes_route_grpc_calls_through_envoy() {
+    use envoy_types::pb::envoy::service::auth::v3::CheckRequest;
+    use envoy_types::pb::envoy::service::auth::v3::authorization_client::AuthorizationClient;
+    use envoy_types::pb::envoy::service::auth::v3::authorization_server::AuthorizationServer;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let grpc_port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(AuthorizationServer::new(Allow))
+            .serve_with_incoming(isobar::xds::server::incoming(listener)),
+    );
+    let ca = new_ca("grpc test CA");
+    let cert = issue(&ca, "*.gw.example.com");
+    let stack = start_with(
+        Some(CONFIG),
+        &[
+            ("ready.yaml", READY),
+            ("gw-cert.yaml", &tls_secret("default", "gw-cert", &cert)),
+            (
+                "grpc.yaml",
+                &crate::support::service_yaml("default", "authz", grpc_port),
+            ),
+        ],
+        ("ready.example.com", "/", "a"),
+    )
+    .await;
+    let route = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: authz, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [grpc.gw.example.com]
+  rules:
+    - matches: [{method: {service: envoy.service.auth.v3.Authorization, method: Check}}]
+      backendRefs: [{name: authz, port: 80}]
+"#;
+    write(
+        &stack.manifests(),
+        "gateway.yaml",
+        &format!(
+            "{}---\n{route}",
+            gateway(stack.http_port(), stack.https_port)
+        ),
+    );
+    let endpoint =
+        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{}", stack.http_port()))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .origin(
+                "http://grpc.gw.example.com"
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{e}")),
+            );
+    let answered = eventually(WAIT, || async {
+        let channel = endpoint.connect().await.ok()?;
+        let response = AuthorizationClient::new(channel)
+            .check(CheckRequest::default())
+            .await
+            .ok()?;
+        response.into_inner().status
+    })
+    .await
+    .unwrap_or_else(|| panic!("no gRPC answer through Envoy\n{}", stack.logs()));
+    assert_eq!(answered.message, "through the gateway");
+    stack.assert_nothing_rejected().await;
+}
+
 fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
     conditions
         .as_array()
@@ -495,7 +592,10 @@ status:
     assert_eq!(listener["attachedRoutes"], 1, "{gateway}");
     assert_eq!(
         listener["supportedKinds"],
-        serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+        serde_json::json!([
+            {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"},
+            {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}
+        ])
     );
 
     // A route created later (built alone) is counted on the listener.

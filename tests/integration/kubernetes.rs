@@ -675,6 +675,12 @@ async fn a_status_conflict_is_retried() {
     })
     .await;
     assert!(written.is_some(), "{}", c.metrics.encode());
+    // The object can show the status before the writer has counted its write.
+    let counted = eventually(WAIT, || async {
+        (writes(&c.metrics, "written") == 1).then_some(())
+    })
+    .await;
+    assert!(counted.is_some(), "{}", c.metrics.encode());
     assert_eq!(writes(&c.metrics, "conflict"), 2);
     assert_eq!(writes(&c.metrics, "written"), 1);
     assert_eq!(writes(&c.metrics, "failed"), 0);

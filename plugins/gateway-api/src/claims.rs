@@ -6,7 +6,9 @@
 use isobar_sdk::{Claim, ObjectKey, Objects};
 
 use crate::hosts::intersect;
-use crate::kinds::{GROUP, Gateway, HttpRoute, TcpRoute, TlsRoute};
+use gateway_api::apis::standard::httproutes::HttpRouteSpec;
+
+use crate::kinds::{GROUP, Gateway, GrpcRoute, HttpRoute, TcpRoute, TlsRoute};
 
 /// A parent reference as every route kind spells it.
 type Parent<'a> = (
@@ -113,7 +115,18 @@ pub fn tcp_route(key: &ObjectKey, route: &TcpRoute) -> Claim {
 }
 
 pub fn route(objects: &Objects, key: &ObjectKey, route: &HttpRoute) -> Claim {
-    let spec = &route.spec;
+    http_spec(objects, key, &route.spec)
+}
+
+/// A GRPCRoute claims what the HTTPRoute it amounts to would.
+pub fn grpc_route(objects: &Objects, key: &ObjectKey, route: &GrpcRoute) -> Claim {
+    match crate::grpc::as_http(&route.spec) {
+        Ok(spec) => http_spec(objects, key, &spec),
+        Err(_) => Claim::default(),
+    }
+}
+
+fn http_spec(objects: &Objects, key: &ObjectKey, spec: &HttpRouteSpec) -> Claim {
     let hostnames = spec.hostnames.clone().unwrap_or_default();
     let parents = spec.parent_refs.iter().flatten().map(|p| {
         (

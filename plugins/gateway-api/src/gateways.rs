@@ -19,6 +19,7 @@ use crate::kinds::{GATEWAY, GROUP, Gateway, GatewayClass, Namespace, every};
 /// `status.supportedFeatures` names them (sorted); README's Gateway API section lists the
 /// tests covering each.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
     "Gateway",
     "GatewayPort8080",
     "HTTPRoute",
@@ -79,7 +80,7 @@ impl Family {
     /// The route kinds it takes.
     pub fn route_kinds(self) -> &'static [&'static str] {
         match self {
-            Family::Http | Family::Https => &["HTTPRoute"],
+            Family::Http | Family::Https => &["HTTPRoute", "GRPCRoute"],
             Family::Tls => &["TLSRoute"],
             Family::Tcp => &["TCPRoute"],
         }

@@ -4,7 +4,7 @@
 
 use gateway_api::apis::experimental::tcproutes;
 use gateway_api::apis::standard::{
-    gatewayclasses, gateways, httproutes, referencegrants, tlsroutes,
+    gatewayclasses, gateways, grpcroutes, httproutes, referencegrants, tlsroutes,
 };
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;
@@ -18,6 +18,7 @@ const GATEWAY_CLASS_ID: KindId = KindId::new(GROUP, "GatewayClass");
 const GATEWAY_ID: KindId = KindId::new(GROUP, "Gateway");
 const HTTP_ROUTE_ID: KindId = KindId::new(GROUP, "HTTPRoute");
 const REFERENCE_GRANT_ID: KindId = KindId::new(GROUP, "ReferenceGrant");
+const GRPC_ROUTE_ID: KindId = KindId::new(GROUP, "GRPCRoute");
 const TLS_ROUTE_ID: KindId = KindId::new(GROUP, "TLSRoute");
 const TCP_ROUTE_ID: KindId = KindId::new(GROUP, "TCPRoute");
 const NAMESPACE_ID: KindId = KindId::new("", "Namespace");
@@ -26,6 +27,7 @@ pub const GATEWAY_CLASS: Kind = Kind::new(&GATEWAY_CLASS_ID);
 pub const GATEWAY: Kind = Kind::new(&GATEWAY_ID);
 pub const HTTP_ROUTE: Kind = Kind::new(&HTTP_ROUTE_ID);
 pub const REFERENCE_GRANT: Kind = Kind::new(&REFERENCE_GRANT_ID);
+pub const GRPC_ROUTE: Kind = Kind::new(&GRPC_ROUTE_ID);
 pub const TLS_ROUTE: Kind = Kind::new(&TLS_ROUTE_ID);
 pub const TCP_ROUTE: Kind = Kind::new(&TCP_ROUTE_ID);
 pub const NAMESPACE: Kind = Kind::new(&NAMESPACE_ID);
@@ -72,6 +74,12 @@ wrapped!(
     HttpRoute,
     httproutes::HttpRoute,
     HTTP_ROUTE
+);
+wrapped!(
+    /// A `GRPCRoute`.
+    GrpcRoute,
+    grpcroutes::GrpcRoute,
+    GRPC_ROUTE
 );
 wrapped!(
     /// A `TLSRoute` (`v1`; `v1alpha2`, as Contour's users have it, read the same way).
@@ -133,6 +141,17 @@ isobar_sdk::inventory::submit! {
 
 isobar_sdk::inventory::submit! {
     KindInfo {
+        kind: GRPC_ROUTE,
+        versions: &["v1"],
+        plural: "grpcroutes",
+        namespaced: true,
+        decode: decode_grpc_route,
+        status: StatusStyle::Route,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
         kind: TLS_ROUTE,
         versions: &["v1", "v1alpha2"],
         plural: "tlsroutes",
@@ -188,6 +207,15 @@ fn decode_tls_route(mut value: serde_json::Value) -> Result<isobar_sdk::Object, 
         }
     }
     decode_object::<TlsRoute>(value)
+}
+
+/// A GRPCRoute whose matches an API server would accept (see [`crate::grpc::as_http`]).
+fn decode_grpc_route(value: serde_json::Value) -> Result<isobar_sdk::Object, String> {
+    let object = decode_object::<GrpcRoute>(value)?;
+    if let Some(route) = object.get::<GrpcRoute>() {
+        crate::grpc::as_http(&route.spec)?;
+    }
+    Ok(object)
 }
 
 /// A Namespace with nothing but its name and labels.

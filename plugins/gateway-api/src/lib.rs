@@ -18,6 +18,7 @@
 mod claims;
 mod gateways;
 mod grants;
+mod grpc;
 pub mod hosts;
 pub mod kinds;
 mod routes;
@@ -127,6 +128,7 @@ impl Source for GatewayApiSource {
             kinds::GATEWAY_CLASS,
             kinds::GATEWAY,
             kinds::HTTP_ROUTE,
+            kinds::GRPC_ROUTE,
             kinds::TLS_ROUTE,
             kinds::TCP_ROUTE,
         ]
@@ -165,6 +167,10 @@ impl Source for GatewayApiSource {
             objects
                 .get::<kinds::HttpRoute>(ns, name)
                 .map(|r| claims::route(objects, key, r))
+        } else if key.kind == kinds::GRPC_ROUTE {
+            objects
+                .get::<kinds::GrpcRoute>(ns, name)
+                .map(|r| claims::grpc_route(objects, key, r))
         } else if key.kind == kinds::TLS_ROUTE {
             objects
                 .get::<kinds::TlsRoute>(ns, name)
@@ -196,7 +202,12 @@ impl Source for GatewayApiSource {
             None => *state = Attached::default(),
             Some(scope) => {
                 // Routes of the scope this build did not serve: gone, or not admitted.
-                let routes = [kinds::HTTP_ROUTE, kinds::TLS_ROUTE, kinds::TCP_ROUTE];
+                let routes = [
+                    kinds::HTTP_ROUTE,
+                    kinds::GRPC_ROUTE,
+                    kinds::TLS_ROUTE,
+                    kinds::TCP_ROUTE,
+                ];
                 for key in scope.iter().filter(|k| routes.contains(&k.kind)) {
                     if !attached.contains_key(key) {
                         state.set(key, routes::Attachments::new());

@@ -1,7 +1,10 @@
 //! HTTPRoutes: which served listeners each attaches to (per parent reference), the
 //! hosts it gets there, its rules placed on those hosts, and its `status.parents[]`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+
+use gateway_api::apis::standard::httproutes::HttpRouteSpec;
 
 use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::{DownstreamTls, Route, SecureVirtualHost};
@@ -10,15 +13,15 @@ use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 use crate::gateways::{Family, Gateways, Served};
 use crate::grants::Grants;
 use crate::hosts::intersect;
-use crate::kinds::{GATEWAY, GROUP, HttpRoute};
+use crate::kinds::{GATEWAY, GROUP, GRPC_ROUTE, GrpcRoute, HttpRoute};
 use crate::rules::{policy_for, rules};
 
 /// The Gateway listeners (`(gateway, listener name)`) a route is attached to.
 pub type Attachments = BTreeSet<(ObjectKey, String)>;
 
-/// Serves every HTTPRoute (of the build's scope) attached to a served Gateway, oldest
-/// first (an older route keeps a match a newer one repeats); returns the listeners each
-/// route served is attached to.
+/// Serves every HTTPRoute and GRPCRoute (of the build's scope) attached to a served
+/// Gateway, oldest first (an older route keeps a match a newer one repeats), then the
+/// TLSRoutes and TCPRoutes; returns the listeners each route served is attached to.
 pub fn serve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
@@ -27,16 +30,26 @@ pub fn serve(
     status: &mut StatusReport,
 ) -> BTreeMap<ObjectKey, Attachments> {
     let mut attached = BTreeMap::new();
-    let mut routes: Vec<(ObjectKey, &HttpRoute)> = ctx.all::<HttpRoute>().collect();
-    routes.sort_by(|(ka, a), (kb, b)| {
-        a.metadata
-            .creation_timestamp
-            .cmp(&b.metadata.creation_timestamp)
-            .then_with(|| ka.cmp(kb))
-    });
-    for (key, route) in routes {
+    type Created<'a> = Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>;
+    let mut routes: Vec<(ObjectKey, Created<'_>, Cow<'_, HttpRouteSpec>)> = ctx
+        .all::<HttpRoute>()
+        .map(|(k, r)| {
+            (
+                k,
+                r.metadata.creation_timestamp.as_ref(),
+                Cow::Borrowed(&r.spec),
+            )
+        })
+        .collect();
+    // A GRPCRoute that decoded converts (the decoder checked it).
+    routes.extend(ctx.all::<GrpcRoute>().filter_map(|(k, r)| {
+        let spec = crate::grpc::as_http(&r.spec).ok()?;
+        Some((k, r.metadata.creation_timestamp.as_ref(), Cow::Owned(spec)))
+    }));
+    routes.sort_by(|(ka, a, _), (kb, b, _)| a.cmp(b).then_with(|| ka.cmp(kb)));
+    for (key, _, spec) in routes {
         let mut to = Attachments::new();
-        serve_route(ctx, grants, gateways, &key, route, ir, status, &mut to);
+        serve_route(ctx, grants, gateways, &key, &spec, ir, status, &mut to);
         attached.insert(key, to);
     }
     crate::streams::serve(ctx, grants, gateways, ir, status, &mut attached);
@@ -118,12 +131,13 @@ fn serve_route(
     grants: &Grants<'_>,
     gateways: &Gateways,
     key: &ObjectKey,
-    route: &HttpRoute,
+    spec: &HttpRouteSpec,
     ir: &mut Ir,
     status: &mut StatusReport,
     attached: &mut Attachments,
 ) {
-    let spec = &route.spec;
+    let grpc = key.kind == GRPC_ROUTE;
+    let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
     let mut translated = None;
     let parents = spec.parent_refs.iter().flatten().map(|p| ParentRef {
@@ -139,14 +153,7 @@ fn serve_route(
         let Some((gateway, listeners)) = ours(gateways, key, &parent) else {
             continue;
         };
-        let hosted = match attach(
-            ctx,
-            listeners,
-            "HTTPRoute",
-            &key.namespace,
-            &parent,
-            &hostnames,
-        ) {
+        let hosted = match attach(ctx, listeners, kind, &key.namespace, &parent, &hostnames) {
             Ok(hosted) => hosted,
             Err(condition) => {
                 let gw = status.gateway(key);
@@ -155,7 +162,13 @@ fn serve_route(
             }
         };
         let done = translated.get_or_insert_with(|| {
-            rules(ctx, grants, key, spec.rules.as_deref().unwrap_or_default())
+            rules(
+                ctx,
+                grants,
+                key,
+                spec.rules.as_deref().unwrap_or_default(),
+                grpc,
+            )
         });
         let gw = status.gateway(key);
         if done.rules.is_empty() && !done.invalid.is_empty() {

@@ -12,8 +12,9 @@ use gateway_api::apis::standard::httproutes::{
 };
 use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir::{
-    Cluster, HeaderMatch, HeadersPolicy, Mirror, PathMatch, QueryMatch, Redirect, RegexRewrite,
-    RouteAction, RouteMatch, RoutePolicy, StringMatch, WeightedCluster,
+    Cluster, ClusterOptions, HeaderMatch, HeadersPolicy, Mirror, PathMatch, QueryMatch, Redirect,
+    RegexRewrite, RouteAction, RouteMatch, RoutePolicy, StringMatch, UpstreamProtocol,
+    WeightedCluster,
 };
 use isobar_sdk::regex::check_re2;
 use isobar_sdk::resolve::{PortRef, service_cluster};
@@ -48,16 +49,18 @@ pub struct Rules {
     pub invalid: Vec<String>,
 }
 
-/// Translates the rules of the HTTPRoute `key`.
+/// Translates the rules of the route `key` (an HTTPRoute, or a GRPCRoute as one: then
+/// `h2c`, its backends speak HTTP/2 in clear text).
 pub fn rules(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     key: &ObjectKey,
     rules: &[HttpRouteRules],
+    h2c: bool,
 ) -> Rules {
     let mut out = Rules::default();
     for (i, rule) in rules.iter().enumerate() {
-        match one_rule(ctx, grants, key, rule, &mut out) {
+        match one_rule(ctx, grants, key, rule, h2c, &mut out) {
             Ok(r) => out.rules.push(r),
             Err(e) => out.invalid.push(format!("rule {i}: {e}")),
         }
@@ -70,6 +73,7 @@ fn one_rule(
     grants: &Grants<'_>,
     key: &ObjectKey,
     rule: &HttpRouteRules,
+    h2c: bool,
     out: &mut Rules,
 ) -> Result<Rule, String> {
     let default_match = [HttpRouteRulesMatches::default()];
@@ -93,6 +97,7 @@ fn one_rule(
             &mut policy,
             &mut redirect,
             &mut out.clusters,
+            h2c,
         )?;
     }
     if let Some(timeouts) = &rule.timeouts {
@@ -116,6 +121,7 @@ fn one_rule(
             key,
             rule.backend_refs.as_deref().unwrap_or_default(),
             &mut policy,
+            h2c,
             out,
         )?,
     };
@@ -135,6 +141,7 @@ fn forward(
     key: &ObjectKey,
     backends: &[HttpRouteRulesBackendRefs],
     policy: &mut RoutePolicy,
+    h2c: bool,
     out: &mut Rules,
 ) -> Result<RouteAction, String> {
     let mut weighted = Vec::new();
@@ -147,7 +154,7 @@ fn forward(
             namespace: backend.namespace.as_deref(),
             port: backend.port,
         };
-        match resolve(ctx, grants, key, &reference) {
+        match resolve(ctx, grants, key, &reference, h2c) {
             Ok(cluster) => {
                 if weight > 0 {
                     let mut w = WeightedCluster {
@@ -246,12 +253,13 @@ pub struct BackendRef<'a> {
     pub port: Option<i32>,
 }
 
-/// The cluster of a Service backend the route `key` may use.
+/// The cluster of a Service backend the route `key` may use (over h2c for `h2c`).
 pub fn resolve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     key: &ObjectKey,
     backend: &BackendRef<'_>,
+    h2c: bool,
 ) -> Result<Cluster, Unresolved> {
     let group = backend.group.unwrap_or("");
     let kind = backend.kind.unwrap_or("Service");
@@ -294,7 +302,10 @@ pub fn resolve(
         namespace,
         backend.name,
         PortRef::Number(port),
-        Default::default(),
+        ClusterOptions {
+            protocol: h2c.then_some(UpstreamProtocol::H2c),
+            ..ClusterOptions::default()
+        },
     )
     .map_err(|e| ("BackendNotFound", e.to_string()))
 }
@@ -459,6 +470,7 @@ fn apply_filter(
     policy: &mut RoutePolicy,
     redirect: &mut Option<Redirect>,
     clusters: &mut Vec<Cluster>,
+    h2c: bool,
 ) -> Result<(), String> {
     let missing = || format!("filter {:?} has no configuration", filter.r#type);
     match filter.r#type {
@@ -569,7 +581,7 @@ fn apply_filter(
                 namespace: b.namespace.as_deref(),
                 port: b.port,
             };
-            let cluster = resolve(ctx, grants, key, &reference).map_err(|(_, m)| m)?;
+            let cluster = resolve(ctx, grants, key, &reference, h2c).map_err(|(_, m)| m)?;
             let percent = match (&m.percent, &m.fraction) {
                 (Some(p), _) => *p,
                 (None, Some(f)) => {
