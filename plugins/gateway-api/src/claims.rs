@@ -3,42 +3,35 @@
 //! Services it names. More than it gets is harmless (more is rebuilt); a host it gets
 //! but does not claim makes the change build in full.
 
-use isobar_sdk::{Claim, ObjectKey, Objects};
+use isobar_sdk::{Claim, ObjectKey, Objects, ParentRef};
 
 use crate::hosts::intersect;
+use crate::rules::BackendRef;
 use gateway_api::apis::standard::httproutes::HttpRouteSpec;
 
 use crate::kinds::{GROUP, Gateway, GrpcRoute, HttpRoute, TcpRoute, TlsRoute};
 
-/// A parent reference as every route kind spells it.
-type Parent<'a> = (
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<&'a str>,
-    &'a str,
-    Option<&'a str>,
-    Option<i32>,
-);
-
 /// The hosts a route with `hostnames` can get on the listeners `parents` name.
-fn hosts<'a>(
+fn hosts(
     objects: &Objects,
     key: &ObjectKey,
-    parents: impl Iterator<Item = Parent<'a>>,
+    parents: impl Iterator<Item = ParentRef>,
     hostnames: &[String],
 ) -> Vec<String> {
     let mut hosts = Vec::new();
-    for (group, kind, namespace, name, section, port) in parents {
-        if group.unwrap_or(GROUP) != GROUP || kind.unwrap_or("Gateway") != "Gateway" {
+    for p in parents {
+        if p.group.as_deref().unwrap_or(GROUP) != GROUP
+            || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+        {
             continue;
         }
-        let namespace = namespace.unwrap_or(&key.namespace);
-        let Some(gateway) = objects.get::<Gateway>(namespace, name) else {
+        let namespace = p.namespace.as_deref().unwrap_or(&key.namespace);
+        let Some(gateway) = objects.get::<Gateway>(namespace, &p.name) else {
             continue;
         };
         for listener in &gateway.spec.listeners {
-            if section.is_some_and(|s| s != listener.name)
-                || port.is_some_and(|port| port != listener.port)
+            if p.section_name.as_ref().is_some_and(|s| *s != listener.name)
+                || p.port.is_some_and(|port| port != listener.port)
             {
                 continue;
             }
@@ -50,16 +43,19 @@ fn hosts<'a>(
     hosts
 }
 
-/// The Services of backend references (group, kind, namespace, name) from `key`.
+/// The Services of backend references from `key`.
 fn services<'a>(
     key: &ObjectKey,
-    backends: impl Iterator<Item = (Option<&'a str>, Option<&'a str>, Option<&'a str>, &'a str)>,
+    backends: impl Iterator<Item = BackendRef<'a>>,
 ) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = backends
-        .filter(|(group, kind, _, _)| {
-            group.unwrap_or("").is_empty() && kind.unwrap_or("Service") == "Service"
+        .filter(|b| b.group.unwrap_or("").is_empty() && b.kind.unwrap_or("Service") == "Service")
+        .map(|b| {
+            (
+                b.namespace.unwrap_or(&key.namespace).to_string(),
+                b.name.to_string(),
+            )
         })
-        .map(|(_, _, ns, name)| (ns.unwrap_or(&key.namespace).to_string(), name.to_string()))
         .collect();
     out.sort();
     out.dedup();
@@ -68,24 +64,12 @@ fn services<'a>(
 
 pub fn tls_route(objects: &Objects, key: &ObjectKey, route: &TlsRoute) -> Claim {
     let spec = &route.spec;
-    let parents = spec.parent_refs.iter().flatten().map(|p| {
-        (
-            p.group.as_deref(),
-            p.kind.as_deref(),
-            p.namespace.as_deref(),
-            p.name.as_str(),
-            p.section_name.as_deref(),
-            p.port,
-        )
-    });
-    let backends = spec.rules.iter().flat_map(|r| &r.backend_refs).map(|b| {
-        (
-            b.group.as_deref(),
-            b.kind.as_deref(),
-            b.namespace.as_deref(),
-            b.name.as_str(),
-        )
-    });
+    let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
+    let backends = spec
+        .rules
+        .iter()
+        .flat_map(|r| &r.backend_refs)
+        .map(|b| backend_ref!(b));
     Claim {
         hosts: hosts(objects, key, parents, &spec.hostnames),
         includes: Vec::new(),
@@ -94,19 +78,8 @@ pub fn tls_route(objects: &Objects, key: &ObjectKey, route: &TlsRoute) -> Claim 
 }
 
 pub fn tcp_route(key: &ObjectKey, route: &TcpRoute) -> Claim {
-    let backends = route
-        .spec
-        .rules
-        .iter()
-        .flat_map(|r| &r.backend_refs)
-        .map(|b| {
-            (
-                b.group.as_deref(),
-                b.kind.as_deref(),
-                b.namespace.as_deref(),
-                b.name.as_str(),
-            )
-        });
+    let rules = route.spec.rules.iter();
+    let backends = rules.flat_map(|r| &r.backend_refs).map(|b| backend_ref!(b));
     Claim {
         hosts: Vec::new(),
         includes: Vec::new(),
@@ -128,49 +101,19 @@ pub fn grpc_route(objects: &Objects, key: &ObjectKey, route: &GrpcRoute) -> Clai
 
 fn http_spec(objects: &Objects, key: &ObjectKey, spec: &HttpRouteSpec) -> Claim {
     let hostnames = spec.hostnames.clone().unwrap_or_default();
-    let parents = spec.parent_refs.iter().flatten().map(|p| {
-        (
-            p.group.as_deref(),
-            p.kind.as_deref(),
-            p.namespace.as_deref(),
-            p.name.as_str(),
-            p.section_name.as_deref(),
-            p.port,
-        )
-    });
+    let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
     let hosts = hosts(objects, key, parents, &hostnames);
-    let mut services = Vec::new();
-    let mut service = |group: Option<&str>, kind: Option<&str>, ns: Option<&str>, name: &str| {
-        if group.unwrap_or("").is_empty() && kind.unwrap_or("Service") == "Service" {
-            services.push((ns.unwrap_or(&key.namespace).to_string(), name.to_string()));
-        }
-    };
-    for rule in spec.rules.iter().flatten() {
-        for b in rule.backend_refs.iter().flatten() {
-            service(
-                b.group.as_deref(),
-                b.kind.as_deref(),
-                b.namespace.as_deref(),
-                &b.name,
-            );
-        }
-        for f in rule.filters.iter().flatten() {
-            if let Some(m) = &f.request_mirror {
-                let b = &m.backend_ref;
-                service(
-                    b.group.as_deref(),
-                    b.kind.as_deref(),
-                    b.namespace.as_deref(),
-                    &b.name,
-                );
-            }
-        }
-    }
-    services.sort();
-    services.dedup();
+    let rules = spec.rules.iter().flatten();
+    let backends = rules.clone().flat_map(|r| r.backend_refs.iter().flatten());
+    let mirrors = rules
+        .flat_map(|r| r.filters.iter().flatten())
+        .filter_map(|f| f.request_mirror.as_ref());
+    let backends = backends
+        .map(|b| backend_ref!(b))
+        .chain(mirrors.map(|m| backend_ref!(&m.backend_ref)));
     Claim {
         hosts,
         includes: Vec::new(),
-        services,
+        services: services(key, backends),
     }
 }

@@ -15,6 +15,36 @@
 //! EndpointSlice, Secret. Writes status to GatewayClasses and Gateways it owns and to
 //! the `parents[]` entries of routes attached to them, nothing else.
 
+/// A route's parent reference as the SDK spells it, from any route kind's generated
+/// `…ParentRefs` type (they share their fields).
+macro_rules! parent_ref {
+    ($p:expr) => {{
+        let p = $p;
+        isobar_sdk::ParentRef {
+            group: p.group.clone(),
+            kind: p.kind.clone(),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            section_name: p.section_name.clone(),
+            port: p.port,
+        }
+    }};
+}
+
+/// A backend reference, from any route kind's generated `…BackendRefs` type.
+macro_rules! backend_ref {
+    ($b:expr) => {{
+        let b = $b;
+        $crate::rules::BackendRef {
+            group: b.group.as_deref(),
+            kind: b.kind.as_deref(),
+            name: &b.name,
+            namespace: b.namespace.as_deref(),
+            port: b.port,
+        }
+    }};
+}
+
 mod claims;
 mod gateways;
 mod grants;

@@ -140,14 +140,7 @@ fn serve_route(
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
     let mut translated = None;
-    let parents = spec.parent_refs.iter().flatten().map(|p| ParentRef {
-        group: p.group.clone(),
-        kind: p.kind.clone(),
-        namespace: p.namespace.clone(),
-        name: p.name.clone(),
-        section_name: p.section_name.clone(),
-        port: p.port,
-    });
+    let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
     for parent in parents {
         // Another controller's Gateway (or none): not this controller's to report.
         let Some((gateway, listeners)) = ours(gateways, key, &parent) else {

@@ -22,6 +22,25 @@ use isobar_sdk::{BuildContext, ObjectKey};
 
 use crate::grants::Grants;
 
+/// Applies a generated `…HeaderModifier` (its `set`, `add` and `remove`) to a
+/// [`HeadersPolicy`], checked (see [`headers`]).
+macro_rules! modify {
+    ($policy:expr, $m:expr) => {
+        headers(
+            $policy,
+            $m.set
+                .iter()
+                .flatten()
+                .map(|h| (h.name.clone(), h.value.clone())),
+            $m.add
+                .iter()
+                .flatten()
+                .map(|h| (h.name.clone(), h.value.clone())),
+            $m.remove.as_deref().unwrap_or_default(),
+        )
+    };
+}
+
 /// The name of a cluster no backend has: the share of weight of an invalid backend
 /// goes there and is answered 500.
 pub const INVALID_BACKEND: &str = "gateway-api/invalid-backend";
@@ -147,13 +166,7 @@ fn forward(
     let mut weighted = Vec::new();
     for backend in backends {
         let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
-        let reference = BackendRef {
-            group: backend.group.as_deref(),
-            kind: backend.kind.as_deref(),
-            name: &backend.name,
-            namespace: backend.namespace.as_deref(),
-            port: backend.port,
-        };
+        let reference = backend_ref!(backend);
         match resolve(ctx, grants, key, &reference, h2c) {
             Ok(cluster) => {
                 if weight > 0 {
@@ -205,36 +218,14 @@ fn backend_filters(
                     .request_header_modifier
                     .as_ref()
                     .ok_or_else(missing)?;
-                headers(
-                    &mut weighted.request_headers,
-                    m.set
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.clone(), h.value.clone())),
-                    m.add
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.clone(), h.value.clone())),
-                    m.remove.as_deref().unwrap_or_default(),
-                )?;
+                modify!(&mut weighted.request_headers, m)?;
             }
             HttpRouteRulesBackendRefsFiltersType::ResponseHeaderModifier => {
                 let m = filter
                     .response_header_modifier
                     .as_ref()
                     .ok_or_else(missing)?;
-                headers(
-                    &mut weighted.response_headers,
-                    m.set
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.clone(), h.value.clone())),
-                    m.add
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.clone(), h.value.clone())),
-                    m.remove.as_deref().unwrap_or_default(),
-                )?;
+                modify!(&mut weighted.response_headers, m)?;
             }
             ref other => {
                 return Err(format!("backend filter {other:?} is not supported yet"));
@@ -479,36 +470,14 @@ fn apply_filter(
                 .request_header_modifier
                 .as_ref()
                 .ok_or_else(missing)?;
-            headers(
-                &mut policy.request_headers,
-                m.set
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.clone(), h.value.clone())),
-                m.add
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.clone(), h.value.clone())),
-                m.remove.as_deref().unwrap_or_default(),
-            )
+            modify!(&mut policy.request_headers, m)
         }
         HttpRouteRulesFiltersType::ResponseHeaderModifier => {
             let m = filter
                 .response_header_modifier
                 .as_ref()
                 .ok_or_else(missing)?;
-            headers(
-                &mut policy.response_headers,
-                m.set
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.clone(), h.value.clone())),
-                m.add
-                    .iter()
-                    .flatten()
-                    .map(|h| (h.name.clone(), h.value.clone())),
-                m.remove.as_deref().unwrap_or_default(),
-            )
+            modify!(&mut policy.response_headers, m)
         }
         HttpRouteRulesFiltersType::RequestRedirect => {
             let r = filter.request_redirect.as_ref().ok_or_else(missing)?;
@@ -573,14 +542,7 @@ fn apply_filter(
         }
         HttpRouteRulesFiltersType::RequestMirror => {
             let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
-            let b = &m.backend_ref;
-            let reference = BackendRef {
-                group: b.group.as_deref(),
-                kind: b.kind.as_deref(),
-                name: &b.name,
-                namespace: b.namespace.as_deref(),
-                port: b.port,
-            };
+            let reference = backend_ref!(&m.backend_ref);
             let cluster = resolve(ctx, grants, key, &reference, h2c).map_err(|(_, m)| m)?;
             let percent = match (&m.percent, &m.fraction) {
                 (Some(p), _) => *p,

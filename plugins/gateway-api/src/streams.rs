@@ -25,76 +25,42 @@ struct Stream<'a> {
 }
 
 fn tls_stream(route: &TlsRoute) -> Stream<'_> {
+    let spec = &route.spec;
     Stream {
         kind: "TLSRoute",
-        parents: route
-            .spec
+        parents: spec
             .parent_refs
             .iter()
             .flatten()
-            .map(|p| ParentRef {
-                group: p.group.clone(),
-                kind: p.kind.clone(),
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                section_name: p.section_name.clone(),
-                port: p.port,
-            })
+            .map(|p| parent_ref!(p))
             .collect(),
-        hostnames: route.spec.hostnames.clone(),
-        backends: route
-            .spec
+        hostnames: spec.hostnames.clone(),
+        backends: spec
             .rules
             .iter()
             .flat_map(|r| &r.backend_refs)
-            .map(|b| {
-                let reference = BackendRef {
-                    group: b.group.as_deref(),
-                    kind: b.kind.as_deref(),
-                    name: &b.name,
-                    namespace: b.namespace.as_deref(),
-                    port: b.port,
-                };
-                (reference, b.weight)
-            })
+            .map(|b| (backend_ref!(b), b.weight))
             .collect(),
         created: route.metadata.creation_timestamp.as_ref(),
     }
 }
 
 fn tcp_stream(route: &TcpRoute) -> Stream<'_> {
+    let spec = &route.spec;
     Stream {
         kind: "TCPRoute",
-        parents: route
-            .spec
+        parents: spec
             .parent_refs
             .iter()
             .flatten()
-            .map(|p| ParentRef {
-                group: p.group.clone(),
-                kind: p.kind.clone(),
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                section_name: p.section_name.clone(),
-                port: p.port,
-            })
+            .map(|p| parent_ref!(p))
             .collect(),
         hostnames: Vec::new(),
-        backends: route
-            .spec
+        backends: spec
             .rules
             .iter()
             .flat_map(|r| &r.backend_refs)
-            .map(|b| {
-                let reference = BackendRef {
-                    group: b.group.as_deref(),
-                    kind: b.kind.as_deref(),
-                    name: &b.name,
-                    namespace: b.namespace.as_deref(),
-                    port: b.port,
-                };
-                (reference, b.weight)
-            })
+            .map(|b| (backend_ref!(b), b.weight))
             .collect(),
         created: route.metadata.creation_timestamp.as_ref(),
     }
