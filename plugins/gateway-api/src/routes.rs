@@ -56,6 +56,20 @@ pub fn serve(
     attached
 }
 
+/// `Accepted` False when one of a route's hostnames is not a host name Gateway API
+/// allows (Envoy would refuse it as a domain or server name).
+pub fn invalid_hostname(hostnames: &[String]) -> Option<Condition> {
+    let bad = hostnames
+        .iter()
+        .find(|h| !crate::hosts::valid(&h.to_ascii_lowercase()))?;
+    Some(Condition::new(
+        "Accepted",
+        false,
+        "UnsupportedValue",
+        format!("hostname {bad:?} is not a valid host name"),
+    ))
+}
+
 /// The Gateway a parent reference names and its served listeners, when it is one of
 /// this controller's.
 pub fn ours<'g>(
@@ -141,11 +155,16 @@ fn serve_route(
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
     let mut translated = None;
     let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
+    let bad_host = invalid_hostname(&hostnames);
     for parent in parents {
         // Another controller's Gateway (or none): not this controller's to report.
         let Some((gateway, listeners)) = ours(gateways, key, &parent) else {
             continue;
         };
+        if let Some(condition) = &bad_host {
+            status.gateway(key).set_parent(&parent, condition.clone());
+            continue;
+        }
         let hosted = match attach(ctx, listeners, kind, &key.namespace, &parent, &hostnames) {
             Ok(hosted) => hosted,
             Err(condition) => {

@@ -193,6 +193,7 @@ fn forward(
             }
         }
     }
+    WeightedCluster::fit_weights(&mut weighted);
     if weighted.iter().all(|w| w.cluster == INVALID_BACKEND) {
         policy.missing_cluster_500 = false;
         return Ok(RouteAction::DirectResponse {

@@ -12,7 +12,7 @@ use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 use crate::gateways::{Family, Gateways};
 use crate::grants::Grants;
 use crate::kinds::{TcpRoute, TlsRoute};
-use crate::routes::{Attachments, attach, ours};
+use crate::routes::{Attachments, attach, invalid_hostname, ours};
 use crate::rules::{BackendRef, Unresolved, resolve};
 
 /// A route's parents, its hostnames and its backends, whatever its kind.
@@ -116,6 +116,7 @@ fn backends(
             }
         }
     }
+    WeightedCluster::fit_weights(&mut weighted);
     (weighted, clusters, unresolved)
 }
 
@@ -131,10 +132,15 @@ fn serve_stream(
     attached: &mut Attachments,
 ) {
     let mut resolved = None;
+    let bad_host = invalid_hostname(&stream.hostnames);
     for parent in &stream.parents {
         let Some((gateway, listeners)) = ours(gateways, key, parent) else {
             continue;
         };
+        if let Some(condition) = &bad_host {
+            status.gateway(key).set_parent(parent, condition.clone());
+            continue;
+        }
         let hosted = match attach(
             ctx,
             listeners,

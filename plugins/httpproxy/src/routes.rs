@@ -633,17 +633,7 @@ pub(crate) fn settle_weights(weighted: &mut Vec<WeightedCluster>) {
     } else {
         weighted.retain(|w| w.weight > 0);
     }
-    let total: u64 = weighted.iter().map(|w| u64::from(w.weight)).sum();
-    // Each share rounds down but stays at least 1: room for one more per cluster.
-    let room = u64::from(u32::MAX)
-        .saturating_sub(weighted.len() as u64)
-        .max(1);
-    if total > u64::from(u32::MAX) {
-        let divisor = total.div_ceil(room);
-        for w in weighted.iter_mut() {
-            w.weight = u32::try_from((u64::from(w.weight) / divisor).max(1)).unwrap_or(1);
-        }
-    }
+    WeightedCluster::fit_weights(weighted);
 }
 
 /// No resolvable service at all answers 503; see [`settle_weights`] for the rest.

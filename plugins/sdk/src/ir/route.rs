@@ -330,6 +330,24 @@ pub struct WeightedCluster {
     pub cookie_rewrites: Vec<CookieRewrite>,
 }
 
+impl WeightedCluster {
+    /// Divides weights adding up to more than `u32::MAX`, which Envoy refuses (the whole
+    /// response with them), down to the same split; each share stays at least 1.
+    pub fn fit_weights(weighted: &mut [WeightedCluster]) {
+        let total: u64 = weighted.iter().map(|w| u64::from(w.weight)).sum();
+        // Each share rounds down but stays at least 1: room for one more per cluster.
+        let room = u64::from(u32::MAX)
+            .saturating_sub(weighted.len() as u64)
+            .max(1);
+        if total > u64::from(u32::MAX) {
+            let divisor = total.div_ceil(room);
+            for w in weighted.iter_mut() {
+                w.weight = u32::try_from((u64::from(w.weight) / divisor).max(1)).unwrap_or(1);
+            }
+        }
+    }
+}
+
 /// Headers to set (overwriting), to add (appending to a value already there) and to
 /// remove. Values are already escaped for Envoy.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
