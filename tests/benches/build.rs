@@ -4,7 +4,7 @@
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
 //! `build` (flat and inclusion), `tls`, `kube`, `gateway` (Gateway API; `gateway-vhds` with
-//! `xds-server.vhds`), `perf`, `vhds` (perf with `xds-server.vhds`),
+//! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
 //! `envoy`, `envoy-vhds` (the same over VHDS), `webhook` and `wasm`; all by default;
 //! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
 //! `symbols`, never by default, records which functions run at start (see `kube.rs`).
@@ -241,7 +241,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,tls,kube,gateway,gateway-vhds,perf,vhds,envoy,envoy-vhds,webhook,wasm".into()
+        "build,tls,kube,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-vhds,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -259,6 +259,9 @@ fn main() {
     }
     if profiles.contains(&"gateway") {
         gateway::run(n, if benching { 200 } else { 5 }, false);
+    }
+    if profiles.contains(&"gateway-kube") {
+        gateway::kube(n, if benching { 1000 } else { 20 });
     }
     if profiles.contains(&"gateway-vhds") {
         gateway::run(n, if benching { 200 } else { 5 }, true);

@@ -318,3 +318,77 @@ fn ureq_get(url: &str) -> String {
     let _ = stream.read_to_string(&mut out);
     out
 }
+
+/// The same profile read from the Kubernetes API (the test API server, over HTTP) by the
+/// real process: its resident memory once the statuses are written; then `burst`
+/// HTTPRoutes created at once (each with its Service and EndpointSlice, in namespaces of
+/// their own) and the time from the last one created until every one of them has its
+/// status written.
+pub fn kube(n: usize, burst: usize) {
+    use crate::apiserver::ApiServer;
+    let runtime = super::runtime();
+    runtime.block_on(async {
+        let server = ApiServer::start().await;
+        let put_all = |text: &str| {
+            for document in text.split("\n---\n") {
+                if document.trim().is_empty() {
+                    continue;
+                }
+                server.put(document);
+            }
+        };
+        put_all(&gateway());
+        for i in 0..n {
+            put_all(&tenant(i, 10));
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let kubeconfig = server.kubeconfig(dir.path());
+        let config = dir.path().join("contour.yaml");
+        std::fs::write(&config, CONFIG).unwrap_or_else(|e| panic!("{e}"));
+        let ports = ServePorts::free();
+        let log = dir.path().join("isobar.log");
+        let started = Instant::now();
+        let mut child = super::kube::isobar(super::kube::this_isobar(), None, &log)
+            .arg("-c")
+            .arg(&config)
+            .args(["--kubeconfig", &kubeconfig])
+            .args(ports.args())
+            .spawn()
+            .unwrap_or_else(|e| panic!("isobar: {e}"));
+        let ready = super::kube::ready(ports.health, &log).await;
+        let route_status = |i: usize| {
+            server
+                .get("gateway.networking.k8s.io/v1", "HTTPRoute", &format!("t-{i}"), "app")
+                .and_then(|r| r["status"]["parents"].as_array().map(|p| !p.is_empty()))
+                .unwrap_or(false)
+        };
+        // Settled: the last tenant's route has its status.
+        let settle = Instant::now();
+        while !(n == 0 || route_status(n - 1)) && settle.elapsed() < Duration::from_secs(300) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let steady = super::kube::rss_kib(child.id(), "VmRSS:") as f64 / 1024.0;
+        let peak = super::kube::rss_kib(child.id(), "VmHWM:") as f64 / 1024.0;
+        println!(
+            "gateway-kube: {n} HTTPRoutes, Services, EndpointSlices on the Kubernetes API: ready {:.0} ms after start; RSS steady {steady:.0} MiB, peak {peak:.0} MiB (statuses written)",
+            (ready - started).as_secs_f64() * 1e3
+        );
+        for i in n..n + burst {
+            put_all(&tenant(i, 10));
+        }
+        let created = Instant::now();
+        let mut pending: Vec<usize> = (n..n + burst).collect();
+        while !pending.is_empty() && created.elapsed() < Duration::from_secs(120) {
+            pending.retain(|i| !route_status(*i));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!(
+            "  {burst} HTTPRoutes created at once: every status written {:.0} ms after the last was created ({} missing)",
+            created.elapsed().as_secs_f64() * 1e3,
+            pending.len()
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    });
+}

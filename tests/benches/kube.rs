@@ -112,20 +112,21 @@ struct Run {
 }
 
 /// The bench's own settings, which Isobar would take for configuration keys.
-const BENCH_SETTINGS: [&str; 3] = [
+const BENCH_SETTINGS: [&str; 4] = [
     "ISOBAR_BENCH_PROFILES",
     "ISOBAR_BENCH_N",
     "ISOBAR_BENCH_RUNS",
+    "ISOBAR_BENCH_CHANGES",
 ];
 
 /// The `isobar` binary this bench was built with.
-fn this_isobar() -> &'static Path {
+pub(crate) fn this_isobar() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_isobar"))
 }
 
 /// `binary serve`, its warnings to `log`: as it is, or under Callgrind writing what ran
 /// to `callgrind` (see [`startup_symbols`]). The caller adds the provider and ports.
-fn isobar(binary: &Path, callgrind: Option<&Path>, log: &Path) -> Command {
+pub(crate) fn isobar(binary: &Path, callgrind: Option<&Path>, log: &Path) -> Command {
     let mut command = match callgrind {
         None => Command::new(binary),
         Some(out) => {
@@ -154,7 +155,7 @@ fn isobar(binary: &Path, callgrind: Option<&Path>, log: &Path) -> Command {
 
 /// When `/readyz` on `health` first answers 200 (polled every 5 ms; fails after 120 s
 /// with the log).
-async fn ready(health: u16, log: &Path) -> Instant {
+pub(crate) async fn ready(health: u16, log: &Path) -> Instant {
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{health}/readyz");
     let started = Instant::now();
