@@ -10,12 +10,14 @@ use isobar_sdk::{ObjectKey, Objects, SmallSet};
 
 use super::pipeline::Pipeline;
 
-/// What the index keeps of one routing object's claim: the hosts and includes (the
-/// Services it names are read again when a Service changes, not kept).
+/// What the index keeps of one routing object's claim: the hosts and includes, and the
+/// Services it names when its kind may name other namespaces' (those of its own
+/// namespace are read again when a Service changes, not kept).
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Claim {
     hosts: Vec<String>,
     includes: Vec<ObjectKey>,
+    services: Vec<(String, String)>,
 }
 
 fn claim_of(objects: &Objects, pipeline: &Pipeline, key: &ObjectKey) -> Claim {
@@ -23,25 +25,38 @@ fn claim_of(objects: &Objects, pipeline: &Pipeline, key: &ObjectKey) -> Claim {
     Claim {
         hosts: claim.hosts,
         includes: claim.includes,
+        services: if pipeline.names_other_namespaces(key.kind) {
+            claim.services
+        } else {
+            Vec::new()
+        },
     }
 }
 
 /// The routing objects that name the Service `namespace/name` (as their source says,
 /// see `Source::claim`): what a change to that Service can change. Read from the
-/// objects as they are (the routing objects of one namespace, no index kept; every
-/// object of a kind that may name other namespaces' Services).
+/// objects as they are for the routing objects of the Service's namespace; objects of
+/// kinds that may name other namespaces' Services are found in `links` (the last
+/// build's), or, without one, among all of them.
 pub fn service_referrers(
     objects: &Objects,
     pipeline: &Pipeline,
+    links: Option<&Links>,
     namespace: &str,
     name: &str,
 ) -> Vec<ObjectKey> {
     let from = (namespace.to_string(), String::new());
     let mut out = Vec::new();
+    let service = (namespace.to_string(), name.to_string());
     for kind in pipeline.routing_kinds() {
         let all = objects.of_kind(kind);
+        let elsewhere = pipeline.names_other_namespaces(kind);
+        if elsewhere && let Some(links) = links {
+            let named = links.by_service.get(&service).into_iter().flatten();
+            out.extend(named.filter(|k| k.kind == kind).cloned());
+        }
         let candidates: Box<dyn Iterator<Item = (&(String, String), _)>> =
-            if pipeline.names_other_namespaces(kind) {
+            if elsewhere && links.is_none() {
                 Box::new(all.iter())
             } else {
                 let in_namespace = all.range(from.clone()..);
@@ -50,15 +65,13 @@ pub fn service_referrers(
         for ((ns, object), _) in candidates {
             let key = ObjectKey::new(kind, ns, object);
             let claim = pipeline.claim(objects, &key);
-            if claim
-                .services
-                .iter()
-                .any(|(n, s)| n == namespace && s == name)
-            {
+            if claim.services.contains(&service) {
                 out.push(key);
             }
         }
     }
+    out.sort();
+    out.dedup();
     out
 }
 
@@ -68,6 +81,9 @@ pub struct Links {
     claims: BTreeMap<ObjectKey, Claim>,
     by_host: BTreeMap<String, SmallSet<ObjectKey>>,
     included_by: BTreeMap<ObjectKey, SmallSet<ObjectKey>>,
+    /// Services (namespace, name) by the objects naming them, for kinds that may name
+    /// other namespaces' Services.
+    by_service: BTreeMap<(String, String), SmallSet<ObjectKey>>,
 }
 
 /// What a change reaches: the routing objects to rebuild, and the FQDNs whose vhosts
@@ -110,6 +126,14 @@ impl Links {
                     }
                 }
             }
+            for service in &old.services {
+                if let Some(set) = self.by_service.get_mut(service) {
+                    set.remove(&key);
+                    if set.is_empty() {
+                        self.by_service.remove(service);
+                    }
+                }
+            }
         }
         if claim == Claim::default() {
             return;
@@ -123,6 +147,12 @@ impl Links {
         for child in &claim.includes {
             self.included_by
                 .entry(child.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        for service in &claim.services {
+            self.by_service
+                .entry(service.clone())
                 .or_default()
                 .insert(key.clone());
         }

@@ -200,12 +200,14 @@ impl Runner {
             };
             let Some(event) = event else { return };
             let arrived = Instant::now();
+            let links = built.as_ref().map(|b| &b.links);
             let mut changed = self.apply(
                 &mut objects,
                 &mut unreadable,
                 event,
                 &mut synced,
                 &mut dirty,
+                links,
             );
             while let Ok(event) = events.try_recv() {
                 changed |= self.apply(
@@ -214,6 +216,7 @@ impl Runner {
                     event,
                     &mut synced,
                     &mut dirty,
+                    links,
                 );
             }
             // Reviews waiting for Secrets are judged again as soon as anything arrives.
@@ -296,6 +299,7 @@ impl Runner {
         event: Event,
         synced: &mut bool,
         dirty: &mut Dirty,
+        links: Option<&Links>,
     ) -> bool {
         if dirty.full {
             // Everything is rebuilt anyway: what each object reaches is neither worked out
@@ -358,8 +362,13 @@ impl Runner {
                 // A plugin that is not local may read any Service.
                 (None, Some(_)) if !self.pipeline.local() => dirty.full = true,
                 (None, Some(key)) => {
-                    let referrers =
-                        service_referrers(objects, &self.pipeline, &key.namespace, &key.name);
+                    let referrers = service_referrers(
+                        objects,
+                        &self.pipeline,
+                        links,
+                        &key.namespace,
+                        &key.name,
+                    );
                     if referrers.is_empty() {
                         tracing::debug!(service = %key, "a Service no route names changed; nothing to build");
                     }
