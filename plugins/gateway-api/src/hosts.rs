@@ -50,15 +50,7 @@ pub fn valid(host: &str) -> bool {
     if name.is_empty() || name.len() > 253 || name.parse::<std::net::IpAddr>().is_ok() {
         return false;
     }
-    name.split('.').all(|label| {
-        !label.is_empty()
-            && label.len() <= 63
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-    })
+    name.split('.').all(isobar_sdk::host::valid_label)
 }
 
 #[cfg(test)]

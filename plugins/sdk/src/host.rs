@@ -41,7 +41,9 @@ pub fn parse_host(raw: &str) -> Result<Host, String> {
     })
 }
 
-fn valid_label(label: &str) -> bool {
+/// Whether `label` is one DNS label of a host name as Kubernetes takes it (RFC 1123,
+/// lower case).
+pub fn valid_label(label: &str) -> bool {
     !label.is_empty()
         && label.len() <= 63
         && label
