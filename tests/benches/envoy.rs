@@ -5,6 +5,8 @@
 //! answers (polled every 2 ms). The hold-off is 0 (`pipeline.holdoff-delay: 0s`); the
 //! file watcher's settle time (10 ms) is part of every figure. With `vhds`, Isobar runs
 //! with `xds-server.vhds` and Envoy on delta xDS: a change reaches Envoy as one vhost.
+//! With `gateway`, each tenant has an HTTPRoute instead of the HTTPProxy, on one Gateway
+//! whose listener is the HTTP port.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,8 +16,18 @@ use super::support::{
     Behaviour, ISOBAR, ServePorts, backend_with, envoy_bin, isobar, spawn, write,
 };
 
-fn tenant(i: usize, port: u16, extra: Option<&str>) -> String {
+fn tenant(i: usize, port: u16, extra: Option<&str>, gateway: bool) -> String {
     let service = super::support::service_yaml(&format!("ns-{i}"), "app", port);
+    if gateway {
+        let extra = extra
+            .map(|prefix| {
+                format!("    - matches: [{{path: {{value: {prefix}}}}}]\n      backendRefs: [{{name: app, port: 80}}]\n")
+            })
+            .unwrap_or_default();
+        return format!(
+            "{service}---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: site, namespace: ns-{i}}}\nspec:\n  parentRefs: [{{name: gw, namespace: infra}}]\n  hostnames: [site-{i}.example.com]\n  rules:\n    - matches: [{{path: {{value: /ok}}}}]\n      backendRefs: [{{name: app, port: 80}}]\n{extra}"
+        );
+    }
     let extra = extra
         .map(|prefix| {
             format!("    - conditions: [{{prefix: {prefix}}}]\n      services: [{{name: app, port: 80}}]\n")
@@ -36,22 +48,35 @@ async fn status(client: &reqwest::Client, port: u16, host: &str, path: &str) -> 
         .unwrap_or(0)
 }
 
-pub fn run(n: usize, changes: usize, vhds: bool) {
+/// The GatewayClass and the Gateway the routes of the `gateway` variant attach to: its
+/// listener port is Contour's for the HTTP port (P + 8000 = `http`).
+fn gateway_manifest(http: u16) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: isobar}}\nspec: {{controllerName: projectcontour.io/gateway-controller}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: infra}}\nspec:\n  gatewayClassName: isobar\n  listeners: [{{name: http, protocol: HTTP, port: {}, allowedRoutes: {{namespaces: {{from: All}}}}}}]\n",
+        http - 8000
+    )
+}
+
+pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool) {
     let runtime = super::runtime();
     runtime.block_on(async {
         let (backend, _) = backend_with("ok", Behaviour::Echo).await;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let manifests = dir.path().join("manifests");
         for i in 0..n {
-            write(&manifests, &format!("ns-{i}.yaml"), &tenant(i, backend, None));
+            write(&manifests, &format!("ns-{i}.yaml"), &tenant(i, backend, None, gateway));
         }
         let config = dir.path().join("contour.yaml");
         let mut text = "pipeline:\n  holdoff-delay: 0s\n".to_string();
         if vhds {
             text.push_str("xds-server:\n  vhds: true\n");
         }
-        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
         let ports = ServePorts::free();
+        if gateway {
+            text.push_str("gateway:\n  controllerName: projectcontour.io/gateway-controller\n");
+            write(&manifests, "gateway.yaml", &gateway_manifest(ports.http));
+        }
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
         let (xds, http) = (ports.xds, ports.http);
         let port = |p: u16| p.to_string();
         let started = Instant::now();
@@ -116,7 +141,8 @@ pub fn run(n: usize, changes: usize, vhds: bool) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         println!(
-            "envoy{}: {n} tenants in {n} files, isobar serve + a real Envoy: every vhost served {:.1} s after start",
+            "envoy{}{}: {n} tenants in {n} files, isobar serve + a real Envoy: every vhost served {:.1} s after start",
+            if gateway { " (Gateway API)" } else { "" },
             if vhds { " over VHDS" } else { "" },
             started.elapsed().as_secs_f64()
         );
@@ -127,7 +153,7 @@ pub fn run(n: usize, changes: usize, vhds: bool) {
             let path = format!("/v{k}");
             assert_eq!(status(&client, http, &host, &path).await, 404);
             let since = Instant::now();
-            write(Path::new(&manifests), &format!("ns-{i}.yaml"), &tenant(i, backend, Some(&path)));
+            write(Path::new(&manifests), &format!("ns-{i}.yaml"), &tenant(i, backend, Some(&path), gateway));
             loop {
                 if status(&client, http, &host, &path).await == 200 {
                     break;
