@@ -12,9 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::support::{
-    Behaviour, ISOBAR, ServePorts, backend_with, envoy_bin, isobar, spawn, write,
-};
+use super::support::{Behaviour, ISOBAR, ServePorts, backend_with, envoy_on, spawn, write};
 
 fn tenant(i: usize, port: u16, extra: Option<&str>, gateway: bool) -> String {
     let service = super::support::service_yaml(&format!("ns-{i}"), "app", port);
@@ -78,7 +76,6 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool) {
         }
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
         let (xds, http) = (ports.xds, ports.http);
-        let port = |p: u16| p.to_string();
         let started = Instant::now();
         let _isobar = spawn(
             "isobar",
@@ -98,35 +95,7 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool) {
                 .env_remove("ISOBAR_BENCH_RUNS"),
             &dir.path().join("isobar.log"),
         );
-        let bootstrap = dir.path().join("bootstrap.json");
-        let admin = dir.path().join("admin.sock");
-        let (ok, _, err) = isobar(
-            &[
-                "bootstrap",
-                &bootstrap.to_string_lossy(),
-                "--xds-address",
-                "127.0.0.1",
-                "--xds-port",
-                &port(xds),
-                "--admin-address",
-                &admin.to_string_lossy(),
-                "--xds-mode",
-                if vhds { "delta" } else { "sotw" },
-            ],
-            &[],
-        );
-        assert!(ok, "isobar bootstrap failed: {err}");
-        let _envoy = spawn(
-            "envoy",
-            Command::new(envoy_bin()).args([
-                "-c",
-                &bootstrap.to_string_lossy(),
-                "--use-dynamic-base-id",
-                "--log-level",
-                "warn",
-            ]),
-            &dir.path().join("envoy.log"),
-        );
+        let _envoy = envoy_on(dir.path(), xds, if vhds { "delta" } else { "sotw" });
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
             .build()

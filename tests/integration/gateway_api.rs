@@ -12,6 +12,9 @@ use crate::tls::{Client, issue, new_ca, tls_backend, tls_secret};
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A GatewayClass of this controller.
+const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: isobar}\nspec: {controllerName: projectcontour.io/gateway-controller}\n";
+
 /// Gateways of classes naming Contour's controller are served.
 const CONFIG: &str = "gateway:\n  controllerName: projectcontour.io/gateway-controller\n";
 
@@ -23,11 +26,7 @@ fn gateway(http_port: u16, https_port: u16) -> String {
         "ports {http_port}/{https_port} have no Gateway listener port below them"
     );
     format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: isobar}}
-spec: {{controllerName: projectcontour.io/gateway-controller}}
----
+        r#"{CLASS}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {{name: gw, namespace: default}}
@@ -290,11 +289,7 @@ async fn tls_and_tcp_routes_forward_connections_through_envoy() {
     let tcp_port = crate::support::ServePorts::free().http;
     assert!(stack.https_port > 9023 && tcp_port > 9023);
     let objects = format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: isobar}}
-spec: {{controllerName: projectcontour.io/gateway-controller}}
----
+        r#"{CLASS}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {{name: streams, namespace: default}}
