@@ -420,3 +420,88 @@ fn the_policies_example_denies_two_proxies_and_serves_the_third() {
     assert_eq!(out.matches("reason: PolicyDenied").count(), 2, "{out}");
     assert!(out.contains("key: x-served-by"), "{out}");
 }
+
+fn httproute(ns: &str, name: &str, host: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: gw, namespace: default}}]\n  hostnames: ['{host}']\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
+    )
+}
+
+/// Gateway API routes are judged like proxies: a denied route is not served and its
+/// parent entry says why; another namespace's route on the same Gateway still serves.
+#[test]
+fn policies_judge_gateway_api_routes_and_their_status_says_why() {
+    let mut config = Config::default();
+    config.gateway = Some(json!({"controllerName": "projectcontour.io/gateway-controller"}));
+    config.pipeline.processors.push("opa".into());
+    config.plugins.insert(
+        "opa".into(),
+        json!({"policies": [policy("allowed-domains.rego")],
+               "data": {"allowed-domains": {"team-a": ["a.example.com"], "team-b": ["b.example.com"]}}}),
+    );
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: isobar}\nspec: {controllerName: projectcontour.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: default}\nspec:\n  gatewayClassName: isobar\n  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]\n";
+    let store = objects(&format!(
+        "{gateway}---\n{}---\n{}---\n{}---\n{}",
+        crate::support::service_yaml("team-a", "web", 8080),
+        crate::support::service_yaml("team-b", "web", 8080),
+        httproute("team-a", "mine", "www.a.example.com"),
+        httproute("team-b", "theirs", "www.a.example.com"),
+    ));
+    let out = pipeline.build(&store);
+    let vhosts = out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER);
+    let served: Vec<&ObjectKey> = vhosts["www.a.example.com"]
+        .routes
+        .values()
+        .map(|r| &r.source)
+        .collect();
+    let route = |ns: &str, name: &str| {
+        ObjectKey::new(
+            Kind::from_type("gateway.networking.k8s.io/v1", "HTTPRoute")
+                .unwrap_or_else(|| panic!("HTTPRoute is not a registered kind")),
+            ns,
+            name,
+        )
+    };
+    assert_eq!(served, vec![&route("team-a", "mine")]);
+    let theirs = out
+        .status
+        .get(&route("team-b", "theirs"))
+        .and_then(|s| s.gateway.as_deref())
+        .unwrap_or_else(|| panic!("no Gateway API status for the denied route"));
+    let accepted = &theirs.parents[0].conditions[0];
+    assert_eq!(
+        (accepted.type_.as_str(), accepted.reason.as_str()),
+        ("Accepted", "PolicyDenied")
+    );
+    assert_eq!(
+        accepted.message,
+        "host \"www.a.example.com\" is not in a domain namespace \"team-b\" may use (allowed: b.example.com)"
+    );
+}
+
+/// unique-fqdn: routes may share a host with routes (Gateway API merges them), not with
+/// an HTTPProxy.
+#[test]
+fn unique_fqdn_lets_routes_share_hosts_with_routes_only() {
+    let files = [policy("unique-fqdn.rego")];
+    let route = httproute("b", "r2", "www.example.com");
+    assert!(
+        deny(
+            &files,
+            json!({}),
+            &httproute("a", "r1", "www.example.com"),
+            &route
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        deny(
+            &files,
+            json!({}),
+            &proxy("a", "p", "www.example.com", false),
+            &route
+        ),
+        vec!["host \"www.example.com\" is already claimed by HTTPProxy a/p".to_string()]
+    );
+}

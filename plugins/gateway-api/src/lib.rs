@@ -232,13 +232,10 @@ impl Source for GatewayApiSource {
             None => *state = Attached::default(),
             Some(scope) => {
                 // Routes of the scope this build did not serve: gone, or not admitted.
-                let routes = [
-                    kinds::HTTP_ROUTE,
-                    kinds::GRPC_ROUTE,
-                    kinds::TLS_ROUTE,
-                    kinds::TCP_ROUTE,
-                ];
-                for key in scope.iter().filter(|k| routes.contains(&k.kind)) {
+                for key in scope
+                    .iter()
+                    .filter(|k| routes::ROUTE_KINDS.contains(&k.kind))
+                {
                     if !attached.contains_key(key) {
                         state.set(key, routes::Attachments::new());
                     }

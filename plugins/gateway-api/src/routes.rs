@@ -53,7 +53,62 @@ pub fn serve(
         attached.insert(key, to);
     }
     crate::streams::serve(ctx, grants, gateways, ir, status, &mut attached);
+    refused(ctx, gateways, status);
     attached
+}
+
+/// The kinds of route this plugin serves.
+pub const ROUTE_KINDS: [isobar_sdk::Kind; 4] = [
+    crate::kinds::HTTP_ROUTE,
+    GRPC_ROUTE,
+    crate::kinds::TLS_ROUTE,
+    crate::kinds::TCP_ROUTE,
+];
+
+/// Routes (of the build's scope) a filter or processor turned away before the sources
+/// ran (an OPA policy's `deny`): each parent of this controller's gets `Accepted` False
+/// with the first error's reason and message, so the refusal shows where Gateway API
+/// users look for it.
+fn refused(ctx: &BuildContext<'_>, gateways: &Gateways, status: &mut StatusReport) {
+    let store = ctx.store();
+    let keys: Vec<ObjectKey> = match ctx.scope() {
+        Some(scope) => scope
+            .iter()
+            .filter(|k| ROUTE_KINDS.contains(&k.kind))
+            .cloned()
+            .collect(),
+        None => ROUTE_KINDS
+            .iter()
+            .flat_map(|kind| {
+                store
+                    .of_kind(*kind)
+                    .keys()
+                    .map(move |(ns, name)| ObjectKey::new(*kind, ns, name))
+            })
+            .collect(),
+    };
+    for key in keys.into_iter().filter(|k| !ctx.admitted(k)) {
+        let Some(object) = store.object(&key) else {
+            continue;
+        };
+        let Some(error) = status.get(&key).and_then(|s| s.errors.first()).cloned() else {
+            continue;
+        };
+        let parents: Vec<ParentRef> = object
+            .to_json()
+            .pointer("/spec/parentRefs")
+            .cloned()
+            .and_then(|p| serde_json::from_value(p).ok())
+            .unwrap_or_default();
+        for parent in parents {
+            if ours(gateways, &key, &parent).is_some() {
+                status.gateway(&key).set_parent(
+                    &parent,
+                    Condition::new("Accepted", false, error.reason.as_str(), &error.message),
+                );
+            }
+        }
+    }
 }
 
 /// `Accepted` False when one of a route's hostnames is not a host name Gateway API

@@ -6,12 +6,18 @@ use serde_json::{Value, json};
 
 use isobar_sdk::api::{HTTPProxy, Ingress};
 use isobar_sdk::host::parse_host;
-use isobar_sdk::{Kind, Object, Objects};
+use isobar_sdk::{Kind, Object, Objects, StatusStyle};
 
-/// The kinds policies judge.
-pub const JUDGED: [Kind; 2] = [Kind::HTTPProxy, Kind::Ingress];
+/// The kinds policies judge: HTTPProxy, Ingress and every kind of Gateway API's route
+/// shape a source plugin registers (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute).
+pub fn judged() -> impl Iterator<Item = Kind> {
+    let routes = Kind::all()
+        .filter(|info| info.status == StatusStyle::Route)
+        .map(|info| info.kind);
+    [Kind::HTTPProxy, Kind::Ingress].into_iter().chain(routes)
+}
 
-/// Every HTTPProxy and Ingress stored, in Gatekeeper's layout
+/// Every judged object stored, in Gatekeeper's layout
 /// (`data.inventory.namespace[ns][apiVersion][kind][name]`), and Isobar's host index
 /// (`data.isobar.hosts[host]`: who claims each host).
 /// apiVersion → kind → name → object, within one namespace.
@@ -28,7 +34,7 @@ impl Inventory {
     /// the copy of every object too.
     pub fn of(objects: &Objects, full: bool, only: Option<&[String]>) -> Inventory {
         let mut inventory = Inventory::default();
-        for kind in JUDGED {
+        for kind in judged() {
             for object in objects.of_kind(kind).values() {
                 inventory.add(object, full, only);
             }
@@ -101,8 +107,10 @@ fn manifest(object: &Object) -> Value {
 }
 
 /// The hosts an object claims, as Isobar compares them: lower case, no trailing dot.
-/// An HTTPProxy claims its `virtualhost.fqdn`; an Ingress the host of each rule.
+/// An HTTPProxy claims its `virtualhost.fqdn`; an Ingress the host of each rule; a
+/// Gateway API route its `spec.hostnames`.
 pub fn hosts(object: &Object) -> Vec<String> {
+    let json;
     let raw: Vec<&str> = match (object.get::<HTTPProxy>(), object.get::<Ingress>()) {
         (Some(p), _) => p
             .spec
@@ -116,7 +124,13 @@ pub fn hosts(object: &Object) -> Vec<String> {
             .and_then(|s| s.rules.as_ref())
             .map(|rules| rules.iter().filter_map(|r| r.host.as_deref()).collect())
             .unwrap_or_default(),
-        _ => Vec::new(),
+        _ => {
+            json = object.to_json();
+            json.pointer("/spec/hostnames")
+                .and_then(Value::as_array)
+                .map(|names| names.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default()
+        }
     };
     let mut out: Vec<String> = raw
         .into_iter()

@@ -1,7 +1,8 @@
 //! The `opa` processor: admission policies written in Rego (evaluated in-process by
 //! regorus) or compiled by `opa build -t wasm` (run by opa-wasm on wasmtime).
 //!
-//! Every policy is asked about every admitted HTTPProxy and Ingress, before the sources
+//! Every policy is asked about every admitted HTTPProxy, Ingress and Gateway API route
+//! (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute), before the sources
 //! run. A `deny` message turns the object away with a `PolicyDenied` error (the admission
 //! webhook rejects it with the same message); a `warn` message becomes a `PolicyWarning`.
 //! The contract a policy is written against (`input`, `data.inventory`, `data.isobar`,
@@ -280,7 +281,7 @@ fn build(config: &serde_json::Value) -> Result<Box<dyn Processor>, ConfigError> 
 isobar_sdk::inventory::submit! {
     PluginRegistration {
         name: NAME,
-        summary: "OPA policies (Rego, or OPA wasm) that deny or warn about HTTPProxies and Ingresses",
+        summary: "OPA policies (Rego, or OPA wasm) that deny or warn about HTTPProxies, Ingresses and Gateway API routes",
         factory: Factory::Processor(build),
         settings: Some(isobar_sdk::plugin::Settings::of::<OpaConfig>()),
     }
@@ -306,7 +307,7 @@ impl Processor for Opa {
         let inventory = Inventory::of(ctx.store(), full, focus_hosts.as_deref());
         let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
         let mut inputs = Vec::new();
-        for kind in inventory::JUDGED {
+        for kind in inventory::judged() {
             for (key, object) in ctx.objects_of(kind) {
                 if wanted(&key) {
                     inputs.push((key, input_for(object)));
