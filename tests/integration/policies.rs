@@ -431,8 +431,10 @@ fn httproute(ns: &str, name: &str, host: &str) -> String {
 /// parent entry says why; another namespace's route on the same Gateway still serves.
 #[test]
 fn policies_judge_gateway_api_routes_and_their_status_says_why() {
-    let mut config = Config::default();
-    config.gateway = Some(json!({"controllerName": "projectcontour.io/gateway-controller"}));
+    let mut config = Config {
+        gateway: Some(json!({"controllerName": "projectcontour.io/gateway-controller"})),
+        ..Config::default()
+    };
     config.pipeline.processors.push("opa".into());
     config.plugins.insert(
         "opa".into(),
