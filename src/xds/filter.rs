@@ -76,6 +76,9 @@ pub(super) fn cors_policy(c: &ir::Cors) -> Any {
         allow_private_network_access: Some(pb::BoolValue {
             value: c.allow_private_network,
         }),
+        forward_not_matching_preflights: c
+            .answer_unmatched_preflights
+            .then_some(pb::BoolValue { value: false }),
         ..Default::default()
     })
 }

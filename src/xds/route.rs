@@ -111,7 +111,15 @@ pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u
     for r in routes {
         let mut route = envoy_route(r).encode_to_vec();
         append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
-        // Per-filter configs in filter-name order: local_ratelimit, lua, rbac.
+        // Per-filter configs in filter-name order: cors, local_ratelimit, lua, rbac.
+        if let Some(cors) = &r.policy().cors {
+            append_map_entry(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                CORS_FILTER,
+                &cors_policy(cors),
+            );
+        }
         if let Some(limit) = &r.policy().rate_limit {
             append_map_entry(
                 &mut route,

@@ -289,14 +289,22 @@ pub(super) fn forward(
             .as_ref()
             .map(internal_redirect_policy),
         request_mirror_policies: policy
-            .mirror
+            .mirrors
             .iter()
             .map(|m| route::route_action::RequestMirrorPolicy {
                 cluster: m.cluster.clone(),
                 runtime_fraction: Some(core::RuntimeFractionalPercent {
-                    default_value: Some(FractionalPercent {
-                        numerator: m.percent,
-                        denominator: 0,
+                    // In percent when it is whole (HUNDRED), else in millionths.
+                    default_value: Some(if m.per_million % 10_000 == 0 {
+                        FractionalPercent {
+                            numerator: m.per_million / 10_000,
+                            denominator: 0,
+                        }
+                    } else {
+                        FractionalPercent {
+                            numerator: m.per_million,
+                            denominator: 2,
+                        }
                     }),
                     ..Default::default()
                 }),

@@ -28,7 +28,7 @@ pub(crate) struct Stack {
     xds_port: u16,
     pub(crate) client: reqwest::Client,
     /// Requests each backend has seen, by Service name.
-    hits: BTreeMap<&'static str, Arc<AtomicUsize>>,
+    pub(crate) hits: BTreeMap<&'static str, Arc<AtomicUsize>>,
     _isobar: Proc,
     _envoy: Proc,
 }

@@ -107,6 +107,36 @@ spec:
     )
 }
 
+/// CORS on one rule; two mirrors (one of every request, one of half) on another.
+const CORS_AND_MIRRORS: &str = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: cors, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [cors.gw.example.com]
+  rules:
+    - matches: [{path: {value: /cors}}]
+      filters:
+        - type: CORS
+          cors:
+            allowOrigins: ["https://www.foo.com", "https://*.bar.com"]
+            allowMethods: [GET, OPTIONS]
+            allowHeaders: [x-header-1]
+            exposeHeaders: [x-header-3]
+            allowCredentials: true
+            maxAge: 3600
+      backendRefs: [{name: echo-a, port: 80}]
+    - matches: [{path: {value: /mirrors}}]
+      filters:
+        - type: RequestMirror
+          requestMirror: {backendRef: {name: mirror, port: 80}}
+        - type: RequestMirror
+          requestMirror:
+            backendRef: {name: flaky, port: 80}
+            fraction: {numerator: 1, denominator: 2}
+      backendRefs: [{name: echo-a, port: 80}]
+"#;
+
 /// A route from namespace team: the Gateway's listeners take routes from their own
 /// namespace only.
 const OTHER_NAMESPACE: &str = r#"apiVersion: gateway.networking.k8s.io/v1
@@ -160,6 +190,7 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
             ("older.yaml", OLDER),
             ("newer.yaml", &newer("echo-b")),
             ("team.yaml", OTHER_NAMESPACE),
+            ("cors.yaml", CORS_AND_MIRRORS),
         ],
         ("ready.example.com", "/", "a"),
     )
@@ -243,6 +274,95 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
         .await
         .unwrap_or_else(|e| panic!("https: {e}"));
     assert_eq!(misdirected.status, 421);
+
+    // CORS: a preflight from an allowed origin (under a wildcard host) is answered by
+    // Envoy with the policy; one from another origin is answered without it, and
+    // neither reaches the backend; actual requests get the origin echoed when allowed.
+    let cors = "cors.gw.example.com";
+    let preflight = |origin: &'static str| {
+        let stack = &stack;
+        async move {
+            let headers = [
+                ("origin", origin),
+                ("access-control-request-method", "GET"),
+                ("access-control-request-headers", "x-header-1"),
+            ];
+            request(stack, "OPTIONS", cors, "/cors", &headers).await
+        }
+    };
+    let header = |headers: &reqwest::header::HeaderMap, name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let (status, body, headers) = preflight("https://xpto.www.bar.com").await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    assert_eq!(
+        header(&headers, "access-control-allow-origin").as_deref(),
+        Some("https://xpto.www.bar.com")
+    );
+    assert_eq!(
+        header(&headers, "access-control-allow-methods").as_deref(),
+        Some("GET,OPTIONS")
+    );
+    assert_eq!(
+        header(&headers, "access-control-allow-headers").as_deref(),
+        Some("x-header-1")
+    );
+    assert_eq!(
+        header(&headers, "access-control-max-age").as_deref(),
+        Some("3600")
+    );
+    assert_eq!(
+        header(&headers, "access-control-allow-credentials").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        header(&headers, "x-seen-path"),
+        None,
+        "forwarded: {headers:?}"
+    );
+    let (status, body, headers) = preflight("https://foobar.com").await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    assert_eq!(header(&headers, "access-control-allow-origin"), None);
+    assert_eq!(
+        header(&headers, "x-seen-path"),
+        None,
+        "forwarded: {headers:?}"
+    );
+    let allowed = [("origin", "https://www.foo.com")];
+    let (status, body, headers) = request(&stack, "GET", cors, "/cors", &allowed).await;
+    assert_eq!((status, body.as_str()), (200, "a"));
+    assert_eq!(
+        header(&headers, "access-control-allow-origin").as_deref(),
+        Some("https://www.foo.com")
+    );
+    assert_eq!(
+        header(&headers, "access-control-expose-headers").as_deref(),
+        Some("x-header-3")
+    );
+    let other = [("origin", "https://www.foo.com.evil.example")];
+    let (status, body, headers) = request(&stack, "GET", cors, "/cors", &other).await;
+    assert_eq!((status, body.as_str()), (200, "a"));
+    assert_eq!(header(&headers, "access-control-allow-origin"), None);
+
+    // Two mirrors: each gets its share of the requests, the client sees the primary.
+    let hits = |name: &str| stack.hits[name].load(std::sync::atomic::Ordering::SeqCst);
+    let (mirror_before, flaky_before) = (hits("mirror"), hits("flaky"));
+    for _ in 0..40 {
+        assert_eq!(request(&stack, "GET", cors, "/mirrors", &[]).await.1, "a");
+    }
+    let mirrored = eventually(WAIT, || async {
+        (hits("mirror") >= mirror_before + 40).then_some(())
+    })
+    .await;
+    assert!(mirrored.is_some(), "the first mirror saw not every request");
+    let halved = hits("flaky") - flaky_before;
+    assert!(
+        (5..=35).contains(&halved),
+        "the half mirror saw {halved} of 40"
+    );
 
     // An edit of a route is followed, built alone and spliced into the last build.
     let spliced = || async {

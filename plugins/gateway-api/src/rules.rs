@@ -4,7 +4,7 @@
 
 use gateway_api::apis::standard::httproutes::{
     HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFiltersType,
-    HttpRouteRulesFilters, HttpRouteRulesFiltersRequestRedirectPathType,
+    HttpRouteRulesFilters, HttpRouteRulesFiltersCors, HttpRouteRulesFiltersRequestRedirectPathType,
     HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
     HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPathType,
@@ -12,8 +12,8 @@ use gateway_api::apis::standard::httproutes::{
 };
 use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir::{
-    Cluster, ClusterOptions, HeaderMatch, HeadersPolicy, Mirror, PathMatch, QueryMatch, Redirect,
-    RegexRewrite, RouteAction, RouteMatch, RoutePolicy, StringMatch, UpstreamProtocol,
+    Cluster, ClusterOptions, Cors, HeaderMatch, HeadersPolicy, Mirror, PathMatch, QueryMatch,
+    Redirect, RegexRewrite, RouteAction, RouteMatch, RoutePolicy, StringMatch, UpstreamProtocol,
     WeightedCluster,
 };
 use isobar_sdk::regex::check_re2;
@@ -545,26 +545,102 @@ fn apply_filter(
             let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
             let reference = backend_ref!(&m.backend_ref);
             let cluster = resolve(ctx, grants, key, &reference, h2c).map_err(|(_, m)| m)?;
-            let percent = match (&m.percent, &m.fraction) {
-                (Some(p), _) => *p,
+            // A percent, or a fraction (of 100 unless said), in millionths.
+            let per_million = match (&m.percent, &m.fraction) {
+                (Some(p), _) => i64::from(*p) * 10_000,
                 (None, Some(f)) => {
-                    let d = f.denominator.unwrap_or(100).max(1);
-                    f.numerator.saturating_mul(100) / d
+                    let d = i64::from(f.denominator.unwrap_or(100));
+                    if d <= 0 || f.numerator < 0 || i64::from(f.numerator) > d {
+                        return Err(format!(
+                            "mirror fraction {}/{d} is not between 0 and 1",
+                            f.numerator
+                        ));
+                    }
+                    i64::from(f.numerator) * 1_000_000 / d
                 }
-                (None, None) => 100,
+                (None, None) => 1_000_000,
             };
-            policy.mirror = Some(Mirror {
+            policy.mirrors.push(Mirror {
                 cluster: cluster.name.clone(),
-                percent: u32::try_from(percent.clamp(0, 100)).unwrap_or(100),
+                per_million: u32::try_from(per_million.clamp(0, 1_000_000)).unwrap_or(0),
             });
             // The mirror's cluster is served with the route's.
             clusters.push(cluster);
             Ok(())
         }
-        HttpRouteRulesFiltersType::Cors | HttpRouteRulesFiltersType::ExtensionRef => {
+        HttpRouteRulesFiltersType::Cors => {
+            let c = filter.cors.as_ref().ok_or_else(missing)?;
+            policy.cors = Some(Box::new(cors(c)?));
+            Ok(())
+        }
+        HttpRouteRulesFiltersType::ExtensionRef => {
             Err(format!("filter {:?} is not supported yet", filter.r#type))
         }
     }
+}
+
+/// A CORS filter as Envoy's CORS policy: origins exact, or (with `*` in the host, or
+/// `*` alone) an RE2 regex of the whole origin; `*` methods and headers as Envoy's `*`
+/// (it echoes the request's); `maxAge` 5 s unless said. A preflight from another origin
+/// is answered without CORS headers, not forwarded.
+fn cors(c: &HttpRouteRulesFiltersCors) -> Result<Cors, String> {
+    let mut allow_origin = Vec::new();
+    for origin in c.allow_origins.iter().flatten() {
+        if origin == "*" {
+            allow_origin.push(StringMatch::Regex(".*".to_string()));
+            continue;
+        }
+        let (scheme, rest) = origin
+            .split_once("://")
+            .ok_or_else(|| format!("CORS origin {origin:?} is not scheme://host[:port]"))?;
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
+            _ => (rest, None),
+        };
+        let host_ok = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.*".contains(&b));
+        if !matches!(scheme, "http" | "https") || !host_ok || port.is_some_and(|p| p.len() > 5) {
+            return Err(format!(
+                "CORS origin {origin:?} is not http(s)://host[:port]"
+            ));
+        }
+        if host.contains('*') {
+            let pattern = origin
+                .split('*')
+                .map(escape_re2)
+                .collect::<Vec<_>>()
+                .join(".*");
+            allow_origin.push(StringMatch::Regex(pattern));
+        } else {
+            allow_origin.push(StringMatch::Exact(origin.clone()));
+        }
+    }
+    let list = |items: &Option<Vec<String>>, what: &str| -> Result<String, String> {
+        let items = items.as_deref().unwrap_or_default();
+        if items.iter().any(|i| i == "*") {
+            return Ok("*".to_string());
+        }
+        if let Some(bad) = items
+            .iter()
+            .find(|i| !is_header_name(&i.to_ascii_lowercase()))
+        {
+            return Err(format!("CORS {what} entry {bad:?} is not a token"));
+        }
+        Ok(items.join(","))
+    };
+    let max_age = c.max_age.unwrap_or(5);
+    Ok(Cors {
+        allow_origin,
+        allow_methods: list(&c.allow_methods, "allowMethods")?,
+        allow_headers: list(&c.allow_headers, "allowHeaders")?,
+        expose_headers: list(&c.expose_headers, "exposeHeaders")?,
+        max_age_seconds: Some(u64::try_from(max_age.max(1)).unwrap_or(5)),
+        allow_credentials: c.allow_credentials.unwrap_or(false),
+        allow_private_network: false,
+        answer_unmatched_preflights: true,
+    })
 }
 
 /// A path a rewrite or redirect puts in place: absolute, without CR, LF or NUL.

@@ -374,6 +374,7 @@ pub(crate) fn cors(policy: &api::CorsPolicy) -> Result<ir::Cors, PolicyError> {
         max_age_seconds,
         allow_credentials: policy.allow_credentials,
         allow_private_network: policy.allow_private_network,
+        answer_unmatched_preflights: false,
     })
 }
 

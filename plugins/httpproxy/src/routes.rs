@@ -548,10 +548,10 @@ impl Walk<'_, '_> {
                             0 => 100,
                             w => w.min(100),
                         };
-                        policy.mirror = Some(Mirror {
+                        policy.mirrors = vec![Mirror {
                             cluster: target.cluster,
-                            percent,
-                        });
+                            per_million: percent * 10_000,
+                        }];
                     } else {
                         weighted.push(target);
                     }

@@ -189,7 +189,7 @@ impl VirtualHost {
             };
             let mirrored = r
                 .policy()
-                .mirror
+                .mirrors
                 .iter()
                 .filter(move |_| !forwarded.is_empty());
             forwarded
@@ -392,8 +392,12 @@ pub struct RoutePolicy {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<Retry>,
     pub websockets: bool,
+    /// Copies of each request, sent to these clusters (responses ignored).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<Mirror>,
+    /// Overrides the vhost's CORS policy for this route.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mirror: Option<Mirror>,
+    pub cors: Option<Box<Cors>>,
     /// Overrides the vhost's IP filter for this route.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ip_filter: Option<IpFilter>,
@@ -463,6 +467,9 @@ pub struct Cors {
     pub max_age_seconds: Option<u64>,
     pub allow_credentials: bool,
     pub allow_private_network: bool,
+    /// A preflight from an origin not allowed is answered by Envoy (200, no CORS
+    /// headers) rather than forwarded upstream (Gateway API's rule; Contour forwards).
+    pub answer_unmatched_preflights: bool,
 }
 
 /// Who may reach a vhost or route, by client address.
@@ -506,8 +513,8 @@ pub struct Retry {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mirror {
     pub cluster: String,
-    /// Share of requests mirrored, 1–100.
-    pub percent: u32,
+    /// Share of requests mirrored, in millionths (1,000,000: every request).
+    pub per_million: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
