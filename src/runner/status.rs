@@ -299,7 +299,7 @@ fn desired_status(
             }
         };
         mark(status.get_mut("conditions").and_then(Value::as_array_mut));
-        for part in ["parents", "listeners"] {
+        for part in ["parents", "listeners", "ancestors"] {
             let entries = status.get_mut(part).and_then(Value::as_array_mut);
             for entry in entries.into_iter().flatten() {
                 mark(entry.get_mut("conditions").and_then(Value::as_array_mut));
@@ -385,22 +385,27 @@ fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
                 out["supportedFeatures"] = desired["supportedFeatures"].clone();
             }
         }
-        StatusStyle::Route => {
-            let old = current["parents"].as_array().cloned().unwrap_or_default();
+        style @ (StatusStyle::Route | StatusStyle::Policy) => {
+            let (list, reference) = if style == StatusStyle::Route {
+                ("parents", "parentRef")
+            } else {
+                ("ancestors", "ancestorRef")
+            };
+            let old = current[list].as_array().cloned().unwrap_or_default();
             let ours = |p: &Value| p["controllerName"] == CONTROLLER_NAME;
-            let mut parents: Vec<Value> = Vec::new();
-            for parent in desired["parents"].as_array().into_iter().flatten() {
-                let mut parent = parent.clone();
+            let mut entries: Vec<Value> = Vec::new();
+            for entry in desired[list].as_array().into_iter().flatten() {
+                let mut entry = entry.clone();
                 let was = old
                     .iter()
-                    .find(|p| ours(p) && p["parentRef"] == parent["parentRef"]);
+                    .find(|p| ours(p) && p[reference] == entry[reference]);
                 let was = was.map_or(&Value::Null, |p| &p["conditions"]);
-                parent["conditions"] = conditions(was, &parent["conditions"], &now);
-                parents.push(parent);
+                entry["conditions"] = conditions(was, &entry["conditions"], &now);
+                entries.push(entry);
             }
-            // Other controllers' parents stay as they are.
-            parents.extend(old.into_iter().filter(|p| !ours(p)));
-            out["parents"] = Value::Array(parents);
+            // Other controllers' entries stay as they are.
+            entries.extend(old.into_iter().filter(|p| !ours(p)));
+            out[list] = Value::Array(entries);
         }
     }
     out

@@ -227,8 +227,14 @@ pub fn upstream_transport_socket(
                 match_typed_subject_alt_names: v
                     .subject_names
                     .iter()
-                    .map(|name| tls::SubjectAltNameMatcher {
-                        san_type: tls::subject_alt_name_matcher::SanType::Dns as i32,
+                    .map(|name| (tls::subject_alt_name_matcher::SanType::Dns, name))
+                    .chain(
+                        v.subject_uris
+                            .iter()
+                            .map(|uri| (tls::subject_alt_name_matcher::SanType::Uri, uri)),
+                    )
+                    .map(|(san_type, name)| tls::SubjectAltNameMatcher {
+                        san_type: san_type as i32,
                         matcher: Some(envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher {
                             match_pattern: Some(
                                 envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern::Exact(

@@ -744,3 +744,127 @@ status:
     assert!(object("Gateway", "default", "other").is_some_and(|g| g["status"].is_null()));
     controller.shutdown().await;
 }
+
+/// A ConfigMap holding `ca`'s certificate as `ca.crt`.
+fn ca_config_map(name: &str, ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>) -> String {
+    let pem: String = ca.pem().lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\ndata:\n  ca.crt: |\n{pem}"
+    )
+}
+
+/// A BackendTLSPolicy on port `http` of Service `service`.
+fn backend_tls_policy(name: &str, service: &str, config_map: &str, hostname: &str) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  targetRefs: [{{group: "", kind: Service, name: {service}, sectionName: http}}]
+  validation:
+    caCertificateRefs: [{{group: "", kind: ConfigMap, name: {config_map}}}]
+    hostname: {hostname}
+"#
+    )
+}
+
+/// BackendTLSPolicies through a real Envoy: TLS to the backend with the policy's
+/// hostname as SNI, its certificate checked against the ConfigMap's CA and the
+/// hostname; a certificate of another CA or name is refused (503), a policy without a
+/// usable CA answers 500 and never falls back to plain text; a ConfigMap edit fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_tls_policies_secure_upstream_connections_through_envoy() {
+    let ca = new_ca("backend CA");
+    let other_ca = new_ca("another CA");
+    let backend_cert = issue(&ca, "backend.internal");
+    let backend = tls_backend(&backend_cert).await;
+    let service = |name: &str| crate::support::service_yaml("default", name, backend);
+    let stack = start_with(
+        Some(CONFIG),
+        &[
+            ("ready.yaml", READY),
+            (
+                "tls-services.yaml",
+                &[
+                    service("good"),
+                    service("wrong-ca"),
+                    service("wrong-name"),
+                    service("no-ca"),
+                ]
+                .join("---\n"),
+            ),
+            ("ca.yaml", &ca_config_map("backend-ca", &ca)),
+            ("other-ca.yaml", &ca_config_map("other-ca", &other_ca)),
+            (
+                "policies.yaml",
+                &[
+                    backend_tls_policy("good", "good", "backend-ca", "backend.internal"),
+                    backend_tls_policy("wrong-ca", "wrong-ca", "other-ca", "backend.internal"),
+                    backend_tls_policy(
+                        "wrong-name",
+                        "wrong-name",
+                        "backend-ca",
+                        "elsewhere.internal",
+                    ),
+                    backend_tls_policy("no-ca", "no-ca", "late-ca", "backend.internal"),
+                ]
+                .join("---\n"),
+            ),
+            (
+                "route.yaml",
+                r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: tls, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [tls.gw.example.com]
+  rules:
+    - matches: [{path: {value: /good}}]
+      backendRefs: [{name: good, port: 80}]
+    - matches: [{path: {value: /wrong-ca}}]
+      backendRefs: [{name: wrong-ca, port: 80}]
+    - matches: [{path: {value: /wrong-name}}]
+      backendRefs: [{name: wrong-name, port: 80}]
+    - matches: [{path: {value: /no-ca}}]
+      backendRefs: [{name: no-ca, port: 80}]
+"#,
+            ),
+        ],
+        ("ready.example.com", "/", "a"),
+    )
+    .await;
+    let ca_cert = issue(&ca, "*.gw.example.com");
+    write(
+        &stack.manifests(),
+        "gw-cert.yaml",
+        &tls_secret("default", "gw-cert", &ca_cert),
+    );
+    write(
+        &stack.manifests(),
+        "gateway.yaml",
+        &gateway(stack.http_port(), stack.https_port),
+    );
+    let host = "tls.gw.example.com";
+    stack.wait_for(host, "/good", "passthrough", WAIT).await;
+    let (status, body, headers) = request(&stack, "GET", host, "/good", &[]).await;
+    assert_eq!((status, body.as_str()), (200, "passthrough"));
+    assert_eq!(
+        headers.get("x-sni").and_then(|v| v.to_str().ok()),
+        Some("backend.internal"),
+        "the policy's hostname is the SNI"
+    );
+    assert_eq!(request(&stack, "GET", host, "/wrong-ca", &[]).await.0, 503);
+    assert_eq!(
+        request(&stack, "GET", host, "/wrong-name", &[]).await.0,
+        503
+    );
+    assert_eq!(request(&stack, "GET", host, "/no-ca", &[]).await.0, 500);
+    // The ConfigMap it names arrives: the backend is reached over TLS.
+    write(
+        &stack.manifests(),
+        "late-ca.yaml",
+        &ca_config_map("late-ca", &ca),
+    );
+    stack.wait_for(host, "/no-ca", "passthrough", WAIT).await;
+    stack.assert_nothing_rejected().await;
+}

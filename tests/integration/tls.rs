@@ -193,11 +193,19 @@ pub(crate) async fn tls_backend(cert: &Issued) -> u16 {
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     return;
                 };
+                // The server name the client sent, in a header of the answer.
+                let sni = tls
+                    .get_ref()
+                    .1
+                    .server_name()
+                    .unwrap_or_default()
+                    .to_string();
                 let mut buf = [0u8; 4096];
                 let _ = tls.read(&mut buf).await;
-                let _ = tls
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\npassthrough")
-                    .await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nX-Sni: {sni}\r\nContent-Length: 11\r\nConnection: close\r\n\r\npassthrough"
+                );
+                let _ = tls.write_all(answer.as_bytes()).await;
                 let _ = tls.shutdown().await;
             });
         }

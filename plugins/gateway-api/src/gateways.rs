@@ -19,6 +19,8 @@ use crate::kinds::{GATEWAY, GROUP, Gateway, GatewayClass, Namespace, every};
 /// `status.supportedFeatures` names them (sorted); README's Gateway API section lists the
 /// tests covering each.
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "Gateway",
     "GatewayPort8080",

@@ -4,7 +4,8 @@
 
 use gateway_api::apis::experimental::tcproutes;
 use gateway_api::apis::standard::{
-    gatewayclasses, gateways, grpcroutes, httproutes, referencegrants, tlsroutes,
+    backendtlspolicies, gatewayclasses, gateways, grpcroutes, httproutes, referencegrants,
+    tlsroutes,
 };
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;
@@ -22,6 +23,8 @@ const GRPC_ROUTE_ID: KindId = KindId::new(GROUP, "GRPCRoute");
 const TLS_ROUTE_ID: KindId = KindId::new(GROUP, "TLSRoute");
 const TCP_ROUTE_ID: KindId = KindId::new(GROUP, "TCPRoute");
 const NAMESPACE_ID: KindId = KindId::new("", "Namespace");
+const BACKEND_TLS_POLICY_ID: KindId = KindId::new(GROUP, "BackendTLSPolicy");
+const CONFIG_MAP_ID: KindId = KindId::new("", "ConfigMap");
 
 pub const GATEWAY_CLASS: Kind = Kind::new(&GATEWAY_CLASS_ID);
 pub const GATEWAY: Kind = Kind::new(&GATEWAY_ID);
@@ -31,6 +34,8 @@ pub const GRPC_ROUTE: Kind = Kind::new(&GRPC_ROUTE_ID);
 pub const TLS_ROUTE: Kind = Kind::new(&TLS_ROUTE_ID);
 pub const TCP_ROUTE: Kind = Kind::new(&TCP_ROUTE_ID);
 pub const NAMESPACE: Kind = Kind::new(&NAMESPACE_ID);
+pub const BACKEND_TLS_POLICY: Kind = Kind::new(&BACKEND_TLS_POLICY_ID);
+pub const CONFIG_MAP: Kind = Kind::new(&CONFIG_MAP_ID);
 
 macro_rules! wrapped {
     ($(#[$doc:meta])* $name:ident, $inner:ty, $kind:expr) => {
@@ -98,6 +103,18 @@ wrapped!(
     ReferenceGrant,
     referencegrants::ReferenceGrant,
     REFERENCE_GRANT
+);
+wrapped!(
+    /// A `BackendTLSPolicy`.
+    BackendTlsPolicy,
+    backendtlspolicies::BackendTlsPolicy,
+    BACKEND_TLS_POLICY
+);
+wrapped!(
+    /// A `ConfigMap`: only its `ca.crt` is kept (BackendTLSPolicy's CA certificates).
+    ConfigMap,
+    k8s_openapi::api::core::v1::ConfigMap,
+    CONFIG_MAP
 );
 wrapped!(
     /// A `Namespace`: only its labels are read.
@@ -192,6 +209,46 @@ isobar_sdk::inventory::submit! {
         decode: decode_namespace,
         status: StatusStyle::None,
     }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: BACKEND_TLS_POLICY,
+        versions: &["v1"],
+        plural: "backendtlspolicies",
+        namespaced: true,
+        decode: decode_object::<BackendTlsPolicy>,
+        status: StatusStyle::Policy,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: CONFIG_MAP,
+        versions: &["v1"],
+        plural: "configmaps",
+        namespaced: true,
+        decode: decode_config_map,
+        status: StatusStyle::None,
+    }
+}
+
+/// The key of a ConfigMap holding CA certificates (Gateway API's).
+pub const CA_KEY: &str = "ca.crt";
+
+/// A ConfigMap with nothing but its name, namespace and `ca.crt`: an edit of anything
+/// else changes nothing stored, so it builds nothing.
+fn decode_config_map(mut value: serde_json::Value) -> Result<isobar_sdk::Object, String> {
+    if let Some(o) = value.as_object_mut() {
+        o.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "data"));
+        if let Some(data) = o.get_mut("data").and_then(|d| d.as_object_mut()) {
+            data.retain(|k, _| k == CA_KEY);
+        }
+    }
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.retain(|k, _| matches!(k.as_str(), "name" | "namespace"));
+    }
+    decode_object::<ConfigMap>(value)
 }
 
 /// A TLSRoute of `v1` or `v1alpha2`: `v1alpha2` lets `hostnames` and a rule's

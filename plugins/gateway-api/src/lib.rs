@@ -45,6 +45,7 @@ macro_rules! backend_ref {
     }};
 }
 
+mod backend_tls;
 mod claims;
 mod gateways;
 mod grants;
@@ -58,7 +59,7 @@ mod streams;
 use serde::{Deserialize, Serialize};
 
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, Settings, parse_config};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, StatusReport};
@@ -130,9 +131,28 @@ pub struct GatewayApiSource {
 struct Attached {
     by_route: HashMap<ObjectKey, routes::Attachments>,
     counts: HashMap<(ObjectKey, String), i32>,
+    /// The BackendTLSPolicies naming the Services each route sends to.
+    tls_policies: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
 }
 
 impl Attached {
+    /// Each BackendTLSPolicy's ancestors: the Gateways of the routes sending to its
+    /// Services.
+    fn ancestors(&self) -> BTreeMap<ObjectKey, BTreeSet<ObjectKey>> {
+        let mut out: BTreeMap<ObjectKey, BTreeSet<ObjectKey>> = BTreeMap::new();
+        for (route, policies) in &self.tls_policies {
+            let gateways = self.by_route.get(route).into_iter().flatten();
+            for (gateway, _) in gateways {
+                for policy in policies {
+                    out.entry(policy.clone())
+                        .or_default()
+                        .insert(gateway.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Records the listeners `route` is attached to now (none: it is gone).
     fn set(&mut self, route: &ObjectKey, now: routes::Attachments) {
         if let Some(old) = self.by_route.remove(route) {
@@ -161,12 +181,14 @@ impl Source for GatewayApiSource {
             kinds::GRPC_ROUTE,
             kinds::TLS_ROUTE,
             kinds::TCP_ROUTE,
+            kinds::BACKEND_TLS_POLICY,
         ]
     }
 
     fn reads(&self) -> &'static [Kind] {
         &[
             kinds::REFERENCE_GRANT,
+            kinds::CONFIG_MAP,
             kinds::NAMESPACE,
             Kind::Service,
             Kind::EndpointSlice,
@@ -184,9 +206,14 @@ impl Source for GatewayApiSource {
     }
 
     /// A Gateway's listeners count the routes attached to them; a GatewayClass decides
-    /// which Gateways are served.
+    /// which Gateways are served; a BackendTLSPolicy reaches every route sending to its
+    /// Services and reports the Gateways of all of them.
     fn whole_kinds(&self) -> &'static [Kind] {
-        &[kinds::GATEWAY_CLASS, kinds::GATEWAY]
+        &[
+            kinds::GATEWAY_CLASS,
+            kinds::GATEWAY,
+            kinds::BACKEND_TLS_POLICY,
+        ]
     }
 
     /// A route claims the hosts (SNI names) it can have on the listeners its parents
@@ -218,7 +245,11 @@ impl Source for GatewayApiSource {
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
         let grants = grants::Grants::new(ctx);
         let served = gateways::serve(ctx, &self.config, &grants, ir, status);
-        let attached = routes::serve(ctx, &grants, &served, ir, status);
+        let tls = backend_tls::BackendTls::new(ctx);
+        let routes::Outcome {
+            attached,
+            tls_policies,
+        } = routes::serve(ctx, &grants, &served, &tls, ir, status);
         // A dry build (admission) judges one object against the store as it would be:
         // it counts its own routes and keeps nothing.
         let mut dry = Attached::default();
@@ -239,11 +270,17 @@ impl Source for GatewayApiSource {
                     if !attached.contains_key(key) {
                         state.set(key, routes::Attachments::new());
                     }
+                    state.tls_policies.remove(key);
                 }
             }
         }
         for (route, now) in attached {
+            state.tls_policies.remove(&route);
             state.set(&route, now);
+        }
+        state.tls_policies.extend(tls_policies);
+        if !tls.is_empty() {
+            tls.report(&state.ancestors(), status);
         }
         for (gateway, listeners) in &served.listeners {
             let gw = status.gateway(gateway);

@@ -10,6 +10,7 @@ use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::{DownstreamTls, Route, SecureVirtualHost};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
+use crate::backend_tls::BackendTls;
 use crate::gateways::{Family, Gateways, Served};
 use crate::grants::Grants;
 use crate::hosts::intersect;
@@ -19,6 +20,14 @@ use crate::rules::{policy_for, rules};
 /// The Gateway listeners (`(gateway, listener name)`) a route is attached to.
 pub type Attachments = BTreeSet<(ObjectKey, String)>;
 
+/// What serving the routes came to, per route: the listeners each is attached to, and
+/// the BackendTLSPolicies naming the Services each sends to.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub attached: BTreeMap<ObjectKey, Attachments>,
+    pub tls_policies: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+}
+
 /// Serves every HTTPRoute and GRPCRoute (of the build's scope) attached to a served
 /// Gateway, oldest first (an older route keeps a match a newer one repeats), then the
 /// TLSRoutes and TCPRoutes; returns the listeners each route served is attached to.
@@ -26,10 +35,11 @@ pub fn serve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     gateways: &Gateways,
+    tls: &BackendTls,
     ir: &mut Ir,
     status: &mut StatusReport,
-) -> BTreeMap<ObjectKey, Attachments> {
-    let mut attached = BTreeMap::new();
+) -> Outcome {
+    let mut outcome = Outcome::default();
     type Created<'a> = Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>;
     let mut routes: Vec<(ObjectKey, Created<'_>, Cow<'_, HttpRouteSpec>)> = ctx
         .all::<HttpRoute>()
@@ -49,12 +59,15 @@ pub fn serve(
     routes.sort_by(|(ka, a, _), (kb, b, _)| a.cmp(b).then_with(|| ka.cmp(kb)));
     for (key, _, spec) in routes {
         let mut to = Attachments::new();
-        serve_route(ctx, grants, gateways, &key, &spec, ir, status, &mut to);
-        attached.insert(key, to);
+        let used = serve_route(ctx, grants, gateways, tls, &key, &spec, ir, status, &mut to);
+        if !used.is_empty() {
+            outcome.tls_policies.insert(key.clone(), used);
+        }
+        outcome.attached.insert(key, to);
     }
-    crate::streams::serve(ctx, grants, gateways, ir, status, &mut attached);
+    crate::streams::serve(ctx, grants, gateways, ir, status, &mut outcome.attached);
     refused(ctx, gateways, status);
-    attached
+    outcome
 }
 
 /// The kinds of route this plugin serves.
@@ -195,16 +208,19 @@ pub fn attach<'g>(
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Serves one HTTPRoute (or GRPCRoute as one); returns the BackendTLSPolicies naming
+/// the Services it sends to.
 fn serve_route(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     gateways: &Gateways,
+    tls: &BackendTls,
     key: &ObjectKey,
     spec: &HttpRouteSpec,
     ir: &mut Ir,
     status: &mut StatusReport,
     attached: &mut Attachments,
-) {
+) -> BTreeSet<ObjectKey> {
     let grpc = key.kind == GRPC_ROUTE;
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
@@ -235,6 +251,7 @@ fn serve_route(
                 key,
                 spec.rules.as_deref().unwrap_or_default(),
                 grpc,
+                tls,
             )
         });
         let gw = status.gateway(key);
@@ -278,10 +295,14 @@ fn serve_route(
             }
         }
     }
-    if let Some(done) = translated {
-        for cluster in done.clusters {
-            ir.add_cluster(cluster);
+    match translated {
+        Some(done) => {
+            for cluster in done.clusters {
+                ir.add_cluster(cluster);
+            }
+            done.tls_policies
         }
+        None => BTreeSet::new(),
     }
 }
 

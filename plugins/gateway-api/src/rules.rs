@@ -20,6 +20,9 @@ use isobar_sdk::regex::check_re2;
 use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{BuildContext, ObjectKey};
 
+use std::collections::BTreeSet;
+
+use crate::backend_tls::BackendTls;
 use crate::grants::Grants;
 
 /// Applies a generated `…HeaderModifier` (its `set`, `add` and `remove`) to a
@@ -66,7 +69,13 @@ pub struct Rules {
     pub unresolved: Option<Unresolved>,
     /// Rules left out, with why.
     pub invalid: Vec<String>,
+    /// The BackendTLSPolicies naming the Services the rules send to.
+    pub tls_policies: BTreeSet<ObjectKey>,
 }
+
+/// Why a backend is not sent to although it resolves: its BackendTLSPolicy cannot be
+/// served (the policy's status says why; the route's references are fine).
+const TLS_NOT_SERVED: &str = "BackendTLSPolicyNotServed";
 
 /// Translates the rules of the route `key` (an HTTPRoute, or a GRPCRoute as one: then
 /// `h2c`, its backends speak HTTP/2 in clear text).
@@ -76,10 +85,11 @@ pub fn rules(
     key: &ObjectKey,
     rules: &[HttpRouteRules],
     h2c: bool,
+    tls: &BackendTls,
 ) -> Rules {
     let mut out = Rules::default();
     for (i, rule) in rules.iter().enumerate() {
-        match one_rule(ctx, grants, key, rule, h2c, &mut out) {
+        match one_rule(ctx, grants, key, rule, h2c, tls, &mut out) {
             Ok(r) => out.rules.push(r),
             Err(e) => out.invalid.push(format!("rule {i}: {e}")),
         }
@@ -93,6 +103,7 @@ fn one_rule(
     key: &ObjectKey,
     rule: &HttpRouteRules,
     h2c: bool,
+    tls: &BackendTls,
     out: &mut Rules,
 ) -> Result<Rule, String> {
     let default_match = [HttpRouteRulesMatches::default()];
@@ -115,8 +126,9 @@ fn one_rule(
             &matches,
             &mut policy,
             &mut redirect,
-            &mut out.clusters,
+            out,
             h2c,
+            tls,
         )?;
     }
     if let Some(timeouts) = &rule.timeouts {
@@ -141,6 +153,7 @@ fn one_rule(
             rule.backend_refs.as_deref().unwrap_or_default(),
             &mut policy,
             h2c,
+            tls,
             out,
         )?,
     };
@@ -154,6 +167,7 @@ fn one_rule(
 
 /// The clusters of `backends`, by weight; an invalid backend's share answers 500, and
 /// no weight at all answers 500.
+#[allow(clippy::too_many_arguments)]
 fn forward(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
@@ -161,13 +175,15 @@ fn forward(
     backends: &[HttpRouteRulesBackendRefs],
     policy: &mut RoutePolicy,
     h2c: bool,
+    tls: &BackendTls,
     out: &mut Rules,
 ) -> Result<RouteAction, String> {
     let mut weighted = Vec::new();
     for backend in backends {
         let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
         let reference = backend_ref!(backend);
-        match resolve(ctx, grants, key, &reference, h2c) {
+        out.tls_policies.extend(reference.tls_policies(key, tls));
+        match resolve(ctx, grants, key, &reference, h2c, Some(tls)) {
             Ok(cluster) => {
                 if weight > 0 {
                     let mut w = WeightedCluster {
@@ -189,7 +205,9 @@ fn forward(
                         ..Default::default()
                     });
                 }
-                out.unresolved.get_or_insert(e);
+                if e.0 != TLS_NOT_SERVED {
+                    out.unresolved.get_or_insert(e);
+                }
             }
         }
     }
@@ -245,13 +263,31 @@ pub struct BackendRef<'a> {
     pub port: Option<i32>,
 }
 
-/// The cluster of a Service backend the route `key` may use (over h2c for `h2c`).
+impl BackendRef<'_> {
+    /// The BackendTLSPolicies naming the Service this refers to (in the namespace of
+    /// the route `key`, unless it names one).
+    pub fn tls_policies<'t>(
+        &self,
+        key: &ObjectKey,
+        tls: &'t BackendTls,
+    ) -> impl Iterator<Item = ObjectKey> + use<'t> {
+        let namespace = self.namespace.unwrap_or(&key.namespace);
+        tls.naming(namespace, self.name)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+/// The cluster of a Service backend the route `key` may use (over h2c for `h2c`), over
+/// TLS as the BackendTLSPolicy of its port says (with `tls`).
 pub fn resolve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     key: &ObjectKey,
     backend: &BackendRef<'_>,
     h2c: bool,
+    tls: Option<&BackendTls>,
 ) -> Result<Cluster, Unresolved> {
     let group = backend.group.unwrap_or("");
     let kind = backend.kind.unwrap_or("Service");
@@ -289,15 +325,43 @@ pub fn resolve(
             ),
         ));
     };
+    let mut options = ClusterOptions {
+        protocol: h2c.then_some(UpstreamProtocol::H2c),
+        ..ClusterOptions::default()
+    };
+    if let Some(tls) = tls.filter(|t| !t.is_empty()) {
+        let port_name = ctx.objects.service(namespace, backend.name).and_then(|s| {
+            let found = s
+                .ports
+                .iter()
+                .find(|p| p.port == port && p.not_tcp.is_none());
+            found.and_then(|p| p.name.clone())
+        });
+        match tls.lookup(namespace, backend.name, port_name.as_deref()) {
+            None => {}
+            Some((_, Some(t))) => {
+                options.protocol = Some(if h2c {
+                    UpstreamProtocol::H2
+                } else {
+                    UpstreamProtocol::Tls
+                });
+                options.sni = Some(t.hostname.clone());
+                options.upstream_validation = Some(Box::new(t.validation.clone()));
+            }
+            Some((policy, None)) => {
+                return Err((
+                    TLS_NOT_SERVED,
+                    format!("BackendTLSPolicy {} cannot be served", policy.name),
+                ));
+            }
+        }
+    }
     service_cluster(
         ctx.objects,
         namespace,
         backend.name,
         PortRef::Number(port),
-        ClusterOptions {
-            protocol: h2c.then_some(UpstreamProtocol::H2c),
-            ..ClusterOptions::default()
-        },
+        options,
     )
     .map_err(|e| ("BackendNotFound", e.to_string()))
 }
@@ -461,8 +525,9 @@ fn apply_filter(
     matches: &[RouteMatch],
     policy: &mut RoutePolicy,
     redirect: &mut Option<Redirect>,
-    clusters: &mut Vec<Cluster>,
+    out: &mut Rules,
     h2c: bool,
+    tls: &BackendTls,
 ) -> Result<(), String> {
     let missing = || format!("filter {:?} has no configuration", filter.r#type);
     match filter.r#type {
@@ -544,7 +609,9 @@ fn apply_filter(
         HttpRouteRulesFiltersType::RequestMirror => {
             let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
             let reference = backend_ref!(&m.backend_ref);
-            let cluster = resolve(ctx, grants, key, &reference, h2c).map_err(|(_, m)| m)?;
+            out.tls_policies.extend(reference.tls_policies(key, tls));
+            let cluster =
+                resolve(ctx, grants, key, &reference, h2c, Some(tls)).map_err(|(_, m)| m)?;
             // A percent, or a fraction (of 100 unless said), in millionths.
             let per_million = match (&m.percent, &m.fraction) {
                 (Some(p), _) => i64::from(*p) * 10_000,
@@ -565,7 +632,7 @@ fn apply_filter(
                 per_million: u32::try_from(per_million.clamp(0, 1_000_000)).unwrap_or(0),
             });
             // The mirror's cluster is served with the route's.
-            clusters.push(cluster);
+            out.clusters.push(cluster);
             Ok(())
         }
         HttpRouteRulesFiltersType::Cors => {

@@ -99,7 +99,7 @@ fn backends(
 ) -> (Vec<WeightedCluster>, Vec<Cluster>, Option<Unresolved>) {
     let (mut weighted, mut clusters, mut unresolved) = (Vec::new(), Vec::new(), None);
     for (reference, weight) in &stream.backends {
-        match resolve(ctx, grants, key, reference, false) {
+        match resolve(ctx, grants, key, reference, false, None) {
             Ok(cluster) => {
                 let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
                 if weight > 0 {

@@ -210,6 +210,7 @@ pub(crate) fn upstream_validation(
     Ok(ir::UpstreamValidation {
         ca,
         subject_names: names,
+        subject_uris: Vec::new(),
     })
 }
 

@@ -207,6 +207,9 @@ pub enum StatusStyle {
     /// Gateway API's route shape: `status.parents[]`, one entry per parent reference,
     /// each with its conditions and this controller's name.
     Route,
+    /// Gateway API's policy shape (BackendTLSPolicy): `status.ancestors[]`, one entry
+    /// per ancestor (a Gateway) the policy reaches, as a route's parents.
+    Policy,
 }
 
 /// One kind's entry in the table of kinds.

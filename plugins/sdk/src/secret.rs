@@ -246,6 +246,15 @@ fn parse_certificate<'a>(
     }
 }
 
+/// The CA bundle PEM text `text` holds (under the key `key`, as errors name it): every
+/// block a certificate, at least one, each decodes.
+pub fn ca_bundle_of(key: &str, text: &str) -> Result<PemBundle, String> {
+    certificates_bundle(
+        &BTreeMap::from([(key.to_string(), text.as_bytes().to_vec())]),
+        key,
+    )
+}
+
 /// Every block a certificate; at least one; each decodes.
 fn certificates_bundle(data: &BTreeMap<String, Vec<u8>>, key: &str) -> Result<PemBundle, String> {
     let blocks = pem_blocks(data, key)?;

@@ -178,6 +178,23 @@ impl GatewayStatus {
         out
     }
 
+    /// `status` as a policy carries it: one `ancestors[]` entry per ancestor (kept in
+    /// `parents`), each naming `controller`.
+    pub fn render_policy(&self, controller: &str) -> serde_json::Value {
+        let ancestors: Vec<serde_json::Value> = self
+            .parents
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "ancestorRef": p.parent_ref,
+                    "controllerName": controller,
+                    "conditions": p.conditions,
+                })
+            })
+            .collect();
+        serde_json::json!({ "ancestors": ancestors })
+    }
+
     /// `status` as a route carries it: one `parents[]` entry per parent, each naming
     /// `controller` (the controller writing it).
     pub fn render_route(&self, controller: &str) -> serde_json::Value {

@@ -356,6 +356,7 @@ impl StatusReport {
             StatusStyle::Contour => serde_json::to_value(self.render(key)).ok(),
             StatusStyle::Gateway => Some(gateway().render_object()),
             StatusStyle::Route => Some(gateway().render_route(controller)),
+            StatusStyle::Policy => Some(gateway().render_policy(controller)),
             StatusStyle::LoadBalancer | StatusStyle::None => None,
         }
     }

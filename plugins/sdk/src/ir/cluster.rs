@@ -106,8 +106,11 @@ impl UpstreamProtocol {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UpstreamValidation {
     pub ca: PemBundle,
-    /// The certificate must carry one of these DNS SANs.
+    /// The certificate must carry one of these DNS SANs, or one of `subject_uris`.
     pub subject_names: Vec<String>,
+    /// URI SANs (`spiffe://…`) the certificate may carry instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subject_uris: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
