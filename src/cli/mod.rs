@@ -1,7 +1,8 @@
-//! The command line: `serve`, `bootstrap`, `translate`, `plugins`, `version`.
+//! The command line: `serve`, `bootstrap`, `translate`, `convert`, `plugins`, `version`.
 //! Flag names are Contour's.
 
 pub mod bootstrap;
+pub mod convert;
 pub mod crds;
 pub mod debug;
 pub mod http;
@@ -37,6 +38,9 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// Print the Envoy resources and object conditions for a manifest directory.
     Translate(TranslateArgs),
+    /// Write HTTPProxies and Ingresses (a directory, a file or stdin) as Gateway API
+    /// objects, with a report of what has no Gateway API equivalent.
+    Convert(crate::cli::convert::ConvertArgs),
     /// List the plugins built into this binary, with their settings at their defaults.
     Plugins(PluginsArgs),
     /// Print the HTTPProxy and TLSCertificateDelegation CRDs (`deploy/crds.yaml`).
@@ -399,6 +403,10 @@ pub fn main() -> ExitCode {
         Command::Translate(args) => {
             init_logging(false);
             crate::cli::translate::run(&args)
+        }
+        Command::Convert(args) => {
+            init_logging(false);
+            crate::cli::convert::run(&args)
         }
         Command::Plugins(args) => {
             print!("{}", plugins(&args));

@@ -868,3 +868,230 @@ spec:
     stack.wait_for(host, "/no-ca", "passthrough", WAIT).await;
     stack.assert_nothing_rejected().await;
 }
+
+/// HTTPProxies (with an include from another namespace, conditions, rewrites, header
+/// policies, a redirect and TLS) and an Ingress: what `isobar convert` is checked on.
+const TO_CONVERT: &str = r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: shop, namespace: default}
+spec:
+  virtualhost: {fqdn: shop.example.com}
+  routes:
+    - services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /api/}]
+      requestHeadersPolicy: {set: [{name: x-hello, value: converted}]}
+      services: [{name: echo-b, port: 80}]
+    - conditions: [{prefix: /old/}]
+      pathRewritePolicy: {replacePrefix: [{prefix: /old/, replacement: /new/}]}
+      services: [{name: echo-a, port: 80}]
+    - conditions: [{prefix: /canary/}, {header: {name: x-env, exact: canary}}]
+      services: [{name: echo-b, port: 80}]
+    - conditions: [{prefix: /moved/}]
+      requestRedirectPolicy: {hostname: elsewhere.example.com, statusCode: 301}
+  includes:
+    - {name: team, namespace: team, conditions: [{prefix: /team/}]}
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: team, namespace: team}
+spec:
+  routes: [{services: [{name: echo-c, port: 80}]}]
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: secure, namespace: default}
+spec:
+  virtualhost: {fqdn: secure.example.com, tls: {secretName: secure-cert}}
+  routes: [{services: [{name: echo-b, port: 80}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: default}
+spec:
+  rules:
+    - host: web.example.com
+      http:
+        paths:
+          - {path: /, pathType: Prefix, backend: {service: {name: echo-a, port: {number: 80}}}}
+          - {path: /exact, pathType: Exact, backend: {service: {name: echo-b, port: {number: 80}}}}
+"#;
+
+/// The round trip of `isobar convert`: the Gateway API objects it writes for HTTPProxies
+/// and an Ingress, served by Isobar through a real Envoy, answer the same requests the
+/// same way the originals did (backend, status, rewritten path, headers, redirects,
+/// HTTPS), and the report names what has no equivalent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converted_objects_answer_as_the_originals_did() {
+    let ca = new_ca("convert CA");
+    let cert = issue(&ca, "secure.example.com");
+    let stack = start_with(
+        Some(CONFIG),
+        &[
+            (
+                "secure-cert.yaml",
+                &tls_secret("default", "secure-cert", &cert),
+            ),
+            ("original.yaml", TO_CONVERT),
+        ],
+        ("shop.example.com", "/", "a"),
+    )
+    .await;
+    type Request<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let requests: &[Request<'_>] = &[
+        ("shop.example.com", "/", &[]),
+        ("shop.example.com", "/anything", &[]),
+        ("shop.example.com", "/api/x", &[]),
+        ("shop.example.com", "/old/x?q=1", &[]),
+        ("shop.example.com", "/canary/", &[("x-env", "canary")]),
+        ("shop.example.com", "/canary/", &[]),
+        ("shop.example.com", "/moved/x", &[]),
+        ("shop.example.com", "/team/x", &[]),
+        ("secure.example.com", "/", &[]),
+        ("web.example.com", "/", &[]),
+        ("web.example.com", "/exact", &[]),
+        ("web.example.com", "/exact/more", &[]),
+    ];
+    let client = Client::new(&[&ca]);
+    let answers = || async {
+        let mut out = Vec::new();
+        for (host, path, headers) in requests {
+            let (status, body, h) = request(&stack, "GET", host, path, headers).await;
+            let seen = |name: &str| {
+                h.get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            out.push(format!(
+                "{host}{path} {headers:?} → {status} {body:?} path={} hello={} location={}",
+                seen("x-seen-path"),
+                seen("x-seen-hello"),
+                seen("location")
+            ));
+        }
+        let secure = client
+            .get(
+                stack.https_port,
+                "secure.example.com",
+                "secure.example.com",
+                "/",
+            )
+            .await
+            .map(|r| (r.status, r.body))
+            .unwrap_or_else(|e| panic!("https: {e}\n{}", stack.logs()));
+        out.push(format!("https://secure.example.com/ → {secure:?}"));
+        out
+    };
+    let before = answers().await;
+    // What the originals answer (so that an equal answer afterwards means something).
+    for expected in [
+        "/api/x [] → 200 \"b\" path=/api/x hello=converted",
+        "/old/x?q=1 [] → 200 \"a\" path=/new/x?q=1",
+        "/canary/ [(\"x-env\", \"canary\")] → 200 \"b\"",
+        "/moved/x [] → 301",
+        "/team/x [] → 200 \"c\"",
+        "secure.example.com/ [] → 301",
+        "web.example.com/exact/more [] → 200 \"a\"",
+        "https://secure.example.com/ → (200, \"b\")",
+    ] {
+        assert!(
+            before.iter().any(|answer| answer.contains(expected)),
+            "no answer has {expected:?}: {before:#?}"
+        );
+    }
+
+    let (ok, converted, report) = crate::support::isobar(
+        &[
+            "convert",
+            &stack
+                .manifests()
+                .join("original.yaml")
+                .display()
+                .to_string(),
+            "--gateway",
+            "default/converted",
+            "--gateway-class",
+            "isobar",
+            "--http-port",
+            &(stack.http_port() - 8000).to_string(),
+            "--https-port",
+            &(stack.https_port - 8000).to_string(),
+        ],
+        &[],
+    );
+    assert!(ok, "{report}");
+    assert!(
+        converted.starts_with("# Converted by isobar convert: nothing was left out."),
+        "{converted}"
+    );
+    std::fs::remove_file(stack.manifests().join("original.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let gone = eventually(WAIT, || async {
+        (stack.get("shop.example.com", "/").await.map(|r| r.0) == Some(404)).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the originals were never removed\n{}",
+        stack.logs()
+    );
+    write(&stack.manifests(), "class.yaml", CLASS);
+    write(&stack.manifests(), "converted.yaml", &converted);
+    stack
+        .wait_for("shop.example.com", "/team/x", "c", WAIT)
+        .await;
+    stack.wait_for("web.example.com", "/exact", "b", WAIT).await;
+    let after = answers().await;
+    assert_eq!(before, after, "converted:\n{converted}");
+    stack.assert_nothing_rejected().await;
+}
+
+/// `isobar convert` names, file and field, what it leaves out, and converts the rest.
+#[test]
+fn convert_reports_what_has_no_gateway_api_equivalent() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("proxy.yaml");
+    std::fs::write(
+        &file,
+        r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: p, namespace: a}
+spec:
+  virtualhost: {fqdn: p.example.com, ipAllowPolicy: [{source: Peer, cidr: 10.0.0.0/8}]}
+  routes:
+    - conditions: [{prefix: /app}]
+      retryPolicy: {count: 3}
+      services: [{name: web, port: 80}]
+    - conditions: [{header: {name: x-a, notpresent: true}}]
+      services: [{name: web, port: 80}]
+"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (ok, out, err) = crate::support::isobar(&["convert", &file.display().to_string()], &[]);
+    assert!(ok, "{err}");
+    for left_out in [
+        "HTTPProxy a/p: virtualhost.ipAllowPolicy: Gateway API has no equivalent",
+        "HTTPProxy a/p: retryPolicy: Gateway API has no equivalent",
+        "HTTPProxy a/p: header condition on x-a: negated or case-insensitive header matches have no equivalent; the rule is left out",
+        "HTTPProxy a/p: prefix /app: the HTTPProxy also matched /appx…, PathPrefix only /app and /app/…",
+    ] {
+        assert!(
+            out.contains(&format!("#   {left_out}\n")),
+            "{left_out:?} not in\n{out}"
+        );
+        assert!(err.contains(left_out), "{left_out:?} not in\n{err}");
+    }
+    assert!(out.contains("value: /app\n"), "{out}");
+    let (ok, _, err) = crate::support::isobar(
+        &[
+            "convert",
+            &file.display().to_string(),
+            "--gateway",
+            "nameonly",
+        ],
+        &[],
+    );
+    assert!(
+        !ok && err.contains("--gateway \"nameonly\" is not namespace/name"),
+        "{err}"
+    );
+}

@@ -1,0 +1,864 @@
+//! `isobar convert`: HTTPProxies and Ingresses as Gateway API objects — a Gateway with an
+//! HTTP listener and one HTTPS (or TLS) listener per secure host, HTTPRoutes (an
+//! HTTPProxy's includes flattened into its root's route), TLSRoutes for TCP proxies, and
+//! ReferenceGrants for certificates of other namespaces — plus a report of every field
+//! with no Gateway API equivalent, which is left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use isobar_sdk::api::{self, HTTPProxy, Ingress};
+use isobar_sdk::{Kind, Objects};
+
+use crate::provider::files::load_dir;
+use crate::provider::manifest::parse_file;
+
+const GROUP: &str = "gateway.networking.k8s.io";
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConvertArgs {
+    /// A directory of manifests, a manifest file, or `-` for standard input.
+    #[arg(default_value = "-")]
+    pub input: PathBuf,
+    /// The Gateway to write and attach the routes to (`namespace/name`).
+    #[arg(long, default_value = "projectcontour/contour")]
+    pub gateway: String,
+    /// The GatewayClass the Gateway names.
+    #[arg(long, default_value = "contour")]
+    pub gateway_class: String,
+    /// Port of the Gateway's HTTP listener (Contour's Envoy listens on it + 8000).
+    #[arg(long, default_value_t = 80)]
+    pub http_port: u16,
+    /// Port of the Gateway's HTTPS and TLS listeners.
+    #[arg(long, default_value_t = 443)]
+    pub https_port: u16,
+}
+
+/// What a conversion came to: the objects and what was left out.
+#[derive(Debug, Default)]
+pub struct Conversion {
+    pub objects: Vec<Value>,
+    /// `kind namespace/name: field: why`, one per thing left out.
+    pub report: Vec<String>,
+}
+
+pub fn run(args: &ConvertArgs) -> anyhow::Result<()> {
+    let objects = read(&args.input)?;
+    let conversion = convert(&objects, args)?;
+    let mut out = String::new();
+    if conversion.report.is_empty() {
+        out.push_str("# Converted by isobar convert: nothing was left out.\n");
+    } else {
+        out.push_str("# Converted by isobar convert. Left out (no Gateway API equivalent):\n");
+        for line in &conversion.report {
+            out.push_str(&format!("#   {line}\n"));
+            eprintln!("isobar convert: left out: {line}");
+        }
+    }
+    for object in &conversion.objects {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(object)?);
+    }
+    print!("{out}");
+    Ok(())
+}
+
+fn read(input: &PathBuf) -> anyhow::Result<Objects> {
+    if input.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        return parse(input, &text);
+    }
+    if input.is_dir() {
+        let (objects, errors) = load_dir(input);
+        if let Some(e) = errors.first() {
+            anyhow::bail!("{e}");
+        }
+        return Ok(objects);
+    }
+    let text =
+        std::fs::read_to_string(input).map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
+    parse(input, &text)
+}
+
+fn parse(path: &std::path::Path, text: &str) -> anyhow::Result<Objects> {
+    let mut objects = Objects::default();
+    for object in parse_file(path, text).map_err(|e| anyhow::anyhow!("{e}"))? {
+        objects.apply(object);
+    }
+    Ok(objects)
+}
+
+/// The conversion of every HTTPProxy and Ingress of `objects`.
+pub fn convert(objects: &Objects, args: &ConvertArgs) -> anyhow::Result<Conversion> {
+    let (gw_ns, gw_name) = args
+        .gateway
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("--gateway {:?} is not namespace/name", args.gateway))?;
+    let mut c = Converter {
+        objects,
+        gateway: (gw_ns.to_string(), gw_name.to_string()),
+        listeners: BTreeMap::new(),
+        grants: BTreeSet::new(),
+        service_grants: BTreeSet::new(),
+        out: Conversion::default(),
+    };
+    for ((ns, name), object) in objects.of_kind(Kind::HTTPProxy) {
+        if let Some(proxy) = object.get::<HTTPProxy>()
+            && proxy.spec.virtualhost.is_some()
+        {
+            c.proxy(ns, name, proxy);
+        }
+    }
+    for ((ns, name), object) in objects.of_kind(Kind::Ingress) {
+        if let Some(ingress) = object.get::<Ingress>() {
+            c.ingress(ns, name, ingress);
+        }
+    }
+    let mut listeners = vec![json!({
+        "name": "http", "protocol": "HTTP", "port": args.http_port,
+        "allowedRoutes": {"namespaces": {"from": "All"}},
+    })];
+    for listener in c.listeners.values() {
+        let mut l = listener.clone();
+        l["port"] = json!(args.https_port);
+        listeners.push(l);
+    }
+    let mut out = vec![json!({
+        "apiVersion": format!("{GROUP}/v1"),
+        "kind": "Gateway",
+        "metadata": {"name": gw_name, "namespace": gw_ns},
+        "spec": {"gatewayClassName": args.gateway_class, "listeners": listeners},
+    })];
+    for secret_ns in &c.grants {
+        out.push(json!({
+            "apiVersion": format!("{GROUP}/v1beta1"),
+            "kind": "ReferenceGrant",
+            "metadata": {"name": format!("isobar-convert-{gw_name}"), "namespace": secret_ns},
+            "spec": {
+                "from": [{"group": GROUP, "kind": "Gateway", "namespace": gw_ns}],
+                "to": [{"group": "", "kind": "Secret"}],
+            },
+        }));
+    }
+    for (service_ns, route_ns) in &c.service_grants {
+        out.push(json!({
+            "apiVersion": format!("{GROUP}/v1beta1"),
+            "kind": "ReferenceGrant",
+            "metadata": {"name": format!("isobar-convert-from-{route_ns}"), "namespace": service_ns},
+            "spec": {
+                "from": [{"group": GROUP, "kind": "HTTPRoute", "namespace": route_ns}],
+                "to": [{"group": "", "kind": "Service"}],
+            },
+        }));
+    }
+    out.append(&mut c.out.objects);
+    Ok(Conversion {
+        objects: out,
+        report: c.out.report,
+    })
+}
+
+struct Converter<'a> {
+    objects: &'a Objects,
+    gateway: (String, String),
+    /// Secure listeners by host name.
+    listeners: BTreeMap<String, Value>,
+    /// Namespaces whose Secrets the Gateway needs a ReferenceGrant for.
+    grants: BTreeSet<String>,
+    /// (Service namespace, route namespace): an included proxy's Services, used by its
+    /// root's route, need a ReferenceGrant.
+    service_grants: BTreeSet<(String, String)>,
+    out: Conversion,
+}
+
+/// One HTTPProxy route with the conditions of the includes that led to it.
+struct Flat<'p> {
+    route: &'p api::Route,
+    conditions: Vec<api::MatchCondition>,
+    /// Where it was written (`namespace/name`), for the report.
+    from: String,
+    /// Its namespace: its Services are there.
+    namespace: String,
+}
+
+impl<'a> Converter<'a> {
+    fn left_out(&mut self, what: &str, field: &str, why: &str) {
+        self.out.report.push(format!("{what}: {field}: {why}"));
+    }
+
+    fn parent(&self, section: &str) -> Value {
+        json!({
+            "group": GROUP, "kind": "Gateway",
+            "namespace": self.gateway.0, "name": self.gateway.1,
+            "sectionName": section,
+        })
+    }
+
+    /// A secure listener for `host` (HTTPS terminating with `secret`, or TLS passing
+    /// through); its name.
+    fn secure_listener(
+        &mut self,
+        namespace: &str,
+        host: &str,
+        secret: Option<&str>,
+        tls: bool,
+    ) -> String {
+        let name = listener_name(if tls { "tls" } else { "https" }, host);
+        let mut listener = json!({
+            "name": name, "protocol": if tls { "TLS" } else { "HTTPS" }, "hostname": host,
+            "allowedRoutes": {"namespaces": {"from": "All"}},
+        });
+        match secret {
+            Some(secret) => {
+                let (ns, secret) = secret.split_once('/').unwrap_or((namespace, secret));
+                if ns != self.gateway.0 {
+                    self.grants.insert(ns.to_string());
+                }
+                listener["tls"] = json!({
+                    "mode": "Terminate",
+                    "certificateRefs": [{"group": "", "kind": "Secret", "name": secret, "namespace": ns}],
+                });
+            }
+            None => listener["tls"] = json!({"mode": "Passthrough"}),
+        }
+        self.listeners.insert(name.clone(), listener);
+        name
+    }
+
+    fn proxy(&mut self, ns: &str, name: &str, proxy: &'a HTTPProxy) {
+        let what = format!("HTTPProxy {ns}/{name}");
+        let Some(vhost) = &proxy.spec.virtualhost else {
+            return;
+        };
+        let host = vhost.fqdn.to_ascii_lowercase();
+        if vhost.cors_policy.is_some() {
+            self.left_out(
+                &what,
+                "virtualhost.corsPolicy",
+                "not converted; an HTTPRoute CORS filter on each rule can express it",
+            );
+        }
+        for (field, set) in [
+            (
+                "virtualhost.rateLimitPolicy",
+                vhost.rate_limit_policy.is_some(),
+            ),
+            (
+                "virtualhost.ipAllowPolicy",
+                !vhost.ip_allow_policy.is_empty(),
+            ),
+            ("virtualhost.ipDenyPolicy", !vhost.ip_deny_policy.is_empty()),
+        ] {
+            if set {
+                self.left_out(&what, field, "Gateway API has no equivalent");
+            }
+        }
+        for key in vhost.unsupported.keys() {
+            self.left_out(
+                &what,
+                &format!("virtualhost.{key}"),
+                "Gateway API has no equivalent",
+            );
+        }
+        let tls = vhost.tls.as_ref();
+        if let Some(t) = tls {
+            for (field, set) in [
+                (
+                    "minimumProtocolVersion",
+                    t.minimum_protocol_version.is_some(),
+                ),
+                (
+                    "maximumProtocolVersion",
+                    t.maximum_protocol_version.is_some(),
+                ),
+                ("clientValidation", t.client_validation.is_some()),
+                ("enableFallbackCertificate", t.enable_fallback_certificate),
+            ] {
+                if set {
+                    self.left_out(
+                        &what,
+                        &format!("virtualhost.tls.{field}"),
+                        "Gateway API has no per-host equivalent",
+                    );
+                }
+            }
+        }
+        if let Some(tcp) = &proxy.spec.tcpproxy {
+            self.tcp_proxy(ns, name, &what, &host, tls, tcp);
+            return;
+        }
+        let mut flat = Vec::new();
+        let mut seen = BTreeSet::new();
+        self.flatten(ns, name, proxy, Vec::new(), &mut seen, &mut flat);
+        let mut secure_rules = Vec::new();
+        let mut plain_rules = Vec::new();
+        for f in &flat {
+            let Some(rule) = self.rule(ns, f) else {
+                continue;
+            };
+            if tls.is_some() && f.route.permit_insecure {
+                plain_rules.push(rule.clone());
+            }
+            if tls.is_some() {
+                secure_rules.push(rule);
+            } else {
+                plain_rules.push(rule);
+            }
+        }
+        match tls {
+            Some(t) if !t.secret_name.is_empty() => {
+                let listener = self.secure_listener(ns, &host, Some(&t.secret_name), false);
+                self.route(ns, name, &host, vec![self.parent(&listener)], secure_rules);
+                // Contour answers plain HTTP for a secure host with a redirect to HTTPS
+                // (but for `permitInsecure` routes).
+                plain_rules.push(json!({
+                    "filters": [{"type": "RequestRedirect",
+                                 "requestRedirect": {"scheme": "https", "statusCode": 301}}],
+                }));
+                self.route(
+                    ns,
+                    &format!("{name}-http"),
+                    &host,
+                    vec![self.parent("http")],
+                    plain_rules,
+                );
+            }
+            Some(_) => self.left_out(
+                &what,
+                "virtualhost.tls",
+                "passthrough without tcpproxy serves nothing",
+            ),
+            None => self.route(ns, name, &host, vec![self.parent("http")], plain_rules),
+        }
+    }
+
+    fn tcp_proxy(
+        &mut self,
+        ns: &str,
+        name: &str,
+        what: &str,
+        host: &str,
+        tls: Option<&api::Tls>,
+        tcp: &api::TcpProxy,
+    ) {
+        let Some(t) = tls else {
+            self.left_out(what, "spec.tcpproxy", "needs virtualhost.tls");
+            return;
+        };
+        if tcp.include.is_some() || tcp.includes.is_some() {
+            self.left_out(
+                what,
+                "spec.tcpproxy.include",
+                "not converted; name the services in the root",
+            );
+        }
+        if tcp.load_balancer_policy.is_some() || tcp.health_check_policy.is_some() {
+            self.left_out(
+                what,
+                "spec.tcpproxy",
+                "loadBalancerPolicy and healthCheckPolicy have no equivalent",
+            );
+        }
+        let secret = (!t.passthrough).then_some(t.secret_name.as_str());
+        let listener = self.secure_listener(ns, host, secret, true);
+        let backends: Vec<Value> = tcp
+            .services
+            .iter()
+            .map(|s| json!({"name": s.name, "port": s.port, "weight": s.weight.unwrap_or(1)}))
+            .collect();
+        self.out.objects.push(json!({
+            "apiVersion": format!("{GROUP}/v1"),
+            "kind": "TLSRoute",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "parentRefs": [self.parent(&listener)],
+                "hostnames": [host],
+                "rules": [{"backendRefs": backends}],
+            },
+        }));
+    }
+
+    /// The routes of `proxy` and of the proxies it includes, each with the conditions
+    /// that lead to it.
+    fn flatten(
+        &mut self,
+        ns: &str,
+        name: &str,
+        proxy: &'a HTTPProxy,
+        conditions: Vec<api::MatchCondition>,
+        seen: &mut BTreeSet<(String, String)>,
+        out: &mut Vec<Flat<'a>>,
+    ) {
+        if !seen.insert((ns.to_string(), name.to_string())) {
+            return;
+        }
+        for route in &proxy.spec.routes {
+            let mut all = conditions.clone();
+            all.extend(route.conditions.iter().cloned());
+            out.push(Flat {
+                route,
+                conditions: all,
+                from: format!("{ns}/{name}"),
+                namespace: ns.to_string(),
+            });
+        }
+        for include in &proxy.spec.includes {
+            let child_ns = include.namespace.as_deref().unwrap_or(ns);
+            let objects: &'a Objects = self.objects;
+            let child = objects.get::<HTTPProxy>(child_ns, &include.name);
+            match child {
+                Some(child) => {
+                    let mut all = conditions.clone();
+                    all.extend(include.conditions.iter().cloned());
+                    self.flatten(child_ns, &include.name, child, all, seen, out);
+                }
+                None => self.left_out(
+                    &format!("HTTPProxy {ns}/{name}"),
+                    "includes",
+                    &format!("{child_ns}/{} is not among the objects", include.name),
+                ),
+            }
+        }
+    }
+
+    /// One HTTPRoute rule for a flattened route; `None` when it cannot be one.
+    fn rule(&mut self, route_ns: &str, f: &Flat<'_>) -> Option<Value> {
+        let what = format!("HTTPProxy {}", f.from);
+        let r = f.route;
+        let mut prefix = String::new();
+        let mut path: Option<Value> = None;
+        let mut headers = Vec::new();
+        let mut query = Vec::new();
+        for c in &f.conditions {
+            if let Some(p) = &c.prefix {
+                prefix = join_prefix(&prefix, p);
+            }
+            if let Some(e) = &c.exact {
+                path = Some(json!({"type": "Exact", "value": join_prefix(&prefix, e)}));
+            }
+            if let Some(re) = &c.regex {
+                path = Some(
+                    json!({"type": "RegularExpression", "value": format!("{}{re}", escape(&prefix))}),
+                );
+            }
+            if let Some(h) = &c.header {
+                match header_match(h) {
+                    Some(m) => headers.push(m),
+                    None => {
+                        self.left_out(&what, &format!("header condition on {}", h.name), "negated or case-insensitive header matches have no equivalent; the rule is left out");
+                        return None;
+                    }
+                }
+            }
+            if let Some(q) = &c.query_parameter {
+                match query_match(q) {
+                    Some(m) => query.push(m),
+                    None => {
+                        self.left_out(
+                            &what,
+                            &format!("queryParameter condition on {}", q.name),
+                            "case-insensitive matches have no equivalent; the rule is left out",
+                        );
+                        return None;
+                    }
+                }
+            }
+        }
+        let path = path.unwrap_or_else(|| {
+            let value = if prefix.is_empty() { "/".to_string() } else { prefix.clone() };
+            if value != "/" && !value.ends_with('/') {
+                self.out.report.push(format!(
+                    "{what}: prefix {value}: the HTTPProxy also matched {value}x…, PathPrefix only {value} and {value}/…"
+                ));
+            }
+            json!({"type": "PathPrefix", "value": value})
+        });
+        let mut m = json!({"path": path});
+        if !headers.is_empty() {
+            m["headers"] = json!(headers);
+        }
+        if !query.is_empty() {
+            m["queryParams"] = json!(query);
+        }
+        let mut rule = json!({"matches": [m]});
+        let mut filters = Vec::new();
+        if let Some(h) = &r.request_headers_policy {
+            filters.push(
+                json!({"type": "RequestHeaderModifier", "requestHeaderModifier": modifier(h)}),
+            );
+        }
+        if let Some(h) = &r.response_headers_policy {
+            filters.push(
+                json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": modifier(h)}),
+            );
+        }
+        if let Some(rewrite) = &r.path_rewrite_policy {
+            match rewrite.replace_prefix.as_slice() {
+                [one] => filters.push(json!({"type": "URLRewrite", "urlRewrite": {
+                    "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": one.replacement}}})),
+                _ => self.left_out(&what, "pathRewritePolicy", "only one replacePrefix converts"),
+            }
+        }
+        if let Some(redirect) = &r.request_redirect_policy {
+            let mut to = json!({"statusCode": redirect.status_code.unwrap_or(302)});
+            if let Some(s) = &redirect.scheme {
+                to["scheme"] = json!(s);
+            }
+            if let Some(h) = &redirect.hostname {
+                to["hostname"] = json!(h);
+            }
+            if let Some(p) = redirect.port {
+                to["port"] = json!(p);
+            }
+            if let Some(p) = &redirect.path {
+                to["path"] = json!({"type": "ReplaceFullPath", "replaceFullPath": p});
+            } else if let Some(p) = &redirect.prefix {
+                to["path"] = json!({"type": "ReplacePrefixMatch", "replacePrefixMatch": p});
+            }
+            filters.push(json!({"type": "RequestRedirect", "requestRedirect": to}));
+        }
+        let mut backends = Vec::new();
+        for s in &r.services {
+            if s.mirror {
+                if f.namespace != route_ns {
+                    self.service_grants
+                        .insert((f.namespace.clone(), route_ns.to_string()));
+                }
+                filters.push(json!({"type": "RequestMirror", "requestMirror": {
+                    "backendRef": {"name": s.name, "namespace": f.namespace, "port": s.port},
+                    "percent": s.weight.filter(|w| *w > 0).unwrap_or(100).min(100)}}));
+                continue;
+            }
+            let mut b = json!({"name": s.name, "port": s.port});
+            if f.namespace != route_ns {
+                b["namespace"] = json!(f.namespace);
+                self.service_grants
+                    .insert((f.namespace.clone(), route_ns.to_string()));
+            }
+            if let Some(w) = s.weight {
+                b["weight"] = json!(w);
+            }
+            let mut own = Vec::new();
+            if let Some(h) = &s.request_headers_policy {
+                own.push(
+                    json!({"type": "RequestHeaderModifier", "requestHeaderModifier": modifier(h)}),
+                );
+            }
+            if let Some(h) = &s.response_headers_policy {
+                own.push(json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": modifier(h)}));
+            }
+            if !own.is_empty() {
+                b["filters"] = json!(own);
+            }
+            for (field, set) in [
+                ("protocol", s.protocol.is_some()),
+                ("validation", s.validation.is_some()),
+                ("slowStartPolicy", s.slow_start_policy.is_some()),
+                (
+                    "cookieRewritePolicies",
+                    !s.cookie_rewrite_policies.is_empty(),
+                ),
+            ] {
+                if set {
+                    let why = if field == "validation" {
+                        "becomes a BackendTLSPolicy (not written)"
+                    } else {
+                        "Gateway API has no equivalent"
+                    };
+                    self.left_out(&what, &format!("services[{}].{field}", s.name), why);
+                }
+            }
+            backends.push(b);
+        }
+        if r.request_redirect_policy.is_none() {
+            rule["backendRefs"] = json!(backends);
+        }
+        if let Some(t) = &r.timeout_policy {
+            if let Some(resp) = &t.response {
+                match gateway_duration(resp) {
+                    Some(d) => rule["timeouts"] = json!({"request": d}),
+                    None => self.left_out(
+                        &what,
+                        "timeoutPolicy.response",
+                        &format!("{resp:?} has no Gateway API spelling"),
+                    ),
+                }
+            }
+            if t.idle.is_some() || t.idle_connection.is_some() {
+                self.left_out(&what, "timeoutPolicy.idle", "Gateway API has no equivalent");
+            }
+        }
+        for (field, set) in [
+            ("retryPolicy", r.retry_policy.is_some()),
+            ("directResponsePolicy", r.direct_response_policy.is_some()),
+            ("loadBalancerPolicy", r.load_balancer_policy.is_some()),
+            ("healthCheckPolicy", r.health_check_policy.is_some()),
+            ("rateLimitPolicy", r.rate_limit_policy.is_some()),
+            (
+                "internalRedirectPolicy",
+                r.internal_redirect_policy.is_some(),
+            ),
+            (
+                "cookieRewritePolicies",
+                !r.cookie_rewrite_policies.is_empty(),
+            ),
+            ("ipAllowPolicy", !r.ip_allow_policy.is_empty()),
+            ("ipDenyPolicy", !r.ip_deny_policy.is_empty()),
+        ] {
+            if set {
+                self.left_out(&what, field, "Gateway API has no equivalent");
+            }
+        }
+        for key in r.unsupported.keys() {
+            self.left_out(&what, key, "Gateway API has no equivalent");
+        }
+        if !filters.is_empty() {
+            rule["filters"] = json!(filters);
+        }
+        Some(rule)
+    }
+
+    fn route(&mut self, ns: &str, name: &str, host: &str, parents: Vec<Value>, rules: Vec<Value>) {
+        if rules.is_empty() {
+            return;
+        }
+        let mut spec = json!({"parentRefs": parents, "rules": rules});
+        if !host.is_empty() {
+            spec["hostnames"] = json!([host]);
+        }
+        self.out.objects.push(json!({
+            "apiVersion": format!("{GROUP}/v1"),
+            "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
+        }));
+    }
+
+    fn ingress(&mut self, ns: &str, name: &str, ingress: &Ingress) {
+        let what = format!("Ingress {ns}/{name}");
+        let Some(spec) = &ingress.spec else { return };
+        for key in ingress
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            if key.starts_with("projectcontour.io/") || key.starts_with("ingress.kubernetes.io/") {
+                self.left_out(&what, &format!("annotation {key}"), "not converted");
+            }
+        }
+        let mut tls_hosts: BTreeMap<String, String> = BTreeMap::new();
+        for tls in spec.tls.iter().flatten() {
+            for host in tls.hosts.iter().flatten() {
+                if let Some(secret) = &tls.secret_name {
+                    tls_hosts.insert(host.to_ascii_lowercase(), secret.clone());
+                }
+            }
+        }
+        let mut by_host: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        if let Some(backend) = &spec.default_backend
+            && let Some(b) = self.ingress_backend(ns, &what, backend)
+        {
+            by_host
+                .entry(String::new())
+                .or_default()
+                .push(json!({"backendRefs": [b]}));
+        }
+        for rule in spec.rules.iter().flatten() {
+            let host = rule.host.clone().unwrap_or_default().to_ascii_lowercase();
+            for p in rule.http.iter().flat_map(|h| &h.paths) {
+                let Some(b) = self.ingress_backend(ns, &what, &p.backend) else {
+                    continue;
+                };
+                let value = p.path.clone().unwrap_or_else(|| "/".to_string());
+                let kind = match p.path_type.as_str() {
+                    "Exact" => "Exact",
+                    "Prefix" => "PathPrefix",
+                    _ => {
+                        self.left_out(
+                            &what,
+                            &format!("path {value}"),
+                            "ImplementationSpecific becomes PathPrefix (whole segments)",
+                        );
+                        "PathPrefix"
+                    }
+                };
+                by_host.entry(host.clone()).or_default().push(json!({
+                    "matches": [{"path": {"type": kind, "value": value}}],
+                    "backendRefs": [b],
+                }));
+            }
+        }
+        for (n, (host, rules)) in by_host.into_iter().enumerate() {
+            let route_name = if n == 0 {
+                name.to_string()
+            } else {
+                format!("{name}-{n}")
+            };
+            let mut parents = vec![self.parent("http")];
+            if let Some(secret) = tls_hosts.get(&host) {
+                let listener = self.secure_listener(ns, &host, Some(secret), false);
+                parents.push(self.parent(&listener));
+            }
+            self.route(ns, &route_name, &host, parents, rules);
+        }
+    }
+
+    fn ingress_backend(
+        &mut self,
+        ns: &str,
+        what: &str,
+        backend: &k8s_openapi::api::networking::v1::IngressBackend,
+    ) -> Option<Value> {
+        let Some(service) = &backend.service else {
+            self.left_out(what, "backend.resource", "only Service backends convert");
+            return None;
+        };
+        let port = service.port.as_ref()?;
+        let number = match (port.number, &port.name) {
+            (Some(n), _) => n,
+            (None, Some(port_name)) => {
+                let found = self.objects.service(ns, &service.name).and_then(|s| {
+                    s.ports
+                        .iter()
+                        .find(|p| p.name.as_deref() == Some(port_name.as_str()))
+                        .map(|p| p.port)
+                });
+                match found {
+                    Some(n) => n,
+                    None => {
+                        self.left_out(
+                            what,
+                            &format!("backend {} port {port_name}", service.name),
+                            "a named port needs its Service among the objects",
+                        );
+                        return None;
+                    }
+                }
+            }
+            (None, None) => return None,
+        };
+        Some(json!({"name": service.name, "port": number}))
+    }
+}
+
+fn listener_name(prefix: &str, host: &str) -> String {
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{prefix}-{}", host.trim_matches('-'))
+}
+
+/// `parent` then `child`, as Contour joins include prefixes.
+fn join_prefix(parent: &str, child: &str) -> String {
+    if parent.is_empty() || parent == "/" {
+        return child.to_string();
+    }
+    format!(
+        "{}/{}",
+        parent.trim_end_matches('/'),
+        child.trim_start_matches('/')
+    )
+}
+
+fn escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped = c.is_ascii_punctuation() && c != '/';
+            escaped.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+fn header_match(h: &api::HeaderMatchCondition) -> Option<Value> {
+    if h.ignore_case || h.notpresent || h.notcontains.is_some() || h.notexact.is_some() {
+        return None;
+    }
+    let (kind, value) = if let Some(e) = &h.exact {
+        ("Exact", e.clone())
+    } else if let Some(c) = &h.contains {
+        ("RegularExpression", format!(".*{}.*", escape(c)))
+    } else if let Some(r) = &h.regex {
+        ("RegularExpression", r.clone())
+    } else if h.present {
+        ("RegularExpression", ".*".to_string())
+    } else {
+        return None;
+    };
+    Some(json!({"type": kind, "name": h.name, "value": value}))
+}
+
+fn query_match(q: &api::QueryParameterMatchCondition) -> Option<Value> {
+    if q.ignore_case {
+        return None;
+    }
+    let (kind, value) = if let Some(e) = &q.exact {
+        ("Exact", e.clone())
+    } else if let Some(r) = &q.regex {
+        ("RegularExpression", r.clone())
+    } else if let Some(p) = &q.prefix {
+        ("RegularExpression", format!("{}.*", escape(p)))
+    } else if let Some(s) = &q.suffix {
+        ("RegularExpression", format!(".*{}", escape(s)))
+    } else if let Some(c) = &q.contains {
+        ("RegularExpression", format!(".*{}.*", escape(c)))
+    } else if q.present {
+        ("RegularExpression", ".*".to_string())
+    } else {
+        return None;
+    };
+    Some(json!({"type": kind, "name": q.name, "value": value}))
+}
+
+fn modifier(h: &api::HeadersPolicy) -> Value {
+    let mut m = json!({});
+    if !h.set.is_empty() {
+        m["set"] = json!(
+            h.set
+                .iter()
+                .map(|v| json!({"name": v.name, "value": v.value}))
+                .collect::<Vec<_>>()
+        );
+    }
+    if !h.remove.is_empty() {
+        m["remove"] = json!(h.remove);
+    }
+    m
+}
+
+/// A Contour duration (`1m30s`, `250ms`, `infinity`) in Gateway API's spelling (`1m30s`),
+/// when it has one.
+fn gateway_duration(text: &str) -> Option<String> {
+    if text == "infinity" || text == "0s" || text == "0" {
+        return Some("0s".to_string());
+    }
+    // Gateway API's: one to four groups of at most five digits and a unit h, m, s or ms.
+    let mut groups = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 5 {
+            return None;
+        }
+        rest = &rest[digits..];
+        let unit = ["ms", "h", "m", "s"]
+            .into_iter()
+            .find(|u| rest.starts_with(u))?;
+        rest = &rest[unit.len()..];
+        groups += 1;
+    }
+    (1..=4).contains(&groups).then(|| text.to_string())
+}
