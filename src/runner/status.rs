@@ -308,8 +308,8 @@ fn desired_status(
     }
     match style(kind) {
         StatusStyle::Contour => status["loadBalancer"] = load_balancer.clone(),
-        // Gateways have addresses; GatewayClasses (cluster-scoped) do not.
-        StatusStyle::Gateway if kind.namespaced() => {
+        // Gateways have addresses; GatewayClasses and ListenerSets do not.
+        StatusStyle::Gateway if kind.as_str() == "Gateway" => {
             status["addresses"] = addresses(load_balancer);
         }
         _ => {}
@@ -380,6 +380,9 @@ fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
                 .is_some_and(|a| !a.is_empty())
             {
                 out["addresses"] = desired["addresses"].clone();
+            }
+            if desired.get("attachedListenerSets").is_some() {
+                out["attachedListenerSets"] = desired["attachedListenerSets"].clone();
             }
             if desired.get("supportedFeatures").is_some() {
                 out["supportedFeatures"] = desired["supportedFeatures"].clone();

@@ -7,7 +7,7 @@
 //! beats one naming the whole Service. A policy that cannot be served (no valid CA
 //! certificate, a bad hostname, well-known CAs) still takes its target: the share of
 //! traffic sent there answers 500, never plain text. Status goes to `ancestors[]`, one
-//! entry per Gateway a route using the target is attached to.
+//! entry per Gateway (or ListenerSet) a route using the target is attached to.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,7 +15,7 @@ use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::UpstreamValidation;
 use isobar_sdk::{BuildContext, ObjectKey, ParentRef, StatusReport};
 
-use crate::kinds::{BackendTlsPolicy, CA_KEY, ConfigMap, GATEWAY, GROUP, every};
+use crate::kinds::{BackendTlsPolicy, CA_KEY, ConfigMap, GROUP, every};
 
 /// A policy's target: namespace, Service and (optionally) its port's name.
 type Target = (String, String, Option<String>);
@@ -154,7 +154,7 @@ impl BackendTls {
             for gateway in ancestors.get(key).into_iter().flatten() {
                 let ancestor = ParentRef {
                     group: Some(GROUP.to_string()),
-                    kind: Some(GATEWAY.as_str().to_string()),
+                    kind: Some(gateway.kind.as_str().to_string()),
                     namespace: Some(gateway.namespace.clone()),
                     name: gateway.name.clone(),
                     section_name: None,

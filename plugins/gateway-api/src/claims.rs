@@ -9,7 +9,7 @@ use crate::hosts::intersect;
 use crate::rules::BackendRef;
 use gateway_api::apis::standard::httproutes::HttpRouteSpec;
 
-use crate::kinds::{GROUP, Gateway, GrpcRoute, HttpRoute, TcpRoute, TlsRoute};
+use crate::kinds::{GROUP, Gateway, GrpcRoute, HttpRoute, ListenerSet, TcpRoute, TlsRoute};
 
 /// The hosts a route with `hostnames` can get on the listeners `parents` name.
 fn hosts(
@@ -20,22 +20,34 @@ fn hosts(
 ) -> Vec<String> {
     let mut hosts = Vec::new();
     for p in parents {
-        if p.group.as_deref().unwrap_or(GROUP) != GROUP
-            || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
-        {
+        if p.group.as_deref().unwrap_or(GROUP) != GROUP {
             continue;
         }
         let namespace = p.namespace.as_deref().unwrap_or(&key.namespace);
-        let Some(gateway) = objects.get::<Gateway>(namespace, &p.name) else {
-            continue;
+        // (name, port, hostname) of the parent's listeners.
+        let listeners: Vec<(&str, i32, Option<&str>)> = match p.kind.as_deref().unwrap_or("Gateway")
+        {
+            "Gateway" => objects
+                .get::<Gateway>(namespace, &p.name)
+                .into_iter()
+                .flat_map(|g| &g.spec.listeners)
+                .map(|l| (l.name.as_str(), l.port, l.hostname.as_deref()))
+                .collect(),
+            "ListenerSet" => objects
+                .get::<ListenerSet>(namespace, &p.name)
+                .into_iter()
+                .flat_map(|s| &s.spec.listeners)
+                .map(|l| (l.name.as_str(), l.port, l.hostname.as_deref()))
+                .collect(),
+            _ => continue,
         };
-        for listener in &gateway.spec.listeners {
-            if p.section_name.as_ref().is_some_and(|s| *s != listener.name)
-                || p.port.is_some_and(|port| port != listener.port)
+        for (name, port, hostname) in listeners {
+            if p.section_name.as_ref().is_some_and(|s| s != name)
+                || p.port.is_some_and(|p| p != port)
             {
                 continue;
             }
-            hosts.extend(intersect(listener.hostname.as_deref(), hostnames));
+            hosts.extend(intersect(hostname, hostnames));
         }
     }
     hosts.sort();

@@ -13,7 +13,7 @@ use isobar_sdk::{BuildContext, ObjectKey, StatusReport};
 use crate::GatewayApiConfig;
 use crate::grants::Grants;
 use crate::hosts;
-use crate::kinds::{GATEWAY, GROUP, Gateway, GatewayClass, Namespace, every};
+use crate::kinds::{GROUP, Gateway, GatewayClass, Namespace, every};
 
 /// The Gateway API features this controller supports, as GatewayClass
 /// `status.supportedFeatures` names them (sorted); README's Gateway API section lists the
@@ -43,6 +43,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TLSRoute",
 ];
@@ -132,7 +133,7 @@ impl Served {
 }
 
 /// Whether a label selector selects an object with `labels`.
-fn selects(
+pub(crate) fn selects(
     selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
     labels: Option<&BTreeMap<String, String>>,
 ) -> bool {
@@ -219,8 +220,8 @@ fn selected<'a>(
     gateways
 }
 
-/// Serves the Gateways this controller owns: an Envoy listener per port and family,
-/// listener status, and the routes' view of them.
+/// Serves the Gateways this controller owns, each with the ListenerSets it allows: an
+/// Envoy listener per port and family, listener status, and the routes' view of them.
 pub fn serve(
     ctx: &BuildContext<'_>,
     config: &GatewayApiConfig,
@@ -233,7 +234,7 @@ pub fn serve(
     // By Envoy port: what is there (its family, `None` for neither HTTP nor HTTPS), its
     // Envoy listener and the hostnames Gateway listeners claim on it. A listener the
     // configuration made (`ingress_http` on 8080, …) is shared as any other.
-    let mut ports: BTreeMap<u16, Port> = ir
+    let ports: BTreeMap<u16, Port> = ir
         .listeners
         .values()
         .map(|l| (l.port, (l.protocol, l.name.clone(), Vec::new())))
@@ -245,123 +246,22 @@ pub fn serve(
             .get(name)
             .map_or_else(|| "0.0.0.0".to_string(), |l| l.address.clone())
     };
-    let (http_address, https_address) = (address(HTTP_LISTENER), address(HTTPS_LISTENER));
+    let mut envoy = Envoy {
+        ports,
+        http_address: address(HTTP_LISTENER),
+        https_address: address(HTTPS_LISTENER),
+    };
+    let sets = crate::listener_sets::by_gateway(ctx);
     for (key, gateway) in selected(ctx, config, &classes) {
-        let mut served = Vec::new();
-        let mut programmed = 0;
-        for listener in &gateway.spec.listeners {
-            let checked = check_listener(&key, listener, status);
-            let Some((family, resolved, kinds, from)) = checked else {
-                continue;
-            };
-            let port = container_port(listener.port);
-            let prefix = match family.protocol() {
-                Protocol::Http => "http",
-                Protocol::Tcp => "tcp",
-                _ => "https",
-            };
-            let hostname = listener.hostname.clone();
-            let gw = status.gateway(&key);
-            let conflict = match ports.get(&port) {
-                Some((f, name, _)) if *f != family.protocol() => Some((
-                    "ProtocolConflict",
-                    format!("port {} is taken by listener {name}", listener.port),
-                )),
-                Some((_, _, hostnames)) if hostnames.contains(&hostname) => Some((
-                    "HostnameConflict",
-                    "another listener on this port has the same hostname".to_string(),
-                )),
-                _ => None,
-            };
-            if let Some((reason, message)) = conflict {
-                gw.set_listener(&listener.name, resolved);
-                gw.set_listener(
-                    &listener.name,
-                    Condition::new("Conflicted", true, reason, message),
-                );
-                gw.set_listener(
-                    &listener.name,
-                    Condition::new("Programmed", false, "Invalid", "listener conflicts"),
-                );
-                continue;
-            }
-            gw.set_listener(
-                &listener.name,
-                Condition::new("Conflicted", false, "NoConflicts", ""),
-            );
-            let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
-                == Some(&GatewayListenersTlsMode::Passthrough);
-            let secret = match family {
-                Family::Http | Family::Tcp => None,
-                Family::Tls if passthrough => None,
-                Family::Https | Family::Tls => match certificate(ctx, grants, &key, listener) {
-                    Ok((sds, secret)) => {
-                        ir.add_secret(&sds, secret);
-                        Some(sds)
-                    }
-                    Err((reason, message)) => {
-                        let gw = status.gateway(&key);
-                        gw.set_listener(
-                            &listener.name,
-                            Condition::new("ResolvedRefs", false, reason, message),
-                        );
-                        gw.set_listener(
-                            &listener.name,
-                            Condition::new("Programmed", false, "Invalid", "no usable certificate"),
-                        );
-                        continue;
-                    }
-                },
-            };
-            let gw = status.gateway(&key);
-            gw.set_listener(&listener.name, resolved);
-            let envoy = match ports.get_mut(&port) {
-                Some((_, name, hostnames)) => {
-                    hostnames.push(hostname.clone());
-                    name.clone()
-                }
-                None => {
-                    let name = format!("{prefix}-{}", listener.port);
-                    ports.insert(
-                        port,
-                        (family.protocol(), name.clone(), vec![hostname.clone()]),
-                    );
-                    name
-                }
-            };
-            gw.set_listener(
-                &listener.name,
-                Condition::new("Programmed", true, "Programmed", ""),
-            );
-            programmed += 1;
-            if !ir.listeners.contains_key(&envoy) {
-                let l = match family {
-                    Family::Http => Listener::http(&envoy, &http_address, port),
-                    Family::Tcp => Listener::tcp(&envoy, &http_address, port),
-                    Family::Https | Family::Tls => Listener::https(
-                        &envoy,
-                        &https_address,
-                        port,
-                        RouteNames {
-                            prefix: envoy.clone(),
-                            fallback: format!("{envoy}/fallbackcert"),
-                        },
-                    ),
-                };
-                ir.listeners.insert(envoy.clone(), l);
-            }
-            served.push(Served {
-                gateway: key.clone(),
-                name: listener.name.clone(),
-                port: listener.port,
-                hostname,
-                envoy,
-                family,
-                secret,
-                from,
-                kinds,
-            });
-        }
+        let (served, programmed) = serve_listeners(
+            ctx,
+            grants,
+            &key,
+            &gateway.spec.listeners,
+            &mut envoy,
+            ir,
+            status,
+        );
         let gw = status.gateway(&key);
         gw.set(Condition::new(
             "Accepted",
@@ -380,9 +280,170 @@ pub fn serve(
                 format!("{} of {all} listeners are not valid", all - programmed),
             )
         });
-        out.listeners.insert(key, served);
+        out.listeners.insert(key.clone(), served);
+        // Its ListenerSets, oldest first, after its own listeners.
+        let mut attached_sets = 0;
+        for (set_key, listeners) in sets.get(&key).into_iter().flatten() {
+            if !crate::listener_sets::allowed(ctx, gateway, &key, &set_key.namespace) {
+                crate::listener_sets::not_allowed(set_key, status);
+                continue;
+            }
+            let (served, programmed) =
+                serve_listeners(ctx, grants, set_key, listeners, &mut envoy, ir, status);
+            if crate::listener_sets::report(set_key, programmed, status) {
+                attached_sets += 1;
+            }
+            out.listeners.insert(set_key.clone(), served);
+        }
+        if sets.contains_key(&key) || gateway.spec.allowed_listeners.is_some() {
+            status.gateway(&key).attached_listener_sets = Some(attached_sets);
+        }
     }
     out
+}
+
+/// The Envoy ports Gateway listeners have claimed so far, and where new ones listen.
+struct Envoy {
+    ports: BTreeMap<u16, Port>,
+    http_address: String,
+    https_address: String,
+}
+
+/// Serves the listeners of `owner` (a Gateway or a ListenerSet): their Envoy listeners,
+/// their status; returns those served and how many are programmed. A listener
+/// conflicting with one served before it is `Conflicted` (and, in a ListenerSet, not
+/// accepted); the earlier keeps serving.
+fn serve_listeners(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    owner: &ObjectKey,
+    listeners: &[GatewayListeners],
+    envoy: &mut Envoy,
+    ir: &mut isobar_sdk::Ir,
+    status: &mut StatusReport,
+) -> (Vec<Served>, usize) {
+    let mut served = Vec::new();
+    let mut programmed = 0;
+    for listener in listeners {
+        let checked = check_listener(owner, listener, status);
+        let Some((family, resolved, kinds, from)) = checked else {
+            continue;
+        };
+        let port = container_port(listener.port);
+        let prefix = match family.protocol() {
+            Protocol::Http => "http",
+            Protocol::Tcp => "tcp",
+            _ => "https",
+        };
+        let hostname = listener.hostname.clone();
+        let gw = status.gateway(owner);
+        let conflict = match envoy.ports.get(&port) {
+            Some((f, name, _)) if *f != family.protocol() => Some((
+                "ProtocolConflict",
+                format!("port {} is taken by listener {name}", listener.port),
+            )),
+            Some((_, _, hostnames)) if hostnames.contains(&hostname) => Some((
+                "HostnameConflict",
+                "another listener on this port has the same hostname".to_string(),
+            )),
+            _ => None,
+        };
+        if let Some((reason, message)) = conflict {
+            gw.set_listener(&listener.name, resolved);
+            if owner.kind == crate::kinds::LISTENER_SET {
+                gw.set_listener(
+                    &listener.name,
+                    Condition::new("Accepted", false, reason, message.clone()),
+                );
+            }
+            gw.set_listener(
+                &listener.name,
+                Condition::new("Conflicted", true, reason, message),
+            );
+            gw.set_listener(
+                &listener.name,
+                Condition::new("Programmed", false, reason, "listener conflicts"),
+            );
+            continue;
+        }
+        gw.set_listener(
+            &listener.name,
+            Condition::new("Conflicted", false, "NoConflicts", ""),
+        );
+        let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
+            == Some(&GatewayListenersTlsMode::Passthrough);
+        let secret = match family {
+            Family::Http | Family::Tcp => None,
+            Family::Tls if passthrough => None,
+            Family::Https | Family::Tls => match certificate(ctx, grants, owner, listener) {
+                Ok((sds, secret)) => {
+                    ir.add_secret(&sds, secret);
+                    Some(sds)
+                }
+                Err((reason, message)) => {
+                    let gw = status.gateway(owner);
+                    gw.set_listener(
+                        &listener.name,
+                        Condition::new("ResolvedRefs", false, reason, message),
+                    );
+                    gw.set_listener(
+                        &listener.name,
+                        Condition::new("Programmed", false, "Invalid", "no usable certificate"),
+                    );
+                    continue;
+                }
+            },
+        };
+        let gw = status.gateway(owner);
+        gw.set_listener(&listener.name, resolved);
+        let name = match envoy.ports.get_mut(&port) {
+            Some((_, name, hostnames)) => {
+                hostnames.push(hostname.clone());
+                name.clone()
+            }
+            None => {
+                let name = format!("{prefix}-{}", listener.port);
+                envoy.ports.insert(
+                    port,
+                    (family.protocol(), name.clone(), vec![hostname.clone()]),
+                );
+                name
+            }
+        };
+        gw.set_listener(
+            &listener.name,
+            Condition::new("Programmed", true, "Programmed", ""),
+        );
+        programmed += 1;
+        if !ir.listeners.contains_key(&name) {
+            let l = match family {
+                Family::Http => Listener::http(&name, &envoy.http_address, port),
+                Family::Tcp => Listener::tcp(&name, &envoy.http_address, port),
+                Family::Https | Family::Tls => Listener::https(
+                    &name,
+                    &envoy.https_address,
+                    port,
+                    RouteNames {
+                        prefix: name.clone(),
+                        fallback: format!("{name}/fallbackcert"),
+                    },
+                ),
+            };
+            ir.listeners.insert(name.clone(), l);
+        }
+        served.push(Served {
+            gateway: owner.clone(),
+            name: listener.name.clone(),
+            port: listener.port,
+            hostname,
+            envoy: name,
+            family,
+            secret,
+            from,
+            kinds,
+        });
+    }
+    (served, programmed)
 }
 
 /// Checks one listener, setting its Accepted condition and supported kinds: its family,
@@ -543,7 +604,7 @@ fn certificate(
     if namespace != gateway.namespace
         && !grants.permits(
             &gateway.namespace,
-            GATEWAY,
+            gateway.kind,
             namespace,
             "",
             "Secret",
@@ -553,8 +614,8 @@ fn certificate(
         return Err((
             "RefNotPermitted",
             format!(
-                "no ReferenceGrant in {namespace} lets Gateways of {} use Secret {}",
-                gateway.namespace, cert.name
+                "no ReferenceGrant in {namespace} lets {}s of {} use Secret {}",
+                gateway.kind, gateway.namespace, cert.name
             ),
         ));
     }

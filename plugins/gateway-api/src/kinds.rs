@@ -4,8 +4,8 @@
 
 use gateway_api::apis::experimental::tcproutes;
 use gateway_api::apis::standard::{
-    backendtlspolicies, gatewayclasses, gateways, grpcroutes, httproutes, referencegrants,
-    tlsroutes,
+    backendtlspolicies, gatewayclasses, gateways, grpcroutes, httproutes, listenersets,
+    referencegrants, tlsroutes,
 };
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;
@@ -25,6 +25,7 @@ const TCP_ROUTE_ID: KindId = KindId::new(GROUP, "TCPRoute");
 const NAMESPACE_ID: KindId = KindId::new("", "Namespace");
 const BACKEND_TLS_POLICY_ID: KindId = KindId::new(GROUP, "BackendTLSPolicy");
 const CONFIG_MAP_ID: KindId = KindId::new("", "ConfigMap");
+const LISTENER_SET_ID: KindId = KindId::new(GROUP, "ListenerSet");
 
 pub const GATEWAY_CLASS: Kind = Kind::new(&GATEWAY_CLASS_ID);
 pub const GATEWAY: Kind = Kind::new(&GATEWAY_ID);
@@ -36,6 +37,7 @@ pub const TCP_ROUTE: Kind = Kind::new(&TCP_ROUTE_ID);
 pub const NAMESPACE: Kind = Kind::new(&NAMESPACE_ID);
 pub const BACKEND_TLS_POLICY: Kind = Kind::new(&BACKEND_TLS_POLICY_ID);
 pub const CONFIG_MAP: Kind = Kind::new(&CONFIG_MAP_ID);
+pub const LISTENER_SET: Kind = Kind::new(&LISTENER_SET_ID);
 
 macro_rules! wrapped {
     ($(#[$doc:meta])* $name:ident, $inner:ty, $kind:expr) => {
@@ -103,6 +105,12 @@ wrapped!(
     ReferenceGrant,
     referencegrants::ReferenceGrant,
     REFERENCE_GRANT
+);
+wrapped!(
+    /// A `ListenerSet`.
+    ListenerSet,
+    listenersets::ListenerSet,
+    LISTENER_SET
 );
 wrapped!(
     /// A `BackendTLSPolicy`.
@@ -208,6 +216,17 @@ isobar_sdk::inventory::submit! {
         namespaced: false,
         decode: decode_namespace,
         status: StatusStyle::None,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: LISTENER_SET,
+        versions: &["v1"],
+        plural: "listenersets",
+        namespaced: true,
+        decode: decode_object::<ListenerSet>,
+        status: StatusStyle::Gateway,
     }
 }
 

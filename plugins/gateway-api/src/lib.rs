@@ -52,6 +52,7 @@ mod grants;
 mod grpc;
 pub mod hosts;
 pub mod kinds;
+mod listener_sets;
 mod routes;
 mod rules;
 mod streams;
@@ -182,6 +183,7 @@ impl Source for GatewayApiSource {
             kinds::TLS_ROUTE,
             kinds::TCP_ROUTE,
             kinds::BACKEND_TLS_POLICY,
+            kinds::LISTENER_SET,
         ]
     }
 
@@ -213,6 +215,7 @@ impl Source for GatewayApiSource {
             kinds::GATEWAY_CLASS,
             kinds::GATEWAY,
             kinds::BACKEND_TLS_POLICY,
+            kinds::LISTENER_SET,
         ]
     }
 

@@ -138,20 +138,24 @@ pub fn invalid_hostname(hostnames: &[String]) -> Option<Condition> {
     ))
 }
 
-/// The Gateway a parent reference names and its served listeners, when it is one of
-/// this controller's.
+/// The Gateway (or ListenerSet) a parent reference names and its served listeners, when
+/// it is one of this controller's.
 pub fn ours<'g>(
     gateways: &'g Gateways,
     route: &ObjectKey,
     parent: &ParentRef,
 ) -> Option<(ObjectKey, &'g [Served])> {
-    if parent.group.as_deref().unwrap_or(GROUP) != GROUP
-        || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
-    {
+    if parent.group.as_deref().unwrap_or(GROUP) != GROUP {
         return None;
     }
+    // A ListenerSet's listeners are served under its own key.
+    let kind = match parent.kind.as_deref().unwrap_or("Gateway") {
+        "Gateway" => GATEWAY,
+        "ListenerSet" => crate::kinds::LISTENER_SET,
+        _ => return None,
+    };
     let namespace = parent.namespace.as_deref().unwrap_or(&route.namespace);
-    let gateway = ObjectKey::new(GATEWAY, namespace, &parent.name);
+    let gateway = ObjectKey::new(kind, namespace, &parent.name);
     let listeners = gateways.listeners.get(&gateway)?;
     Some((gateway, listeners.as_slice()))
 }

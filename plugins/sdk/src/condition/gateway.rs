@@ -106,6 +106,9 @@ pub struct GatewayStatus {
     pub listeners: Vec<ListenerStatus>,
     /// A GatewayClass's `supportedFeatures` (feature names, sorted).
     pub supported_features: Vec<String>,
+    /// A Gateway's `attachedListenerSets` (when it takes ListenerSets or is named by
+    /// one).
+    pub attached_listener_sets: Option<i32>,
 }
 
 /// Replaces the condition of the same type, or adds it.
@@ -166,6 +169,9 @@ impl GatewayStatus {
         let mut out = serde_json::json!({ "conditions": self.conditions });
         if !self.listeners.is_empty() {
             out["listeners"] = serde_json::json!(self.listeners);
+        }
+        if let Some(n) = self.attached_listener_sets {
+            out["attachedListenerSets"] = serde_json::json!(n);
         }
         if !self.supported_features.is_empty() {
             let features: Vec<serde_json::Value> = self
