@@ -57,9 +57,12 @@ pub fn serve(
         Some((k, r.metadata.creation_timestamp.as_ref(), Cow::Owned(spec)))
     }));
     routes.sort_by(|(ka, a, _), (kb, b, _)| a.cmp(b).then_with(|| ka.cmp(kb)));
+    let mut hosts = HostKinds::new();
     for (key, _, spec) in routes {
         let mut to = Attachments::new();
-        let used = serve_route(ctx, grants, gateways, tls, &key, &spec, ir, status, &mut to);
+        let used = serve_route(
+            ctx, grants, gateways, tls, &key, &spec, ir, status, &mut to, &mut hosts,
+        );
         if !used.is_empty() {
             outcome.tls_policies.insert(key.clone(), used);
         }
@@ -212,8 +215,12 @@ pub fn attach<'g>(
 }
 
 #[allow(clippy::too_many_arguments)]
+/// By Gateway listener and host: the kind of route (HTTPRoute or GRPCRoute) that has it.
+type HostKinds = BTreeMap<(ObjectKey, String), BTreeMap<String, bool>>;
+
 /// Serves one HTTPRoute (or GRPCRoute as one); returns the BackendTLSPolicies naming
-/// the Services it sends to.
+/// the Services it sends to. On a listener where an older route of the other kind has
+/// one of its hosts, it is not accepted (GRPCRoutes and HTTPRoutes are never merged).
 fn serve_route(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
@@ -224,6 +231,7 @@ fn serve_route(
     ir: &mut Ir,
     status: &mut StatusReport,
     attached: &mut Attachments,
+    host_kinds: &mut HostKinds,
 ) -> BTreeSet<ObjectKey> {
     let grpc = key.kind == GRPC_ROUTE;
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
@@ -248,6 +256,31 @@ fn serve_route(
                 continue;
             }
         };
+        let taken = hosted.iter().find_map(|(l, hosts)| {
+            let kinds = host_kinds.get(&(l.gateway.clone(), l.name.clone()))?;
+            hosts.iter().find(|h| kinds.get(*h) == Some(&!grpc))
+        });
+        if let Some(host) = taken {
+            let other = if grpc { "an HTTPRoute" } else { "a GRPCRoute" };
+            status.gateway(key).set_parent(
+                &parent,
+                Condition::new(
+                    "Accepted",
+                    false,
+                    "HostnameConflict",
+                    format!("{other} created before it has host {host} on this listener"),
+                ),
+            );
+            continue;
+        }
+        for (l, hosts) in &hosted {
+            let kinds = host_kinds
+                .entry((l.gateway.clone(), l.name.clone()))
+                .or_default();
+            for host in hosts {
+                kinds.insert(host.clone(), grpc);
+            }
+        }
         let done = translated.get_or_insert_with(|| {
             rules(
                 ctx,
