@@ -60,9 +60,13 @@ pub fn serve(
     let mut hosts = HostKinds::new();
     for (key, _, spec) in routes {
         let mut to = Attachments::new();
-        let used = serve_route(
-            ctx, grants, gateways, tls, &key, &spec, ir, status, &mut to, &mut hosts,
-        );
+        let env = Env {
+            ctx,
+            grants,
+            gateways,
+            tls,
+        };
+        let used = serve_route(&env, &key, &spec, ir, status, &mut to, &mut hosts);
         if !used.is_empty() {
             outcome.tls_policies.insert(key.clone(), used);
         }
@@ -214,18 +218,22 @@ pub fn attach<'g>(
     Ok(hosted)
 }
 
-#[allow(clippy::too_many_arguments)]
 /// By Gateway listener and host: the kind of route (HTTPRoute or GRPCRoute) that has it.
 type HostKinds = BTreeMap<(ObjectKey, String), BTreeMap<String, bool>>;
+
+/// What serving a route reads besides the route.
+struct Env<'c, 'a> {
+    ctx: &'c BuildContext<'a>,
+    grants: &'c Grants<'a>,
+    gateways: &'c Gateways,
+    tls: &'c BackendTls,
+}
 
 /// Serves one HTTPRoute (or GRPCRoute as one); returns the BackendTLSPolicies naming
 /// the Services it sends to. On a listener where an older route of the other kind has
 /// one of its hosts, it is not accepted (GRPCRoutes and HTTPRoutes are never merged).
 fn serve_route(
-    ctx: &BuildContext<'_>,
-    grants: &Grants<'_>,
-    gateways: &Gateways,
-    tls: &BackendTls,
+    env: &Env<'_, '_>,
     key: &ObjectKey,
     spec: &HttpRouteSpec,
     ir: &mut Ir,
@@ -233,6 +241,12 @@ fn serve_route(
     attached: &mut Attachments,
     host_kinds: &mut HostKinds,
 ) -> BTreeSet<ObjectKey> {
+    let Env {
+        ctx,
+        grants,
+        gateways,
+        tls,
+    } = *env;
     let grpc = key.kind == GRPC_ROUTE;
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
