@@ -131,8 +131,15 @@ impl Default for AdmissionWebhook {
 pub struct XdsServer {
     pub address: String,
     pub port: u16,
-    /// Serve xDS without TLS (`--insecure`). Required for now: xDS over TLS comes with certgen.
+    /// Serve xDS without TLS (`--insecure`); otherwise over mutual TLS with the three
+    /// files below.
     pub insecure: bool,
+    /// CA that signs Envoys' client certificates (`--contour-cafile`).
+    pub ca_file: String,
+    /// Isobar's xDS certificate chain (`--contour-cert-file`).
+    pub cert_file: String,
+    /// Its private key (`--contour-key-file`).
+    pub key_file: String,
     /// Serve the plain HTTP listener's vhosts one by one over VHDS instead of all in the
     /// `ingress_http` RouteConfiguration, so a change to one vhost sends that vhost only.
     /// Envoy takes VHDS over ADS only when ADS is delta (`isobar bootstrap --xds-mode
@@ -399,6 +406,9 @@ impl Default for XdsServer {
             address: "127.0.0.1".to_string(),
             port: 8001,
             insecure: false,
+            ca_file: String::new(),
+            cert_file: String::new(),
+            key_file: String::new(),
             vhds: false,
         }
     }

@@ -14,4 +14,5 @@ pub mod config;
 pub mod metrics;
 pub mod provider;
 pub mod runner;
+pub mod tls;
 pub mod xds;

@@ -32,6 +32,109 @@ pub struct BootstrapArgs {
     /// `delta` (incremental: only changed resources and removals).
     #[arg(long, value_enum, default_value_t = XdsMode::Sotw)]
     pub xds_mode: XdsMode,
+    /// CA that signed Isobar's xDS certificate (xDS over mutual TLS; with the two below).
+    #[arg(long)]
+    pub envoy_cafile: Option<String>,
+    /// Envoy's client certificate chain for xDS.
+    #[arg(long)]
+    pub envoy_cert_file: Option<String>,
+    /// Its private key.
+    #[arg(long)]
+    pub envoy_key_file: Option<String>,
+    /// Write the client certificate and CA as SDS files under `DIR/sds/`, which Envoy
+    /// re-reads when the certificate files are replaced (rotation without a restart).
+    #[arg(long)]
+    pub resources_dir: Option<String>,
+}
+
+/// The SDS names of Envoy's xDS client certificate and of the CA it checks Isobar with.
+const XDS_CERTIFICATE: &str = "contour_xds_tls_certificate";
+const XDS_VALIDATION: &str = "contour_xds_tls_validation_context";
+
+/// The certificate Isobar's xDS server presents must carry this name (certgen's).
+const XDS_SERVER_NAME: &str = "contour";
+
+/// The xDS cluster's TLS, when the three files are given: inline file names, or SDS
+/// files under the resources directory (written by [`write`]).
+fn xds_tls(args: &BootstrapArgs) -> anyhow::Result<Option<Value>> {
+    let (ca, cert, key) = match (
+        &args.envoy_cafile,
+        &args.envoy_cert_file,
+        &args.envoy_key_file,
+    ) {
+        (None, None, None) => return Ok(None),
+        (Some(ca), Some(cert), Some(key)) => (ca, cert, key),
+        _ => anyhow::bail!(
+            "--envoy-cafile, --envoy-cert-file and --envoy-key-file go together (xDS over mutual TLS)"
+        ),
+    };
+    let names = json!([{"san_type": "DNS", "matcher": {"exact": XDS_SERVER_NAME}}]);
+    let context = match &args.resources_dir {
+        None => json!({
+            "tls_params": {"tls_maximum_protocol_version": "TLSv1_3"},
+            "tls_certificates": [{"certificate_chain": {"filename": cert}, "private_key": {"filename": key}}],
+            "validation_context": {"trusted_ca": {"filename": ca}, "match_typed_subject_alt_names": names},
+        }),
+        Some(dir) => {
+            let sds = |name: &str, file: &str| {
+                let watched = std::path::Path::new(cert)
+                    .parent()
+                    .map(|d| d.display().to_string())
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| ".".to_string());
+                json!({
+                    "name": name,
+                    "sds_config": {
+                        "path_config_source": {
+                            "path": format!("{dir}/sds/{file}"),
+                            "watched_directory": {"path": watched},
+                        },
+                        "resource_api_version": "V3",
+                    },
+                })
+            };
+            json!({
+                "tls_params": {"tls_maximum_protocol_version": "TLSv1_3"},
+                "tls_certificate_sds_secret_configs": [sds(XDS_CERTIFICATE, "xds-tls-certificate.json")],
+                "combined_validation_context": {
+                    "default_validation_context": {"match_typed_subject_alt_names": names},
+                    "validation_context_sds_secret_config": sds(XDS_VALIDATION, "xds-validation-context.json"),
+                },
+            })
+        }
+    };
+    Ok(Some(json!({
+        "name": "envoy.transport_sockets.tls",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+            "common_tls_context": context,
+        },
+    })))
+}
+
+/// The SDS files of `--resources-dir`: `(path, contents)`.
+fn sds_files(args: &BootstrapArgs) -> Vec<(String, Value)> {
+    let (Some(dir), Some(ca), Some(cert), Some(key)) = (
+        &args.resources_dir,
+        &args.envoy_cafile,
+        &args.envoy_cert_file,
+        &args.envoy_key_file,
+    ) else {
+        return Vec::new();
+    };
+    let secret = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+    vec![
+        (
+            format!("{dir}/sds/xds-tls-certificate.json"),
+            json!({"resources": [{"@type": secret, "name": XDS_CERTIFICATE, "tls_certificate": {
+                "certificate_chain": {"filename": cert}, "private_key": {"filename": key}}}]}),
+        ),
+        (
+            format!("{dir}/sds/xds-validation-context.json"),
+            json!({"resources": [{"@type": secret, "name": XDS_VALIDATION, "validation_context": {
+                "trusted_ca": {"filename": ca}}}]}),
+        ),
+    ]
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -45,7 +148,8 @@ fn endpoint(address: Value) -> Value {
 }
 
 /// The bootstrap document.
-pub fn bootstrap(args: &BootstrapArgs) -> Value {
+pub fn bootstrap(args: &BootstrapArgs) -> anyhow::Result<Value> {
+    let tls = xds_tls(args)?;
     let discovery = if args.xds_address.parse::<IpAddr>().is_ok() {
         "STATIC"
     } else {
@@ -62,7 +166,7 @@ pub fn bootstrap(args: &BootstrapArgs) -> Value {
             "max_retries": 50
         })
     };
-    json!({
+    let mut doc = json!({
         "node": {"id": args.node_id, "cluster": args.namespace},
         "admin": {
             "address": {"pipe": {"path": args.admin_address}},
@@ -129,12 +233,24 @@ pub fn bootstrap(args: &BootstrapArgs) -> Value {
                 {"name": "admin", "admin_layer": {}}
             ]
         }
-    })
+    });
+    if let Some(tls) = tls {
+        doc["static_resources"]["clusters"][0]["transport_socket"] = tls;
+    }
+    Ok(doc)
 }
 
 /// Writes the bootstrap to `args.path` (or stdout for `-`).
 pub fn write(args: &BootstrapArgs) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(&bootstrap(args))?;
+    let text = serde_json::to_string_pretty(&bootstrap(args)?)?;
+    for (path, contents) in sds_files(args) {
+        if let Some(parent) = std::path::Path::new(&path).parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| anyhow::anyhow!("creating {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&contents)? + "\n")
+            .map_err(|e| anyhow::anyhow!("writing {path}: {e}"))?;
+    }
     if args.path == "-" {
         println!("{text}");
     } else {

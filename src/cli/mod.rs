@@ -1,7 +1,9 @@
-//! The command line: `serve`, `bootstrap`, `translate`, `convert`, `plugins`, `version`.
+//! The command line: `serve`, `bootstrap`, `certgen`, `translate`, `convert`, `plugins`,
+//! `version`.
 //! Flag names are Contour's.
 
 pub mod bootstrap;
+pub mod certgen;
 pub mod convert;
 pub mod crds;
 pub mod debug;
@@ -38,6 +40,8 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// Print the Envoy resources and object conditions for a manifest directory.
     Translate(TranslateArgs),
+    /// Generate the CA and the certificates for xDS over mutual TLS (Contour's certgen).
+    Certgen(crate::cli::certgen::CertgenArgs),
     /// Write HTTPProxies and Ingresses (a directory, a file or stdin) as Gateway API
     /// objects, with a report of what has no Gateway API equivalent.
     Convert(crate::cli::convert::ConvertArgs),
@@ -161,6 +165,15 @@ pub struct ServeArgs {
     /// Serve xDS over plain gRPC, without TLS.
     #[arg(long)]
     pub insecure: bool,
+    /// CA bundle that signs Envoys' client certificates (xDS over mutual TLS).
+    #[arg(long)]
+    pub contour_cafile: Option<String>,
+    /// Isobar's xDS server certificate chain.
+    #[arg(long)]
+    pub contour_cert_file: Option<String>,
+    /// Its private key.
+    #[arg(long)]
+    pub contour_key_file: Option<String>,
     /// Address of Isobar's /metrics.
     #[arg(long)]
     pub http_address: Option<String>,
@@ -295,7 +308,7 @@ impl ServeArgs {
     pub fn load_config(&self) -> Result<Config, config::ConfigError> {
         let mut flags = Map::new();
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 24] = [
+        let pairs: [(&str, Option<Value>); 27] = [
             (
                 "admission-webhook.enabled",
                 self.admission_webhook.then_some(Value::Bool(true)),
@@ -358,6 +371,18 @@ impl ServeArgs {
                 self.insecure.then_some(Value::Bool(true)),
             ),
             (
+                "xds-server.ca-file",
+                self.contour_cafile.clone().map(Value::from),
+            ),
+            (
+                "xds-server.cert-file",
+                self.contour_cert_file.clone().map(Value::from),
+            ),
+            (
+                "xds-server.key-file",
+                self.contour_key_file.clone().map(Value::from),
+            ),
+            (
                 "metrics.address",
                 self.http_address.clone().map(Value::from),
             ),
@@ -403,6 +428,10 @@ pub fn main() -> ExitCode {
         Command::Translate(args) => {
             init_logging(false);
             crate::cli::translate::run(&args)
+        }
+        Command::Certgen(args) => {
+            init_logging(false);
+            crate::cli::certgen::run(&args)
         }
         Command::Convert(args) => {
             init_logging(false);

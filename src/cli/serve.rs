@@ -56,9 +56,14 @@ pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
             "serve needs a source of objects: --manifests DIR, --kubeconfig PATH or --incluster"
         );
     }
-    if !config.xds_server.insecure {
+    let xds = &config.xds_server;
+    if !xds.insecure
+        && [&xds.ca_file, &xds.cert_file, &xds.key_file]
+            .iter()
+            .any(|f| f.is_empty())
+    {
         anyhow::bail!(
-            "xDS over TLS is not available yet: pass --insecure (or set xds-server.insecure) to serve plain gRPC"
+            "xDS is served over mutual TLS: pass --contour-cafile, --contour-cert-file and --contour-key-file (see `isobar certgen`), or --insecure for plain gRPC"
         );
     }
     let xds_addr: SocketAddr = format!("{}:{}", config.xds_server.address, config.xds_server.port)
@@ -303,14 +308,31 @@ async fn serve(
     for refused in crate::allocator::refused() {
         tracing::warn!(%refused, "the allocator refused a setting: freed memory may stay resident longer");
     }
-    let grpc = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(60)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
-        .add_service(ads)
-        .serve_with_incoming_shutdown(crate::xds::server::incoming(listener), async move {
-            let mut closing = closing;
-            let _ = closing.wait_for(|c| *c).await;
-        });
+        .add_service(ads);
+    let closed = async move {
+        let mut closing = closing;
+        let _ = closing.wait_for(|c| *c).await;
+    };
+    let xds = &config.xds_server;
+    let grpc: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
+    > =
+        if xds.insecure {
+            Box::pin(
+                router.serve_with_incoming_shutdown(crate::xds::server::incoming(listener), closed),
+            )
+        } else {
+            // Read once here so a bad file stops start-up with its name.
+            let tls = crate::tls::mutual(&xds.ca_file, &xds.cert_file, &xds.key_file)?;
+            tracing::info!("xds over mutual TLS: Envoys need a client certificate of the CA");
+            Box::pin(router.serve_with_incoming_shutdown(
+                crate::xds::server::incoming_tls(listener, tls),
+                closed,
+            ))
+        };
 
     let result = tokio::select! {
         result = grpc => result.context("xds server"),

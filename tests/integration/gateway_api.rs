@@ -1095,3 +1095,96 @@ spec:
         "{err}"
     );
 }
+
+/// ListenerSets through a real Envoy: a set's HTTP and HTTPS listeners share the
+/// Gateway's ports, routes attached to the set answer on its hosts (over HTTPS with its
+/// certificate), routes of the Gateway only on the Gateway's, and a set the Gateway does
+/// not allow serves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listener_sets_serve_their_routes_through_envoy() {
+    let ca = new_ca("listener set CA");
+    let cert = issue(&ca, "app.sets.example.com");
+    let stack = start_with(
+        Some(CONFIG),
+        &[
+            ("ready.yaml", READY),
+            ("set-cert.yaml", &tls_secret("default", "set-cert", &cert)),
+        ],
+        ("ready.example.com", "/", "a"),
+    )
+    .await;
+    let (http, https) = (stack.http_port() - 8000, stack.https_port - 8000);
+    let objects = format!(
+        r#"{CLASS}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: sets, namespace: default}}
+spec:
+  gatewayClassName: isobar
+  allowedListeners: {{namespaces: {{from: Same}}}}
+  listeners: [{{name: http, protocol: HTTP, port: {http}, hostname: gw.sets.example.com}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {{name: app, namespace: default}}
+spec:
+  parentRef: {{name: sets}}
+  listeners:
+    - {{name: app-http, protocol: HTTP, port: {http}, hostname: app.sets.example.com}}
+    - name: app-https
+      protocol: HTTPS
+      port: {https}
+      hostname: app.sets.example.com
+      tls: {{certificateRefs: [{{name: set-cert}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {{name: not-allowed, namespace: team}}
+spec:
+  parentRef: {{name: sets, namespace: default}}
+  listeners: [{{name: team, protocol: HTTP, port: {http}, hostname: team.sets.example.com}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: on-set, namespace: default}}
+spec:
+  parentRefs: [{{kind: ListenerSet, name: app}}]
+  rules: [{{backendRefs: [{{name: echo-a, port: 80}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: on-gateway, namespace: default}}
+spec:
+  parentRefs: [{{name: sets}}]
+  rules: [{{backendRefs: [{{name: echo-b, port: 80}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: team-route, namespace: team}}
+spec:
+  parentRefs: [{{kind: ListenerSet, name: not-allowed}}]
+  rules: [{{backendRefs: [{{name: echo-c, port: 80}}]}}]
+"#
+    );
+    write(&stack.manifests(), "sets.yaml", &objects);
+    stack.wait_for("app.sets.example.com", "/", "a", WAIT).await;
+    assert_eq!(stack.body_of("gw.sets.example.com", "/").await, "b");
+    assert_eq!(
+        stack.get("team.sets.example.com", "/").await.map(|r| r.0),
+        Some(404),
+        "a set the Gateway does not allow is served"
+    );
+    let client = Client::new(&[&ca]);
+    let host = "app.sets.example.com";
+    let secure = client
+        .get(stack.https_port, host, host, "/")
+        .await
+        .unwrap_or_else(|e| panic!("https: {e}\n{}", stack.logs()));
+    assert_eq!((secure.status, secure.body.as_str()), (200, "a"));
+    assert_eq!(
+        secure.peer.as_ref(),
+        Some(&cert.der),
+        "not the set's certificate"
+    );
+    stack.assert_nothing_rejected().await;
+}

@@ -9,6 +9,7 @@ mod gateway_api;
 mod golden;
 mod incremental;
 mod kubernetes;
+mod mtls;
 mod pipeline;
 mod policies;
 mod routing;

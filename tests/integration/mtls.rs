@@ -1,0 +1,255 @@
+//! xDS over mutual TLS as Contour's install runs it: `isobar certgen`, `isobar bootstrap`
+//! with Envoy's certificate and a resources directory, `isobar serve` with Contour's
+//! `--contour-*` flags, a real Envoy; a client without a certificate gets nothing, and a
+//! rotation (certgen again) is taken by both sides without restarting Envoy.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+
+use crate::support::{ISOBAR, ServePorts, eventually, isobar, spawn, write};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn proxy(body: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: mtls, namespace: default}}\nspec:\n  virtualhost: {{fqdn: mtls.example.com}}\n  routes: [{{directResponsePolicy: {{statusCode: 200, body: {body}}}}}]\n"
+    )
+}
+
+fn certgen(dir: &Path, overwrite: bool) {
+    let out = dir.display().to_string();
+    let mut args = vec!["certgen", "--pem", "--output-dir", &out];
+    if overwrite {
+        args.push("--overwrite");
+    }
+    let (ok, _, err) = isobar(&args, &[]);
+    assert!(ok, "certgen: {err}");
+}
+
+/// What the xDS server says first to a TLS client with `client` (certificate and key
+/// files) or none: the bytes of its HTTP/2 settings, or the error it ends with.
+async fn first_bytes(
+    port: u16,
+    certs: &Path,
+    client: Option<(&str, &str)>,
+) -> Result<usize, String> {
+    let mut roots = RootCertStore::empty();
+    let ca = std::fs::read(certs.join("cacert.pem")).map_err(|e| e.to_string())?;
+    for cert in CertificateDer::pem_slice_iter(&ca) {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+    let mut config = match client {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(certs.join(cert))
+                .map_err(|e| e.to_string())?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            let key = PrivateKeyDer::from_pem_file(certs.join(key)).map_err(|e| e.to_string())?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| e.to_string())?
+        }
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = ServerName::try_from("contour").map_err(|e| e.to_string())?;
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf)).await;
+    match read {
+        Ok(Ok(0)) => Err("closed".to_string()),
+        Ok(Ok(n)) => Ok(n),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer".to_string()),
+    }
+}
+
+fn serve(dir: &Path, certs: &Path, ports: &ServePorts, log: &str) -> crate::support::Proc {
+    let file = |name: &str| certs.join(name).display().to_string();
+    spawn(
+        "isobar",
+        Command::new(ISOBAR)
+            .args([
+                "serve",
+                "--manifests",
+                &dir.join("manifests").display().to_string(),
+                "--contour-cafile",
+                &file("cacert.pem"),
+                "--contour-cert-file",
+                &file("contourcert.pem"),
+                "--contour-key-file",
+                &file("contourkey.pem"),
+            ])
+            .args(ports.args()),
+        &dir.join(log),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xds_over_mutual_tls_with_certgen_bootstrap_and_rotation() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let certs = dir.path().join("certs");
+    certgen(&certs, false);
+    let (ok, _, err) = isobar(
+        &[
+            "certgen",
+            "--pem",
+            "--output-dir",
+            &certs.display().to_string(),
+        ],
+        &[],
+    );
+    assert!(!ok && err.contains("exists (pass --overwrite"), "{err}");
+    write(
+        &dir.path().join("manifests"),
+        "proxy.yaml",
+        &proxy("before"),
+    );
+    let ports = ServePorts::free();
+    let isobar_proc = serve(dir.path(), &certs, &ports, "isobar.log");
+
+    // Envoy with its client certificate, through SDS files it watches.
+    let bootstrap = dir.path().join("bootstrap.json");
+    let file = |name: &str| certs.join(name).display().to_string();
+    let (ok, _, err) = isobar(
+        &[
+            "bootstrap",
+            &bootstrap.display().to_string(),
+            "--xds-address",
+            "127.0.0.1",
+            "--xds-port",
+            &ports.xds.to_string(),
+            "--admin-address",
+            &dir.path().join("admin.sock").display().to_string(),
+            "--envoy-cafile",
+            &file("cacert.pem"),
+            "--envoy-cert-file",
+            &file("envoycert.pem"),
+            "--envoy-key-file",
+            &file("envoykey.pem"),
+            "--resources-dir",
+            &dir.path().join("resources").display().to_string(),
+        ],
+        &[],
+    );
+    assert!(ok, "bootstrap: {err}");
+    assert!(
+        dir.path()
+            .join("resources/sds/xds-tls-certificate.json")
+            .exists()
+    );
+    let _envoy = spawn(
+        "envoy",
+        Command::new(crate::support::envoy_bin()).args([
+            "-c",
+            &bootstrap.display().to_string(),
+            "--use-dynamic-base-id",
+            "--log-level",
+            "warn",
+        ]),
+        &dir.path().join("envoy.log"),
+    );
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let answer = |want: &'static str| {
+        let client = client.clone();
+        let url = format!("http://127.0.0.1:{}/", ports.http);
+        async move {
+            eventually(WAIT, || async {
+                let response = client
+                    .get(&url)
+                    .header("host", "mtls.example.com")
+                    .send()
+                    .await
+                    .ok()?;
+                let body = response.text().await.ok()?;
+                (body == want).then_some(())
+            })
+            .await
+            .is_some()
+        }
+    };
+    let logs = |dir: &Path| {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        format!(
+            "isobar:\n{}\nenvoy:\n{}",
+            read("isobar.log"),
+            read("envoy.log")
+        )
+    };
+    assert!(
+        answer("before").await,
+        "Envoy never got its routes over mTLS\n{}",
+        logs(dir.path())
+    );
+
+    // A client of the CA gets the server's HTTP/2 settings; one without a certificate
+    // gets nothing.
+    let with = first_bytes(ports.xds, &certs, Some(("envoycert.pem", "envoykey.pem"))).await;
+    assert!(with.is_ok(), "{with:?}");
+    let without = first_bytes(ports.xds, &certs, None).await;
+    assert!(
+        without.is_err(),
+        "a client without a certificate was answered: {without:?}"
+    );
+
+    // Rotation: a new CA and certificates. The running server takes them (a client of the
+    // new CA is answered, none of the old is needed); Envoy takes its own without a
+    // restart: after Isobar restarts on the new files, Envoy reconnects and follows an edit.
+    let old = dir.path().join("old-certs");
+    std::fs::create_dir_all(&old).unwrap_or_else(|e| panic!("{e}"));
+    for f in ["cacert.pem", "envoycert.pem", "envoykey.pem"] {
+        std::fs::copy(certs.join(f), old.join(f)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    certgen(&certs, true);
+    let rotated = eventually(WAIT, || async {
+        first_bytes(ports.xds, &certs, Some(("envoycert.pem", "envoykey.pem")))
+            .await
+            .ok()
+    })
+    .await;
+    assert!(
+        rotated.is_some(),
+        "the server never took the new certificate and CA\n{}",
+        logs(dir.path())
+    );
+    let stale = first_bytes(ports.xds, &old, Some(("envoycert.pem", "envoykey.pem"))).await;
+    assert!(
+        stale.is_err(),
+        "a client of the old CA is still answered: {stale:?}"
+    );
+    drop(isobar_proc);
+    write(&dir.path().join("manifests"), "proxy.yaml", &proxy("after"));
+    let _isobar2 = serve(dir.path(), &certs, &ports, "isobar-2.log");
+    assert!(
+        answer("after").await,
+        "Envoy did not reconnect with its rotated certificate\n{}",
+        logs(dir.path())
+    );
+}
