@@ -253,3 +253,59 @@ async fn xds_over_mutual_tls_with_certgen_bootstrap_and_rotation() {
         logs(dir.path())
     );
 }
+
+/// `certgen --kube` writes Contour's Secrets through an API server: `contourcert` and
+/// `envoycert` (`kubernetes.io/tls`, with `ca.crt`), kept unless `--overwrite`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certgen_writes_its_secrets_through_the_api() {
+    let api = crate::apiserver::ApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = api.kubeconfig(dir.path());
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "certgen",
+            "--kube",
+            "--kubeconfig",
+            &kubeconfig,
+            "--namespace",
+            "projectcontour",
+        ];
+        args.extend_from_slice(extra);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                isobar(&args, &[])
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    let (ok, _, err) = run(&[]).await;
+    assert!(ok, "{err}");
+    let secret = |name: &str| {
+        api.get("v1", "Secret", "projectcontour", name)
+            .unwrap_or_else(|| panic!("no Secret {name}"))
+    };
+    let first = secret("contourcert");
+    assert_eq!(first["type"], "kubernetes.io/tls");
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        assert!(
+            first["data"][key].as_str().is_some_and(|v| !v.is_empty()),
+            "{key}: {first}"
+        );
+    }
+    assert_eq!(
+        secret("envoycert")["data"]["ca.crt"],
+        first["data"]["ca.crt"]
+    );
+    let (ok, _, err) = run(&[]).await;
+    assert!(!ok && err.contains("exists (pass --overwrite"), "{err}");
+    assert_eq!(secret("contourcert")["data"], first["data"]);
+    let (ok, _, err) = run(&["--overwrite"]).await;
+    assert!(ok, "{err}");
+    assert_ne!(
+        secret("contourcert")["data"]["tls.crt"],
+        first["data"]["tls.crt"]
+    );
+}
