@@ -7,6 +7,7 @@ pub mod certgen;
 pub mod convert;
 pub mod crds;
 pub mod debug;
+pub mod envoy;
 pub mod http;
 pub mod output;
 pub mod serve;
@@ -40,6 +41,9 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// Print the Envoy resources and object conditions for a manifest directory.
     Translate(TranslateArgs),
+    /// Envoy's graceful shutdown (Contour's `envoy shutdown-manager` and `envoy shutdown`).
+    #[command(subcommand)]
+    Envoy(crate::cli::envoy::EnvoyCommand),
     /// Generate the CA and the certificates for xDS over mutual TLS (Contour's certgen).
     Certgen(crate::cli::certgen::CertgenArgs),
     /// Write HTTPProxies and Ingresses (a directory, a file or stdin) as Gateway API
@@ -428,6 +432,10 @@ pub fn main() -> ExitCode {
         Command::Translate(args) => {
             init_logging(false);
             crate::cli::translate::run(&args)
+        }
+        Command::Envoy(command) => {
+            init_logging(false);
+            crate::cli::envoy::run(&command)
         }
         Command::Certgen(args) => {
             init_logging(false);

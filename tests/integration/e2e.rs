@@ -1149,3 +1149,136 @@ async fn real_envoy_answers_cors_and_enforces_local_rate_limits() {
     );
     stack.assert_nothing_rejected().await;
 }
+
+/// Contour's graceful shutdown with a real Envoy: `envoy shutdown-manager` holds
+/// `/shutdown` until `envoy shutdown` has failed Envoy's health checks (its readiness
+/// fails) and the open connections have closed — a request in flight on a keep-alive
+/// connection finishes first — and written the ready file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_shutdown_drains_before_the_manager_lets_envoy_stop() {
+    let stack = start(
+        &[
+            (
+                "slow.yaml",
+                &proxy_yaml("slow", "slow.example.com", &[("/", &[("slow", 1)])]),
+            ),
+            (
+                "ready.yaml",
+                &proxy_yaml("ready", "ready.example.com", &[("/", &[("echo-a", 1)])]),
+            ),
+        ],
+        ("ready.example.com", "/", "a"),
+    )
+    .await;
+    let ready_file = stack.dir.path().join("ok");
+    let port = crate::support::ServePorts::free().http;
+    let _manager = spawn(
+        "shutdown-manager",
+        Command::new(ISOBAR).args([
+            "envoy",
+            "shutdown-manager",
+            "--serve-port",
+            &port.to_string(),
+            "--ready-file",
+            &ready_file.display().to_string(),
+        ]),
+        &stack.dir.path().join("shutdown-manager.log"),
+    );
+    let manager = format!("http://127.0.0.1:{port}");
+    let healthy = eventually(CHANGE, || async {
+        let r = stack
+            .client
+            .get(format!("{manager}/healthz"))
+            .send()
+            .await
+            .ok()?;
+        (r.status() == 200).then_some(())
+    })
+    .await;
+    assert!(
+        healthy.is_some(),
+        "the shutdown manager never served /healthz"
+    );
+    // Envoy's preStop: held until Envoy has drained.
+    let held = {
+        let client = reqwest::Client::new();
+        let url = format!("{manager}/shutdown");
+        tokio::spawn(async move { client.get(url).send().await.map(|r| r.status().as_u16()) })
+    };
+    // A request in flight on a keep-alive connection.
+    let keep_alive = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("http://127.0.0.1:{}/", stack.http_port);
+    let in_flight = {
+        let (client, url) = (keep_alive.clone(), url.clone());
+        tokio::spawn(async move {
+            let r = client
+                .get(url)
+                .header("host", "slow.example.com")
+                .send()
+                .await
+                .ok()?;
+            Some((r.status().as_u16(), r.text().await.ok()?))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let shutdown_log = stack.dir.path().join("shutdown.log");
+    let _shutdown = spawn(
+        "envoy shutdown",
+        Command::new(ISOBAR).args([
+            "envoy",
+            "shutdown",
+            "--admin-address",
+            &stack.dir.path().join("admin.sock").display().to_string(),
+            "--check-interval",
+            "200ms",
+            "--ready-file",
+            &ready_file.display().to_string(),
+        ]),
+        &shutdown_log,
+    );
+    // Envoy stops being ready at once; the request in flight still finishes.
+    let unready = eventually(CHANGE, || async {
+        let url = format!("http://127.0.0.1:{}/ready", stack.stats_port);
+        let r = stack.client.get(url).send().await.ok()?;
+        (r.status() != 200).then_some(())
+    })
+    .await;
+    assert!(
+        unready.is_some(),
+        "Envoy still reports ready after envoy shutdown began\n{}",
+        std::fs::read_to_string(&shutdown_log).unwrap_or_default()
+    );
+    assert_eq!(
+        in_flight.await.unwrap_or_else(|e| panic!("{e}")),
+        Some((200, "slow".to_string()))
+    );
+    assert!(
+        !ready_file.exists(),
+        "drained while a keep-alive connection was open"
+    );
+    assert!(
+        !held.is_finished(),
+        "/shutdown answered before Envoy drained"
+    );
+    // The client goes away: its connection closes. The stack's own client has an idle
+    // connection too: its next request is answered with `Connection: close` (Envoy
+    // closes connections as they are used while health checks fail). Envoy has drained.
+    drop(keep_alive);
+    let _ = stack.get("ready.example.com", "/").await;
+    let drained = eventually(Duration::from_secs(90), || async {
+        ready_file.exists().then_some(())
+    })
+    .await;
+    assert!(
+        drained.is_some(),
+        "Envoy never drained\n{}",
+        std::fs::read_to_string(&shutdown_log).unwrap_or_default()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(5), held)
+        .await
+        .unwrap_or_else(|_| panic!("/shutdown still held after the ready file was written"));
+    assert_eq!(status.ok().and_then(Result::ok), Some(200));
+}
