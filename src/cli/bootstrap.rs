@@ -41,6 +41,9 @@ pub struct BootstrapArgs {
     /// Its private key.
     #[arg(long)]
     pub envoy_key_file: Option<String>,
+    /// The xDS API version: `v3`, the only one Envoy has (Contour's flag).
+    #[arg(long, default_value = "v3", value_parser = ["v3"])]
+    pub xds_resource_version: String,
     /// Write the client certificate and CA as SDS files under `DIR/sds/`, which Envoy
     /// re-reads when the certificate files are replaced (rotation without a restart).
     #[arg(long)]

@@ -3,6 +3,7 @@
 mod admission;
 mod apiserver;
 mod cli;
+mod deploy;
 mod e2e;
 mod extension;
 mod gateway_api;
