@@ -17,8 +17,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Config {
     /// Where Isobar serves xDS to Envoy.
     pub xds_server: XdsServer,
-    /// Isobar's Prometheus `/metrics` (`--http-address`, `--http-port`).
-    pub metrics: Endpoint,
+    /// Isobar's Prometheus `/metrics` (`--http-address`, `--http-port`); Contour's
+    /// `metrics.contour` and `metrics.envoy` are read too.
+    pub metrics: Metrics,
     /// Isobar's `/healthz` (`--health-address`, `--health-port`).
     pub health: Endpoint,
     pub envoy: EnvoyConfig,
@@ -49,7 +50,80 @@ pub struct Config {
     pub admission_webhook: AdmissionWebhook,
     /// Debug logging (`--debug`).
     pub debug: bool,
+    /// Contour's access log format: `envoy` (Envoy's text format, or
+    /// `accesslog-format-string`) or `json` (`json-fields`).
+    pub accesslog_format: contour::AccessLogFormat,
+    /// An Envoy format string for `accesslog-format: envoy` (ends in a newline).
+    pub accesslog_format_string: String,
+    /// The fields of `accesslog-format: json`; empty: Contour's default fields.
+    pub json_fields: Vec<String>,
+    /// Which requests are logged: `info` (all), `error` (status ≥ 300), `critical`
+    /// (≥ 500), `disabled`.
+    pub accesslog_level: contour::AccessLogLevel,
+    /// HTTPProxy `permitInsecure` is ignored: secure vhosts always redirect plain HTTP.
+    #[serde(rename = "disablePermitInsecure")]
+    pub disable_permit_insecure: bool,
+    /// Envoy no longer lets `Content-Length` and chunked encoding come together.
+    #[serde(rename = "disableAllowChunkedLength")]
+    pub disable_allow_chunked_length: bool,
+    /// Envoy no longer merges adjacent slashes in request paths.
+    #[serde(rename = "disableMergeSlashes")]
+    pub disable_merge_slashes: bool,
+    /// The `Server` response header: `overwrite` (`envoy`), `append_if_absent`,
+    /// `pass_through`.
+    #[serde(rename = "serverHeaderTransformation")]
+    pub server_header_transformation: contour::ServerHeader,
+    /// Route to ExternalName Services (accepted; not honoured yet: they are refused).
+    #[serde(rename = "enableExternalNameService")]
+    pub enable_external_name_service: bool,
+    /// Contour's `network` section.
+    pub network: contour::Network,
+    /// HTTP versions Envoy speaks to clients (`HTTP/1.1`, `HTTP/2`); empty: both.
+    pub default_http_versions: Vec<String>,
+    /// Contour's `incluster`: watch the cluster Isobar runs in (as `--incluster`).
+    pub incluster: bool,
+    /// Contour's `kubeconfig`: watch this kubeconfig's cluster (as `--kubeconfig`).
+    pub kubeconfig: String,
+    /// Contour's sections Isobar accepts and does not honour yet (one warning at start-up
+    /// names those set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listener: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression: Option<serde_json::Value>,
+    #[serde(rename = "rateLimitService", skip_serializing_if = "Option::is_none")]
+    pub rate_limit_service: Option<serde_json::Value>,
+    #[serde(rename = "globalExtAuth", skip_serializing_if = "Option::is_none")]
+    pub global_ext_auth: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<serde_json::Value>,
+    #[serde(rename = "featureFlags", skip_serializing_if = "Option::is_none")]
+    pub feature_flags: Option<serde_json::Value>,
+    #[serde(
+        rename = "omEnforcedHealthListener",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub om_enforced_health_listener: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_settings: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<serde_json::Value>,
+    #[serde(
+        rename = "kubernetesClientQPS",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kubernetes_client_qps: Option<serde_json::Value>,
+    #[serde(
+        rename = "kubernetesClientBurst",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kubernetes_client_burst: Option<serde_json::Value>,
 }
+
+pub mod contour;
 
 /// A `coordination.k8s.io/v1` Lease decides which replica writes status; every replica
 /// serves xDS. Contour's defaults.
@@ -160,9 +234,19 @@ pub struct TlsConfig {
     /// Key exchange groups; empty: Envoy's defaults.
     pub ecdh_curves: Vec<String>,
     /// The secret Envoy presents to upstreams spoken to over TLS; empty name: none.
+    #[serde(deserialize_with = "null_as_default")]
     pub envoy_client_certificate: NamespacedName,
     /// The certificate for clients without SNI, on vhosts that enable it; empty: none.
+    #[serde(deserialize_with = "null_as_default")]
     pub fallback_certificate: NamespacedName,
+}
+
+/// A key written with no value (`fallback-certificate:`, as Contour's example has it)
+/// reads as its default.
+fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
+    d: D,
+) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A secret named by namespace and name.
@@ -295,6 +379,20 @@ impl TlsConfig {
     }
 }
 
+/// Isobar's `/metrics` address, and Contour's spelling of it and of Envoy's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Metrics {
+    pub address: String,
+    pub port: u16,
+    /// Contour's `metrics.contour` (Isobar's `/metrics`): overrides the two above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contour: Option<contour::MetricsServer>,
+    /// Contour's `metrics.envoy`: overrides `envoy.metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envoy: Option<contour::MetricsServer>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Endpoint {
@@ -350,6 +448,14 @@ impl EnvoyConfig {
 pub struct Timeouts {
     /// Upstream connect timeout of every cluster.
     pub connect_timeout: Dur,
+    /// Contour's HTTP connection manager timeouts, each `""` (Envoy's default),
+    /// `infinity` (none) or a duration (`30s`, `1m30s`).
+    pub request_timeout: String,
+    pub connection_idle_timeout: String,
+    pub stream_idle_timeout: String,
+    pub max_connection_duration: String,
+    pub delayed_close_timeout: String,
+    pub connection_shutdown_grace_period: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -371,7 +477,12 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             xds_server: XdsServer::default(),
-            metrics: Endpoint::new("0.0.0.0", 8000),
+            metrics: Metrics {
+                address: "0.0.0.0".to_string(),
+                port: 8000,
+                contour: None,
+                envoy: None,
+            },
             health: Endpoint::new("0.0.0.0", 8000),
             envoy: EnvoyConfig::default(),
             timeouts: Timeouts::default(),
@@ -386,6 +497,32 @@ impl Default for Config {
             debug_http: Endpoint::new("127.0.0.1", 6060),
             admission_webhook: AdmissionWebhook::default(),
             debug: false,
+            accesslog_format: contour::AccessLogFormat::Envoy,
+            accesslog_format_string: String::new(),
+            json_fields: Vec::new(),
+            accesslog_level: contour::AccessLogLevel::Info,
+            disable_permit_insecure: false,
+            disable_allow_chunked_length: false,
+            disable_merge_slashes: false,
+            server_header_transformation: contour::ServerHeader::Overwrite,
+            enable_external_name_service: false,
+            network: contour::Network::default(),
+            default_http_versions: Vec::new(),
+            incluster: false,
+            kubeconfig: String::new(),
+            cluster: None,
+            listener: None,
+            policy: None,
+            compression: None,
+            rate_limit_service: None,
+            global_ext_auth: None,
+            tracing: None,
+            feature_flags: None,
+            om_enforced_health_listener: None,
+            runtime_settings: None,
+            server: None,
+            kubernetes_client_qps: None,
+            kubernetes_client_burst: None,
         }
     }
 }
@@ -429,6 +566,12 @@ impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
             connect_timeout: Dur(Duration::from_secs(2)),
+            request_timeout: String::new(),
+            connection_idle_timeout: "60s".to_string(),
+            stream_idle_timeout: String::new(),
+            max_connection_duration: String::new(),
+            delayed_close_timeout: String::new(),
+            connection_shutdown_grace_period: String::new(),
         }
     }
 }
@@ -519,7 +662,10 @@ pub fn load(path: Option<&Path>, flags: serde_json::Value) -> Result<Config, Con
     let config: Config = figment
         .extract()
         .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+    let mut config = config;
     config.tls.validate().map_err(ConfigError::Setting)?;
+    contour::validate(&config).map_err(ConfigError::Setting)?;
+    contour::apply_metrics(&mut config);
     config
         .leader_election
         .validate()

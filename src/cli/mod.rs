@@ -288,12 +288,22 @@ impl ConfigArgs {
 }
 
 impl ServeArgs {
-    /// Where objects come from: a manifest directory or the Kubernetes API.
-    pub fn provider(&self) -> crate::cli::serve::ProviderChoice {
+    /// Where objects come from: a manifest directory or the Kubernetes API (the flags,
+    /// else Contour's `incluster` / `kubeconfig` keys of `config`).
+    pub fn provider(&self, config: &Config) -> crate::cli::serve::ProviderChoice {
         use crate::cli::serve::ProviderChoice;
-        if self.kubeconfig.is_some() || self.incluster {
+        let from_config = self.manifests.is_none() && !self.incluster && self.kubeconfig.is_none();
+        let kubeconfig = match &self.kubeconfig {
+            Some(path) => Some(path.clone()),
+            None if from_config && !config.incluster && !config.kubeconfig.is_empty() => {
+                Some(PathBuf::from(&config.kubeconfig))
+            }
+            None => None,
+        };
+        let incluster = self.incluster || (from_config && config.incluster);
+        if kubeconfig.is_some() || incluster {
             ProviderChoice::Kubernetes {
-                kubeconfig: self.kubeconfig.clone(),
+                kubeconfig,
                 namespaces: self
                     .watch_namespaces
                     .as_deref()
@@ -424,7 +434,8 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => match args.load_config() {
             Ok(config) => {
                 init_logging(config.debug);
-                crate::cli::serve::run(config, args.provider())
+                let provider = args.provider(&config);
+                crate::cli::serve::run(config, provider)
             }
             Err(e) => Err(anyhow::anyhow!(e)),
         },

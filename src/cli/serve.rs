@@ -33,7 +33,49 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
         },
         connect_timeout: config.timeouts.connect_timeout.0,
         access_log_path: config.envoy.access_log.clone(),
+        http: http_settings(config),
         vhds: config.xds_server.vhds,
+    }
+}
+
+/// Contour's keys that shape every HTTP connection manager (checked when the
+/// configuration was loaded: a value that does not parse here was refused there).
+fn http_settings(config: &Config) -> crate::xds::HttpSettings {
+    use crate::config::contour::{self, AccessLogFormat, AccessLogLevel, ServerHeader};
+    let t = &config.timeouts;
+    let time = |text: &str| contour::timeout(text).ok().flatten();
+    let access_log = crate::xds::AccessLogSettings {
+        text: (config.accesslog_format == AccessLogFormat::Envoy
+            && !config.accesslog_format_string.is_empty())
+        .then(|| config.accesslog_format_string.clone()),
+        json: match config.accesslog_format {
+            AccessLogFormat::Json => contour::json_fields(&config.json_fields).unwrap_or_default(),
+            AccessLogFormat::Envoy => Vec::new(),
+        },
+        min_status: match config.accesslog_level {
+            AccessLogLevel::Info | AccessLogLevel::Disabled => 0,
+            AccessLogLevel::Error => 300,
+            AccessLogLevel::Critical => 500,
+        },
+        disabled: config.accesslog_level == AccessLogLevel::Disabled,
+    };
+    crate::xds::HttpSettings {
+        merge_slashes: !config.disable_merge_slashes,
+        allow_chunked_length: !config.disable_allow_chunked_length,
+        num_trusted_hops: config.network.num_trusted_hops,
+        strip_trailing_host_dot: config.network.strip_trailing_host_dot,
+        server_header: match config.server_header_transformation {
+            ServerHeader::Overwrite => 0,
+            ServerHeader::AppendIfAbsent => 1,
+            ServerHeader::PassThrough => 2,
+        },
+        request_timeout: time(&t.request_timeout),
+        idle_timeout: time(&t.connection_idle_timeout),
+        stream_idle_timeout: time(&t.stream_idle_timeout),
+        max_connection_duration: time(&t.max_connection_duration),
+        delayed_close_timeout: time(&t.delayed_close_timeout),
+        drain_timeout: time(&t.connection_shutdown_grace_period),
+        access_log,
     }
 }
 
@@ -51,6 +93,13 @@ pub enum ProviderChoice {
 
 pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
     let pipeline = Pipeline::for_config(&config)?;
+    let waiting = crate::config::contour::not_honoured(&config);
+    if !waiting.is_empty() {
+        tracing::warn!(
+            keys = %waiting.join(", "),
+            "Contour configuration keys accepted but not honoured yet: they change nothing"
+        );
+    }
     if let ProviderChoice::Files(None) = provider {
         anyhow::bail!(
             "serve needs a source of objects: --manifests DIR, --kubeconfig PATH or --incluster"

@@ -158,6 +158,15 @@ impl Pipeline {
     pub fn for_config(config: &crate::config::Config) -> Result<Pipeline, PipelineError> {
         let mut pipeline = config.pipeline.clone();
         let mut plugins = config.plugins.clone();
+        // Contour's `disablePermitInsecure` is a setting of the HTTPProxy source.
+        if config.disable_permit_insecure {
+            let section = plugins
+                .entry(isobar_plugin_httpproxy::NAME.to_string())
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(section) = section.as_object_mut() {
+                section.insert("disable-permit-insecure".into(), serde_json::json!(true));
+            }
+        }
         // Contour's `gateway` section configures (and enables) the Gateway API source.
         if let Some(gateway) = &config.gateway {
             let name = isobar_plugin_gateway_api::NAME;

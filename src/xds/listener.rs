@@ -31,7 +31,7 @@ use isobar_sdk::ir;
 
 use super::filter::http_filter;
 use super::proto::{ads, duration, inline, socket_address, tls_version};
-use super::settings::{EnvoySettings, TlsSettings};
+use super::settings::{AccessLogSettings, EnvoySettings, TlsSettings};
 
 /// The bootstrap's static cluster that reaches Envoy's own admin socket.
 pub const ADMIN_CLUSTER: &str = "envoy-admin";
@@ -270,16 +270,88 @@ pub(super) fn fallback_routes(on: &ir::Listener) -> String {
     }
 }
 
-pub(super) fn file_access_log(path: &str) -> AccessLog {
+/// A file access log at `path`, as `log` says: Envoy's default format, a format
+/// string, or JSON fields (written in their order: a protobuf `Struct` is a hash map,
+/// whose order would change the bytes from build to build), for responses with at
+/// least `log.min_status`.
+pub(super) fn file_access_log(path: &str, log: &AccessLogSettings) -> AccessLog {
+    /// `FileAccessLog` with `log_format` (a `SubstitutionFormatString`) as Envoy reads
+    /// it, its JSON fields in order.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct OrderedFileAccessLog {
+        #[prost(string, tag = "1")]
+        path: String,
+        #[prost(message, optional, tag = "5")]
+        log_format: Option<OrderedFormat>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct OrderedFormat {
+        #[prost(message, optional, tag = "2")]
+        json_format: Option<OrderedStruct>,
+        #[prost(message, optional, tag = "5")]
+        text_format_source: Option<core::DataSource>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct OrderedStruct {
+        #[prost(message, repeated, tag = "1")]
+        fields: Vec<StructEntry>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct StructEntry {
+        #[prost(string, tag = "1")]
+        key: String,
+        #[prost(message, optional, tag = "2")]
+        value: Option<pb::Value>,
+    }
+    let format = if !log.json.is_empty() {
+        Some(OrderedFormat {
+            json_format: Some(OrderedStruct {
+                fields: log
+                    .json
+                    .iter()
+                    .map(|(key, format)| StructEntry {
+                        key: key.clone(),
+                        value: Some(pb::Value {
+                            kind: Some(pb::value::Kind::StringValue(format.clone())),
+                        }),
+                    })
+                    .collect(),
+            }),
+            text_format_source: None,
+        })
+    } else {
+        log.text.as_ref().map(|text| OrderedFormat {
+            json_format: None,
+            text_format_source: Some(inline(text)),
+        })
+    };
+    let config = pb::Any {
+        type_url: <FileAccessLog as prost::Name>::type_url(),
+        value: OrderedFileAccessLog {
+            path: path.to_string(),
+            log_format: format,
+        }
+        .encode_to_vec(),
+    };
+    let filter = (log.min_status > 0).then(|| accesslog::AccessLogFilter {
+        filter_specifier: Some(
+            accesslog::access_log_filter::FilterSpecifier::StatusCodeFilter(
+                accesslog::StatusCodeFilter {
+                    comparison: Some(accesslog::ComparisonFilter {
+                        op: accesslog::comparison_filter::Op::Ge as i32,
+                        value: Some(core::RuntimeUInt32 {
+                            default_value: log.min_status,
+                            runtime_key: "isobar.access_log.min_status".to_string(),
+                        }),
+                    }),
+                },
+            ),
+        ),
+    });
     AccessLog {
         name: "envoy.access_loggers.file".to_string(),
-        config_type: Some(accesslog::access_log::ConfigType::TypedConfig(pack_any(
-            FileAccessLog {
-                path: path.to_string(),
-                ..Default::default()
-            },
-        ))),
-        ..Default::default()
+        filter,
+        config_type: Some(accesslog::access_log::ConfigType::TypedConfig(config)),
     }
 }
 
@@ -311,6 +383,7 @@ pub(super) fn connection_manager(
     rds_name: &str,
     cookies: bool,
 ) -> HttpConnectionManager {
+    let http = &settings.http;
     HttpConnectionManager {
         stat_prefix: on.name.clone(),
         route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(Rds {
@@ -325,20 +398,29 @@ pub(super) fn connection_manager(
             .collect(),
         use_remote_address: Some(pb::BoolValue { value: true }),
         normalize_path: Some(pb::BoolValue { value: true }),
-        merge_slashes: true,
+        merge_slashes: http.merge_slashes,
         preserve_external_request_id: true,
+        xff_num_trusted_hops: http.num_trusted_hops,
+        strip_trailing_host_dot: http.strip_trailing_host_dot,
+        server_header_transformation: http.server_header,
+        request_timeout: http.request_timeout.map(duration),
+        stream_idle_timeout: http.stream_idle_timeout.map(duration),
+        delayed_close_timeout: http.delayed_close_timeout.map(duration),
+        drain_timeout: http.drain_timeout.map(duration),
         http_protocol_options: Some(core::Http1ProtocolOptions {
             accept_http_10: true,
+            allow_chunked_length: http.allow_chunked_length,
             ..Default::default()
         }),
         common_http_protocol_options: Some(core::HttpProtocolOptions {
-            idle_timeout: Some(duration(Duration::from_secs(60))),
+            idle_timeout: http.idle_timeout.map(duration),
+            max_connection_duration: http.max_connection_duration.map(duration),
             ..Default::default()
         }),
-        access_log: if settings.access_log_path.is_empty() {
+        access_log: if settings.access_log_path.is_empty() || http.access_log.disabled {
             Vec::new()
         } else {
-            vec![file_access_log(&settings.access_log_path)]
+            vec![file_access_log(&settings.access_log_path, &http.access_log)]
         },
         ..Default::default()
     }

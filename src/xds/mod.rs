@@ -29,5 +29,5 @@ pub mod wire;
 
 pub use encoder::{Encoder, translate, translate_keeping};
 pub use resource::{Changes, Encoded, Name, Resources, XdsType};
-pub use settings::{EnvoySettings, TlsSettings};
+pub use settings::{AccessLogSettings, EnvoySettings, HttpSettings, TlsSettings};
 pub use snapshot::{ResourceMap, Snapshot};

@@ -1282,3 +1282,66 @@ async fn envoy_shutdown_drains_before_the_manager_lets_envoy_stop() {
         .unwrap_or_else(|_| panic!("/shutdown still held after the ready file was written"));
     assert_eq!(status.ok().and_then(Result::ok), Some(200));
 }
+
+/// Contour's configuration keys through a real Envoy: JSON access log lines with the
+/// configured fields, slashes not merged, `permitInsecure` ignored; Envoy takes it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contour_configuration_keys_reach_envoy() {
+    let ca = crate::tls::new_ca("keys CA");
+    let cert = crate::tls::issue(&ca, "secure-keys.example.com");
+    let config = r#"accesslog-format: json
+json-fields: ["@timestamp", path, response_code, "hello=%REQ(X-HELLO)%"]
+disableMergeSlashes: true
+disablePermitInsecure: true
+timeouts: {request-timeout: 30s, connection-idle-timeout: 90s}
+network: {num-trusted-hops: 1}
+"#;
+    let secure = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: secure, namespace: default}\nspec:\n  virtualhost: {fqdn: secure-keys.example.com, tls: {secretName: keys-cert}}\n  routes: [{permitInsecure: true, services: [{name: echo-b, port: 80}]}]\n";
+    let stack = start_with(
+        Some(config),
+        &[
+            (
+                "plain.yaml",
+                &proxy_yaml("plain", "keys.example.com", &[("/", &[("echo-a", 1)])]),
+            ),
+            ("secure.yaml", secure),
+            (
+                "cert.yaml",
+                &crate::tls::tls_secret("default", "keys-cert", &cert),
+            ),
+        ],
+        ("keys.example.com", "/", "a"),
+    )
+    .await;
+    let response = stack
+        .send(
+            reqwest::Method::GET,
+            "keys.example.com",
+            "//a//b",
+            &[("x-hello", "there")],
+        )
+        .await;
+    let seen = response
+        .headers()
+        .get("x-seen-path")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    assert_eq!(seen.as_deref(), Some("//a//b"), "slashes were merged");
+    assert_eq!(
+        stack.get("secure-keys.example.com", "/").await.map(|r| r.0),
+        Some(301),
+        "permitInsecure was honoured"
+    );
+    let logged = eventually(CHANGE, || async {
+        let log = std::fs::read_to_string(stack.dir.path().join("envoy.log")).ok()?;
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["hello"] == "there")
+    })
+    .await
+    .unwrap_or_else(|| panic!("no JSON access log line\n{}", stack.logs()));
+    assert_eq!(logged["path"], "//a//b");
+    assert_eq!(logged["response_code"], 200);
+    assert!(logged["@timestamp"].is_string(), "{logged}");
+    stack.assert_nothing_rejected().await;
+}

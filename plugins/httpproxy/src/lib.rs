@@ -34,17 +34,25 @@ use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, Stat
 
 pub const NAME: &str = "httpproxy";
 
-/// The `plugins.httpproxy` section of `contour.yaml`.
+/// The `plugins.httpproxy` section of `contour.yaml` (set from Contour's top-level
+/// `disablePermitInsecure`).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct HttpProxyConfig {}
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct HttpProxyConfig {
+    /// `permitInsecure` is ignored: plain HTTP to a secure vhost is always redirected.
+    pub disable_permit_insecure: bool,
+}
 
 #[derive(Debug)]
-pub struct HttpProxySource;
+pub struct HttpProxySource {
+    disable_permit_insecure: bool,
+}
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
-    let _config: HttpProxyConfig = parse_config(config)?;
-    Ok(Box::new(HttpProxySource))
+    let config: HttpProxyConfig = parse_config(config)?;
+    Ok(Box::new(HttpProxySource {
+        disable_permit_insecure: config.disable_permit_insecure,
+    }))
 }
 
 isobar_sdk::inventory::submit! {
@@ -212,6 +220,7 @@ impl Source for HttpProxySource {
                     host: &host,
                     reached: &mut reached,
                     mode: plan.mode,
+                    permit_insecure: !self.disable_permit_insecure,
                 };
                 let valid = walk.visit(
                     &key,

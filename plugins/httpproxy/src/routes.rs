@@ -27,6 +27,8 @@ pub(crate) struct Walk<'c, 'a> {
     pub reached: &'c mut BTreeSet<ObjectKey>,
     /// Where the root's routes go (plain HTTP, HTTPS, or redirects only).
     pub mode: RouteMode,
+    /// Whether `permitInsecure` is honoured (Contour's `disablePermitInsecure` off).
+    pub permit_insecure: bool,
 }
 
 impl Walk<'_, '_> {
@@ -92,7 +94,7 @@ impl Walk<'_, '_> {
         let mut routes = Vec::with_capacity(spec.routes.len());
         for (index, route) in spec.routes.iter().enumerate() {
             match self.route(key, index, route, matches) {
-                Some(r) => routes.push((route.permit_insecure, r)),
+                Some(r) => routes.push((route.permit_insecure && self.permit_insecure, r)),
                 None => valid = false,
             }
         }

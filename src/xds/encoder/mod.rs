@@ -749,6 +749,7 @@ mod tests {
             },
             connect_timeout: std::time::Duration::from_secs(2),
             access_log_path: String::new(),
+            http: crate::xds::HttpSettings::default(),
             vhds: false,
         }
     }
