@@ -41,6 +41,17 @@ pub struct BootstrapArgs {
     /// Its private key.
     #[arg(long)]
     pub envoy_key_file: Option<String>,
+    /// Contour's deprecated admin port: accepted, not used (Envoy's admin is the unix
+    /// socket of `--admin-address` only, which the shutdown manager uses).
+    #[arg(long)]
+    pub admin_port: Option<u16>,
+    /// How Envoy resolves `--xds-address` when it is a name: `auto`, `v4`, `v6`, `all`.
+    #[arg(long, value_enum, default_value_t = DnsLookupFamily::Auto)]
+    pub dns_lookup_family: DnsLookupFamily,
+    /// Envoy's heap limit in bytes: past 95% it shrinks its heap, past 98% it stops
+    /// accepting requests (Envoy's overload manager, Contour's thresholds); 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    pub overload_max_heap: u64,
     /// The xDS API version: `v3`, the only one Envoy has (Contour's flag).
     #[arg(long, default_value = "v3", value_parser = ["v3"])]
     pub xds_resource_version: String,
@@ -115,6 +126,27 @@ fn xds_tls(args: &BootstrapArgs) -> anyhow::Result<Option<Value>> {
     })))
 }
 
+/// Envoy's overload manager with a heap limit: shrink the heap past 95% of it, stop
+/// accepting requests past 98% (Contour's thresholds).
+fn overload_manager(max_heap: u64) -> Value {
+    let heap = "envoy.resource_monitors.fixed_heap";
+    let threshold = |value: f64| json!({"name": heap, "threshold": {"value": value}});
+    json!({
+        "refresh_interval": "0.25s",
+        "resource_monitors": [{
+            "name": heap,
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig",
+                "max_heap_size_bytes": max_heap,
+            },
+        }],
+        "actions": [
+            {"name": "envoy.overload_actions.shrink_heap", "triggers": [threshold(0.95)]},
+            {"name": "envoy.overload_actions.stop_accepting_requests", "triggers": [threshold(0.98)]},
+        ],
+    })
+}
+
 /// The SDS files of `--resources-dir`: `(path, contents)`.
 fn sds_files(args: &BootstrapArgs) -> Vec<(String, Value)> {
     let (Some(dir), Some(ca), Some(cert), Some(key)) = (
@@ -138,6 +170,14 @@ fn sds_files(args: &BootstrapArgs) -> Vec<(String, Value)> {
                 "trusted_ca": {"filename": ca}}}]}),
         ),
     ]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DnsLookupFamily {
+    Auto,
+    V4,
+    V6,
+    All,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -239,6 +279,18 @@ pub fn bootstrap(args: &BootstrapArgs) -> anyhow::Result<Value> {
     });
     if let Some(tls) = tls {
         doc["static_resources"]["clusters"][0]["transport_socket"] = tls;
+    }
+    if discovery == "STRICT_DNS" {
+        doc["static_resources"]["clusters"][0]["dns_lookup_family"] =
+            json!(match args.dns_lookup_family {
+                DnsLookupFamily::Auto => "AUTO",
+                DnsLookupFamily::V4 => "V4_ONLY",
+                DnsLookupFamily::V6 => "V6_ONLY",
+                DnsLookupFamily::All => "ALL",
+            });
+    }
+    if args.overload_max_heap > 0 {
+        doc["overload_manager"] = overload_manager(args.overload_max_heap);
     }
     Ok(doc)
 }

@@ -710,3 +710,58 @@ tracing: {extensionService: projectcontour/otel}
     );
     assert!(!ok && err.contains("accesslog-format"), "{err}");
 }
+
+/// Contour's `bootstrap` flags: a real Envoy validates what they make (mutual TLS through
+/// SDS files, a DNS xDS address with its lookup family, the overload manager's heap limit).
+#[test]
+fn contour_bootstrap_flags_make_a_bootstrap_envoy_validates() {
+    let dir = tempdir();
+    let out = dir.path().join("envoy.json");
+    let certs = dir.path().join("certs");
+    let (ok, _, err) = isobar(
+        &[
+            "certgen",
+            "--pem",
+            "--output-dir",
+            &certs.display().to_string(),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let file = |name: &str| certs.join(name).display().to_string();
+    let (ok, _, err) = isobar(
+        &[
+            "bootstrap",
+            &out.display().to_string(),
+            "--xds-address=contour",
+            "--xds-port=8001",
+            "--xds-resource-version=v3",
+            "--admin-port=9001",
+            "--dns-lookup-family=v4",
+            "--overload-max-heap=1073741824",
+            &format!("--resources-dir={}", dir.path().join("resources").display()),
+            &format!("--envoy-cafile={}", file("cacert.pem")),
+            &format!("--envoy-cert-file={}", file("envoycert.pem")),
+            &format!("--envoy-key-file={}", file("envoykey.pem")),
+            &format!(
+                "--admin-address={}",
+                dir.path().join("admin.sock").display()
+            ),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let run = std::process::Command::new(crate::support::envoy_bin())
+        .args(["--mode", "validate", "--use-dynamic-base-id", "-c"])
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("envoy: {e}"));
+    assert!(
+        run.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (ok, _, err) = isobar(&["bootstrap", "-", "--xds-resource-version=v2"], &[]);
+    assert!(!ok && err.contains("v2"), "{err}");
+}
