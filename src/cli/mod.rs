@@ -12,6 +12,7 @@ pub mod http;
 pub mod output;
 pub mod serve;
 pub mod translate;
+pub mod xds_client;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +42,8 @@ pub enum Command {
     Bootstrap(BootstrapArgs),
     /// Print the Envoy resources and object conditions for a manifest directory.
     Translate(TranslateArgs),
+    /// Contour's xDS debug client: subscribe to one resource type and print responses.
+    Cli(crate::cli::xds_client::CliArgs),
     /// Envoy's graceful shutdown (Contour's `envoy shutdown-manager` and `envoy shutdown`).
     #[command(subcommand)]
     Envoy(crate::cli::envoy::EnvoyCommand),
@@ -443,6 +446,10 @@ pub fn main() -> ExitCode {
         Command::Translate(args) => {
             init_logging(false);
             crate::cli::translate::run(&args)
+        }
+        Command::Cli(args) => {
+            init_logging(false);
+            crate::cli::xds_client::run(&args)
         }
         Command::Envoy(command) => {
             init_logging(false);

@@ -61,7 +61,7 @@ struct TypedResources {
 }
 
 /// Replaces every inline certificate and key of an SDS secret's JSON.
-fn redact(mut value: serde_json::Value) -> serde_json::Value {
+pub fn redact(mut value: serde_json::Value) -> serde_json::Value {
     if let Some(cert) = value.get_mut("tls_certificate") {
         if let Some(chain) = cert
             .get_mut("certificate_chain")

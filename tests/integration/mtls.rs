@@ -88,6 +88,53 @@ async fn first_bytes(
     }
 }
 
+/// The first response `isobar cli KIND` prints, as Envoy's certificate holder.
+async fn cli(port: u16, certs: &Path, kind: &[&str]) -> String {
+    let file = |name: &str| certs.join(name).display().to_string();
+    let mut child = tokio::process::Command::new(ISOBAR)
+        .arg("cli")
+        .args(kind)
+        .args([
+            "--contour",
+            &format!("127.0.0.1:{port}"),
+            "--cafile",
+            &file("cacert.pem"),
+            "--cert-file",
+            &file("envoycert.pem"),
+            "--key-file",
+            &file("envoykey.pem"),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("isobar cli: {e}"));
+    let mut stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    // A response is a JSON document ending in a closing brace on its own line.
+    let read = tokio::time::timeout(WAIT, async {
+        loop {
+            let n = stdout.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+            if out.ends_with(b"\n}\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    let _ = child.kill().await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(
+        read.is_ok() && !text.is_empty(),
+        "isobar cli {kind:?} printed nothing"
+    );
+    text
+}
+
 fn serve(dir: &Path, certs: &Path, ports: &ServePorts, log: &str) -> crate::support::Proc {
     let file = |name: &str| certs.join(name).display().to_string();
     spawn(
@@ -218,6 +265,12 @@ async fn xds_over_mutual_tls_with_certgen_bootstrap_and_rotation() {
         without.is_err(),
         "a client without a certificate was answered: {without:?}"
     );
+
+    // Contour's debug client, over mutual TLS: the listeners as Envoy gets them.
+    let lds = cli(ports.xds, &certs, &["lds"]).await;
+    assert!(lds.contains("\"name\": \"ingress_http\""), "{lds}");
+    let rds = cli(ports.xds, &certs, &["rds", "ingress_http"]).await;
+    assert!(rds.contains("mtls.example.com"), "{rds}");
 
     // Rotation: a new CA and certificates. The running server takes them (a client of the
     // new CA is answered, none of the old is needed); Envoy takes its own without a

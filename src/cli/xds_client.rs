@@ -1,0 +1,174 @@
+//! `isobar cli lds|rds|cds|eds|sds`: Contour's xDS debug client. It subscribes to one
+//! resource type as an Envoy would (state of the world over ADS), prints every response
+//! as it arrives (Envoy's JSON, one document per response; secrets' certificates as
+//! fingerprints and keys withheld) and acknowledges it, until interrupted.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use crate::xds::XdsType;
+
+#[derive(Debug, clap::Args)]
+pub struct CliArgs {
+    #[command(subcommand)]
+    pub kind: Kind,
+    /// Isobar's xDS address (`host:port`).
+    #[arg(long, global = true, default_value = "127.0.0.1:8001")]
+    pub contour: String,
+    /// CA that signed Isobar's xDS certificate (mutual TLS, with the two below).
+    #[arg(long, global = true)]
+    pub cafile: Option<PathBuf>,
+    /// A client certificate of the CA Isobar checks (certgen's `envoycert.pem`).
+    #[arg(long, global = true)]
+    pub cert_file: Option<PathBuf>,
+    /// Its private key.
+    #[arg(long, global = true)]
+    pub key_file: Option<PathBuf>,
+    /// The node id sent with every request.
+    #[arg(long, global = true, default_value = "isobar-cli")]
+    pub node_id: String,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Kind {
+    /// Listeners.
+    Lds { names: Vec<String> },
+    /// Route configurations, by name (`ingress_http`, `https/<host>`): RDS, EDS and SDS
+    /// answer only the names asked for, as to Envoy.
+    Rds { names: Vec<String> },
+    /// Clusters.
+    Cds { names: Vec<String> },
+    /// Cluster load assignments (by cluster name).
+    Eds { names: Vec<String> },
+    /// Secrets (by name).
+    Sds { names: Vec<String> },
+}
+
+impl Kind {
+    fn of(&self) -> (XdsType, &[String]) {
+        match self {
+            Kind::Lds { names } => (XdsType::Listener, names),
+            Kind::Rds { names } => (XdsType::Route, names),
+            Kind::Cds { names } => (XdsType::Cluster, names),
+            Kind::Eds { names } => (XdsType::Endpoint, names),
+            Kind::Sds { names } => (XdsType::Secret, names),
+        }
+    }
+}
+
+pub fn run(args: &CliArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(watch(args))
+}
+
+/// The TLS client configuration of `--cafile`/`--cert-file`/`--key-file`, if given.
+fn tls(args: &CliArgs) -> anyhow::Result<Option<rustls::ClientConfig>> {
+    let (ca, cert, key) = match (&args.cafile, &args.cert_file, &args.key_file) {
+        (None, None, None) => return Ok(None),
+        (Some(ca), Some(cert), Some(key)) => (ca, cert, key),
+        _ => anyhow::bail!("--cafile, --cert-file and --key-file go together"),
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).with_context(|| ca.display().to_string())? {
+        roots.add(c.with_context(|| ca.display().to_string())?)?;
+    }
+    let chain = CertificateDer::pem_file_iter(cert)
+        .with_context(|| cert.display().to_string())?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| cert.display().to_string())?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| key.display().to_string())?;
+    let mut config = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(config))
+}
+
+async fn watch(args: &CliArgs) -> anyhow::Result<()> {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{}", args.contour))?;
+    let channel = match tls(args)? {
+        None => endpoint
+            .connect()
+            .await
+            .with_context(|| format!("connecting to {}", args.contour))?,
+        Some(config) => {
+            let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+            let address = args.contour.clone();
+            let connect = tower::service_fn(move |_: tonic::transport::Uri| {
+                let (connector, address) = (connector.clone(), address.clone());
+                async move {
+                    let tcp = tokio::net::TcpStream::connect(&address).await?;
+                    // certgen's server certificate names `contour`.
+                    let name = ServerName::try_from("contour").map_err(std::io::Error::other)?;
+                    let tls = connector.connect(name, tcp).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+                }
+            });
+            endpoint
+                .connect_with_connector(connect)
+                .await
+                .with_context(|| format!("connecting to {} over TLS", args.contour))?
+        }
+    };
+    let (kind, names) = args.kind.of();
+    let node = Node {
+        id: args.node_id.clone(),
+        cluster: "isobar-cli".to_string(),
+        ..Default::default()
+    };
+    let first = DiscoveryRequest {
+        node: Some(node.clone()),
+        type_url: kind.type_url().to_string(),
+        resource_names: names.to_vec(),
+        ..Default::default()
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(first.clone()).await?;
+    let mut client =
+        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    let mut responses = client
+        .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .context("opening the ADS stream")?
+        .into_inner();
+    while let Some(response) = responses
+        .message()
+        .await
+        .context("reading the ADS stream")?
+    {
+        let resources: Vec<serde_json::Value> = response
+            .resources
+            .iter()
+            .map(|any| {
+                let value = crate::cli::output::resource_json(kind, &any.value)
+                    .unwrap_or_else(|e| serde_json::json!({"undecodable": e}));
+                crate::cli::output::redact(value)
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "version_info": response.version_info,
+            "type_url": response.type_url,
+            "nonce": response.nonce,
+            "resources": resources,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        tx.send(DiscoveryRequest {
+            version_info: response.version_info.clone(),
+            response_nonce: response.nonce.clone(),
+            ..first.clone()
+        })
+        .await?;
+    }
+    Ok(())
+}
