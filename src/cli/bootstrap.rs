@@ -33,13 +33,13 @@ pub struct BootstrapArgs {
     #[arg(long, value_enum, default_value_t = XdsMode::Sotw)]
     pub xds_mode: XdsMode,
     /// CA that signed Isobar's xDS certificate (xDS over mutual TLS; with the two below).
-    #[arg(long)]
+    #[arg(long, env = "ENVOY_CAFILE")]
     pub envoy_cafile: Option<String>,
     /// Envoy's client certificate chain for xDS.
-    #[arg(long)]
+    #[arg(long, env = "ENVOY_CERT_FILE")]
     pub envoy_cert_file: Option<String>,
     /// Its private key.
-    #[arg(long)]
+    #[arg(long, env = "ENVOY_KEY_FILE")]
     pub envoy_key_file: Option<String>,
     /// Contour's deprecated admin port: accepted, not used (Envoy's admin is the unix
     /// socket of `--admin-address` only, which the shutdown manager uses).
@@ -52,6 +52,10 @@ pub struct BootstrapArgs {
     /// accepting requests (Envoy's overload manager, Contour's thresholds); 0: no limit.
     #[arg(long, default_value_t = 0)]
     pub overload_max_heap: u64,
+    /// The most downstream connections Envoy accepts, over all listeners (Envoy's global
+    /// connection limit); unset: no limit.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub overload_downstream_max_conn: Option<u64>,
     /// The xDS API version: `v3`, the only one Envoy has (Contour's flag).
     #[arg(long, default_value = "v3", value_parser = ["v3"])]
     pub xds_resource_version: String,
@@ -128,23 +132,34 @@ fn xds_tls(args: &BootstrapArgs) -> anyhow::Result<Option<Value>> {
 
 /// Envoy's overload manager with a heap limit: shrink the heap past 95% of it, stop
 /// accepting requests past 98% (Contour's thresholds).
-fn overload_manager(max_heap: u64) -> Value {
+fn overload_manager(max_heap: u64, max_connections: Option<u64>) -> Value {
     let heap = "envoy.resource_monitors.fixed_heap";
     let threshold = |value: f64| json!({"name": heap, "threshold": {"value": value}});
-    json!({
-        "refresh_interval": "0.25s",
-        "resource_monitors": [{
+    let mut monitors = Vec::new();
+    let mut actions = Vec::new();
+    if max_heap > 0 {
+        monitors.push(json!({
             "name": heap,
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig",
                 "max_heap_size_bytes": max_heap,
             },
-        }],
-        "actions": [
-            {"name": "envoy.overload_actions.shrink_heap", "triggers": [threshold(0.95)]},
-            {"name": "envoy.overload_actions.stop_accepting_requests", "triggers": [threshold(0.98)]},
-        ],
-    })
+        }));
+        actions.push(
+            json!({"name": "envoy.overload_actions.shrink_heap", "triggers": [threshold(0.95)]}),
+        );
+        actions.push(json!({"name": "envoy.overload_actions.stop_accepting_requests", "triggers": [threshold(0.98)]}));
+    }
+    if let Some(max) = max_connections {
+        monitors.push(json!({
+            "name": "envoy.resource_monitors.global_downstream_max_connections",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+                "max_active_downstream_connections": max,
+            },
+        }));
+    }
+    json!({"refresh_interval": "0.25s", "resource_monitors": monitors, "actions": actions})
 }
 
 /// The SDS files of `--resources-dir`: `(path, contents)`.
@@ -289,8 +304,9 @@ pub fn bootstrap(args: &BootstrapArgs) -> anyhow::Result<Value> {
                 DnsLookupFamily::All => "ALL",
             });
     }
-    if args.overload_max_heap > 0 {
-        doc["overload_manager"] = overload_manager(args.overload_max_heap);
+    if args.overload_max_heap > 0 || args.overload_downstream_max_conn.is_some() {
+        doc["overload_manager"] =
+            overload_manager(args.overload_max_heap, args.overload_downstream_max_conn);
     }
     Ok(doc)
 }

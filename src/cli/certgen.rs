@@ -26,9 +26,12 @@ pub struct CertgenArgs {
     /// The namespace of the Secrets and of the services named in the certificates.
     #[arg(long, env = "CONTOUR_NAMESPACE", default_value = "projectcontour")]
     pub namespace: String,
-    /// Where `--pem` and `--yaml` write their files.
-    #[arg(long, default_value = "certs")]
-    pub output_dir: PathBuf,
+    /// Where `--pem` and `--yaml` write their files (Contour's positional `outputdir`).
+    #[arg(default_value = "certs")]
+    pub outputdir: PathBuf,
+    /// The same, as a flag (overrides the positional one).
+    #[arg(long)]
+    pub output_dir: Option<PathBuf>,
     /// Write PEM files (`cacert.pem`, `contourcert.pem`, `contourkey.pem`,
     /// `envoycert.pem`, `envoykey.pem`).
     #[arg(long)]
@@ -44,7 +47,7 @@ pub struct CertgenArgs {
     pub certificate_lifetime: u32,
     /// `compact`: two `kubernetes.io/tls` Secrets, each with `ca.crt`; `legacy`: those
     /// without `ca.crt`, and the CA in Secret `cacert` (`cacert.pem`).
-    #[arg(long, value_enum, default_value_t = SecretsFormat::Compact)]
+    #[arg(long, value_enum, default_value_t = SecretsFormat::Legacy)]
     pub secrets_format: SecretsFormat,
     /// Appended to the Secrets' names (`contourcert-SUFFIX`).
     #[arg(long, default_value = "")]
@@ -191,12 +194,11 @@ pub fn run(args: &CertgenArgs) -> anyhow::Result<()> {
     );
     let generated = generate(&args.namespace, args.certificate_lifetime)?;
     let secrets = secrets(&generated, args);
+    let dir = args.output_dir.as_ref().unwrap_or(&args.outputdir);
     if args.pem || args.yaml {
-        std::fs::create_dir_all(&args.output_dir)
-            .with_context(|| format!("creating {}", args.output_dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     if args.pem {
-        let dir = &args.output_dir;
         write_file(dir, "cacert.pem", &generated.ca, args.overwrite)?;
         write_file(
             dir,
@@ -220,12 +222,7 @@ pub fn run(args: &CertgenArgs) -> anyhow::Result<()> {
                 "{}.yaml",
                 name.trim_end_matches(&format!("-{}", args.secrets_name_suffix))
             );
-            write_file(
-                &args.output_dir,
-                &file,
-                &serde_yaml::to_string(secret)?,
-                args.overwrite,
-            )?;
+            write_file(dir, &file, &serde_yaml::to_string(secret)?, args.overwrite)?;
         }
     }
     if args.kube {

@@ -173,14 +173,24 @@ pub struct ServeArgs {
     #[arg(long)]
     pub insecure: bool,
     /// CA bundle that signs Envoys' client certificates (xDS over mutual TLS).
-    #[arg(long)]
+    #[arg(long, env = "CONTOUR_CAFILE")]
     pub contour_cafile: Option<String>,
     /// Isobar's xDS server certificate chain.
-    #[arg(long)]
+    #[arg(long, env = "CONTOUR_CERT_FILE")]
     pub contour_cert_file: Option<String>,
     /// Its private key.
-    #[arg(long)]
+    #[arg(long, env = "CONTOUR_KEY_FILE")]
     pub contour_key_file: Option<String>,
+    /// Contour's access log format flag: `envoy` or `json` (the `accesslog-format` key).
+    #[arg(long, value_parser = ["envoy", "json"])]
+    pub accesslog_format: Option<String>,
+    /// Envoy's access log path (Contour's; the `envoy.access-log` key, which both
+    /// listeners share: the two flags must agree).
+    #[arg(long)]
+    pub envoy_http_access_log: Option<String>,
+    /// Envoy's HTTPS access log path (see `--envoy-http-access-log`).
+    #[arg(long)]
+    pub envoy_https_access_log: Option<String>,
     /// Address of Isobar's /metrics.
     #[arg(long)]
     pub http_address: Option<String>,
@@ -194,7 +204,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub health_port: Option<u16>,
     /// Debug logging.
-    #[arg(long)]
+    #[arg(short = 'd', long)]
     pub debug: bool,
 }
 
@@ -323,9 +333,17 @@ impl ServeArgs {
     }
 
     pub fn load_config(&self) -> Result<Config, config::ConfigError> {
+        if let (Some(http), Some(https)) =
+            (&self.envoy_http_access_log, &self.envoy_https_access_log)
+            && http != https
+        {
+            return Err(config::ConfigError::Setting(format!(
+                "--envoy-http-access-log {http:?} and --envoy-https-access-log {https:?} differ: Isobar's listeners share one access log"
+            )));
+        }
         let mut flags = Map::new();
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 27] = [
+        let pairs: [(&str, Option<Value>); 29] = [
             (
                 "admission-webhook.enabled",
                 self.admission_webhook.then_some(Value::Bool(true)),
@@ -390,6 +408,17 @@ impl ServeArgs {
             (
                 "xds-server.ca-file",
                 self.contour_cafile.clone().map(Value::from),
+            ),
+            (
+                "accesslog-format",
+                self.accesslog_format.clone().map(Value::from),
+            ),
+            (
+                "envoy.access-log",
+                self.envoy_http_access_log
+                    .clone()
+                    .or_else(|| self.envoy_https_access_log.clone())
+                    .map(Value::from),
             ),
             (
                 "xds-server.cert-file",

@@ -718,15 +718,8 @@ fn contour_bootstrap_flags_make_a_bootstrap_envoy_validates() {
     let dir = tempdir();
     let out = dir.path().join("envoy.json");
     let certs = dir.path().join("certs");
-    let (ok, _, err) = isobar(
-        &[
-            "certgen",
-            "--pem",
-            "--output-dir",
-            &certs.display().to_string(),
-        ],
-        &[],
-    );
+    // Contour's spelling: the output directory as an argument.
+    let (ok, _, err) = isobar(&["certgen", "--pem", &certs.display().to_string()], &[]);
     assert!(ok, "{err}");
     let file = |name: &str| certs.join(name).display().to_string();
     let (ok, _, err) = isobar(
@@ -739,6 +732,7 @@ fn contour_bootstrap_flags_make_a_bootstrap_envoy_validates() {
             "--admin-port=9001",
             "--dns-lookup-family=v4",
             "--overload-max-heap=1073741824",
+            "--overload-downstream-max-conn=10000",
             &format!("--resources-dir={}", dir.path().join("resources").display()),
             &format!("--envoy-cafile={}", file("cacert.pem")),
             &format!("--envoy-cert-file={}", file("envoycert.pem")),

@@ -308,7 +308,8 @@ async fn xds_over_mutual_tls_with_certgen_bootstrap_and_rotation() {
 }
 
 /// `certgen --kube` writes Contour's Secrets through an API server: `contourcert` and
-/// `envoycert` (`kubernetes.io/tls`, with `ca.crt`), kept unless `--overwrite`.
+/// `envoycert` (`kubernetes.io/tls`; the CA in `cacert`, or with `--secrets-format
+/// compact` as `ca.crt` of each), kept unless `--overwrite`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certgen_writes_its_secrets_through_the_api() {
     let api = crate::apiserver::ApiServer::start().await;
@@ -340,25 +341,28 @@ async fn certgen_writes_its_secrets_through_the_api() {
         api.get("v1", "Secret", "projectcontour", name)
             .unwrap_or_else(|| panic!("no Secret {name}"))
     };
+    // Contour's default format, legacy: the CA in a Secret of its own.
     let first = secret("contourcert");
     assert_eq!(first["type"], "kubernetes.io/tls");
-    for key in ["tls.crt", "tls.key", "ca.crt"] {
+    for key in ["tls.crt", "tls.key"] {
         assert!(
             first["data"][key].as_str().is_some_and(|v| !v.is_empty()),
             "{key}: {first}"
         );
     }
-    assert_eq!(
-        secret("envoycert")["data"]["ca.crt"],
-        first["data"]["ca.crt"]
-    );
+    assert!(first["data"].get("ca.crt").is_none(), "{first}");
+    assert!(secret("cacert")["data"]["cacert.pem"].is_string());
     let (ok, _, err) = run(&[]).await;
     assert!(!ok && err.contains("exists (pass --overwrite"), "{err}");
     assert_eq!(secret("contourcert")["data"], first["data"]);
-    let (ok, _, err) = run(&["--overwrite"]).await;
+    // Compact (what deploy/certgen.yaml asks for): each Secret carries `ca.crt`.
+    let (ok, _, err) = run(&["--overwrite", "--secrets-format=compact"]).await;
     assert!(ok, "{err}");
-    assert_ne!(
-        secret("contourcert")["data"]["tls.crt"],
-        first["data"]["tls.crt"]
+    let compact = secret("contourcert");
+    assert!(compact["data"]["ca.crt"].is_string(), "{compact}");
+    assert_ne!(compact["data"]["tls.crt"], first["data"]["tls.crt"]);
+    assert_eq!(
+        secret("envoycert")["data"]["ca.crt"],
+        compact["data"]["ca.crt"]
     );
 }
