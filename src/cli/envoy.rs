@@ -117,7 +117,35 @@ async fn admin(socket: &Path, method: &str, path: &str) -> anyhow::Result<(u16, 
         .nth(1)
         .and_then(|s| s.parse().ok())
         .context("Envoy's admin answered without a status")?;
-    Ok((status, body.to_string()))
+    let chunked = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().replace(' ', "") == "transfer-encoding:chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Ok((status, body))
+}
+
+/// A chunked HTTP/1.1 body, joined.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = size.split(';').next().unwrap_or_default().trim();
+        let Ok(n) = usize::from_str_radix(size, 16) else {
+            break;
+        };
+        let (Some(chunk), Some(after)) = (rest.get(..n), rest.get(n..)) else {
+            break;
+        };
+        if n == 0 {
+            break;
+        }
+        out.push_str(chunk);
+        body = after.strip_prefix("\r\n").unwrap_or(after);
+    }
+    out
 }
 
 /// The HTTP connections open on Envoy's listeners: `envoy_http_downstream_cx_active`
@@ -212,5 +240,11 @@ mod tests {
             envoy_http_downstream_cx_active{envoy_http_conn_manager_prefix=\"admin\"} 1\n";
         assert_eq!(open_connections(text), Some(5));
         assert_eq!(open_connections("# nothing\n"), None);
+    }
+
+    #[test]
+    fn chunked_bodies_are_joined() {
+        let body = "5\r\nenvoy\r\n7\r\n_http 2\r\n0\r\n\r\n";
+        assert_eq!(super::dechunk(body), "envoy_http 2");
     }
 }
