@@ -57,7 +57,8 @@ pub fn serve(
         Some((k, r.metadata.creation_timestamp.as_ref(), Cow::Owned(spec)))
     }));
     routes.sort_by(|(ka, a, _), (kb, b, _)| a.cmp(b).then_with(|| ka.cmp(kb)));
-    let mut hosts = HostKinds::new();
+    // Only GRPCRoutes can conflict with HTTPRoutes: without any, nothing is tracked.
+    let mut hosts = (!ctx.store().of_kind(GRPC_ROUTE).is_empty()).then(HostKinds::new);
     for (key, _, spec) in routes {
         let mut to = Attachments::new();
         let env = Env {
@@ -66,7 +67,7 @@ pub fn serve(
             gateways,
             tls,
         };
-        let used = serve_route(&env, &key, &spec, ir, status, &mut to, &mut hosts);
+        let used = serve_route(&env, &key, &spec, ir, status, &mut to, hosts.as_mut());
         if !used.is_empty() {
             outcome.tls_policies.insert(key.clone(), used);
         }
@@ -239,7 +240,7 @@ fn serve_route(
     ir: &mut Ir,
     status: &mut StatusReport,
     attached: &mut Attachments,
-    host_kinds: &mut HostKinds,
+    mut host_kinds: Option<&mut HostKinds>,
 ) -> BTreeSet<ObjectKey> {
     let Env {
         ctx,
@@ -270,9 +271,11 @@ fn serve_route(
                 continue;
             }
         };
-        let taken = hosted.iter().find_map(|(l, hosts)| {
-            let kinds = host_kinds.get(&(l.gateway.clone(), l.name.clone()))?;
-            hosts.iter().find(|h| kinds.get(*h) == Some(&!grpc))
+        let taken = host_kinds.as_deref().and_then(|host_kinds| {
+            hosted.iter().find_map(|(l, hosts)| {
+                let kinds = host_kinds.get(&(l.gateway.clone(), l.name.clone()))?;
+                hosts.iter().find(|h| kinds.get(*h) == Some(&!grpc))
+            })
         });
         if let Some(host) = taken {
             let other = if grpc { "an HTTPRoute" } else { "a GRPCRoute" };
@@ -287,12 +290,14 @@ fn serve_route(
             );
             continue;
         }
-        for (l, hosts) in &hosted {
-            let kinds = host_kinds
-                .entry((l.gateway.clone(), l.name.clone()))
-                .or_default();
-            for host in hosts {
-                kinds.insert(host.clone(), grpc);
+        if let Some(host_kinds) = host_kinds.as_deref_mut() {
+            for (l, hosts) in &hosted {
+                let kinds = host_kinds
+                    .entry((l.gateway.clone(), l.name.clone()))
+                    .or_default();
+                for host in hosts {
+                    kinds.insert(host.clone(), grpc);
+                }
             }
         }
         let done = translated.get_or_insert_with(|| {
