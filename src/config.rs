@@ -420,6 +420,9 @@ pub struct EnvoyConfig {
     pub metrics: Endpoint,
     /// Envoy's access log path for the HTTP listener; empty disables it.
     pub access_log: String,
+    /// Every listener but `stats-health` expects a PROXY protocol header (v1 or v2) from
+    /// the load balancer in front (`--use-proxy-protocol`).
+    pub use_proxy_protocol: bool,
 }
 
 impl EnvoyConfig {
@@ -558,6 +561,7 @@ impl Default for EnvoyConfig {
             https: Endpoint::new("0.0.0.0", 8443),
             metrics: Endpoint::new("0.0.0.0", 8002),
             access_log: "/dev/stdout".to_string(),
+            use_proxy_protocol: false,
         }
     }
 }

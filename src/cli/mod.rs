@@ -203,6 +203,9 @@ pub struct ServeArgs {
     /// Port of Isobar's /healthz.
     #[arg(long)]
     pub health_port: Option<u16>,
+    /// Every Envoy listener expects a PROXY protocol header (`envoy.use-proxy-protocol`).
+    #[arg(long)]
+    pub use_proxy_protocol: bool,
     /// Debug logging.
     #[arg(short = 'd', long)]
     pub debug: bool,
@@ -343,7 +346,7 @@ impl ServeArgs {
         }
         let mut flags = Map::new();
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 29] = [
+        let pairs: [(&str, Option<Value>); 30] = [
             (
                 "admission-webhook.enabled",
                 self.admission_webhook.then_some(Value::Bool(true)),
@@ -412,6 +415,10 @@ impl ServeArgs {
             (
                 "accesslog-format",
                 self.accesslog_format.clone().map(Value::from),
+            ),
+            (
+                "envoy.use-proxy-protocol",
+                self.use_proxy_protocol.then_some(Value::Bool(true)),
             ),
             (
                 "envoy.access-log",

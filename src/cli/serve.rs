@@ -34,6 +34,7 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
         connect_timeout: config.timeouts.connect_timeout.0,
         access_log_path: config.envoy.access_log.clone(),
         http: http_settings(config),
+        proxy_protocol: config.envoy.use_proxy_protocol,
         vhds: config.xds_server.vhds,
     }
 }

@@ -223,17 +223,19 @@ pub(super) fn fallback_chain(
 /// An HTTPS listener without its filter chains: TLS inspection and the address. The
 /// chains (one per secure vhost by SNI, then the fallback chain) are appended as encoded
 /// bytes, so a change re-encodes only its own vhost's chain.
-pub(super) fn https_listener_shell(on: &ir::Listener) -> Vec<u8> {
+pub(super) fn https_listener_shell(on: &ir::Listener, settings: &EnvoySettings) -> Vec<u8> {
+    let mut filters = proxy_protocol(settings);
+    filters.push(ListenerFilter {
+        name: "envoy.filters.listener.tls_inspector".to_string(),
+        config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
+            pack_any(TlsInspector::default()),
+        )),
+        ..Default::default()
+    });
     Listener {
         name: on.name.clone(),
         address: Some(socket_address(&on.address, on.port)),
-        listener_filters: vec![ListenerFilter {
-            name: "envoy.filters.listener.tls_inspector".to_string(),
-            config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
-                pack_any(TlsInspector::default()),
-            )),
-            ..Default::default()
-        }],
+        listener_filters: filters,
         per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
         ..Default::default()
     }
@@ -426,6 +428,22 @@ pub(super) fn connection_manager(
     }
 }
 
+/// The PROXY protocol listener filter (`--use-proxy-protocol`), first of a listener's:
+/// the client address comes from the load balancer's PROXY header.
+fn proxy_protocol(settings: &EnvoySettings) -> Vec<ListenerFilter> {
+    use envoy_types::pb::envoy::extensions::filters::listener::proxy_protocol::v3::ProxyProtocol;
+    if !settings.proxy_protocol {
+        return Vec::new();
+    }
+    vec![ListenerFilter {
+        name: "envoy.filters.listener.proxy_protocol".to_string(),
+        config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
+            pack_any(ProxyProtocol::default()),
+        )),
+        ..Default::default()
+    }]
+}
+
 /// A plain HTTP listener: one connection manager, routed by the RouteConfiguration of
 /// the listener's name.
 pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
@@ -433,6 +451,7 @@ pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> List
     Listener {
         name: on.name.clone(),
         address: Some(socket_address(&on.address, on.port)),
+        listener_filters: proxy_protocol(settings),
         filter_chains: vec![FilterChain {
             filters: vec![hcm_filter(manager)],
             ..Default::default()
@@ -443,10 +462,15 @@ pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> List
 }
 
 /// A plain TCP listener: every connection forwarded by its proxy.
-pub(super) fn tcp_listener(on: &ir::Listener, proxy: &ir::TcpProxy) -> Listener {
+pub(super) fn tcp_listener(
+    on: &ir::Listener,
+    proxy: &ir::TcpProxy,
+    settings: &EnvoySettings,
+) -> Listener {
     Listener {
         name: on.name.clone(),
         address: Some(socket_address(&on.address, on.port)),
+        listener_filters: proxy_protocol(settings),
         filter_chains: vec![FilterChain {
             filters: vec![tcp_proxy_filter(&on.name, proxy)],
             ..Default::default()

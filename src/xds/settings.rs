@@ -17,6 +17,9 @@ pub struct EnvoySettings {
     /// Contour's switches and timeouts of every HTTP connection manager, and what its
     /// access log writes.
     pub http: HttpSettings,
+    /// Every listener but `stats-health` reads a PROXY protocol header first
+    /// (`--use-proxy-protocol`).
+    pub proxy_protocol: bool,
     /// `xds-server.vhds`: the vhosts of HTTP listeners are `VirtualHost` resources of
     /// their own (VHDS), not fields of the RouteConfiguration.
     pub vhds: bool,

@@ -1345,3 +1345,65 @@ network: {num-trusted-hops: 1}
     assert!(logged["@timestamp"].is_string(), "{logged}");
     stack.assert_nothing_rejected().await;
 }
+
+/// `--use-proxy-protocol`: Envoy's listeners read the load balancer's PROXY header first;
+/// a connection with one is served, one without is closed unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_protocol_listeners_need_the_load_balancers_header() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let manifests = dir.path().join("manifests");
+    let (port, _) = backend_with("a", Behaviour::Echo).await;
+    write(
+        &manifests,
+        "echo.yaml",
+        &service_yaml("default", "echo-a", port),
+    );
+    write(
+        &manifests,
+        "proxy.yaml",
+        &proxy_yaml("pp", "pp.example.com", &[("/", &[("echo-a", 1)])]),
+    );
+    let ports = ServePorts::free();
+    let _isobar = spawn(
+        "isobar",
+        Command::new(ISOBAR)
+            .args(["serve", "--insecure", "--use-proxy-protocol", "--manifests"])
+            .arg(&manifests)
+            .args(ports.args()),
+        &dir.path().join("isobar.log"),
+    );
+    let _envoy = envoy_on(dir.path(), ports.xds, "sotw");
+    let send = |proxy_header: bool| async move {
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", ports.http))
+            .await
+            .ok()?;
+        let mut request = String::new();
+        if proxy_header {
+            request.push_str(&format!(
+                "PROXY TCP4 203.0.113.7 127.0.0.1 5555 {}\r\n",
+                ports.http
+            ));
+        }
+        request.push_str("GET / HTTP/1.1\r\nHost: pp.example.com\r\nConnection: close\r\n\r\n");
+        tcp.write_all(request.as_bytes()).await.ok()?;
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(2), tcp.read_to_end(&mut answer))
+            .await
+            .ok()?
+            .ok()?;
+        Some(String::from_utf8_lossy(&answer).into_owned())
+    };
+    let served = eventually(STARTUP, || async {
+        send(true).await.filter(|a| a.starts_with("HTTP/1.1 200"))
+    })
+    .await;
+    let logs = || std::fs::read_to_string(dir.path().join("envoy.log")).unwrap_or_default();
+    let served = served.unwrap_or_else(|| panic!("never served with a PROXY header\n{}", logs()));
+    assert!(served.ends_with('a'), "{served}");
+    let plain = send(false).await.unwrap_or_default();
+    assert!(
+        !plain.starts_with("HTTP/1.1 200"),
+        "served without a PROXY header: {plain}"
+    );
+}

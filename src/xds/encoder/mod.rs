@@ -403,7 +403,7 @@ impl Encoder {
                         changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
                     }
                     (Protocol::Tcp, Some(proxy)) if !proxy.clusters.is_empty() => {
-                        let tcp = encoded(&tcp_listener(&state.shape, proxy));
+                        let tcp = encoded(&tcp_listener(&state.shape, proxy, settings));
                         changes.put(XdsType::Listener, state.shape.name.clone(), Some(tcp));
                     }
                     _ => {}
@@ -687,7 +687,7 @@ impl Encoder {
                         _ => None,
                     };
                     Some(table.splice(
-                        &https_listener_shell(listener),
+                        &https_listener_shell(listener, settings),
                         (XdsType::Listener, name),
                         LISTENER_FILTER_CHAINS,
                         li,
@@ -750,6 +750,7 @@ mod tests {
             connect_timeout: std::time::Duration::from_secs(2),
             access_log_path: String::new(),
             http: crate::xds::HttpSettings::default(),
+            proxy_protocol: false,
             vhds: false,
         }
     }
