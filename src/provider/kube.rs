@@ -241,6 +241,14 @@ impl Provider for KubeProvider {
     }
 }
 
+/// Whether a watch failed because the API has no such resource (404 on the list).
+fn not_served(error: &watcher::Error) -> bool {
+    matches!(
+        error,
+        watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404
+    )
+}
+
 /// How long a retried watch must run without failing to count as recovered: a watch that
 /// reconnects to an idle API server yields no event to say so.
 const RECOVERED_AFTER: Duration = Duration::from_secs(2);
@@ -263,6 +271,8 @@ async fn watch(
 ) {
     let mut failing = false;
     let mut backoff = BACKOFF_MIN;
+    // Whether the kind has been listed once (or found not served, and taken as empty).
+    let mut listed = false;
     let recovered = |failing: &mut bool, backoff: &mut Duration| {
         if std::mem::take(failing) {
             health.failing.fetch_sub(1, Ordering::Relaxed);
@@ -287,9 +297,30 @@ async fn watch(
             None => return,
             Some(Ok(event)) => {
                 recovered(&mut failing, &mut backoff);
+                listed |= matches!(event, watcher::Event::InitDone);
                 if out.send((id, kind, event)).await.is_err() {
                     return;
                 }
+            }
+            // The API does not serve the kind (its CRD is not installed: an older Gateway
+            // API, no experimental channel): it has no objects, which must not hold the
+            // first build back; the list is tried again, and objects come when it is.
+            Some(Err(error)) if not_served(&error) => {
+                if !listed {
+                    listed = true;
+                    tracing::warn!(
+                        kind = kind.as_str(),
+                        "the API does not serve this kind (CRD not installed?): none are read until it does"
+                    );
+                    if out
+                        .send((id, kind, watcher::Event::InitDone))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                tokio::time::sleep(BACKOFF_MAX).await;
             }
             Some(Err(error)) => {
                 if !failing {

@@ -49,6 +49,8 @@ struct Store {
     conflicts: u32,
     /// Accepted status writes, by "namespace/name".
     status_writes: BTreeMap<String, u32>,
+    /// Resources answered 404, as an API server without their CRD answers.
+    unserved: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -254,6 +256,11 @@ impl ApiServer {
     }
 
     /// While down, every request answers 503 and open watches end.
+    /// Answers every request for `plural` 404 (its CRD is not installed).
+    pub fn unserve(&self, plural: &str) {
+        self.lock().unserved.push(plural.to_string());
+    }
+
     pub fn set_down(&self, down: bool) {
         let mut store = self.lock();
         store.down = down;
@@ -295,6 +302,13 @@ impl ApiServer {
                 &format!("no route {path}"),
             );
         };
+        if self.lock().unserved.contains(&target.plural) {
+            return status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
+        }
         let method = request.method().clone();
         if method != "GET" || target.name.is_some() {
             let body = axum::body::to_bytes(request.into_body(), 16 * 1024 * 1024)
