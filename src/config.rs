@@ -124,6 +124,7 @@ pub struct Config {
 }
 
 pub mod contour;
+pub mod contour_configuration;
 
 /// A `coordination.k8s.io/v1` Lease decides which replica writes status; every replica
 /// serves xDS. Contour's defaults.
@@ -652,7 +653,20 @@ fn describe(error: &figment::Error) -> String {
 
 /// Merges the layers; `flags` holds only the flags given on the command line.
 pub fn load(path: Option<&Path>, flags: serde_json::Value) -> Result<Config, ConfigError> {
+    load_with(path, None, flags)
+}
+
+/// [`load`], with a ContourConfiguration's settings (as `contour.yaml` keys) in the
+/// place of the file.
+pub fn load_with(
+    path: Option<&Path>,
+    resource: Option<serde_json::Value>,
+    flags: serde_json::Value,
+) -> Result<Config, ConfigError> {
     let mut figment = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(resource) = resource {
+        figment = figment.merge(Serialized::globals(resource));
+    }
     if let Some(path) = path {
         std::fs::metadata(path).map_err(|error| ConfigError::Unreadable {
             path: path.display().to_string(),

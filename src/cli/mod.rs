@@ -203,6 +203,10 @@ pub struct ServeArgs {
     /// Port of Isobar's /healthz.
     #[arg(long)]
     pub health_port: Option<u16>,
+    /// Read the configuration from this ContourConfiguration (`projectcontour.io/v1alpha1`,
+    /// in `$CONTOUR_NAMESPACE`, default `projectcontour`) instead of a file.
+    #[arg(long, conflicts_with = "config_path")]
+    pub contour_config_name: Option<String>,
     /// Every Envoy listener expects a PROXY protocol header (`envoy.use-proxy-protocol`).
     #[arg(long)]
     pub use_proxy_protocol: bool,
@@ -297,9 +301,18 @@ impl ConfigArgs {
     }
 
     pub fn load(&self, extra: Map<String, Value>) -> Result<Config, config::ConfigError> {
+        self.load_with(extra, None)
+    }
+
+    /// [`ConfigArgs::load`] with a ContourConfiguration's settings in place of a file.
+    pub fn load_with(
+        &self,
+        extra: Map<String, Value>,
+        resource: Option<Value>,
+    ) -> Result<Config, config::ConfigError> {
         let mut flags = extra;
         self.flags(&mut flags);
-        config::load(self.config_path.as_deref(), Value::Object(flags))
+        config::load_with(self.config_path.as_deref(), resource, Value::Object(flags))
     }
 }
 
@@ -335,7 +348,39 @@ impl ServeArgs {
         }
     }
 
+    /// The configuration, from `--contour-config-name`'s ContourConfiguration (read
+    /// through the API `--kubeconfig`/`--incluster` names) when given, else as
+    /// [`ServeArgs::load_config`].
+    pub fn load_config_resource(&self) -> anyhow::Result<Config> {
+        let Some(name) = &self.contour_config_name else {
+            return Ok(self.load_config()?);
+        };
+        anyhow::ensure!(
+            self.kubeconfig.is_some() || self.incluster,
+            "--contour-config-name reads the Kubernetes API: pass --kubeconfig or --incluster"
+        );
+        let namespace =
+            std::env::var("CONTOUR_NAMESPACE").unwrap_or_else(|_| "projectcontour".to_string());
+        let kubeconfig = if self.incluster {
+            None
+        } else {
+            self.kubeconfig.clone()
+        };
+        let resource = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(async {
+                let client = crate::provider::kube::client(kubeconfig.as_deref()).await?;
+                config::contour_configuration::fetch(client, &namespace, name).await
+            })?;
+        Ok(self.load_config_from(Some(resource))?)
+    }
+
     pub fn load_config(&self) -> Result<Config, config::ConfigError> {
+        self.load_config_from(None)
+    }
+
+    fn load_config_from(&self, resource: Option<Value>) -> Result<Config, config::ConfigError> {
         if let (Some(http), Some(https)) =
             (&self.envoy_http_access_log, &self.envoy_https_access_log)
             && http != https
@@ -452,7 +497,7 @@ impl ServeArgs {
                 set(&mut flags, path, value);
             }
         }
-        self.config.load(flags)
+        self.config.load_with(flags, resource)
     }
 }
 
@@ -470,7 +515,7 @@ fn init_logging(debug: bool) {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => match args.load_config() {
+        Command::Serve(args) => match args.load_config_resource() {
             Ok(config) => {
                 init_logging(config.debug);
                 let provider = args.provider(&config);

@@ -79,6 +79,7 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "v1", "tlsroutes"),
     ("gateway.networking.k8s.io", "v1", "grpcroutes"),
     ("gateway.networking.k8s.io", "v1alpha2", "tcproutes"),
+    ("projectcontour.io", "v1alpha1", "contourconfigurations"),
 ];
 
 /// The resources whose objects live in no namespace.
@@ -102,6 +103,7 @@ fn kind_of(plural: &str) -> &'static str {
         "tlsroutes" => "TLSRoute",
         "grpcroutes" => "GRPCRoute",
         "tcproutes" => "TCPRoute",
+        "contourconfigurations" => "ContourConfiguration",
         _ => "Unknown",
     }
 }

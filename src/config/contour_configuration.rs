@@ -1,0 +1,238 @@
+//! Contour's `ContourConfiguration` (`projectcontour.io/v1alpha1`, `serve
+//! --contour-config-name`): its `spec` read as the same settings as `contour.yaml`, each
+//! field put at the key of `contour.yaml` that means the same. A field with no such key
+//! is an error naming it.
+
+use serde_json::{Map, Value, json};
+
+/// Reads ContourConfiguration `name` of `namespace` from the API: its `spec`, as
+/// `contour.yaml` keys.
+pub async fn fetch(client: kube::Client, namespace: &str, name: &str) -> anyhow::Result<Value> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let gvk = GroupVersionKind::gvk("projectcontour.io", "v1alpha1", "ContourConfiguration");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "contourconfigurations");
+    let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client, namespace, &resource);
+    let object = api
+        .get(name)
+        .await
+        .map_err(|e| anyhow::anyhow!("ContourConfiguration {namespace}/{name}: {e}"))?;
+    let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
+    as_contour_yaml(&spec)
+        .map_err(|e| anyhow::anyhow!("ContourConfiguration {namespace}/{name}: {e}"))
+}
+
+/// `spec` of a ContourConfiguration as a `contour.yaml` document.
+pub fn as_contour_yaml(spec: &Value) -> Result<Value, String> {
+    let mut out = Map::new();
+    let Some(spec) = spec.as_object() else {
+        return Ok(Value::Object(out));
+    };
+    for (key, value) in spec {
+        let at = |path: &str| format!("spec.{key}{path}");
+        match key.as_str() {
+            "xdsServer" => each(value, &at(""), |k, v| match k {
+                "address" | "port" => put(&mut out, &format!("xds-server.{k}"), v),
+                "type" => Ok(()),
+                "tls" => each(v, &at(".tls"), |k, v| {
+                    let to = match k {
+                        "caFile" => "xds-server.ca-file",
+                        "certFile" => "xds-server.cert-file",
+                        "keyFile" => "xds-server.key-file",
+                        "insecure" => "xds-server.insecure",
+                        _ => return unknown(&at(".tls"), k),
+                    };
+                    put(&mut out, to, v)
+                }),
+                _ => unknown(&at(""), k),
+            })?,
+            "ingress" => each(value, &at(""), |k, v| match k {
+                "classNames" => put(&mut out, "plugins.ingress-class.names", v),
+                "statusAddress" => put(&mut out, "ingress-status-address", v),
+                _ => unknown(&at(""), k),
+            })?,
+            "debug" => endpoint(&mut out, value, &at(""), "debug-http")?,
+            "health" => endpoint(&mut out, value, &at(""), "health")?,
+            "metrics" => each(value, &at(""), |k, v| match k {
+                "address" | "port" => put(&mut out, &format!("metrics.{k}"), v),
+                "tls" => put(
+                    &mut out,
+                    "metrics.contour.server-certificate-path",
+                    &v["certFile"],
+                ),
+                _ => unknown(&at(""), k),
+            })?,
+            "envoy" => envoy(&mut out, value, &at(""))?,
+            "gateway" => put(&mut out, "gateway", value)?,
+            "httpproxy" => each(value, &at(""), |k, v| match k {
+                "disablePermitInsecure" => put(&mut out, "disablePermitInsecure", v),
+                "rootNamespaces" => put(&mut out, "plugins.root-namespaces.namespaces", v),
+                "fallbackCertificate" => put(&mut out, "tls.fallback-certificate", v),
+                _ => unknown(&at(""), k),
+            })?,
+            "enableExternalNameService"
+            | "globalExtAuth"
+            | "rateLimitService"
+            | "policy"
+            | "tracing"
+            | "featureFlags" => put(&mut out, key, value)?,
+            other => unknown("spec", other)?,
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), String> {
+    each(value, at, |k, v| {
+        let at = format!("{at}.{k}");
+        match k {
+            "listener" => each(v, &at, |k, v| match k {
+                "useProxyProtocol" => put(out, "envoy.use-proxy-protocol", v),
+                "disableAllowChunkedLength" | "disableMergeSlashes" => put(out, k, v),
+                "serverHeaderTransformation" => {
+                    let mode = match v.as_str().unwrap_or_default() {
+                        "OverwriteServerHeader" => "overwrite",
+                        "AppendIfAbsentServerHeader" => "append_if_absent",
+                        "PassThroughServerHeader" => "pass_through",
+                        other => return Err(format!("{at}.{k}: {other:?} is not a known value")),
+                    };
+                    put(out, "serverHeaderTransformation", &json!(mode))
+                }
+                "tls" => each(v, &format!("{at}.tls"), |k, v| {
+                    let to = match k {
+                        "minimumProtocolVersion" => "tls.minimum-protocol-version",
+                        "maximumProtocolVersion" => "tls.maximum-protocol-version",
+                        "cipherSuites" => "tls.cipher-suites",
+                        _ => return unknown(&format!("{at}.tls"), k),
+                    };
+                    put(out, to, v)
+                }),
+                _ => put(out, &format!("listener.{k}"), v),
+            }),
+            "service" => each(v, &at, |k, v| match k {
+                "name" => put(out, "envoy-service-name", v),
+                "namespace" => put(out, "envoy-service-namespace", v),
+                _ => unknown(&at, k),
+            }),
+            "http" | "https" => each(v, &at, |key, value| match key {
+                "address" | "port" => put(out, &format!("envoy.{k}.{key}"), value),
+                "accessLog" => put(out, "envoy.access-log", value),
+                _ => unknown(&at, key),
+            }),
+            "health" | "metrics" => endpoint(out, v, &at, "envoy.metrics"),
+            "clientCertificate" => put(out, "tls.envoy-client-certificate", v),
+            "logging" => each(v, &at, |k, v| {
+                let to = match k {
+                    "accessLogFormat" => "accesslog-format",
+                    "accessLogFormatString" => "accesslog-format-string",
+                    "accessLogJSONFields" => "json-fields",
+                    "accessLogLevel" => "accesslog-level",
+                    _ => return unknown(&at, k),
+                };
+                put(out, to, v)
+            }),
+            "defaultHTTPVersions" => put(out, "default-http-versions", v),
+            "timeouts" => each(v, &at, |k, v| {
+                let to = match k {
+                    "requestTimeout" => "timeouts.request-timeout",
+                    "connectionIdleTimeout" => "timeouts.connection-idle-timeout",
+                    "streamIdleTimeout" => "timeouts.stream-idle-timeout",
+                    "maxConnectionDuration" => "timeouts.max-connection-duration",
+                    "delayedCloseTimeout" => "timeouts.delayed-close-timeout",
+                    "connectionShutdownGracePeriod" => "timeouts.connection-shutdown-grace-period",
+                    "connectTimeout" => "timeouts.connect-timeout",
+                    _ => return unknown(&at, k),
+                };
+                put(out, to, v)
+            }),
+            "network" => each(v, &at, |k, v| {
+                let to = match k {
+                    "numTrustedHops" => "network.num-trusted-hops",
+                    "adminPort" => "network.admin-port",
+                    "stripTrailingHostDot" => "network.strip-trailing-host-dot",
+                    _ => return unknown(&at, k),
+                };
+                put(out, to, v)
+            }),
+            "cluster" => put(out, "cluster", v),
+            _ => unknown(&at, k),
+        }
+    })
+}
+
+/// `{address, port}` at `to`.
+fn endpoint(out: &mut Map<String, Value>, value: &Value, at: &str, to: &str) -> Result<(), String> {
+    each(value, at, |k, v| match k {
+        "address" | "port" => put(out, &format!("{to}.{k}"), v),
+        _ => unknown(at, k),
+    })
+}
+
+fn each(
+    value: &Value,
+    at: &str,
+    mut f: impl FnMut(&str, &Value) -> Result<(), String>,
+) -> Result<(), String> {
+    let Some(map) = value.as_object() else {
+        return Err(format!("{at}: expected an object"));
+    };
+    map.iter().try_for_each(|(k, v)| f(k, v))
+}
+
+fn unknown(at: &str, key: &str) -> Result<(), String> {
+    Err(format!(
+        "{at}.{key}: not a field of ContourConfiguration Isobar reads"
+    ))
+}
+
+/// Puts `value` at the dotted `path` (merging objects already there).
+fn put(out: &mut Map<String, Value>, path: &str, value: &Value) -> Result<(), String> {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let last = parts.pop().unwrap_or_default();
+    let mut node = out;
+    for part in parts {
+        let next = node.entry(part.to_string()).or_insert_with(|| json!({}));
+        node = next
+            .as_object_mut()
+            .ok_or_else(|| format!("{path}: set twice"))?;
+    }
+    node.insert(last.to_string(), value.clone());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_reads_as_contour_yaml() {
+        let spec = json!({
+            "xdsServer": {"address": "0.0.0.0", "port": 8001, "tls": {"insecure": true}},
+            "ingress": {"classNames": ["contour"]},
+            "envoy": {
+                "http": {"port": 9080},
+                "listener": {"serverHeaderTransformation": "PassThroughServerHeader", "useProxyProtocol": true},
+                "logging": {"accessLogFormat": "json"},
+                "timeouts": {"connectionIdleTimeout": "90s"},
+                "network": {"numTrustedHops": 1}
+            },
+            "httpproxy": {"disablePermitInsecure": true},
+        });
+        let out = as_contour_yaml(&spec).unwrap_or_default();
+        assert_eq!(out["xds-server"]["insecure"], true);
+        assert_eq!(out["plugins"]["ingress-class"]["names"], json!(["contour"]));
+        assert_eq!(out["envoy"]["http"]["port"], 9080);
+        assert_eq!(out["envoy"]["use-proxy-protocol"], true);
+        assert_eq!(out["serverHeaderTransformation"], "pass_through");
+        assert_eq!(out["accesslog-format"], "json");
+        assert_eq!(out["timeouts"]["connection-idle-timeout"], "90s");
+        assert_eq!(out["network"]["num-trusted-hops"], 1);
+        assert_eq!(out["disablePermitInsecure"], true);
+        let bad = as_contour_yaml(&json!({"envoy": {"nonsense": 1}}));
+        assert_eq!(
+            bad,
+            Err(
+                "spec.envoy.nonsense: not a field of ContourConfiguration Isobar reads".to_string()
+            )
+        );
+    }
+}
