@@ -154,7 +154,9 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                 put(out, to, v)
             }),
             "cluster" => put(out, "cluster", v),
-            _ => Err(format!("{at}: not a field of ContourConfiguration Isobar reads")),
+            _ => Err(format!(
+                "{at}: not a field of ContourConfiguration Isobar reads"
+            )),
         }
     })
 }
