@@ -33,16 +33,17 @@ pub fn as_contour_yaml(spec: &Value) -> Result<Value, String> {
             "xdsServer" => each(value, &at(""), |k, v| match k {
                 "address" | "port" => put(&mut out, &format!("xds-server.{k}"), v),
                 "type" => Ok(()),
-                "tls" => each(v, &at(".tls"), |k, v| {
-                    let to = match k {
-                        "caFile" => "xds-server.ca-file",
-                        "certFile" => "xds-server.cert-file",
-                        "keyFile" => "xds-server.key-file",
-                        "insecure" => "xds-server.insecure",
-                        _ => return unknown(&at(".tls"), k),
-                    };
-                    put(&mut out, to, v)
-                }),
+                "tls" => renamed(
+                    &mut out,
+                    v,
+                    &at(".tls"),
+                    &[
+                        ("caFile", "xds-server.ca-file"),
+                        ("certFile", "xds-server.cert-file"),
+                        ("keyFile", "xds-server.key-file"),
+                        ("insecure", "xds-server.insecure"),
+                    ],
+                ),
                 _ => unknown(&at(""), k),
             })?,
             "ingress" => each(value, &at(""), |k, v| match k {
@@ -97,22 +98,27 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                     };
                     put(out, "serverHeaderTransformation", &json!(mode))
                 }
-                "tls" => each(v, &format!("{at}.tls"), |k, v| {
-                    let to = match k {
-                        "minimumProtocolVersion" => "tls.minimum-protocol-version",
-                        "maximumProtocolVersion" => "tls.maximum-protocol-version",
-                        "cipherSuites" => "tls.cipher-suites",
-                        _ => return unknown(&format!("{at}.tls"), k),
-                    };
-                    put(out, to, v)
-                }),
+                "tls" => renamed(
+                    out,
+                    v,
+                    &format!("{at}.tls"),
+                    &[
+                        ("minimumProtocolVersion", "tls.minimum-protocol-version"),
+                        ("maximumProtocolVersion", "tls.maximum-protocol-version"),
+                        ("cipherSuites", "tls.cipher-suites"),
+                    ],
+                ),
                 _ => put(out, &format!("listener.{k}"), v),
             }),
-            "service" => each(v, &at, |k, v| match k {
-                "name" => put(out, "envoy-service-name", v),
-                "namespace" => put(out, "envoy-service-namespace", v),
-                _ => unknown(&at, k),
-            }),
+            "service" => renamed(
+                out,
+                v,
+                &at,
+                &[
+                    ("name", "envoy-service-name"),
+                    ("namespace", "envoy-service-namespace"),
+                ],
+            ),
             "http" | "https" => each(v, &at, |key, value| match key {
                 "address" | "port" => put(out, &format!("envoy.{k}.{key}"), value),
                 "accessLog" => put(out, "envoy.access-log", value),
@@ -120,43 +126,64 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
             }),
             "health" | "metrics" => endpoint(out, v, &at, "envoy.metrics"),
             "clientCertificate" => put(out, "tls.envoy-client-certificate", v),
-            "logging" => each(v, &at, |k, v| {
-                let to = match k {
-                    "accessLogFormat" => "accesslog-format",
-                    "accessLogFormatString" => "accesslog-format-string",
-                    "accessLogJSONFields" => "json-fields",
-                    "accessLogLevel" => "accesslog-level",
-                    _ => return unknown(&at, k),
-                };
-                put(out, to, v)
-            }),
+            "logging" => renamed(
+                out,
+                v,
+                &at,
+                &[
+                    ("accessLogFormat", "accesslog-format"),
+                    ("accessLogFormatString", "accesslog-format-string"),
+                    ("accessLogJSONFields", "json-fields"),
+                    ("accessLogLevel", "accesslog-level"),
+                ],
+            ),
             "defaultHTTPVersions" => put(out, "default-http-versions", v),
-            "timeouts" => each(v, &at, |k, v| {
-                let to = match k {
-                    "requestTimeout" => "timeouts.request-timeout",
-                    "connectionIdleTimeout" => "timeouts.connection-idle-timeout",
-                    "streamIdleTimeout" => "timeouts.stream-idle-timeout",
-                    "maxConnectionDuration" => "timeouts.max-connection-duration",
-                    "delayedCloseTimeout" => "timeouts.delayed-close-timeout",
-                    "connectionShutdownGracePeriod" => "timeouts.connection-shutdown-grace-period",
-                    "connectTimeout" => "timeouts.connect-timeout",
-                    _ => return unknown(&at, k),
-                };
-                put(out, to, v)
-            }),
-            "network" => each(v, &at, |k, v| {
-                let to = match k {
-                    "numTrustedHops" => "network.num-trusted-hops",
-                    "adminPort" => "network.admin-port",
-                    "stripTrailingHostDot" => "network.strip-trailing-host-dot",
-                    _ => return unknown(&at, k),
-                };
-                put(out, to, v)
-            }),
+            "timeouts" => renamed(
+                out,
+                v,
+                &at,
+                &[
+                    ("requestTimeout", "timeouts.request-timeout"),
+                    ("connectionIdleTimeout", "timeouts.connection-idle-timeout"),
+                    ("streamIdleTimeout", "timeouts.stream-idle-timeout"),
+                    ("maxConnectionDuration", "timeouts.max-connection-duration"),
+                    ("delayedCloseTimeout", "timeouts.delayed-close-timeout"),
+                    (
+                        "connectionShutdownGracePeriod",
+                        "timeouts.connection-shutdown-grace-period",
+                    ),
+                    ("connectTimeout", "timeouts.connect-timeout"),
+                ],
+            ),
+            "network" => renamed(
+                out,
+                v,
+                &at,
+                &[
+                    ("numTrustedHops", "network.num-trusted-hops"),
+                    ("adminPort", "network.admin-port"),
+                    ("stripTrailingHostDot", "network.strip-trailing-host-dot"),
+                ],
+            ),
             "cluster" => put(out, "cluster", v),
             _ => Err(format!(
                 "{at}: not a field of ContourConfiguration Isobar reads"
             )),
+        }
+    })
+}
+
+/// Each field of `value` at the `contour.yaml` key `table` gives it.
+fn renamed(
+    out: &mut Map<String, Value>,
+    value: &Value,
+    at: &str,
+    table: &[(&str, &str)],
+) -> Result<(), String> {
+    each(value, at, |k, v| {
+        match table.iter().find(|(from, _)| *from == k) {
+            Some((_, to)) => put(out, to, v),
+            None => unknown(at, k),
         }
     })
 }

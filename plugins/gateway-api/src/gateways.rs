@@ -515,20 +515,7 @@ fn check_listener(
         Some(n) => match n.from {
             Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => From::All,
             Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
-                let selector = n.selector.as_ref().map(|s| {
-                    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
-                        match_labels: s.match_labels.clone(),
-                        match_expressions: s.match_expressions.as_ref().map(|e| {
-                            e.iter()
-                                .map(|e| k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
-                                    key: e.key.clone(),
-                                    operator: e.operator.clone(),
-                                    values: e.values.clone(),
-                                })
-                                .collect()
-                        }),
-                    }
-                });
+                let selector = n.selector.as_ref().map(|s| label_selector!(s));
                 From::Selector(selector.unwrap_or_default())
             }
             Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) | None => From::Same,

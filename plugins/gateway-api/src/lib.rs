@@ -45,6 +45,27 @@ macro_rules! backend_ref {
     }};
 }
 
+/// A namespace label selector, from any generated `…Selector` type (they share the
+/// fields of Kubernetes' `LabelSelector`).
+macro_rules! label_selector {
+    ($s:expr) => {{
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+        let s = $s;
+        meta::LabelSelector {
+            match_labels: s.match_labels.clone(),
+            match_expressions: s.match_expressions.as_ref().map(|e| {
+                e.iter()
+                    .map(|e| meta::LabelSelectorRequirement {
+                        key: e.key.clone(),
+                        operator: e.operator.clone(),
+                        values: e.values.clone(),
+                    })
+                    .collect()
+            }),
+        }
+    }};
+}
+
 mod backend_tls;
 mod claims;
 mod gateways;

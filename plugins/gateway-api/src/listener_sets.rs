@@ -63,22 +63,11 @@ pub fn allowed(
         Some(GatewayAllowedListenersNamespacesFrom::All) => true,
         Some(GatewayAllowedListenersNamespacesFrom::Same) => namespace == key.namespace,
         Some(GatewayAllowedListenersNamespacesFrom::Selector) => {
-            let selector = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
-                match_labels: namespaces.selector.as_ref().and_then(|s| s.match_labels.clone()),
-                match_expressions: namespaces.selector.as_ref().and_then(|s| {
-                    s.match_expressions.as_ref().map(|e| {
-                        e.iter()
-                            .map(|e| {
-                                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
-                                    key: e.key.clone(),
-                                    operator: e.operator.clone(),
-                                    values: e.values.clone(),
-                                }
-                            })
-                            .collect()
-                    })
-                }),
-            };
+            let selector = namespaces
+                .selector
+                .as_ref()
+                .map(|s| label_selector!(s))
+                .unwrap_or_default();
             ctx.get::<Namespace>("", namespace)
                 .is_some_and(|ns| crate::gateways::selects(&selector, ns.metadata.labels.as_ref()))
         }
