@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::provider::files::FilesProvider;
-use crate::provider::kube::{KubeProvider, WatchHealth};
+use crate::provider::kube::{ApiVersions, KubeProvider, WatchHealth};
 use crate::runner::leader::Elector;
 use crate::runner::pipeline::Pipeline;
 use crate::runner::status::StatusWriter;
@@ -206,10 +206,12 @@ impl Controller {
                         }
                     }
                 });
+                let versions = Arc::new(ApiVersions::default());
                 let writer = StatusWriter {
                     client: client.clone(),
                     metrics: metrics.clone(),
                     concurrency: 8,
+                    versions: versions.clone(),
                 };
                 background.spawn(writer.run(desired_rx, leader_rx));
                 let output = StatusOutput {
@@ -224,7 +226,8 @@ impl Controller {
                 hydrate = Some(hydrate_tx);
                 let provider =
                     KubeProvider::new(client, namespaces, health.clone(), metrics.clone())
-                        .with_hydration(hydrate_rx);
+                        .with_hydration(hydrate_rx)
+                        .with_versions(versions);
                 (Box::new(provider) as Box<dyn Provider>, Some(output))
             }
         };

@@ -57,6 +57,8 @@ pub struct KubeProvider {
     metrics: Arc<Metrics>,
     /// Requests to fetch Secrets again whose data the store dropped.
     hydrate: Option<mpsc::Receiver<Vec<(String, String)>>>,
+    /// The version each kind is read at (shared with the status writer).
+    versions: Arc<ApiVersions>,
 }
 
 impl KubeProvider {
@@ -78,16 +80,97 @@ impl KubeProvider {
             health,
             metrics,
             hydrate: None,
+            versions: Arc::default(),
+        }
+    }
+
+    /// Reads each kind at the version `versions` finds served (and records it there).
+    pub fn with_versions(mut self, versions: Arc<ApiVersions>) -> Self {
+        self.versions = versions;
+        self
+    }
+}
+
+/// The API resource of a kind at the first version the table of kinds names.
+pub fn api_resource(kind: Kind) -> ApiResource {
+    let version = kind
+        .info()
+        .and_then(|i| i.versions.first().copied())
+        .unwrap_or("v1");
+    resource_at(kind, version)
+}
+
+/// The version of each kind the API server serves, for kinds the table reads at several
+/// (TLSRoute `v1` and `v1alpha2`, ReferenceGrant `v1` and `v1beta1`): an older Gateway API
+/// install serves only the older one. Found once, before the watches start; the status
+/// writer writes at the version read.
+#[derive(Debug, Default)]
+pub struct ApiVersions(std::sync::RwLock<std::collections::BTreeMap<Kind, &'static str>>);
+
+impl ApiVersions {
+    /// The API resource of `kind` at the version the server serves (the table's first
+    /// until found otherwise).
+    pub fn resource(&self, kind: Kind) -> ApiResource {
+        let found = self
+            .0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&kind)
+            .copied();
+        match found {
+            Some(version) => resource_at(kind, version),
+            None => api_resource(kind),
+        }
+    }
+
+    /// Asks the server which of each kind's versions it serves (API discovery, one
+    /// request per group version): the first of the table's order that it serves is
+    /// read. A kind served at none keeps the first (its watch finds it not served).
+    pub async fn discover(&self, client: &kube::Client, kinds: &BTreeSet<Kind>) {
+        let mut served: std::collections::HashMap<String, Option<Vec<String>>> =
+            std::collections::HashMap::new();
+        for kind in kinds {
+            let Some(info) = kind.info().filter(|i| i.versions.len() > 1) else {
+                continue;
+            };
+            for version in info.versions {
+                let group_version = format!("{}/{version}", kind.group());
+                if !served.contains_key(&group_version) {
+                    let plurals = match client.list_api_group_resources(&group_version).await {
+                        Ok(list) => Some(list.resources.into_iter().map(|r| r.name).collect()),
+                        Err(error) => {
+                            tracing::debug!(%group_version, %error, "API discovery");
+                            None
+                        }
+                    };
+                    served.insert(group_version.clone(), plurals);
+                }
+                let serves = served
+                    .get(&group_version)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|p: &Vec<String>| p.iter().any(|p| p == info.plural));
+                if serves {
+                    if Some(version) != info.versions.first() {
+                        tracing::info!(
+                            kind = kind.as_str(),
+                            version,
+                            "the API serves this kind at an older version; reading it there"
+                        );
+                    }
+                    self.0
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(*kind, version);
+                    break;
+                }
+            }
         }
     }
 }
 
-/// The API resource of a kind, as the table of kinds has it.
-pub fn api_resource(kind: Kind) -> ApiResource {
-    let (version, plural) = kind
-        .info()
-        .map(|i| (i.versions.first().copied().unwrap_or("v1"), i.plural))
-        .unwrap_or(("v1", ""));
+/// The API resource of `kind` at `version`.
+fn resource_at(kind: Kind, version: &str) -> ApiResource {
+    let plural = kind.info().map_or("", |i| i.plural);
     let group = kind.group();
     ApiResource {
         group: group.to_string(),
@@ -107,6 +190,8 @@ pub fn api_resource(kind: Kind) -> ApiResource {
 #[derive(Default)]
 struct WatchState {
     namespace: Option<String>,
+    /// The apiVersion its objects are read at.
+    api_version: String,
     /// The keys of a list that may replace objects this watch already delivered: what
     /// is not listed again went away.
     relisting: Option<BTreeSet<(String, String)>>,
@@ -124,6 +209,7 @@ impl Provider for KubeProvider {
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<()> {
         let mut hydrate = self.hydrate.take();
+        self.versions.discover(&self.client, &kinds).await;
         let scopes: Vec<Option<String>> = if self.namespaces.is_empty() {
             vec![None]
         } else {
@@ -133,7 +219,7 @@ impl Provider for KubeProvider {
         let mut states = Vec::new();
         let mut tasks = tokio::task::JoinSet::new();
         for kind in &kinds {
-            let resource = api_resource(*kind);
+            let resource = self.versions.resource(*kind);
             // Cluster-scoped kinds are watched once, whatever the namespaces.
             let cluster_wide = [None];
             let kind_scopes = if kind.namespaced() {
@@ -152,6 +238,7 @@ impl Provider for KubeProvider {
                 }
                 states.push(WatchState {
                     namespace: scope.clone(),
+                    api_version: resource.api_version.clone(),
                     ..Default::default()
                 });
                 tasks.spawn(watch(
@@ -203,7 +290,7 @@ impl Provider for KubeProvider {
                     if let Some(listed) = &mut state.relisting {
                         listed.insert((key.namespace, key.name));
                     }
-                    out.extend(event_for(kind, object, &self.metrics));
+                    out.extend(event_for(kind, &state.api_version, object, &self.metrics));
                 }
                 watcher::Event::InitDone => {
                     // Whatever was stored but not listed again went away during the gap.
@@ -225,7 +312,7 @@ impl Provider for KubeProvider {
                 }
                 watcher::Event::Apply(object) => {
                     state.delivered = true;
-                    out.extend(event_for(kind, object, &self.metrics));
+                    out.extend(event_for(kind, &state.api_version, object, &self.metrics));
                 }
                 watcher::Event::Delete(object) => {
                     out.push(Event::Delete(object_key(kind, &object)));
@@ -342,7 +429,7 @@ impl KubeProvider {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &api_resource(Kind::Secret));
         match api.get_opt(name).await {
-            Ok(Some(object)) => decode(Kind::Secret, object, &self.metrics)
+            Ok(Some(object)) => decode(Kind::Secret, "v1", object, &self.metrics)
                 .ok()
                 .map(Event::Fetched),
             Ok(None) => None,
@@ -364,9 +451,14 @@ fn object_key(kind: Kind, object: &DynamicObject) -> ObjectKey {
 
 /// The event for a watched object: `Apply`, or `Unreadable` (with a warning naming it)
 /// when it does not decode.
-fn event_for(kind: Kind, object: DynamicObject, metrics: &Metrics) -> Option<Event> {
+fn event_for(
+    kind: Kind,
+    api_version: &str,
+    object: DynamicObject,
+    metrics: &Metrics,
+) -> Option<Event> {
     let key = object_key(kind, &object);
-    match decode(kind, object, metrics) {
+    match decode(kind, api_version, object, metrics) {
         Ok(object) => Some(Event::Apply(object)),
         Err(Some(error)) => Some(Event::Unreadable(key, error)),
         Err(None) => None,
@@ -378,6 +470,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The typed object; `Err(Some(why))` when it does not decode (logged with its name).
 fn decode(
     kind: Kind,
+    api_version: &str,
     mut object: DynamicObject,
     metrics: &Metrics,
 ) -> Result<isobar_sdk::Object, Option<String>> {
@@ -400,7 +493,6 @@ fn decode(
     {
         fields.remove("status");
     }
-    let resource = api_resource(kind);
     // The object's fields move into the value handed to the decoder (no copy of a
     // Secret's data); only the metadata is serialised.
     let metadata = match serde_json::to_value(&object.metadata) {
@@ -416,8 +508,8 @@ fn decode(
     };
     fields.insert("metadata".into(), metadata);
     // List items carry no apiVersion/kind; the watch says what they are.
-    fields.insert("apiVersion".into(), resource.api_version.into());
-    fields.insert("kind".into(), resource.kind.into());
+    fields.insert("apiVersion".into(), api_version.into());
+    fields.insert("kind".into(), kind.as_str().into());
     let value = serde_json::Value::Object(fields);
     match manifest::decode(kind, value) {
         Ok(object) => Ok(object),

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
-use crate::provider::kube::api_resource;
+use crate::provider::kube::ApiVersions;
 
 /// The controller name written in a route's `status.parents[]` (Contour's default
 /// `gateway.controllerName`).
@@ -135,6 +135,8 @@ pub struct StatusWriter {
     pub metrics: Arc<Metrics>,
     /// Parallel writes in flight.
     pub concurrency: usize,
+    /// The version each kind is read (and its status written) at.
+    pub versions: Arc<ApiVersions>,
 }
 
 const ATTEMPTS: u32 = 5;
@@ -225,7 +227,7 @@ impl StatusWriter {
 
     /// Read, merge, compare, write; retried on conflict.
     async fn write(&self, key: &ObjectKey, status: &Value) -> Outcome {
-        let resource = api_resource(key.kind);
+        let resource = self.versions.resource(key.kind);
         let api: Api<DynamicObject> = if key.kind.namespaced() {
             Api::namespaced_with(self.client.clone(), &key.namespace, &resource)
         } else {

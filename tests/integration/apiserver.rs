@@ -49,7 +49,8 @@ struct Store {
     conflicts: u32,
     /// Accepted status writes, by "namespace/name".
     status_writes: BTreeMap<String, u32>,
-    /// Resources answered 404, as an API server without their CRD answers.
+    /// Resources answered 404, as an API server without their CRD answers: by plural
+    /// (every version) or by `group/version/plural`.
     unserved: Vec<String>,
 }
 
@@ -77,6 +78,9 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "v1", "httproutes"),
     ("gateway.networking.k8s.io", "v1", "referencegrants"),
     ("gateway.networking.k8s.io", "v1", "tlsroutes"),
+    // What Gateway API installs before v1.5 serve (and Contour reads).
+    ("gateway.networking.k8s.io", "v1alpha2", "tlsroutes"),
+    ("gateway.networking.k8s.io", "v1beta1", "referencegrants"),
     ("gateway.networking.k8s.io", "v1", "grpcroutes"),
     ("gateway.networking.k8s.io", "v1alpha2", "tcproutes"),
     ("projectcontour.io", "v1alpha1", "contourconfigurations"),
@@ -263,6 +267,59 @@ impl ApiServer {
         self.lock().unserved.push(plural.to_string());
     }
 
+    /// Answers requests for one version of a resource (`group/version/plural`) 404, as
+    /// an API server whose CRD does not serve that version.
+    pub fn unserve_version(&self, resource: &str) {
+        self.lock().unserved.push(resource.to_string());
+    }
+
+    /// API discovery for `/apis/GROUP/VERSION`: the resources served there.
+    fn discovery(&self, path: &str) -> Option<Response<Body>> {
+        let group_version = path.strip_prefix("/apis/")?.trim_end_matches('/');
+        let (group, version) = group_version.split_once('/')?;
+        if version.contains('/') {
+            return None;
+        }
+        let store = self.lock();
+        let resources: Vec<Value> = RESOURCES
+            .iter()
+            .filter(|(g, v, plural)| {
+                *g == group
+                    && *v == version
+                    && !store
+                        .unserved
+                        .iter()
+                        .any(|u| u == plural || *u == format!("{g}/{v}/{plural}"))
+            })
+            .map(|(_, _, plural)| {
+                json!({
+                    "name": plural,
+                    "singularName": "",
+                    "namespaced": !CLUSTER_SCOPED.contains(plural),
+                    "kind": kind_of(plural),
+                    "verbs": ["get", "list", "watch", "update"],
+                })
+            })
+            .collect();
+        Some(if resources.is_empty() {
+            status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        } else {
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": group_version,
+                    "resources": resources,
+                }),
+            )
+        })
+    }
+
     pub fn set_down(&self, down: bool) {
         let mut store = self.lock();
         store.down = down;
@@ -297,6 +354,9 @@ impl ApiServer {
                 );
             }
         }
+        if let Some(response) = self.discovery(&path) {
+            return response;
+        }
         let Some(target) = parse_path(&path) else {
             return status(
                 StatusCode::NOT_FOUND,
@@ -304,7 +364,12 @@ impl ApiServer {
                 &format!("no route {path}"),
             );
         };
-        if self.lock().unserved.contains(&target.plural) {
+        if self
+            .lock()
+            .unserved
+            .iter()
+            .any(|u| *u == target.plural || *u == target.resource)
+        {
             return status(
                 StatusCode::NOT_FOUND,
                 "NotFound",

@@ -733,8 +733,13 @@ status:
         "{:?}",
         object("Gateway", "default", "gw")
     );
+    // The status is handed to the writer before the build is counted.
+    let counted_spliced = eventually(WAIT, || async {
+        (controller.metrics.spliced_builds.get() > spliced).then_some(())
+    })
+    .await;
     assert!(
-        controller.metrics.spliced_builds.get() > spliced,
+        counted_spliced.is_some(),
         "builds {} spliced {} before {spliced}",
         controller.metrics.builds.get(),
         controller.metrics.spliced_builds.get()
@@ -747,6 +752,83 @@ status:
         object("GatewayClass", "", "theirs")
     );
     assert!(object("Gateway", "default", "other").is_some_and(|g| g["status"].is_null()));
+    controller.shutdown().await;
+}
+
+/// An API server with Gateway API CRDs from before v1.5 serves TLSRoute only as
+/// `v1alpha2` and ReferenceGrant only as `v1beta1`: both are read there (found by API
+/// discovery), and the route's status is written at the version it was read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_gateway_api_versions_are_read_where_the_api_serves_them() {
+    let server = ApiServer::start().await;
+    server.unserve_version("gateway.networking.k8s.io/v1/tlsroutes");
+    server.unserve_version("gateway.networking.k8s.io/v1/referencegrants");
+    for plural in ["listenersets", "backendtlspolicies", "tcproutes"] {
+        server.unserve(plural);
+    }
+    for document in crate::support::service_yaml("backends", "tls-app", 18443).split("\n---\n") {
+        server.put(document);
+    }
+    server.put(&format!(
+        "apiVersion: {GW}\nkind: GatewayClass\nmetadata: {{name: ours}}\nspec: {{controllerName: projectcontour.io/gateway-controller}}\n"
+    ));
+    server.put(&format!(
+        "apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: gw, namespace: default}}\nspec:\n  gatewayClassName: ours\n  listeners: [{{name: tls, protocol: TLS, port: 30443, tls: {{mode: Passthrough}}}}]\n"
+    ));
+    server.put(
+        "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TLSRoute\nmetadata: {name: app, namespace: default}\nspec:\n  parentRefs: [{name: gw}]\n  hostnames: [app.example.com]\n  rules: [{backendRefs: [{name: tls-app, namespace: backends, port: 80}]}]\n",
+    );
+    server.put(
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: routes, namespace: backends}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: TLSRoute, namespace: default}]\n  to: [{group: '', kind: Service}]\n",
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = server.kubeconfig(dir.path());
+    let mut config = isobar::config::Config::default();
+    config.leader_election.disabled = true;
+    config.pipeline.holdoff_delay.0 = Duration::ZERO;
+    config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
+    config.gateway = Some(serde_json::json!({}));
+    let pipeline =
+        isobar::runner::pipeline::Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let controller = isobar::cli::serve::Controller::start(
+        &config,
+        pipeline,
+        isobar::cli::serve::ProviderChoice::Kubernetes {
+            kubeconfig: Some(kubeconfig.into()),
+            namespaces: Vec::new(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let parent = eventually(WAIT, || async {
+        let route = server.get(
+            "gateway.networking.k8s.io/v1alpha2",
+            "TLSRoute",
+            "default",
+            "app",
+        )?;
+        route["status"]["parents"].as_array()?.first().cloned()
+    })
+    .await
+    .unwrap_or_else(|| panic!("no status on the v1alpha2 TLSRoute"));
+    assert_eq!(
+        condition(&parent["conditions"], "Accepted")["status"],
+        "True",
+        "{parent}"
+    );
+    // The v1beta1 grant was read: the Service of the other namespace resolves.
+    assert_eq!(
+        condition(&parent["conditions"], "ResolvedRefs")["status"],
+        "True",
+        "{parent}"
+    );
+    let gateway = server
+        .get(GW, "Gateway", "default", "gw")
+        .unwrap_or_default();
+    assert_eq!(
+        gateway["status"]["listeners"][0]["attachedRoutes"], 1,
+        "{gateway}"
+    );
     controller.shutdown().await;
 }
 
