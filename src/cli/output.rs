@@ -92,19 +92,24 @@ struct ObjectStatus {
 
 /// An object's status as `translate` shows it: in its kind's style when that style
 /// writes conditions, else in Contour's (what an Ingress would carry).
-fn rendered(status: &StatusReport, key: &isobar_sdk::ObjectKey) -> serde_json::Value {
-    use crate::runner::status::CONTROLLER_NAME;
+fn rendered(
+    status: &StatusReport,
+    key: &isobar_sdk::ObjectKey,
+    controller: &str,
+) -> serde_json::Value {
     let style = key.kind.info().map_or(StatusStyle::None, |i| i.status);
     status
-        .render_as(style, key, CONTROLLER_NAME)
+        .render_as(style, key, controller)
         .or_else(|| serde_json::to_value(status.render(key)).ok())
         .unwrap_or_default()
 }
 
 /// The full `translate` document.
+/// Route-style statuses are rendered under `controller`.
 pub fn translation(
     resources: &Resources,
     status: &StatusReport,
+    controller: &str,
 ) -> Result<serde_json::Value, String> {
     let all = |t: XdsType| {
         resources
@@ -129,7 +134,7 @@ pub fn translation(
                 kind: key.kind.to_string(),
                 namespace: key.namespace.clone(),
                 name: key.name.clone(),
-                status: rendered(status, key),
+                status: rendered(status, key, controller),
             })
             .collect(),
     };

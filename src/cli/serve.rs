@@ -212,6 +212,7 @@ impl Controller {
                     metrics: metrics.clone(),
                     concurrency: 8,
                     versions: versions.clone(),
+                    controller: pipeline.controller_name().to_string(),
                 };
                 background.spawn(writer.run(desired_rx, leader_rx));
                 let output = StatusOutput {

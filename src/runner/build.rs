@@ -154,7 +154,7 @@ impl Runner {
         self.publish_statuses(objects, |last, lb| {
             let mut desired = last.cloned().unwrap_or_default();
             desired.load_balancer = lb;
-            desired.update(status, objects, &reported);
+            desired.update(status, objects, &reported, self.pipeline.controller_name());
             desired
         });
         tracing::info!(
@@ -239,7 +239,7 @@ impl Runner {
             "built"
         );
         self.publish_statuses(objects, |_, lb| {
-            Desired::from_build(&output.status, objects, lb)
+            Desired::from_build(&output.status, objects, lb, self.pipeline.controller_name())
         });
         log_status_changes(status, &output.status);
         if self.hydrate.is_some() {

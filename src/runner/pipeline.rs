@@ -207,6 +207,15 @@ impl Pipeline {
             && self.processors.iter().all(|(_, p)| p.local())
     }
 
+    /// The controller name route-style statuses are written under: the first source's
+    /// that names one (Gateway API's `controllerName`), else Contour's default.
+    pub fn controller_name(&self) -> &str {
+        self.sources
+            .iter()
+            .find_map(|(_, s)| s.controller_name())
+            .unwrap_or(crate::runner::status::CONTROLLER_NAME)
+    }
+
     /// Whether objects of `kind` may name Services of other namespaces (see
     /// `Source::names_other_namespaces`).
     pub fn names_other_namespaces(&self, kind: Kind) -> bool {

@@ -27,8 +27,8 @@ use tokio::sync::watch;
 use crate::metrics::Metrics;
 use crate::provider::kube::ApiVersions;
 
-/// The controller name written in a route's `status.parents[]` (Contour's default
-/// `gateway.controllerName`).
+/// The controller name written in a route's `status.parents[]` unless a source names
+/// another (Contour's default `gateway.controllerName`).
 pub const CONTROLLER_NAME: &str = "projectcontour.io/gateway-controller";
 
 /// Statuses a build wants written.
@@ -47,12 +47,18 @@ pub struct Desired {
 
 impl Desired {
     /// What to write after a build: every object the pipeline reported on, in its kind's style.
-    pub fn from_build(report: &StatusReport, objects: &Objects, load_balancer: Value) -> Desired {
+    /// Route-style statuses are rendered under `controller`.
+    pub fn from_build(
+        report: &StatusReport,
+        objects: &Objects,
+        load_balancer: Value,
+        controller: &str,
+    ) -> Desired {
         let mut desired = Desired {
             load_balancer,
             ..Default::default()
         };
-        desired.update(report, objects, report.objects.keys());
+        desired.update(report, objects, report.objects.keys(), controller);
         desired
     }
 
@@ -62,6 +68,7 @@ impl Desired {
         report: &StatusReport,
         objects: &Objects,
         keys: impl IntoIterator<Item = &'a ObjectKey>,
+        controller: &str,
     ) {
         let mut texts: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
         for key in keys {
@@ -76,7 +83,7 @@ impl Desired {
                 StatusStyle::None => {}
                 style if reported => {
                     let generation = objects.object(key).and_then(|o| o.metadata().generation);
-                    let rendered = report.render_as(style, key, CONTROLLER_NAME);
+                    let rendered = report.render_as(style, key, controller);
                     let rendered = rendered.map(|r| r.to_string()).unwrap_or_default();
                     let rendered = match texts.get(rendered.as_str()) {
                         Some(shared) => shared.clone(),
@@ -137,6 +144,9 @@ pub struct StatusWriter {
     pub concurrency: usize,
     /// The version each kind is read (and its status written) at.
     pub versions: Arc<ApiVersions>,
+    /// The controller name of this instance's route-style status entries: others' are
+    /// kept as they are.
+    pub controller: String,
 }
 
 const ATTEMPTS: u32 = 5;
@@ -244,7 +254,7 @@ impl StatusWriter {
                 }
             };
             let current = object.data.get("status").cloned().unwrap_or(Value::Null);
-            let merged = merge(key.kind, &current, status);
+            let merged = merge(key.kind, &current, status, &self.controller);
             if merged == current {
                 return Outcome::Unchanged;
             }
@@ -335,7 +345,7 @@ fn addresses(load_balancer: &Value) -> Value {
 }
 
 /// The object's status with Isobar's parts replaced and everything else kept.
-fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
+fn merge(kind: Kind, current: &Value, desired: &Value, controller: &str) -> Value {
     let mut out = match current {
         Value::Object(_) => current.clone(),
         _ => json!({}),
@@ -397,7 +407,7 @@ fn merge(kind: Kind, current: &Value, desired: &Value) -> Value {
                 ("ancestors", "ancestorRef")
             };
             let old = current[list].as_array().cloned().unwrap_or_default();
-            let ours = |p: &Value| p["controllerName"] == CONTROLLER_NAME;
+            let ours = |p: &Value| p["controllerName"] == controller;
             let mut entries: Vec<Value> = Vec::new();
             for entry in desired[list].as_array().into_iter().flatten() {
                 let mut entry = entry.clone();
@@ -538,7 +548,7 @@ mod tests {
             Some(3),
             &json!({}),
         );
-        let merged = merge(Kind::new(&ROUTE), &current, &desired);
+        let merged = merge(Kind::new(&ROUTE), &current, &desired, CONTROLLER_NAME);
         let parents = merged["parents"].as_array().cloned().unwrap_or_default();
         assert_eq!(parents.len(), 2, "{merged}");
         let conditions = &parents[0]["conditions"];
@@ -548,7 +558,10 @@ mod tests {
         assert_ne!(conditions[1]["lastTransitionTime"], "t1", "{merged}");
         assert_eq!(parents[1], theirs);
         // Merging what was written again changes nothing.
-        assert_eq!(merge(Kind::new(&ROUTE), &merged, &desired), merged);
+        assert_eq!(
+            merge(Kind::new(&ROUTE), &merged, &desired, CONTROLLER_NAME),
+            merged
+        );
     }
 
     /// An HTTPProxy's `Valid` condition keeps its transition time while its status holds,
@@ -564,7 +577,7 @@ mod tests {
             Some(2),
             &json!({"ingress": [{"ip": "10.0.0.1"}]}),
         );
-        let merged = merge(Kind::HTTPProxy, &current, &desired);
+        let merged = merge(Kind::HTTPProxy, &current, &desired, CONTROLLER_NAME);
         assert_eq!(merged["conditions"][0]["lastTransitionTime"], "t1");
         assert_eq!(merged["conditions"][0]["observedGeneration"], 2);
         assert_eq!(merged["conditions"][1]["type"], "Other");

@@ -757,7 +757,8 @@ status:
 
 /// An API server with Gateway API CRDs from before v1.5 serves TLSRoute only as
 /// `v1alpha2` and ReferenceGrant only as `v1beta1`: both are read there (found by API
-/// discovery), and the route's status is written at the version it was read.
+/// discovery), and the route's status is written at the version it was read, under the
+/// configured controller name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn older_gateway_api_versions_are_read_where_the_api_serves_them() {
     let server = ApiServer::start().await;
@@ -770,7 +771,7 @@ async fn older_gateway_api_versions_are_read_where_the_api_serves_them() {
         server.put(document);
     }
     server.put(&format!(
-        "apiVersion: {GW}\nkind: GatewayClass\nmetadata: {{name: ours}}\nspec: {{controllerName: projectcontour.io/gateway-controller}}\n"
+        "apiVersion: {GW}\nkind: GatewayClass\nmetadata: {{name: ours}}\nspec: {{controllerName: isobar.dev/gateway}}\n"
     ));
     server.put(&format!(
         "apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: gw, namespace: default}}\nspec:\n  gatewayClassName: ours\n  listeners: [{{name: tls, protocol: TLS, port: 30443, tls: {{mode: Passthrough}}}}]\n"
@@ -787,7 +788,7 @@ async fn older_gateway_api_versions_are_read_where_the_api_serves_them() {
     config.leader_election.disabled = true;
     config.pipeline.holdoff_delay.0 = Duration::ZERO;
     config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
-    config.gateway = Some(serde_json::json!({}));
+    config.gateway = Some(serde_json::json!({"controllerName": "isobar.dev/gateway"}));
     let pipeline =
         isobar::runner::pipeline::Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let controller = isobar::cli::serve::Controller::start(
@@ -811,6 +812,7 @@ async fn older_gateway_api_versions_are_read_where_the_api_serves_them() {
     })
     .await
     .unwrap_or_else(|| panic!("no status on the v1alpha2 TLSRoute"));
+    assert_eq!(parent["controllerName"], "isobar.dev/gateway", "{parent}");
     assert_eq!(
         condition(&parent["conditions"], "Accepted")["status"],
         "True",

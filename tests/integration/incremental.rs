@@ -45,7 +45,12 @@ fn full(pipeline: &Pipeline, settings: &EnvoySettings, objects: &[Object]) -> (S
         store.apply(o.clone());
     }
     let output = pipeline.build(&store);
-    let desired = Desired::from_build(&output.status, &store, load_balancer("", None));
+    let desired = Desired::from_build(
+        &output.status,
+        &store,
+        load_balancer("", None),
+        isobar::runner::status::CONTROLLER_NAME,
+    );
     (
         Snapshot::new(translate(&output.ir, &store, settings)),
         desired,

@@ -10,7 +10,8 @@
 //! (`sectionName`, `port`, `allowedRoutes`, hostname intersection) and are placed on
 //! the intersected hosts; an older route keeps a match a newer one repeats.
 //!
-//! Reads: GatewayClass, Gateway, HTTPRoute, ReferenceGrant (`v1`, `v1beta1`),
+//! Reads: GatewayClass, Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
+//! BackendTLSPolicy, ReferenceGrant (`v1`, `v1beta1`), ConfigMap (CA certificates),
 //! Namespace (labels, for `allowedRoutes.namespaces.selector`), Service,
 //! EndpointSlice, Secret. Writes status to GatewayClasses and Gateways it owns and to
 //! the `parents[]` entries of routes attached to them, nothing else.
@@ -134,7 +135,7 @@ fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
 isobar_sdk::inventory::submit! {
     PluginRegistration {
         name: NAME,
-        summary: "Gateway API (gateway.networking.k8s.io): Gateways, HTTPRoutes, ReferenceGrants",
+        summary: "Gateway API (gateway.networking.k8s.io): GatewayClasses, Gateways, ListenerSets, HTTP/GRPC/TLS/TCP routes, ReferenceGrants, BackendTLSPolicies",
         factory: Factory::Source(build),
         settings: Some(Settings::of::<GatewayApiConfig>()),
     }
@@ -264,6 +265,10 @@ impl Source for GatewayApiSource {
             None
         };
         found.unwrap_or_default()
+    }
+
+    fn controller_name(&self) -> Option<&str> {
+        Some(&self.config.controller_name)
     }
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {

@@ -328,6 +328,13 @@ pub trait Source: Send + Sync {
     fn whole_kinds(&self) -> &'static [Kind] {
         &[]
     }
+
+    /// The controller name its route-style statuses are written under (a route's
+    /// `status.parents[].controllerName`, a policy's ancestors'): Gateway API's
+    /// `controllerName` setting. `None`: Contour's default.
+    fn controller_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Decides whether an object takes part in the build at all.
