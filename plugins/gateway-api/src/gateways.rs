@@ -100,7 +100,8 @@ pub enum From {
     Selector(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector),
 }
 
-/// A Gateway listener that is served.
+/// A Gateway listener that is accepted: routes attach to it (and count in its
+/// `attachedRoutes`); it serves them when it is programmed.
 #[derive(Debug, Clone)]
 pub struct Served {
     pub gateway: ObjectKey,
@@ -117,6 +118,9 @@ pub struct Served {
     pub from: From,
     /// The route kinds it takes (of its family's, those `allowedRoutes.kinds` names).
     pub kinds: Vec<&'static str>,
+    /// Whether Envoy serves it: false when its certificate does not resolve (routes
+    /// still attach, as the spec asks, but go nowhere).
+    pub programmed: bool,
 }
 
 impl Served {
@@ -262,24 +266,7 @@ pub fn serve(
             ir,
             status,
         );
-        let gw = status.gateway(&key);
-        gw.set(Condition::new(
-            "Accepted",
-            true,
-            "Accepted",
-            "Gateway is accepted",
-        ));
-        let all = gateway.spec.listeners.len();
-        gw.set(if programmed == all {
-            Condition::new("Programmed", true, "Programmed", "Valid Gateway")
-        } else {
-            Condition::new(
-                "Programmed",
-                false,
-                "ListenersNotValid",
-                format!("{} of {all} listeners are not valid", all - programmed),
-            )
-        });
+        report_gateway(&key, &gateway.spec.listeners, &served, programmed, status);
         out.listeners.insert(key.clone(), served);
         // Its ListenerSets, oldest first, after its own listeners.
         let mut attached_sets = 0;
@@ -302,6 +289,40 @@ pub fn serve(
     out
 }
 
+/// A Gateway's own conditions once its listeners are served: accepted while any of its
+/// listeners is (`ListenersNotValid` naming those that are not), programmed while
+/// Envoy serves any.
+fn report_gateway(
+    key: &ObjectKey,
+    listeners: &[GatewayListeners],
+    served: &[Served],
+    programmed: usize,
+    status: &mut StatusReport,
+) {
+    let not_valid: Vec<&str> = listeners
+        .iter()
+        .map(|l| l.name.as_str())
+        .filter(|name| !served.iter().any(|s| s.name == *name && s.programmed))
+        .collect();
+    let gw = status.gateway(key);
+    let accepted = listeners.is_empty() || !served.is_empty();
+    gw.set(if not_valid.is_empty() {
+        Condition::new("Accepted", true, "Accepted", "Gateway is accepted")
+    } else {
+        Condition::new(
+            "Accepted",
+            accepted,
+            "ListenersNotValid",
+            format!("listeners not valid: {}", not_valid.join(", ")),
+        )
+    });
+    gw.set(if programmed > 0 || listeners.is_empty() {
+        Condition::new("Programmed", true, "Programmed", "Valid Gateway")
+    } else {
+        Condition::new("Programmed", false, "Invalid", "no listener can be served")
+    });
+}
+
 /// The Envoy ports Gateway listeners have claimed so far, and where new ones listen.
 struct Envoy {
     ports: BTreeMap<u16, Port>,
@@ -310,9 +331,10 @@ struct Envoy {
 }
 
 /// Serves the listeners of `owner` (a Gateway or a ListenerSet): their Envoy listeners,
-/// their status; returns those served and how many are programmed. A listener
+/// their status; returns those accepted and how many are programmed. A listener
 /// conflicting with one served before it is `Conflicted` (and, in a ListenerSet, not
-/// accepted); the earlier keeps serving.
+/// accepted); the earlier keeps serving. A listener whose certificate does not resolve
+/// is accepted (routes attach to it) but not programmed.
 fn serve_listeners(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
@@ -390,6 +412,18 @@ fn serve_listeners(
                         &listener.name,
                         Condition::new("Programmed", false, "Invalid", "no usable certificate"),
                     );
+                    served.push(Served {
+                        gateway: owner.clone(),
+                        name: listener.name.clone(),
+                        port: listener.port,
+                        hostname,
+                        envoy: String::new(),
+                        family,
+                        secret: None,
+                        from,
+                        kinds,
+                        programmed: false,
+                    });
                     continue;
                 }
             },
@@ -441,6 +475,7 @@ fn serve_listeners(
             secret,
             from,
             kinds,
+            programmed: true,
         });
     }
     (served, programmed)

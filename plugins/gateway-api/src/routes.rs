@@ -252,6 +252,7 @@ fn serve_route(
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
     let mut translated = None;
+    let mut placed = false;
     let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
     let bad_host = invalid_hostname(&hostnames);
     for parent in parents {
@@ -259,47 +260,7 @@ fn serve_route(
         let Some((gateway, listeners)) = ours(gateways, key, &parent) else {
             continue;
         };
-        if let Some(condition) = &bad_host {
-            status.gateway(key).set_parent(&parent, condition.clone());
-            continue;
-        }
-        let hosted = match attach(ctx, listeners, kind, &key.namespace, &parent, &hostnames) {
-            Ok(hosted) => hosted,
-            Err(condition) => {
-                let gw = status.gateway(key);
-                gw.set_parent(&parent, condition);
-                continue;
-            }
-        };
-        let taken = host_kinds.as_deref().and_then(|host_kinds| {
-            hosted.iter().find_map(|(l, hosts)| {
-                let kinds = host_kinds.get(&(l.gateway.clone(), l.name.clone()))?;
-                hosts.iter().find(|h| kinds.get(*h) == Some(&!grpc))
-            })
-        });
-        if let Some(host) = taken {
-            let other = if grpc { "an HTTPRoute" } else { "a GRPCRoute" };
-            status.gateway(key).set_parent(
-                &parent,
-                Condition::new(
-                    "Accepted",
-                    false,
-                    "HostnameConflict",
-                    format!("{other} created before it has host {host} on this listener"),
-                ),
-            );
-            continue;
-        }
-        if let Some(host_kinds) = host_kinds.as_deref_mut() {
-            for (l, hosts) in &hosted {
-                let kinds = host_kinds
-                    .entry((l.gateway.clone(), l.name.clone()))
-                    .or_default();
-                for host in hosts {
-                    kinds.insert(host.clone(), grpc);
-                }
-            }
-        }
+        // References resolve (or not) whether or not the parent takes the route.
         let done = translated.get_or_insert_with(|| {
             rules(
                 ctx,
@@ -310,19 +271,26 @@ fn serve_route(
                 tls,
             )
         });
+        let verdict = accept(
+            ctx,
+            key,
+            kind,
+            listeners,
+            &parent,
+            &hostnames,
+            bad_host.as_ref(),
+            host_kinds.as_deref_mut(),
+            done,
+        );
         let gw = status.gateway(key);
-        if done.rules.is_empty() && !done.invalid.is_empty() {
-            gw.set_parent(
-                &parent,
-                Condition::new(
-                    "Accepted",
-                    false,
-                    "UnsupportedValue",
-                    done.invalid.join("; "),
-                ),
-            );
-            continue;
-        }
+        let hosted = match verdict {
+            Ok(hosted) => hosted,
+            Err(condition) => {
+                gw.set_parent(&parent, condition);
+                gw.set_parent(&parent, resolved_refs(done.unresolved.as_ref()));
+                continue;
+            }
+        };
         gw.set_parent(&parent, Condition::new("Accepted", true, "Accepted", ""));
         if !done.invalid.is_empty() {
             gw.set_parent(
@@ -335,30 +303,87 @@ fn serve_route(
                 ),
             );
         }
-        gw.set_parent(
-            &parent,
-            match &done.unresolved {
-                None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
-                Some((reason, message)) => {
-                    Condition::new("ResolvedRefs", false, reason, message.clone())
-                }
-            },
-        );
+        gw.set_parent(&parent, resolved_refs(done.unresolved.as_ref()));
         for (listener, hosts) in hosted {
             attached.insert((gateway.clone(), listener.name.clone()));
             for host in hosts {
                 place(ir, key, listener, &host, done);
             }
         }
+        placed = true;
     }
     match translated {
-        Some(done) => {
+        Some(done) if placed => {
             for cluster in done.clusters {
                 ir.add_cluster(cluster);
             }
             done.tls_policies
         }
-        None => BTreeSet::new(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// Whether the parent `parent` (one of this controller's, with its `listeners`) takes
+/// the route: the listeners it attaches to with its hosts on each, or why not. A host an
+/// older route of the other kind (GRPCRoute, HTTPRoute) has on a listener is not taken;
+/// the hosts taken are recorded in `host_kinds`.
+#[allow(clippy::too_many_arguments)]
+fn accept<'g>(
+    ctx: &BuildContext<'_>,
+    key: &ObjectKey,
+    kind: &str,
+    listeners: &'g [Served],
+    parent: &ParentRef,
+    hostnames: &[String],
+    bad_host: Option<&Condition>,
+    host_kinds: Option<&mut HostKinds>,
+    done: &crate::rules::Rules,
+) -> Result<Vec<(&'g Served, Vec<String>)>, Condition> {
+    if let Some(condition) = bad_host {
+        return Err(condition.clone());
+    }
+    let hosted = attach(ctx, listeners, kind, &key.namespace, parent, hostnames)?;
+    let grpc = key.kind == GRPC_ROUTE;
+    if let Some(host_kinds) = host_kinds {
+        let taken = hosted.iter().find_map(|(l, hosts)| {
+            let kinds = host_kinds.get(&(l.gateway.clone(), l.name.clone()))?;
+            hosts.iter().find(|h| kinds.get(*h) == Some(&!grpc))
+        });
+        if let Some(host) = taken {
+            let other = if grpc { "an HTTPRoute" } else { "a GRPCRoute" };
+            return Err(Condition::new(
+                "Accepted",
+                false,
+                "HostnameConflict",
+                format!("{other} created before it has host {host} on this listener"),
+            ));
+        }
+        for (l, hosts) in &hosted {
+            let kinds = host_kinds
+                .entry((l.gateway.clone(), l.name.clone()))
+                .or_default();
+            for host in hosts {
+                kinds.insert(host.clone(), grpc);
+            }
+        }
+    }
+    if done.rules.is_empty() && !done.invalid.is_empty() {
+        return Err(Condition::new(
+            "Accepted",
+            false,
+            "UnsupportedValue",
+            done.invalid.join("; "),
+        ));
+    }
+    Ok(hosted)
+}
+
+/// A parent's `ResolvedRefs`: true, or why the first reference that does not resolve
+/// does not.
+pub fn resolved_refs(unresolved: Option<&crate::rules::Unresolved>) -> Condition {
+    match unresolved {
+        None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
+        Some((reason, message)) => Condition::new("ResolvedRefs", false, *reason, message.clone()),
     }
 }
 
@@ -367,6 +392,9 @@ fn serve_route(
 /// HTTPRoutes reach only HTTP and HTTPS listeners; on an SNI name a TLSRoute already
 /// forwards, they are not placed.
 fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &crate::rules::Rules) {
+    if !listener.programmed {
+        return;
+    }
     let secure = listener.family != Family::Http;
     if secure {
         let Some(vhosts) = ir.secure_virtual_hosts_mut(&listener.envoy) else {

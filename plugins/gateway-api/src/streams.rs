@@ -12,7 +12,7 @@ use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 use crate::gateways::{Family, Gateways};
 use crate::grants::Grants;
 use crate::kinds::{TcpRoute, TlsRoute};
-use crate::routes::{Attachments, attach, invalid_hostname, ours};
+use crate::routes::{Attachments, attach, invalid_hostname, ours, resolved_refs};
 use crate::rules::{BackendRef, Unresolved, resolve};
 
 /// A route's parents, its hostnames and its backends, whatever its kind.
@@ -132,45 +132,41 @@ fn serve_stream(
     attached: &mut Attachments,
 ) {
     let mut resolved = None;
+    let mut forwarded = false;
     let bad_host = invalid_hostname(&stream.hostnames);
     for parent in &stream.parents {
         let Some((gateway, listeners)) = ours(gateways, key, parent) else {
             continue;
         };
-        if let Some(condition) = &bad_host {
-            status.gateway(key).set_parent(parent, condition.clone());
-            continue;
-        }
-        let hosted = match attach(
-            ctx,
-            listeners,
-            stream.kind,
-            &key.namespace,
-            parent,
-            &stream.hostnames,
-        ) {
+        // References resolve (or not) whether or not the parent takes the route.
+        let (weighted, _, unresolved) =
+            resolved.get_or_insert_with(|| backends(ctx, grants, key, stream));
+        let verdict = match &bad_host {
+            Some(condition) => Err(condition.clone()),
+            None => attach(
+                ctx,
+                listeners,
+                stream.kind,
+                &key.namespace,
+                parent,
+                &stream.hostnames,
+            ),
+        };
+        let gw = status.gateway(key);
+        let hosted = match verdict {
             Ok(hosted) => hosted,
             Err(condition) => {
-                status.gateway(key).set_parent(parent, condition);
+                gw.set_parent(parent, condition);
+                gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
                 continue;
             }
         };
-        let (weighted, _, unresolved) =
-            resolved.get_or_insert_with(|| backends(ctx, grants, key, stream));
-        let gw = status.gateway(key);
         gw.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
-        gw.set_parent(
-            parent,
-            match unresolved {
-                None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
-                Some((reason, message)) => {
-                    Condition::new("ResolvedRefs", false, reason, message.clone())
-                }
-            },
-        );
+        gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
+        forwarded = true;
         for (listener, hosts) in hosted {
             attached.insert((gateway.clone(), listener.name.clone()));
-            if weighted.is_empty() {
+            if weighted.is_empty() || !listener.programmed {
                 continue;
             }
             let proxy = TcpProxy {
@@ -205,7 +201,7 @@ fn serve_stream(
             }
         }
     }
-    if let Some((_, clusters, _)) = resolved {
+    if let Some((_, clusters, _)) = resolved.filter(|_| forwarded) {
         for cluster in clusters {
             ir.add_cluster(cluster);
         }
