@@ -161,12 +161,12 @@ fn serve_stream(
                 continue;
             }
         };
-        gw.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
-        gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
-        forwarded = true;
-        for (listener, hosts) in hosted {
-            attached.insert((gateway.clone(), listener.name.clone()));
+        // Whether an older route holds every SNI name (or the TCP listener) it would get.
+        let mut taken = false;
+        let mut served = false;
+        for (listener, hosts) in &hosted {
             if weighted.is_empty() || !listener.programmed {
+                served = true;
                 continue;
             }
             let proxy = TcpProxy {
@@ -174,10 +174,13 @@ fn serve_stream(
                 source: key.clone(),
             };
             if listener.family == Family::Tcp {
-                if let Some(l) = ir.listeners.get_mut(&listener.envoy)
-                    && l.tcp_proxy.is_none()
-                {
-                    l.tcp_proxy = Some(proxy);
+                if let Some(l) = ir.listeners.get_mut(&listener.envoy) {
+                    let held = l.tcp_proxy.get_or_insert(proxy);
+                    if held.source == *key {
+                        served = true;
+                    } else {
+                        taken = true;
+                    }
                 }
                 continue;
             }
@@ -192,13 +195,42 @@ fn serve_stream(
                     alpn_http: false,
                     client_validation: None,
                 });
-                vhosts
+                let vhost = vhosts
                     .entry(host.clone())
                     .or_insert_with(|| SecureVirtualHost {
                         tcp_proxy: Some(proxy.clone()),
-                        ..SecureVirtualHost::new(&host, tls)
+                        ..SecureVirtualHost::new(host, tls)
                     });
+                if vhost.tcp_proxy.as_ref().is_some_and(|p| p.source == *key) {
+                    served = true;
+                } else {
+                    taken = true;
+                }
             }
+        }
+        if taken && !served {
+            let what = if stream.kind == "TCPRoute" {
+                "its listener"
+            } else {
+                "each of its SNI names"
+            };
+            gw.set_parent(
+                parent,
+                Condition::new(
+                    "Accepted",
+                    false,
+                    "HostnameConflict",
+                    format!("a route created before it holds {what}"),
+                ),
+            );
+            gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
+            continue;
+        }
+        gw.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
+        gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
+        forwarded = true;
+        for (listener, _) in hosted {
+            attached.insert((gateway.clone(), listener.name.clone()));
         }
     }
     if let Some((_, clusters, _)) = resolved.filter(|_| forwarded) {
