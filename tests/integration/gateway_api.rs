@@ -99,6 +99,14 @@ spec:
       filters:
         - type: RequestRedirect
           requestRedirect: {{hostname: elsewhere.example.com}}
+    - matches: [{{path: {{value: /to-https}}}}]
+      filters:
+        - type: RequestRedirect
+          requestRedirect: {{scheme: https, statusCode: 301}}
+    - matches: [{{path: {{value: /to-port}}}}]
+      filters:
+        - type: RequestRedirect
+          requestRedirect: {{hostname: elsewhere.example.com, port: 80}}
     - matches: [{{path: {{value: /half}}}}]
       backendRefs:
         - {{name: echo-a, port: 80}}
@@ -237,12 +245,35 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
     };
     assert_eq!(seen("x-seen-path"), "/deeper?x=1");
     assert_eq!(seen("x-seen-hello"), "gateway");
-    // RequestRedirect's default status is 302.
+    // RequestRedirect's default status is 302. Without a port, the redirect goes to the
+    // Gateway listener's port; with a scheme, to its well-known port (left out of the
+    // Location where it is the scheme's own).
+    let location = |headers: &reqwest::header::HeaderMap| {
+        headers
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let listener_port = stack.http_port() - 8000;
     let (status, _, headers) = request(&stack, "GET", host, "/redirect", &[]).await;
     assert_eq!(status, 302);
     assert_eq!(
-        headers.get("location").and_then(|v| v.to_str().ok()),
-        Some("http://elsewhere.example.com/redirect")
+        location(&headers),
+        Some(format!(
+            "http://elsewhere.example.com:{listener_port}/redirect"
+        ))
+    );
+    let (status, _, headers) = request(&stack, "GET", host, "/to-https", &[]).await;
+    assert_eq!(status, 301);
+    assert_eq!(
+        location(&headers).as_deref(),
+        Some("https://app.gw.example.com:443/to-https")
+    );
+    let (status, _, headers) = request(&stack, "GET", host, "/to-port", &[]).await;
+    assert_eq!(status, 302);
+    assert_eq!(
+        location(&headers).as_deref(),
+        Some("http://elsewhere.example.com/to-port")
     );
     // A missing Service's share of the weight answers 500, the rest goes through.
     let mut answers = std::collections::BTreeMap::new();

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gateway_api::apis::standard::httproutes::HttpRouteSpec;
 
 use isobar_sdk::condition::Condition;
-use isobar_sdk::ir::{DownstreamTls, Route, SecureVirtualHost};
+use isobar_sdk::ir::{DownstreamTls, Redirect, Route, RouteAction, SecureVirtualHost};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
 use crate::backend_tls::BackendTls;
@@ -434,9 +434,15 @@ fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &cra
                 Some(p) => Some(Box::new(p)),
                 None => rule.policy.clone(),
             };
+            let action = match &rule.action {
+                RouteAction::Redirect(r) => {
+                    RouteAction::Redirect(Box::new(redirect_on(listener, r)))
+                }
+                other => other.clone(),
+            };
             let route = Route {
                 matcher: matcher.clone(),
-                action: rule.action.clone(),
+                action,
                 source: key.clone(),
                 policy,
             };
@@ -446,5 +452,32 @@ fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &cra
                 ir.add_route(&listener.envoy, host, route);
             }
         }
+    }
+}
+
+/// A RequestRedirect as served on `listener`: without a port, the redirect goes to the
+/// scheme's well-known port when it names a scheme, else to the listener's (Gateway)
+/// port. The port is left out of `Location` when it is the well-known one of the
+/// redirect's scheme and Envoy would leave it out too: when the redirect names a host
+/// (Envoy then drops the request's port) or the listener is on its scheme's well-known
+/// port (a request's Host carries that port or none).
+fn redirect_on(listener: &Served, r: &Redirect) -> Redirect {
+    let listener_scheme = if listener.family == Family::Http {
+        "http"
+    } else {
+        "https"
+    };
+    let well_known = |scheme: &str| if scheme == "https" { 443 } else { 80 };
+    let scheme = r.scheme.as_deref().unwrap_or(listener_scheme);
+    let listener_port = u32::try_from(listener.port).unwrap_or(0);
+    let port = r
+        .port
+        .or(r.scheme.as_deref().map(well_known))
+        .unwrap_or(listener_port);
+    let implied = port == well_known(scheme)
+        && (r.host.is_some() || listener_port == well_known(listener_scheme));
+    Redirect {
+        port: (!implied).then_some(port),
+        ..r.clone()
     }
 }
