@@ -57,7 +57,8 @@ pub(super) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy
 /// Contour's route order: exact, then regex, then prefixes; longer values first, equal
 /// lengths in descending byte order; a segment prefix before a string prefix of the same
 /// value; then routes matching `:method` first, then more header matches, then more query
-/// matches.
+/// matches; equally specific routes that carry a tie-break (Gateway API's) by it: older
+/// first, then by source, then by rule.
 /// The sort key [`route_order`] builds: smaller sorts first.
 pub(super) type RouteOrder<'a> = (
     u8,
@@ -67,6 +68,7 @@ pub(super) type RouteOrder<'a> = (
     std::cmp::Reverse<bool>,
     std::cmp::Reverse<usize>,
     std::cmp::Reverse<usize>,
+    Option<(Option<i64>, &'a isobar_sdk::ObjectKey, u32)>,
 );
 
 pub(super) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
@@ -86,6 +88,7 @@ pub(super) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
         std::cmp::Reverse(method),
         std::cmp::Reverse(headers),
         std::cmp::Reverse(r.matcher.query.len()),
+        r.tie.as_deref().map(|t| (t.created, &r.source, t.rule)),
     )
 }
 

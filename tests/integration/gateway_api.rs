@@ -56,6 +56,8 @@ spec:
   rules:
     - matches: [{path: {value: /shared}}]
       backendRefs: [{name: echo-a, port: 80}]
+    - matches: [{path: {value: /tie}, headers: [{name: x-z, value: "1"}]}]
+      backendRefs: [{name: echo-a, port: 80}]
     - backendRefs: [{name: echo-a, port: 80}]
 "#;
 
@@ -73,6 +75,12 @@ spec:
   rules:
     - matches: [{{path: {{value: /shared}}}}]
       backendRefs: [{{name: echo-b, port: 80}}]
+    - matches: [{{path: {{value: /tie}}, headers: [{{name: x-a, value: "1"}}]}}]
+      backendRefs: [{{name: echo-b, port: 80}}]
+    - matches: [{{path: {{value: /order}}, headers: [{{name: x-y, value: "1"}}]}}]
+      backendRefs: [{{name: echo-b, port: 80}}]
+    - matches: [{{path: {{value: /order}}, headers: [{{name: x-c, value: "1"}}]}}]
+      backendRefs: [{{name: echo-a, port: 80}}]
     - matches: [{{path: {{type: Exact, value: /shared/exact}}}}]
       backendRefs: [{{name: {exact_backend}, port: 80}}]
     - matches:
@@ -216,6 +224,22 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
     assert_eq!(stack.body_of("app.gw.example.com", "/shared/x").await, "a");
     assert_eq!(
         stack.body_of("app.gw.example.com", "/shared/exact").await,
+        "b"
+    );
+    // Equally specific matches of two routes: the older route's first; of two rules of
+    // one route: the first rule's.
+    let both = [("x-a", "1"), ("x-z", "1")];
+    assert_eq!(
+        request(&stack, "GET", "app.gw.example.com", "/tie", &both)
+            .await
+            .1,
+        "a"
+    );
+    let both = [("x-c", "1"), ("x-y", "1")];
+    assert_eq!(
+        request(&stack, "GET", "app.gw.example.com", "/order", &both)
+            .await
+            .1,
         "b"
     );
     // Header, method and query matches; without them the request falls through.

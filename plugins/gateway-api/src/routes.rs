@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gateway_api::apis::standard::httproutes::HttpRouteSpec;
 
 use isobar_sdk::condition::Condition;
-use isobar_sdk::ir::{DownstreamTls, Redirect, Route, RouteAction, SecureVirtualHost};
+use isobar_sdk::ir::{DownstreamTls, Redirect, Route, RouteAction, RouteTie, SecureVirtualHost};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
 use crate::backend_tls::BackendTls;
@@ -59,13 +59,14 @@ pub fn serve(
     routes.sort_by(|(ka, a, _), (kb, b, _)| a.cmp(b).then_with(|| ka.cmp(kb)));
     // Only GRPCRoutes can conflict with HTTPRoutes: without any, nothing is tracked.
     let mut hosts = (!ctx.store().of_kind(GRPC_ROUTE).is_empty()).then(HostKinds::new);
-    for (key, _, spec) in routes {
+    for (key, created, spec) in routes {
         let mut to = Attachments::new();
         let env = Env {
             ctx,
             grants,
             gateways,
             tls,
+            created: created.map(|t| t.0.as_second()),
         };
         let used = serve_route(&env, &key, &spec, ir, status, &mut to, hosts.as_mut());
         if !used.is_empty() {
@@ -228,6 +229,9 @@ struct Env<'c, 'a> {
     grants: &'c Grants<'a>,
     gateways: &'c Gateways,
     tls: &'c BackendTls,
+    /// The route's creation time (seconds), which orders it among equally specific
+    /// matches of other routes.
+    created: Option<i64>,
 }
 
 /// Serves one HTTPRoute (or GRPCRoute as one); returns the BackendTLSPolicies naming
@@ -247,6 +251,7 @@ fn serve_route(
         grants,
         gateways,
         tls,
+        created,
     } = *env;
     let grpc = key.kind == GRPC_ROUTE;
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
@@ -307,7 +312,7 @@ fn serve_route(
         for (listener, hosts) in hosted {
             attached.insert((gateway.clone(), listener.name.clone()));
             for host in hosts {
-                place(ir, key, listener, &host, done);
+                place(ir, (key, created), listener, &host, done);
             }
         }
         placed = true;
@@ -391,7 +396,13 @@ pub fn resolved_refs(unresolved: Option<&crate::rules::Unresolved>) -> Condition
 /// there (from an older route, or an earlier rule) is kept.
 /// HTTPRoutes reach only HTTP and HTTPS listeners; on an SNI name a TLSRoute already
 /// forwards, they are not placed.
-fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &crate::rules::Rules) {
+fn place(
+    ir: &mut Ir,
+    (key, created): (&ObjectKey, Option<i64>),
+    listener: &Served,
+    host: &str,
+    done: &crate::rules::Rules,
+) {
     if !listener.programmed {
         return;
     }
@@ -416,7 +427,7 @@ fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &cra
             )
         });
     }
-    for rule in &done.rules {
+    for (index, rule) in done.rules.iter().enumerate() {
         for matcher in &rule.matches {
             let exists = if secure {
                 ir.secure_virtual_hosts(&listener.envoy)
@@ -445,6 +456,10 @@ fn place(ir: &mut Ir, key: &ObjectKey, listener: &Served, host: &str, done: &cra
                 action,
                 source: key.clone(),
                 policy,
+                tie: Some(Box::new(RouteTie {
+                    created,
+                    rule: u32::try_from(index).unwrap_or(u32::MAX),
+                })),
             };
             if secure {
                 ir.add_secure_route(&listener.envoy, host, route);

@@ -164,6 +164,7 @@ impl Walk<'_, '_> {
                 status: 301,
             })),
             source: route.source.clone(),
+            tie: None,
             policy: None,
         };
         match self.mode {
@@ -251,6 +252,7 @@ impl Walk<'_, '_> {
                         body: None,
                     },
                     source: source.clone(),
+                    tie: None,
                     policy: None,
                 },
                 false,
@@ -360,6 +362,7 @@ impl Walk<'_, '_> {
                 },
                 action: action.clone(),
                 source: key.clone(),
+                tie: None,
                 policy: RoutePolicy {
                     prefix_rewrite: Some(replacement),
                     ..policy.clone()
@@ -371,6 +374,7 @@ impl Walk<'_, '_> {
             matcher,
             action,
             source: key.clone(),
+            tie: None,
             policy: policy.boxed(),
         });
         Some(out)

@@ -308,6 +308,7 @@ impl RouteBuilder<'_> {
             },
             action,
             source: key.clone(),
+            tie: None,
             policy: policy.boxed(),
         };
         if let Some((tls, secret)) = self.secure.get(&host.fqdn) {

@@ -802,6 +802,7 @@ mod tests {
                     ..Default::default()
                 }]),
                 source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+                tie: None,
                 policy: None,
             };
             ir.add_cluster(app);

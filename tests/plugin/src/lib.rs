@@ -272,6 +272,7 @@ impl Source for MappingSource {
                 },
                 action,
                 source: key.clone(),
+                tie: None,
                 policy: None,
             };
             ir.add_route(&name, &host.fqdn, route);

@@ -292,6 +292,20 @@ pub struct Route {
     /// for the default, which most routes have (a policy is large).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<Box<RoutePolicy>>,
+    /// Among routes whose matches are equally specific, which goes first (older first,
+    /// then by source, then by rule): Gateway API's order across routes. `None` (every
+    /// HTTPProxy and Ingress route) leaves ties to the order of the matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tie: Option<Box<RouteTie>>,
+}
+
+/// A route's place among equally specific ones (see [`Route::tie`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RouteTie {
+    /// The source's creation time (seconds since the epoch; `None`, unknown, first).
+    pub created: Option<i64>,
+    /// The position of its rule in the source.
+    pub rule: u32,
 }
 
 impl Route {
@@ -562,6 +576,7 @@ mod tests {
             matcher: RouteMatch::path(PathMatch::Prefix(path.to_string())),
             action: RouteAction::DirectResponse { status, body: None },
             source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+            tie: None,
             policy: None,
         }
     }
