@@ -204,9 +204,15 @@ pub fn attach<'g>(
             format!("no listener it names takes {kind}s from namespace {namespace}"),
         ));
     }
+    // Listener isolation: a host a more specific listener of the Gateway on the same
+    // port covers is that listener's alone.
     let hosted: Vec<(&Served, Vec<String>)> = allowed
         .into_iter()
-        .map(|l| (l, intersect(l.hostname.as_deref(), hostnames)))
+        .map(|l| {
+            let mut hosts = intersect(l.hostname.as_deref(), hostnames);
+            hosts.retain(|h| !isolated(listeners, l, h));
+            (l, hosts)
+        })
         .filter(|(_, hosts)| !hosts.is_empty())
         .collect();
     if hosted.is_empty() {
@@ -218,6 +224,26 @@ pub fn attach<'g>(
         ));
     }
     Ok(hosted)
+}
+
+/// Whether a listener of `listeners` on `listener`'s port with a more specific hostname
+/// covers `host`: requests for it are that listener's.
+fn isolated(listeners: &[Served], listener: &Served, host: &str) -> bool {
+    let rank = |h: Option<&str>| match h {
+        None => (0, 0),
+        Some(h) if h.starts_with('*') => (1, h.split('.').count()),
+        Some(_) => (2, 0),
+    };
+    let own = rank(listener.hostname.as_deref());
+    listeners.iter().any(|other| {
+        other.port == listener.port
+            && other.name != listener.name
+            && rank(other.hostname.as_deref()) > own
+            && other
+                .hostname
+                .as_deref()
+                .is_some_and(|h| crate::hosts::covers(&h.to_ascii_lowercase(), host))
+    })
 }
 
 /// By Gateway listener and host: the kind of route (HTTPRoute or GRPCRoute) that has it.
