@@ -115,6 +115,9 @@ spec:
       filters:
         - type: RequestRedirect
           requestRedirect: {{hostname: elsewhere.example.com, port: 80}}
+    - matches: [{{path: {{value: /slow}}}}]
+      timeouts: {{backendRequest: 300ms}}
+      backendRefs: [{{name: slow, port: 80}}]
     - matches: [{{path: {{value: /half}}}}]
       backendRefs:
         - {{name: echo-a, port: 80}}
@@ -299,6 +302,10 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
         location(&headers).as_deref(),
         Some("http://elsewhere.example.com/to-port")
     );
+    // A backend slower than the rule's backendRequest timeout: 504.
+    let started = std::time::Instant::now();
+    assert_eq!(request(&stack, "GET", host, "/slow", &[]).await.0, 504);
+    assert!(started.elapsed() < Duration::from_millis(1500));
     // A missing Service's share of the weight answers 500, the rest goes through.
     let mut answers = std::collections::BTreeMap::new();
     for _ in 0..60 {
@@ -419,6 +426,27 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
         "the half mirror saw {halved} of 40"
     );
 
+    // WebSocket: a Service port of appProtocol kubernetes.io/ws takes upgrades (the test
+    // backend then answers without upgrading); Envoy refuses them to other backends.
+    let echo_a = std::fs::read_to_string(stack.manifests().join("services/echo-a.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ws_service = echo_a
+        .replace("echo-a", "ws-echo")
+        .replace("port: 80, ", "port: 80, appProtocol: kubernetes.io/ws, ");
+    assert!(ws_service.contains("appProtocol"), "{ws_service}");
+    write(
+        &stack.manifests(),
+        "ws.yaml",
+        &format!(
+            "{ws_service}---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: ws, namespace: default}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [ws.gw.example.com]\n  rules:\n    - matches: [{{path: {{value: /ws}}}}]\n      backendRefs: [{{name: ws-echo, port: 80}}]\n    - backendRefs: [{{name: echo-a, port: 80}}]\n"
+        ),
+    );
+    stack.wait_for("ws.gw.example.com", "/ws", "a", WAIT).await;
+    let upgrade = [("connection", "upgrade"), ("upgrade", "websocket")];
+    let ws = "ws.gw.example.com";
+    assert_eq!(request(&stack, "GET", ws, "/ws", &upgrade).await.0, 200);
+    assert_eq!(request(&stack, "GET", ws, "/", &upgrade).await.0, 403);
+
     // An edit of a route is followed, built alone and spliced into the last build.
     let spliced = || async {
         let url = format!("http://127.0.0.1:{}/metrics", stack.metrics_port);
@@ -442,13 +470,15 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
 }
 
 /// A TLSRoute passed through by SNI on a TLS listener (the client sees the backend's own
-/// certificate), and a TCPRoute forwarding a TCP listener's connections, through a real
-/// Envoy; Envoy rejects nothing.
+/// certificate), another terminated by a TLS listener on the same port (the backend
+/// speaks plain text), and a TCPRoute forwarding a TCP listener's connections, through a
+/// real Envoy; Envoy rejects nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_tcp_routes_forward_connections_through_envoy() {
     let ca = new_ca("passthrough test CA");
     let backend_cert = issue(&ca, "app.pass.example.com");
     let tls_port = tls_backend(&backend_cert).await;
+    let end_cert = issue(&ca, "*.end.example.com");
     let stack = start_with(
         Some(CONFIG),
         &[
@@ -456,6 +486,10 @@ async fn tls_and_tcp_routes_forward_connections_through_envoy() {
             (
                 "tls-backend.yaml",
                 &crate::support::service_yaml("default", "tls-backend", tls_port),
+            ),
+            (
+                "end-cert.yaml",
+                &tls_secret("default", "end-cert", &end_cert),
             ),
         ],
         ("ready.example.com", "/", "a"),
@@ -476,6 +510,11 @@ spec:
       port: {}
       hostname: "*.pass.example.com"
       tls: {{mode: Passthrough}}
+    - name: end
+      protocol: TLS
+      port: {}
+      hostname: "*.end.example.com"
+      tls: {{mode: Terminate, certificateRefs: [{{name: end-cert}}]}}
     - {{name: tcp, protocol: TCP, port: {}}}
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
@@ -486,6 +525,14 @@ spec:
   hostnames: [app.pass.example.com]
   rules: [{{backendRefs: [{{name: tls-backend, port: 80}}]}}]
 ---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {{name: end, namespace: default}}
+spec:
+  parentRefs: [{{name: streams, sectionName: end}}]
+  hostnames: [app.end.example.com]
+  rules: [{{backendRefs: [{{name: echo-a, port: 80}}]}}]
+---
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
 metadata: {{name: tcp, namespace: default}}
@@ -493,6 +540,7 @@ spec:
   parentRefs: [{{name: streams, sectionName: tcp}}]
   rules: [{{backendRefs: [{{name: echo-a, port: 80}}]}}]
 "#,
+        stack.https_port - 8000,
         stack.https_port - 8000,
         tcp_port - 8000
     );
@@ -509,6 +557,19 @@ spec:
         passed.peer.as_ref(),
         Some(&backend_cert.der),
         "not the backend's certificate"
+    );
+    // Terminated on the same port: the listener's certificate, the plain-text backend.
+    let end = "app.end.example.com";
+    let ended = eventually(WAIT, || async {
+        client.get(stack.https_port, end, end, "/").await.ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("no TLS termination\n{}", stack.logs()));
+    assert_eq!((ended.status, ended.body.as_str()), (200, "a"));
+    assert_eq!(
+        ended.peer.as_ref(),
+        Some(&end_cert.der),
+        "not the listener's certificate"
     );
 
     let tcp = eventually(WAIT, || async {
@@ -552,7 +613,8 @@ impl envoy_types::pb::envoy::service::auth::v3::authorization_server::Authorizat
 }
 
 /// A GRPCRoute matching a service and method sends gRPC calls through a real Envoy to a
-/// real gRPC server over h2c.
+/// real gRPC server over h2c; so does an HTTPRoute to a Service port of appProtocol
+/// `kubernetes.io/h2c`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpcroutes_route_grpc_calls_through_envoy() {
     use envoy_types::pb::envoy::service::auth::v3::CheckRequest;
@@ -579,6 +641,11 @@ async fn grpcroutes_route_grpc_calls_through_envoy() {
                 "grpc.yaml",
                 &crate::support::service_yaml("default", "authz", grpc_port),
             ),
+            (
+                "h2c.yaml",
+                &crate::support::service_yaml("default", "authz-h2c", grpc_port)
+                    .replace("port: 80, ", "port: 80, appProtocol: kubernetes.io/h2c, "),
+            ),
         ],
         ("ready.example.com", "/", "a"),
     )
@@ -592,6 +659,14 @@ spec:
   rules:
     - matches: [{method: {service: envoy.service.auth.v3.Authorization, method: Check}}]
       backendRefs: [{name: authz, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: h2c, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [h2c.gw.example.com]
+  rules: [{backendRefs: [{name: authz-h2c, port: 80}]}]
 "#;
     write(
         &stack.manifests(),
@@ -601,25 +676,29 @@ spec:
             gateway(stack.http_port(), stack.https_port)
         ),
     );
-    let endpoint =
-        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{}", stack.http_port()))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .origin(
-                "http://grpc.gw.example.com"
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{e}")),
-            );
-    let answered = eventually(WAIT, || async {
-        let channel = endpoint.connect().await.ok()?;
-        let response = AuthorizationClient::new(channel)
-            .check(CheckRequest::default())
-            .await
-            .ok()?;
-        response.into_inner().status
-    })
-    .await
-    .unwrap_or_else(|| panic!("no gRPC answer through Envoy\n{}", stack.logs()));
-    assert_eq!(answered.message, "through the gateway");
+    for host in ["grpc.gw.example.com", "h2c.gw.example.com"] {
+        let endpoint = tonic::transport::Endpoint::from_shared(format!(
+            "http://127.0.0.1:{}",
+            stack.http_port()
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .origin(
+            format!("http://{host}")
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let answered = eventually(WAIT, || async {
+            let channel = endpoint.connect().await.ok()?;
+            let response = AuthorizationClient::new(channel)
+                .check(CheckRequest::default())
+                .await
+                .ok()?;
+            response.into_inner().status
+        })
+        .await
+        .unwrap_or_else(|| panic!("no gRPC answer through Envoy for {host}\n{}", stack.logs()));
+        assert_eq!(answered.message, "through the gateway");
+    }
     stack.assert_nothing_rejected().await;
 }
 

@@ -23,12 +23,16 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "Gateway",
+    "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
     "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
     "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteBackendTimeout",
     "HTTPRouteCORS",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
@@ -46,6 +50,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "ListenerSet",
     "ReferenceGrant",
     "TLSRoute",
+    "TLSRouteModeMixed",
+    "TLSRouteModeTerminate",
 ];
 
 /// Contour's container port for a Gateway listener port: 8000 above it, wrapping past

@@ -185,6 +185,9 @@ fn forward(
         out.tls_policies.extend(reference.tls_policies(key, tls));
         match resolve(ctx, grants, key, &reference, h2c, Some(tls)) {
             Ok(cluster) => {
+                // A Service port of appProtocol `kubernetes.io/ws(s)` takes WebSocket
+                // upgrades.
+                policy.websockets |= speaks_websocket(ctx, &cluster, backend.port);
                 if weight > 0 {
                     let mut w = WeightedCluster {
                         cluster: cluster.name.clone(),
@@ -220,6 +223,20 @@ fn forward(
         });
     }
     Ok(RouteAction::Forward(weighted))
+}
+
+/// Whether the Service port a backend names says it speaks WebSocket.
+fn speaks_websocket(ctx: &BuildContext<'_>, cluster: &Cluster, port: Option<i32>) -> bool {
+    let Some(service) = ctx.store().service(&cluster.namespace, &cluster.service) else {
+        return false;
+    };
+    service.ports.iter().any(|p| {
+        Some(p.port) == port
+            && matches!(
+                p.app_protocol.as_deref(),
+                Some("kubernetes.io/ws" | "kubernetes.io/wss")
+            )
+    })
 }
 
 /// A backend's own filters: header modifications of the requests sent to it and of
