@@ -44,7 +44,8 @@ fn review(uid: &str, operation: &str, object: &Value) -> Value {
     let kind = object["kind"].as_str().unwrap_or_default();
     let (group, version) = match kind {
         "Ingress" => ("networking.k8s.io", "v1"),
-        "HTTPRoute" | "Gateway" => ("gateway.networking.k8s.io", "v1"),
+        "HTTPRoute" | "GRPCRoute" | "TLSRoute" | "Gateway" => ("gateway.networking.k8s.io", "v1"),
+        "TCPRoute" => ("gateway.networking.k8s.io", "v1alpha2"),
         _ => ("projectcontour.io", "v1"),
     };
     json!({
@@ -403,4 +404,87 @@ async fn httproutes_the_controller_would_not_accept_are_refused() {
         warned["warnings"].to_string().contains("not-yet"),
         "{warned}"
     );
+}
+
+/// TLSRoutes, TCPRoutes and GRPCRoutes are judged as HTTPRoutes are: a host name the
+/// controller would not accept, a backend that is not a Service, a method match that
+/// does not decode are refused; a good one is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_and_grpc_routes_the_controller_would_not_accept_are_refused() {
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: isobar}\nspec: {controllerName: projectcontour.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: team-a}\nspec:\n  gatewayClassName: isobar\n  listeners:\n    - {name: http, protocol: HTTP, port: 80}\n    - {name: tls, protocol: TLS, port: 443, tls: {mode: Passthrough}}\n    - {name: tcp, protocol: TCP, port: 5432}\n";
+    let manifests = format!("{}---\n{gateway}", existing());
+    let config = Config {
+        gateway: Some(json!({"controllerName": "projectcontour.io/gateway-controller"})),
+        ..Config::default()
+    };
+    let hook = hook(&manifests, config).await;
+    let route = |kind: &str, version: &str, name: &str, spec: Value| {
+        json!({
+            "apiVersion": format!("gateway.networking.k8s.io/{version}"),
+            "kind": kind,
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": spec,
+        })
+    };
+    let web = json!([{"backendRefs": [{"name": "web", "port": 80}]}]);
+    let cases = [
+        (
+            route(
+                "TLSRoute",
+                "v1",
+                "fine",
+                json!({"parentRefs": [{"name": "gw", "sectionName": "tls"}], "hostnames": ["db.example.com"], "rules": web}),
+            ),
+            None,
+        ),
+        (
+            route(
+                "TLSRoute",
+                "v1",
+                "bad-host",
+                json!({"parentRefs": [{"name": "gw", "sectionName": "tls"}], "hostnames": ["Bad_Host.example.com"], "rules": web}),
+            ),
+            Some("not a valid host name"),
+        ),
+        (
+            route(
+                "TCPRoute",
+                "v1alpha2",
+                "not-a-service",
+                json!({"parentRefs": [{"name": "gw", "sectionName": "tcp"}], "rules": [{"backendRefs": [{"group": "example.com", "kind": "Database", "name": "db", "port": 5432}]}]}),
+            ),
+            Some("is not a Service"),
+        ),
+        (
+            route(
+                "GRPCRoute",
+                "v1",
+                "fine-grpc",
+                json!({"parentRefs": [{"name": "gw", "sectionName": "http"}], "hostnames": ["grpc.example.com"], "rules": [{"matches": [{"method": {"service": "a.B", "method": "C"}}], "backendRefs": [{"name": "web", "port": 80}]}]}),
+            ),
+            None,
+        ),
+        (
+            route(
+                "GRPCRoute",
+                "v1",
+                "bad-grpc",
+                json!({"parentRefs": [{"name": "gw", "sectionName": "http"}], "hostnames": ["grpc2.example.com"], "rules": [{"matches": [{"method": {"type": "RegularExpression", "service": "(["}}], "backendRefs": [{"name": "web", "port": 80}]}]}),
+            ),
+            Some(""),
+        ),
+    ];
+    for (uid, (object, refused)) in cases.iter().enumerate() {
+        let answer = hook
+            .review(&review(&uid.to_string(), "CREATE", object))
+            .await;
+        match refused {
+            None => assert_eq!(answer["allowed"], true, "{object}: {answer}"),
+            Some(says) => {
+                assert_eq!(answer["allowed"], false, "{object}: {answer}");
+                let message = answer["status"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains(says), "{object}: {answer}");
+            }
+        }
+    }
 }
