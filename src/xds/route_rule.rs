@@ -276,6 +276,10 @@ pub(super) fn forward(
             }),
             per_try_timeout: r.per_try_timeout.map(duration),
             retriable_status_codes: r.retriable_status_codes.clone(),
+            retry_back_off: r.backoff.map(|base| route::retry_policy::RetryBackOff {
+                base_interval: Some(duration(base)),
+                max_interval: None,
+            }),
             ..Default::default()
         }),
         upgrade_configs: if policy.websockets {

@@ -115,6 +115,9 @@ spec:
       filters:
         - type: RequestRedirect
           requestRedirect: {{hostname: elsewhere.example.com, port: 80}}
+    - matches: [{{path: {{value: /retry}}}}]
+      retry: {{codes: [503], attempts: 2, backoff: 10ms}}
+      backendRefs: [{{name: flaky, port: 80}}]
     - matches: [{{path: {{value: /slow}}}}]
       timeouts: {{backendRequest: 300ms}}
       backendRefs: [{{name: slow, port: 80}}]
@@ -425,6 +428,13 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
         (5..=35).contains(&halved),
         "the half mirror saw {halved} of 40"
     );
+
+    // Retries: the flaky backend answers 503 to every other request; retried on 503,
+    // every request gets through.
+    for _ in 0..10 {
+        let (status, body, _) = request(&stack, "GET", host, "/retry", &[]).await;
+        assert_eq!((status, body.as_str()), (200, "flaky"));
+    }
 
     // WebSocket: a Service port of appProtocol kubernetes.io/ws takes upgrades (the test
     // backend then answers without upgrading); Envoy refuses them to other backends.

@@ -7,7 +7,7 @@ use isobar_sdk::{Claim, ObjectKey, Objects, ParentRef};
 
 use crate::hosts::intersect;
 use crate::rules::BackendRef;
-use gateway_api::apis::standard::httproutes::HttpRouteSpec;
+use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
 
 use crate::kinds::{GROUP, Gateway, GrpcRoute, HttpRoute, ListenerSet, TcpRoute, TlsRoute};
 

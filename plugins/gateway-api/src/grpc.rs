@@ -2,10 +2,10 @@
 //! (`/service/method`), filters and backends are spelt the same, and the backends speak
 //! HTTP/2 in clear text (h2c).
 
+use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
 use gateway_api::apis::standard::grpcroutes::{
     GrpcRouteRulesMatches, GrpcRouteRulesMatchesMethodType, GrpcRouteSpec,
 };
-use gateway_api::apis::standard::httproutes::HttpRouteSpec;
 use serde_json::{Value, json};
 
 /// A gRPC service name as the CRD allows it (`package.Service`).

@@ -2,10 +2,10 @@
 //! (Gateway API v1.5), each wrapped so that it can be an Isobar [`Resource`], plus the
 //! core `Namespace` (for `allowedRoutes.namespaces.selector`).
 
-use gateway_api::apis::experimental::tcproutes;
+use gateway_api::apis::experimental::{httproutes, tcproutes};
 use gateway_api::apis::standard::{
-    backendtlspolicies, gatewayclasses, gateways, grpcroutes, httproutes, listenersets,
-    referencegrants, tlsroutes,
+    backendtlspolicies, gatewayclasses, gateways, grpcroutes, listenersets, referencegrants,
+    tlsroutes,
 };
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use gateway_api::apis::standard::httproutes::HttpRouteSpec;
+use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
 
 use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::{DownstreamTls, Redirect, Route, RouteAction, RouteTie, SecureVirtualHost};

@@ -2,19 +2,19 @@
 //! checked alone: a rule Isobar cannot serve as written is left out (and reported),
 //! the others are served.
 
-use gateway_api::apis::standard::httproutes::{
+use gateway_api::apis::experimental::httproutes::{
     HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFiltersType,
     HttpRouteRulesFilters, HttpRouteRulesFiltersCors, HttpRouteRulesFiltersRequestRedirectPathType,
     HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
     HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesQueryParamsType,
+    HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry,
 };
 use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir::{
     Cluster, ClusterOptions, Cors, HeaderMatch, HeadersPolicy, Mirror, PathMatch, QueryMatch,
-    Redirect, RegexRewrite, RouteAction, RouteMatch, RoutePolicy, StringMatch, UpstreamProtocol,
-    WeightedCluster,
+    Redirect, RegexRewrite, Retry, RouteAction, RouteMatch, RoutePolicy, StringMatch,
+    UpstreamProtocol, WeightedCluster,
 };
 use isobar_sdk::regex::check_re2;
 use isobar_sdk::resolve::{PortRef, service_cluster};
@@ -131,18 +131,27 @@ fn one_rule(
             tls,
         )?;
     }
+    let mut per_try = None;
     if let Some(timeouts) = &rule.timeouts {
         if let Some(t) = &timeouts.request {
             policy.timeout = Some(duration(t)?);
         }
         if let Some(t) = &timeouts.backend_request {
-            let per_try = duration(t)?;
-            if policy.timeout.is_some_and(|r| !r.is_zero() && per_try > r) {
+            let backend = duration(t)?;
+            if policy.timeout.is_some_and(|r| !r.is_zero() && backend > r) {
                 return Err("timeouts.backendRequest must not exceed timeouts.request".into());
             }
-            // Without retries a backend request is the request: its timeout bounds it.
-            policy.timeout = Some(policy.timeout.map_or(per_try, |r| r.min(per_try)));
+            if rule.retry.is_some() {
+                // Each attempt is a backend request.
+                per_try = Some(backend);
+            } else {
+                // Without retries a backend request is the request: its timeout bounds it.
+                policy.timeout = Some(policy.timeout.map_or(backend, |r| r.min(backend)));
+            }
         }
+    }
+    if let Some(r) = &rule.retry {
+        policy.retry = retry(r, per_try)?;
     }
     let action = match redirect {
         Some(r) => RouteAction::Redirect(Box::new(r)),
@@ -391,6 +400,44 @@ fn duration(value: &str) -> Result<std::time::Duration, String> {
     u64::try_from(d.as_nanos())
         .map(std::time::Duration::from_nanos)
         .map_err(|_| format!("duration {value:?} is too long"))
+}
+
+/// A rule's `retry` as Envoy's retry policy: connection failures and resets (which a
+/// per-try timeout is) are retried, and the listed status codes; `attempts` retries (one
+/// when unset, as Envoy; none for 0), `backoff` as the base interval.
+fn retry(
+    r: &HttpRouteRulesRetry,
+    per_try_timeout: Option<std::time::Duration>,
+) -> Result<Option<Retry>, String> {
+    let mut codes = Vec::new();
+    for code in r.codes.iter().flatten() {
+        match u32::try_from(*code) {
+            Ok(c @ 400..=599) => codes.push(c),
+            _ => return Err(format!("retry code {code} is not within 400-599")),
+        }
+    }
+    let attempts = match r.attempts {
+        None => 1,
+        Some(n) => u32::try_from(n).map_err(|_| format!("retry attempts {n} is negative"))?,
+    };
+    if attempts == 0 {
+        return Ok(None);
+    }
+    let backoff = r.backoff.as_deref().map(duration).transpose()?;
+    if backoff.is_some_and(|b| b < std::time::Duration::from_millis(1)) {
+        return Err("retry backoff must be at least 1ms".into());
+    }
+    let mut on = vec!["connect-failure", "refused-stream", "reset"];
+    if !codes.is_empty() {
+        on.push("retriable-status-codes");
+    }
+    Ok(Some(Retry {
+        retry_on: on.join(","),
+        num_retries: attempts,
+        per_try_timeout,
+        retriable_status_codes: codes,
+        backoff,
+    }))
 }
 
 fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, String> {
@@ -657,7 +704,7 @@ fn apply_filter(
             policy.cors = Some(Box::new(cors(c)?));
             Ok(())
         }
-        HttpRouteRulesFiltersType::ExtensionRef => {
+        HttpRouteRulesFiltersType::ExtensionRef | HttpRouteRulesFiltersType::ExternalAuth => {
             Err(format!("filter {:?} is not supported yet", filter.r#type))
         }
     }

@@ -177,6 +177,7 @@ pub(crate) fn retry(policy: &RetryPolicy) -> Result<Retry, PolicyError> {
         num_retries,
         per_try_timeout: per_try_timeout.filter(|d| !d.is_zero()),
         retriable_status_codes: policy.retriable_status_codes.clone(),
+        backoff: None,
     })
 }
 

@@ -110,6 +110,7 @@ pub(crate) fn read(meta: &ObjectMeta, key: &ObjectKey, status: &mut StatusReport
                     num_retries,
                     per_try_timeout: per_try.and_then(Result::ok).filter(|d| !d.is_zero()),
                     retriable_status_codes: Vec::new(),
+                    backoff: None,
                 })
             }
         }

@@ -522,6 +522,9 @@ pub struct Retry {
     pub per_try_timeout: Option<std::time::Duration>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retriable_status_codes: Vec<u32>,
+    /// The base interval between retries (Envoy's default, 25 ms, when unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
