@@ -220,6 +220,59 @@ fn flags_beat_environment_beat_file_beat_defaults() {
     assert_eq!(http_port(&with_flag, &env), 9200);
 }
 
+/// The Gateway API quick start's objects translate with every route accepted and every
+/// reference resolved, the Gateway programmed.
+#[test]
+fn the_gateway_api_example_is_accepted_whole() {
+    let dir = format!("{REPO}/examples/gateway-api");
+    let (ok, out, err) = isobar(
+        &[
+            "translate",
+            "--manifests",
+            &format!("{dir}/manifests"),
+            "-c",
+            &format!("{dir}/contour.yaml"),
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let statuses = doc["status"].as_array().cloned().unwrap_or_default();
+    let of_kind = |kind: &str| {
+        statuses
+            .iter()
+            .filter(|s| s["kind"] == kind)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let routes = of_kind("HTTPRoute");
+    assert!(!routes.is_empty(), "{out}");
+    for route in &routes {
+        let parents = route["status"]["parents"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(!parents.is_empty(), "{route}");
+        for parent in parents {
+            for c in parent["conditions"].as_array().into_iter().flatten() {
+                if c["type"] == "Accepted" || c["type"] == "ResolvedRefs" {
+                    assert_eq!(c["status"], "True", "{route}");
+                }
+            }
+        }
+    }
+    for gateway in of_kind("Gateway") {
+        let conditions = gateway["status"]["conditions"].to_string();
+        assert!(
+            conditions.contains(r#""reason":"Programmed""#)
+                && !conditions.contains("ListenersNotValid"),
+            "{gateway}"
+        );
+    }
+}
+
 #[test]
 fn translate_prints_resources_and_conditions() {
     let (ok, out, err) = isobar(&["translate", "--manifests", &quickstart()], &[]);

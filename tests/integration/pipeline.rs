@@ -583,3 +583,76 @@ fn stored_secrets_are_checked_as_they_arrived() {
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 }
+
+/// Contour's static mode: with `gateway.gatewayRef`, that one Gateway is served whatever
+/// its class, and no other (not even one of this controller's classes); a Gateway
+/// listener port P lands on Contour's container port, P + 8000 wrapped past 65535 and
+/// kept clear of 1-1023.
+#[test]
+fn gateway_ref_serves_one_gateway_on_contours_container_ports() {
+    let yaml = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: ours}
+spec: {controllerName: projectcontour.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: provisioned}
+spec: {controllerName: example.com/provisioner}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: static, namespace: projectcontour}
+spec:
+  gatewayClassName: provisioned
+  listeners:
+    - {name: high, protocol: HTTP, port: 60000}
+    - {name: wraps-low, protocol: HTTP, port: 57600}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: other, namespace: default}
+spec:
+  gatewayClassName: ours
+  listeners: [{name: http, protocol: HTTP, port: 10081}]
+"#;
+    let config = Config {
+        gateway: Some(
+            serde_json::json!({"gatewayRef": {"namespace": "projectcontour", "name": "static"}}),
+        ),
+        ..Config::default()
+    };
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let out = pipeline.build(&objects(yaml));
+    let ports: Vec<(String, u16)> = out
+        .ir
+        .listeners
+        .values()
+        .filter(|l| l.name.starts_with("http-"))
+        .map(|l| (l.name.clone(), l.port))
+        .collect();
+    // 60000 + 8000 - 65535 = 2465; 57600 + 8000 - 65535 = 65, moved past 1023 to 1088.
+    assert_eq!(
+        ports,
+        vec![
+            ("http-57600".to_string(), 1088),
+            ("http-60000".to_string(), 2465)
+        ]
+    );
+    let gateway = |ns: &str, name: &str| {
+        out.status
+            .get(&key(isobar_plugin_gateway_api::kinds::GATEWAY, ns, name))
+            .and_then(|s| s.gateway.as_ref())
+            .map(|g| {
+                g.conditions
+                    .iter()
+                    .map(|c| c.type_.clone())
+                    .collect::<Vec<_>>()
+            })
+    };
+    assert_eq!(
+        gateway("projectcontour", "static"),
+        Some(vec!["Accepted".to_string(), "Programmed".to_string()])
+    );
+    assert_eq!(gateway("default", "other"), None);
+}
