@@ -512,8 +512,15 @@ impl<'a> Converter<'a> {
             if let Some(h) = &redirect.hostname {
                 to["hostname"] = json!(h);
             }
-            if let Some(p) = redirect.port {
-                to["port"] = json!(p);
+            match redirect.port {
+                Some(p) => to["port"] = json!(p),
+                // Envoy drops the request's port when it redirects to another host;
+                // Gateway API would take the listener's: say the scheme's own port.
+                None if redirect.hostname.is_some() => {
+                    let https = redirect.scheme.as_deref() == Some("https");
+                    to["port"] = json!(if https { 443 } else { 80 });
+                }
+                None => {}
             }
             if let Some(p) = &redirect.path {
                 to["path"] = json!({"type": "ReplaceFullPath", "replaceFullPath": p});

@@ -502,7 +502,7 @@ mod tests {
             Some(4),
             &json!({"ingress": [{"ip": "10.0.0.1"}, {"hostname": "lb.example.com"}]}),
         );
-        let merged = merge(Kind::new(&GATEWAY), &current, &desired);
+        let merged = merge(Kind::new(&GATEWAY), &current, &desired, CONTROLLER_NAME);
         assert_eq!(merged["conditions"][0]["lastTransitionTime"], "t1");
         assert_eq!(merged["conditions"][0]["observedGeneration"], 4);
         assert_eq!(merged["listeners"][0]["attachedRoutes"], 2);

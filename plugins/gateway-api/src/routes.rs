@@ -414,7 +414,7 @@ fn accept<'g>(
 pub fn resolved_refs(unresolved: Option<&crate::rules::Unresolved>) -> Condition {
     match unresolved {
         None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
-        Some((reason, message)) => Condition::new("ResolvedRefs", false, *reason, message.clone()),
+        Some((reason, message)) => Condition::new("ResolvedRefs", false, reason, message.clone()),
     }
 }
 
