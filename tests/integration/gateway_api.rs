@@ -978,6 +978,100 @@ async fn older_gateway_api_versions_are_read_where_the_api_serves_them() {
     controller.shutdown().await;
 }
 
+/// A Gateway's `tls.frontend`: its HTTPS listener asks clients for a certificate of the
+/// CA its ConfigMap holds (one without, or of another CA, is refused); a per-port entry
+/// lets clients without one in (`AllowInsecureFallback`, said on the Gateway); a CA
+/// reference that does not resolve leaves its listener unserved, not open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_frontend_validation_asks_clients_for_certificates() {
+    let ca = new_ca("frontend test CA");
+    let client_ca = new_ca("frontend client CA");
+    let cert = issue(&ca, "*.gw.example.com");
+    let stack = start_with(
+        Some(CONFIG),
+        &[
+            ("ready.yaml", READY),
+            ("gw-cert.yaml", &tls_secret("default", "gw-cert", &cert)),
+            ("client-ca.yaml", &ca_config_map("client-ca", &client_ca)),
+        ],
+        ("ready.example.com", "/", "a"),
+    )
+    .await;
+    let open_port = crate::support::ServePorts::free().https;
+    let https = |name: &str, port: u16| {
+        format!(
+            "    - name: {name}\n      protocol: HTTPS\n      port: {}\n      hostname: \"*.gw.example.com\"\n      tls: {{certificateRefs: [{{name: gw-cert}}]}}\n",
+            port - 8000
+        )
+    };
+    let objects = format!(
+        "{CLASS}---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: default}}\nspec:\n  gatewayClassName: isobar\n  tls:\n    frontend:\n      default:\n        validation: {{caCertificateRefs: [{{group: '', kind: ConfigMap, name: client-ca}}]}}\n      perPort:\n        - port: {}\n          tls: {{validation: {{caCertificateRefs: [{{group: '', kind: ConfigMap, name: client-ca}}], mode: AllowInsecureFallback}}}}\n  listeners:\n{}{}---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: app, namespace: default}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [app.gw.example.com]\n  rules: [{{backendRefs: [{{name: echo-a, port: 80}}]}}]\n",
+        open_port - 8000,
+        https("mtls", stack.https_port),
+        https("open", open_port)
+    );
+    write(&stack.manifests(), "gateway.yaml", &objects);
+    let host = "app.gw.example.com";
+    let anonymous = Client::new(&[&ca]);
+    let trusted = Client::new(&[&ca]).with_identity(&issue(&client_ca, "client.example.com"));
+    let stranger = Client::new(&[&ca]).with_identity(&issue(&new_ca("other CA"), "x.example.com"));
+    let good = eventually(WAIT, || async {
+        trusted.get(stack.https_port, host, host, "/").await.ok()
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "no answer with a trusted client certificate\n{}",
+            stack.logs()
+        )
+    });
+    assert_eq!((good.status, good.body.as_str()), (200, "a"));
+    assert!(
+        anonymous
+            .get(stack.https_port, host, host, "/")
+            .await
+            .is_err()
+    );
+    assert!(
+        stranger
+            .get(stack.https_port, host, host, "/")
+            .await
+            .is_err()
+    );
+    // The insecure fallback port lets a client without a certificate in.
+    let open = eventually(WAIT, || async {
+        anonymous.get(open_port, host, host, "/").await.ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("the fallback port refused a client\n{}", stack.logs()));
+    assert_eq!((open.status, open.body.as_str()), (200, "a"));
+
+    // The CA ConfigMap goes away: the mutual TLS listener is no longer served (nothing
+    // falls open), the fallback one neither.
+    std::fs::remove_file(stack.manifests().join("client-ca.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let closed = eventually(WAIT, || async {
+        trusted
+            .get(stack.https_port, host, host, "/")
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        closed.is_some(),
+        "still served without its CA\n{}",
+        stack.logs()
+    );
+    assert!(
+        anonymous
+            .get(stack.https_port, host, host, "/")
+            .await
+            .is_err()
+    );
+    stack.assert_nothing_rejected().await;
+}
+
 /// A ConfigMap holding `ca`'s certificate as `ca.crt`.
 fn ca_config_map(name: &str, ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>) -> String {
     let pem: String = ca.pem().lines().map(|l| format!("    {l}\n")).collect();

@@ -99,6 +99,14 @@ impl Client {
         }
     }
 
+    /// The client presenting `issued` as its certificate.
+    pub(crate) fn with_identity(self, issued: &Issued) -> Client {
+        Client {
+            identity: Some((issued.der.clone(), issued.key_pem.clone())),
+            ..self
+        }
+    }
+
     fn config(&self) -> Result<ClientConfig, String> {
         let mut store = RootCertStore::empty();
         for root in &self.roots {

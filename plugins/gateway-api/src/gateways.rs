@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use gateway_api::apis::standard::gateways::{
     GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
+    GatewayTlsFrontend,
 };
 use isobar_sdk::condition::{Condition, RouteGroupKind};
 use isobar_sdk::ir::{HTTP_LISTENER, HTTPS_LISTENER, Listener, Protocol, RouteNames};
@@ -23,6 +24,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "Gateway",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
     "HTTPRoute",
@@ -127,6 +130,8 @@ pub struct Served {
     /// Whether Envoy serves it: false when its certificate does not resolve (routes
     /// still attach, as the spec asks, but go nowhere).
     pub programmed: bool,
+    /// HTTPS: the client certificates it asks for (the Gateway's `tls.frontend`).
+    pub client_validation: Option<Box<isobar_sdk::ir::ClientValidation>>,
 }
 
 impl Served {
@@ -263,16 +268,25 @@ pub fn serve(
     };
     let sets = crate::listener_sets::by_gateway(ctx);
     for (key, gateway) in selected(ctx, config, &classes) {
+        let frontend = gateway.spec.tls.as_ref().and_then(|t| t.frontend.as_ref());
         let (served, programmed) = serve_listeners(
             ctx,
             grants,
-            &key,
+            (&key, &key, frontend),
             &gateway.spec.listeners,
             &mut envoy,
             ir,
             status,
         );
         report_gateway(&key, &gateway.spec.listeners, &served, programmed, status);
+        if frontend.is_some_and(crate::frontend::insecure) {
+            status.gateway(&key).set(Condition::new(
+                "InsecureFrontendValidationMode",
+                true,
+                "ConfigurationChanged",
+                "clients without a valid certificate are let in (AllowInsecureFallback)",
+            ));
+        }
         out.listeners.insert(key.clone(), served);
         // Its ListenerSets, oldest first, after its own listeners.
         let mut attached_sets = 0;
@@ -281,8 +295,15 @@ pub fn serve(
                 crate::listener_sets::not_allowed(set_key, status);
                 continue;
             }
-            let (served, programmed) =
-                serve_listeners(ctx, grants, set_key, listeners, &mut envoy, ir, status);
+            let (served, programmed) = serve_listeners(
+                ctx,
+                grants,
+                (set_key, &key, frontend),
+                listeners,
+                &mut envoy,
+                ir,
+                status,
+            );
             if crate::listener_sets::report(set_key, programmed, status) {
                 attached_sets += 1;
             }
@@ -344,7 +365,7 @@ struct Envoy {
 fn serve_listeners(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
-    owner: &ObjectKey,
+    (owner, gateway, frontend): (&ObjectKey, &ObjectKey, Option<&GatewayTlsFrontend>),
     listeners: &[GatewayListeners],
     envoy: &mut Envoy,
     ir: &mut isobar_sdk::Ir,
@@ -400,39 +421,51 @@ fn serve_listeners(
         );
         let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
             == Some(&GatewayListenersTlsMode::Passthrough);
+        let client_validation = match family {
+            Family::Https => {
+                crate::frontend::validation(ctx, grants, gateway, frontend, listener.port)
+            }
+            _ => Ok(None),
+        };
         let secret = match family {
-            Family::Http | Family::Tcp => None,
-            Family::Tls if passthrough => None,
-            Family::Https | Family::Tls => match certificate(ctx, grants, owner, listener) {
-                Ok((sds, secret)) => {
+            Family::Http | Family::Tcp => Ok(None),
+            Family::Tls if passthrough => Ok(None),
+            Family::Https | Family::Tls => certificate(ctx, grants, owner, listener).map(Some),
+        };
+        let secured = secret.and_then(|s| client_validation.map(|v| (s, v)));
+        let (secret, client_validation) = match secured {
+            Ok((secret, validation)) => {
+                let sds = secret.map(|(sds, secret)| {
                     ir.add_secret(&sds, secret);
-                    Some(sds)
-                }
-                Err((reason, message)) => {
-                    let gw = status.gateway(owner);
-                    gw.set_listener(
-                        &listener.name,
-                        Condition::new("ResolvedRefs", false, reason, message),
-                    );
-                    gw.set_listener(
-                        &listener.name,
-                        Condition::new("Programmed", false, "Invalid", "no usable certificate"),
-                    );
-                    served.push(Served {
-                        gateway: owner.clone(),
-                        name: listener.name.clone(),
-                        port: listener.port,
-                        hostname,
-                        envoy: String::new(),
-                        family,
-                        secret: None,
-                        from,
-                        kinds,
-                        programmed: false,
-                    });
-                    continue;
-                }
-            },
+                    sds
+                });
+                (sds, validation)
+            }
+            Err((reason, message)) => {
+                let gw = status.gateway(owner);
+                gw.set_listener(
+                    &listener.name,
+                    Condition::new("ResolvedRefs", false, reason, message),
+                );
+                gw.set_listener(
+                    &listener.name,
+                    Condition::new("Programmed", false, "Invalid", message_of(reason)),
+                );
+                served.push(Served {
+                    gateway: owner.clone(),
+                    name: listener.name.clone(),
+                    port: listener.port,
+                    hostname,
+                    envoy: String::new(),
+                    family,
+                    secret: None,
+                    from,
+                    kinds,
+                    programmed: false,
+                    client_validation: None,
+                });
+                continue;
+            }
         };
         let gw = status.gateway(owner);
         gw.set_listener(&listener.name, resolved);
@@ -482,9 +515,19 @@ fn serve_listeners(
             from,
             kinds,
             programmed: true,
+            client_validation,
         });
     }
     (served, programmed)
+}
+
+/// Why a listener whose references do not resolve is not programmed.
+fn message_of(reason: &str) -> &'static str {
+    if reason.contains("CACertificate") {
+        "no usable client CA certificate"
+    } else {
+        "no usable certificate"
+    }
 }
 
 /// Checks one listener, setting its Accepted condition and supported kinds: its family,

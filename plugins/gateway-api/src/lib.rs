@@ -69,6 +69,7 @@ macro_rules! label_selector {
 
 mod backend_tls;
 mod claims;
+mod frontend;
 mod gateways;
 mod grants;
 mod grpc;

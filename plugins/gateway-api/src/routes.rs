@@ -448,7 +448,7 @@ fn place(
                     min_version: None,
                     max_version: None,
                     alpn_http: true,
-                    client_validation: None,
+                    client_validation: listener.client_validation.clone(),
                 }),
             )
         });
