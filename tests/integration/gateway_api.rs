@@ -339,6 +339,30 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
         .await
         .unwrap_or_else(|e| panic!("https: {e}"));
     assert_eq!(misdirected.status, 421);
+    // The listener's certificate rotated: SDS alone carries it, the listener stays.
+    let lds = |stats: &str| crate::tls::stat(stats, "listener_manager.lds.update_success");
+    let lds_before = lds(&stack.envoy_stats().await);
+    let rotated = issue(&ca, "*.gw.example.com");
+    write(
+        &stack.manifests(),
+        "gw-cert.yaml",
+        &tls_secret("default", "gw-cert", &rotated),
+    );
+    let seen = eventually(WAIT, || async {
+        client
+            .get(stack.https_port, host, host, "/")
+            .await
+            .ok()
+            .filter(|a| a.peer.as_ref() == Some(&rotated.der))
+    })
+    .await
+    .unwrap_or_else(|| panic!("the rotated certificate never arrived\n{}", stack.logs()));
+    assert_eq!(seen.status, 200);
+    assert_eq!(
+        lds(&stack.envoy_stats().await),
+        lds_before,
+        "the rotation sent a listener update"
+    );
 
     // CORS: a preflight from an allowed origin (under a wildcard host) is answered by
     // Envoy with the policy; one from another origin is answered without it, and

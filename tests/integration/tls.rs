@@ -221,7 +221,7 @@ pub(crate) async fn tls_backend(cert: &Issued) -> u16 {
     port
 }
 
-fn stat(stats: &str, name: &str) -> Option<u64> {
+pub(crate) fn stat(stats: &str, name: &str) -> Option<u64> {
     stats
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{name}: ")))
