@@ -193,7 +193,7 @@ impl tonic::codec::Decoder for ReadCodec {
 
 /// A simulated Envoy: one ADS stream, subscribed to everything the latest snapshot
 /// holds, ACKing every response; what it reads is appended to `seen`.
-struct Client {
+pub(crate) struct Client {
     seen: Arc<Mutex<Vec<Seen>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -346,7 +346,7 @@ impl Client {
 
     /// The same over a delta (incremental) stream: subscribes by name, ACKs by nonce,
     /// and after clusters or listeners subscribes to the names that are new.
-    async fn connect_delta(
+    pub(crate) async fn connect_delta(
         addr: std::net::SocketAddr,
         snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
     ) -> Client {
@@ -435,7 +435,7 @@ impl Client {
     }
 
     /// Waits for a response of type `t` naming `name` read after `since`; returns when.
-    async fn until(
+    pub(crate) async fn until(
         &self,
         since: Instant,
         t: XdsType,
@@ -470,7 +470,7 @@ impl Client {
     }
 
     /// Bytes read since `since`.
-    fn bytes_since(&self, since: Instant) -> usize {
+    pub(crate) fn bytes_since(&self, since: Instant) -> usize {
         self.seen
             .lock()
             .map(|seen| seen.iter().filter(|s| s.at >= since).map(|s| s.bytes).sum())
@@ -478,7 +478,7 @@ impl Client {
     }
 
     /// Waits until nothing has arrived for `quiet`.
-    async fn settle(&self, quiet: Duration) {
+    pub(crate) async fn settle(&self, quiet: Duration) {
         settle(&self.seen, quiet).await;
     }
 }
