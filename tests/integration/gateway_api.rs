@@ -81,7 +81,8 @@ spec:
       backendRefs: [{{name: echo-b, port: 80}}]
     - matches: [{{path: {{value: /order}}, headers: [{{name: x-c, value: "1"}}]}}]
       backendRefs: [{{name: echo-a, port: 80}}]
-    - matches: [{{path: {{type: Exact, value: /shared/exact}}}}]
+    - name: exact
+      matches: [{{path: {{type: Exact, value: /shared/exact}}}}]
       backendRefs: [{{name: {exact_backend}, port: 80}}]
     - matches:
         - path: {{value: /canary}}
@@ -691,7 +692,8 @@ spec:
   parentRefs: [{name: gw}]
   hostnames: [grpc.gw.example.com]
   rules:
-    - matches: [{method: {service: envoy.service.auth.v3.Authorization, method: Check}}]
+    - name: check
+      matches: [{method: {service: envoy.service.auth.v3.Authorization, method: Check}}]
       backendRefs: [{name: authz, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
