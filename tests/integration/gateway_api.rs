@@ -1535,10 +1535,12 @@ spec:
     );
     let client = Client::new(&[&ca]);
     let host = "app.sets.example.com";
-    let secure = client
-        .get(stack.https_port, host, host, "/")
-        .await
-        .unwrap_or_else(|e| panic!("https: {e}\n{}", stack.logs()));
+    // The HTTPS listener's route table may land a moment after the HTTP one.
+    let secure = eventually(WAIT, || async {
+        client.get(stack.https_port, host, host, "/").await.ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("no HTTPS answer\n{}", stack.logs()));
     assert_eq!((secure.status, secure.body.as_str()), (200, "a"));
     assert_eq!(
         secure.peer.as_ref(),
