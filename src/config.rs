@@ -73,7 +73,7 @@ pub struct Config {
     /// `pass_through`.
     #[serde(rename = "serverHeaderTransformation")]
     pub server_header_transformation: contour::ServerHeader,
-    /// Route to ExternalName Services (accepted; not honoured yet: they are refused).
+    /// Route to ExternalName Services (never to localhost or link-local names).
     #[serde(rename = "enableExternalNameService")]
     pub enable_external_name_service: bool,
     /// Contour's `network` section.
@@ -84,47 +84,51 @@ pub struct Config {
     pub incluster: bool,
     /// Contour's `kubeconfig`: watch this kubeconfig's cluster (as `--kubeconfig`).
     pub kubeconfig: String,
-    /// Contour's sections Isobar accepts and does not honour yet (one warning at start-up
-    /// names those set).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listener: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compression: Option<serde_json::Value>,
+    /// Contour's `cluster` section: every upstream cluster.
+    pub cluster: sections::Cluster,
+    /// Contour's `listener` section: every listener and HTTP connection manager.
+    pub listener: sections::Listener,
+    /// Contour's `policy` section: default header policies of services.
+    pub policy: sections::Policy,
+    /// Contour's `compression` section: the compressor of every connection manager.
+    pub compression: sections::Compression,
+    /// Contour's extension service sections: checked, and named in one warning at
+    /// start-up while Isobar does not serve them yet.
     #[serde(rename = "rateLimitService", skip_serializing_if = "Option::is_none")]
-    pub rate_limit_service: Option<serde_json::Value>,
+    pub rate_limit_service: Option<sections::RateLimitService>,
     #[serde(rename = "globalExtAuth", skip_serializing_if = "Option::is_none")]
-    pub global_ext_auth: Option<serde_json::Value>,
+    pub global_ext_auth: Option<sections::GlobalExtAuth>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tracing: Option<serde_json::Value>,
-    #[serde(rename = "featureFlags", skip_serializing_if = "Option::is_none")]
-    pub feature_flags: Option<serde_json::Value>,
+    pub tracing: Option<sections::Tracing>,
+    /// Contour's feature flags (Contour 1.33 defines none that change behaviour).
+    #[serde(rename = "featureFlags")]
+    pub feature_flags: Vec<String>,
+    /// Contour's `omEnforcedHealthListener`: `/ready` where Envoy's global connection
+    /// limit applies.
     #[serde(
         rename = "omEnforcedHealthListener",
         skip_serializing_if = "Option::is_none"
     )]
-    pub om_enforced_health_listener: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runtime_settings: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server: Option<serde_json::Value>,
+    pub om_enforced_health_listener: Option<sections::HealthListener>,
+    /// Contour's `server` section (no keys).
+    pub server: sections::Server,
+    /// The Kubernetes client's request rate and burst (client-go's QPS and burst);
+    /// unset: no limit.
     #[serde(
         rename = "kubernetesClientQPS",
         skip_serializing_if = "Option::is_none"
     )]
-    pub kubernetes_client_qps: Option<serde_json::Value>,
+    pub kubernetes_client_qps: Option<f32>,
     #[serde(
         rename = "kubernetesClientBurst",
         skip_serializing_if = "Option::is_none"
     )]
-    pub kubernetes_client_burst: Option<serde_json::Value>,
+    pub kubernetes_client_burst: Option<u32>,
 }
 
 pub mod contour;
 pub mod contour_configuration;
+pub mod sections;
 
 /// A `coordination.k8s.io/v1` Lease decides which replica writes status; every replica
 /// serves xDS. Contour's defaults.
@@ -242,6 +246,26 @@ pub struct TlsConfig {
     pub fallback_certificate: NamespacedName,
 }
 
+/// TLS 1.2 cipher suites by BoringSSL name, `[A|B]` an equal-preference group: an
+/// unknown name is an error naming `key` and the index.
+fn check_ciphers(key: &str, suites: &[String]) -> Result<(), String> {
+    for (i, suite) in suites.iter().enumerate() {
+        let inner = suite
+            .strip_prefix('[')
+            .and_then(|s| s.strip_suffix(']'))
+            .unwrap_or(suite);
+        for name in inner.split('|') {
+            if !KNOWN_CIPHERS.contains(&name) {
+                return Err(format!(
+                    "{key}[{i}]: unknown cipher suite {name:?}; valid: {}",
+                    KNOWN_CIPHERS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A key written with no value (`fallback-certificate:`, as Contour's example has it)
 /// reads as its default.
 fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
@@ -327,20 +351,7 @@ impl TlsConfig {
                 self.minimum_protocol_version, self.maximum_protocol_version
             ));
         }
-        for (i, suite) in self.cipher_suites.iter().enumerate() {
-            let inner = suite
-                .strip_prefix('[')
-                .and_then(|s| s.strip_suffix(']'))
-                .unwrap_or(suite);
-            for name in inner.split('|') {
-                if !KNOWN_CIPHERS.contains(&name) {
-                    return Err(format!(
-                        "tls.cipher-suites[{i}]: unknown cipher suite {name:?}; valid: {}",
-                        KNOWN_CIPHERS.join(", ")
-                    ));
-                }
-            }
-        }
+        check_ciphers("tls.cipher-suites", &self.cipher_suites)?;
         for (key, secret) in [
             (
                 "tls.envoy-client-certificate",
@@ -514,17 +525,16 @@ impl Default for Config {
             default_http_versions: Vec::new(),
             incluster: false,
             kubeconfig: String::new(),
-            cluster: None,
-            listener: None,
-            policy: None,
-            compression: None,
+            cluster: sections::Cluster::default(),
+            listener: sections::Listener::default(),
+            policy: sections::Policy::default(),
+            compression: sections::Compression::default(),
             rate_limit_service: None,
             global_ext_auth: None,
             tracing: None,
-            feature_flags: None,
+            feature_flags: Vec::new(),
             om_enforced_health_listener: None,
-            runtime_settings: None,
-            server: None,
+            server: sections::Server::default(),
             kubernetes_client_qps: None,
             kubernetes_client_burst: None,
         }
@@ -683,6 +693,7 @@ pub fn load_with(
     let mut config = config;
     config.tls.validate().map_err(ConfigError::Setting)?;
     contour::validate(&config).map_err(ConfigError::Setting)?;
+    sections::validate(&config).map_err(ConfigError::Setting)?;
     contour::apply_metrics(&mut config);
     config
         .leader_election

@@ -295,21 +295,22 @@ pub fn apply_metrics(config: &mut Config) {
 /// Contour keys set in `config` that Isobar accepts but does not honour yet, for one
 /// warning at start-up.
 pub fn not_honoured(config: &Config) -> Vec<&'static str> {
-    let mut out = Vec::new();
+    use super::sections;
     let sections = [
-        ("cluster", config.cluster.is_some()),
-        ("listener", config.listener.is_some()),
-        ("policy", config.policy.is_some()),
-        ("compression", config.compression.is_some()),
+        ("cluster", config.cluster != sections::Cluster::default()),
+        ("listener", config.listener != sections::Listener::default()),
+        ("policy", config.policy != sections::Policy::default()),
+        (
+            "compression",
+            config.compression != sections::Compression::default(),
+        ),
         ("rateLimitService", config.rate_limit_service.is_some()),
         ("globalExtAuth", config.global_ext_auth.is_some()),
         ("tracing", config.tracing.is_some()),
-        ("featureFlags", config.feature_flags.is_some()),
         (
             "omEnforcedHealthListener",
             config.om_enforced_health_listener.is_some(),
         ),
-        ("runtime-settings", config.runtime_settings.is_some()),
         (
             "kubernetesClientQPS",
             config.kubernetes_client_qps.is_some(),
@@ -328,11 +329,11 @@ pub fn not_honoured(config: &Config) -> Vec<&'static str> {
         ),
         ("network.admin-port", config.network.admin_port != 9001),
     ];
-    for (key, set) in sections {
-        if set {
-            out.push(key);
-        }
-    }
+    let mut out: Vec<&'static str> = sections
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(key, _)| key)
+        .collect();
     let tls_metrics = [&config.metrics.contour, &config.metrics.envoy]
         .into_iter()
         .flatten()

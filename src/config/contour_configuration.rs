@@ -55,11 +55,7 @@ pub fn as_contour_yaml(spec: &Value) -> Result<Value, String> {
             "health" => endpoint(&mut out, value, &at(""), "health")?,
             "metrics" => each(value, &at(""), |k, v| match k {
                 "address" | "port" => put(&mut out, &format!("metrics.{k}"), v),
-                "tls" => put(
-                    &mut out,
-                    "metrics.contour.server-certificate-path",
-                    &v["certFile"],
-                ),
+                "tls" => metrics_tls(&mut out, v, &at(".tls"), "metrics.contour"),
                 _ => unknown(&at(""), k),
             })?,
             "envoy" => envoy(&mut out, value, &at(""))?,
@@ -70,12 +66,37 @@ pub fn as_contour_yaml(spec: &Value) -> Result<Value, String> {
                 "fallbackCertificate" => put(&mut out, "tls.fallback-certificate", v),
                 _ => unknown(&at(""), k),
             })?,
-            "enableExternalNameService"
-            | "globalExtAuth"
-            | "rateLimitService"
-            | "policy"
-            | "tracing"
-            | "featureFlags" => put(&mut out, key, value)?,
+            "enableExternalNameService" | "featureFlags" => put(&mut out, key, value)?,
+            "policy" => each(value, &at(""), |k, v| match k {
+                "requestHeaders" => put(&mut out, "policy.request-headers", v),
+                "responseHeaders" => put(&mut out, "policy.response-headers", v),
+                "applyToIngress" => put(&mut out, "policy.applyToIngress", v),
+                _ => unknown(&at(""), k),
+            })?,
+            "rateLimitService" | "tracing" => {
+                let mut section = value.clone();
+                if let Some(fields) = section.as_object_mut()
+                    && let Some(reference) = fields.remove("extensionService")
+                {
+                    fields.insert(
+                        "extensionService".into(),
+                        json!(namespaced(&reference, &at(".extensionService"))?),
+                    );
+                }
+                put(&mut out, key, &section)?;
+            }
+            "globalExtAuth" => {
+                let mut section = value.clone();
+                if let Some(fields) = section.as_object_mut()
+                    && let Some(reference) = fields.remove("extensionRef")
+                {
+                    fields.insert(
+                        "extensionService".into(),
+                        json!(namespaced(&reference, &at(".extensionRef"))?),
+                    );
+                }
+                put(&mut out, key, &section)?;
+            }
             other => unknown("spec", other)?,
         }
     }
@@ -108,7 +129,25 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                         ("cipherSuites", "tls.cipher-suites"),
                     ],
                 ),
-                _ => put(out, &format!("listener.{k}"), v),
+                "compression" => renamed(
+                    out,
+                    v,
+                    &format!("{at}.compression"),
+                    &[("algorithm", "compression.algorithm")],
+                ),
+                "socketOptions" => renamed(
+                    out,
+                    v,
+                    &format!("{at}.socketOptions"),
+                    &[
+                        ("tos", "listener.socket-options.tos"),
+                        ("trafficClass", "listener.socket-options.traffic-class"),
+                    ],
+                ),
+                _ => match LISTENER.iter().find(|(from, _)| *from == k) {
+                    Some((_, to)) => put(out, to, v),
+                    None => unknown(&at, k),
+                },
             }),
             "service" => renamed(
                 out,
@@ -124,7 +163,12 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                 "accessLog" => put(out, "envoy.access-log", value),
                 _ => unknown(&at, key),
             }),
-            "health" | "metrics" => endpoint(out, v, &at, "envoy.metrics"),
+            "health" | "metrics" => each(v, &at, |key, value| match key {
+                "address" | "port" => put(out, &format!("envoy.metrics.{key}"), value),
+                "tls" => metrics_tls(out, value, &format!("{at}.tls"), "metrics.envoy"),
+                _ => unknown(&at, key),
+            }),
+            "omEnforcedHealth" => endpoint(out, v, &at, "omEnforcedHealthListener"),
             "clientCertificate" => put(out, "tls.envoy-client-certificate", v),
             "logging" => renamed(
                 out,
@@ -165,12 +209,109 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                     ("stripTrailingHostDot", "network.strip-trailing-host-dot"),
                 ],
             ),
-            "cluster" => put(out, "cluster", v),
+            "cluster" => each(v, &at, |key, value| match key {
+                "dnsLookupFamily" => put(out, "cluster.dns-lookup-family", value),
+                "maxRequestsPerConnection" => {
+                    put(out, "cluster.max-requests-per-connection", value)
+                }
+                "per-connection-buffer-limit-bytes" => {
+                    put(out, "cluster.per-connection-buffer-limit-bytes", value)
+                }
+                "circuitBreakers" => renamed(
+                    out,
+                    value,
+                    &format!("{at}.circuitBreakers"),
+                    &[
+                        ("maxConnections", "cluster.circuit-breakers.max-connections"),
+                        (
+                            "maxPendingRequests",
+                            "cluster.circuit-breakers.max-pending-requests",
+                        ),
+                        ("maxRequests", "cluster.circuit-breakers.max-requests"),
+                        ("maxRetries", "cluster.circuit-breakers.max-retries"),
+                        (
+                            "perHostMaxConnections",
+                            "cluster.circuit-breakers.per-host-max-connections",
+                        ),
+                    ],
+                ),
+                "upstreamTLS" => renamed(
+                    out,
+                    value,
+                    &format!("{at}.upstreamTLS"),
+                    &[
+                        (
+                            "minimumProtocolVersion",
+                            "cluster.upstream-tls.minimum-protocol-version",
+                        ),
+                        (
+                            "maximumProtocolVersion",
+                            "cluster.upstream-tls.maximum-protocol-version",
+                        ),
+                        ("cipherSuites", "cluster.upstream-tls.cipher-suites"),
+                    ],
+                ),
+                _ => unknown(&at, key),
+            }),
             _ => Err(format!(
                 "{at}: not a field of ContourConfiguration Isobar reads"
             )),
         }
     })
+}
+
+/// `spec.envoy.listener` fields and their `contour.yaml` keys.
+const LISTENER: &[(&str, &str)] = &[
+    ("connectionBalancer", "listener.connection-balancer"),
+    (
+        "maxRequestsPerConnection",
+        "listener.max-requests-per-connection",
+    ),
+    (
+        "per-connection-buffer-limit-bytes",
+        "listener.per-connection-buffer-limit-bytes",
+    ),
+    (
+        "maxRequestsPerIOCycle",
+        "listener.max-requests-per-io-cycle",
+    ),
+    (
+        "httpMaxConcurrentStreams",
+        "listener.http2-max-concurrent-streams",
+    ),
+    (
+        "maxConnectionsPerListener",
+        "listener.max-connections-per-listener",
+    ),
+];
+
+/// A metrics server's `tls` (`caFile`, `certFile`, `keyFile`) at `to` (`metrics.contour`
+/// or `metrics.envoy`).
+fn metrics_tls(
+    out: &mut Map<String, Value>,
+    value: &Value,
+    at: &str,
+    to: &str,
+) -> Result<(), String> {
+    each(value, at, |k, v| {
+        let key = match k {
+            "caFile" => "ca-certificate-path",
+            "certFile" => "server-certificate-path",
+            "keyFile" => "server-key-path",
+            _ => return unknown(at, k),
+        };
+        put(out, &format!("{to}.{key}"), v)
+    })
+}
+
+/// A `{namespace, name}` reference as `contour.yaml` writes it: `namespace/name`.
+fn namespaced(value: &Value, at: &str) -> Result<String, String> {
+    let part = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default();
+    let (namespace, name) = (part("namespace"), part("name"));
+    if name.is_empty() {
+        return Err(format!("{at}: needs a name"));
+    }
+    Ok(format!("{namespace}/{name}"))
 }
 
 /// Each field of `value` at the `contour.yaml` key `table` gives it.
@@ -256,6 +397,51 @@ mod tests {
         assert_eq!(out["timeouts"]["connection-idle-timeout"], "90s");
         assert_eq!(out["network"]["num-trusted-hops"], 1);
         assert_eq!(out["disablePermitInsecure"], true);
+        // Every section Contour's CRD has reads as keys the configuration takes.
+        let spec = json!({
+            "envoy": {
+                "listener": {
+                    "connectionBalancer": "exact",
+                    "maxRequestsPerConnection": 10,
+                    "per-connection-buffer-limit-bytes": 65536,
+                    "socketOptions": {"tos": 64, "trafficClass": 64},
+                    "maxRequestsPerIOCycle": 5,
+                    "httpMaxConcurrentStreams": 100,
+                    "maxConnectionsPerListener": 1000,
+                    "compression": {"algorithm": "brotli"}
+                },
+                "cluster": {
+                    "dnsLookupFamily": "v4",
+                    "maxRequestsPerConnection": 1,
+                    "circuitBreakers": {"maxConnections": 10, "perHostMaxConnections": 2},
+                    "upstreamTLS": {"minimumProtocolVersion": "1.3"}
+                },
+                "metrics": {"address": "0.0.0.0", "port": 8002, "tls": {"certFile": "/c", "keyFile": "/k"}},
+                "omEnforcedHealth": {"address": "0.0.0.0", "port": 8003}
+            },
+            "metrics": {"tls": {"certFile": "/c", "keyFile": "/k", "caFile": "/ca"}},
+            "policy": {"requestHeaders": {"set": {"x-a": "b"}}, "applyToIngress": true},
+            "rateLimitService": {"extensionService": {"namespace": "rl", "name": "svc"}, "domain": "d"},
+            "tracing": {"extensionService": {"namespace": "t", "name": "otel"}},
+            "globalExtAuth": {"extensionRef": {"namespace": "a", "name": "authz"}, "failOpen": true},
+        });
+        let out = as_contour_yaml(&spec).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out["listener"]["http2-max-concurrent-streams"], 100);
+        assert_eq!(
+            out["cluster"]["circuit-breakers"]["per-host-max-connections"],
+            2
+        );
+        assert_eq!(out["rateLimitService"]["extensionService"], "rl/svc");
+        assert_eq!(out["globalExtAuth"]["extensionService"], "a/authz");
+        let config =
+            crate::config::load_with(None, Some(out), json!({})).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.listener.socket_options.tos, 64);
+        assert_eq!(config.cluster.upstream_tls.minimum_protocol_version, "1.3");
+        assert!(config.policy.apply_to_ingress);
+        assert_eq!(
+            config.om_enforced_health_listener.map(|h| h.port),
+            Some(8003)
+        );
         let bad = as_contour_yaml(&json!({"envoy": {"nonsense": 1}}));
         assert_eq!(
             bad,

@@ -105,6 +105,58 @@ fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
             "pipeline.filters[0]",
             "unknown filter",
         ),
+        // Contour's sections, checked as Contour checks them.
+        ("cluster:\n  max-request: 2\n", "cluster", "max-request"),
+        (
+            "cluster:\n  dns-lookup-family: v5\n",
+            "cluster.dns-lookup-family",
+            "v5",
+        ),
+        (
+            "cluster:\n  upstream-tls: {minimum-protocol-version: \"1.1\"}\n",
+            "cluster.upstream-tls.minimum-protocol-version",
+            "1.1",
+        ),
+        (
+            "listener:\n  connection-balancer: random\n",
+            "listener.connection-balancer",
+            "exact",
+        ),
+        (
+            "listener:\n  socket-options: {tos: 300}\n",
+            "listener.socket-options.tos",
+            "0-255",
+        ),
+        (
+            "listener:\n  max-requests-per-connection: 0\n",
+            "listener.max-requests-per-connection",
+            "minimum is 1",
+        ),
+        (
+            "policy:\n  request-headers: {set: {\"bad header\": x}}\n",
+            "policy.request-headers",
+            "bad header",
+        ),
+        (
+            "compression:\n  algorithm: lz4\n",
+            "compression.algorithm",
+            "lz4",
+        ),
+        (
+            "tracing:\n  extensionService: otel\n",
+            "tracing.extensionService",
+            "namespace/name",
+        ),
+        (
+            "rateLimitService:\n  extensionService: a/b\n  domian: x\n",
+            "rateLimitService",
+            "domian",
+        ),
+        (
+            "server:\n  xds-server-type: envoy\n",
+            "server",
+            "xds-server-type",
+        ),
     ];
     for (text, key, detail) in cases {
         let path = config_file(dir.path(), text);

@@ -1,0 +1,388 @@
+//! Contour's `contour.yaml` sections that shape what Envoy gets beyond the routes —
+//! `cluster`, `listener`, `policy`, `compression` — and those of the extension
+//! services (`rateLimitService`, `globalExtAuth`, `tracing`), typed and checked as
+//! Contour checks them (`pkg/config/parameters.go`): an unknown key or a value Contour
+//! refuses stops start-up with the key named.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// How the DNS names of ExternalName Services are looked up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DnsLookupFamily {
+    /// IPv6 first, then IPv4.
+    #[default]
+    Auto,
+    V4,
+    V6,
+    /// Both, every address (Happy Eyeballs).
+    All,
+}
+
+/// Contour's `cluster` section: what every upstream cluster gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct Cluster {
+    /// ExternalName Services' DNS lookups (with `enableExternalNameService`).
+    pub dns_lookup_family: DnsLookupFamily,
+    /// Requests per upstream connection before it is closed; unset: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_connection: Option<u32>,
+    /// Soft limit of each upstream connection's read and write buffers; unset: Envoy's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_connection_buffer_limit_bytes: Option<u32>,
+    /// Circuit breaker thresholds of clusters whose Service does not set its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuit_breakers: Option<CircuitBreakers>,
+    /// TLS to upstreams (`protocol: tls`/`h2`, BackendTLSPolicy): its own bounds and
+    /// ciphers, apart from `tls` (downstream).
+    pub upstream_tls: ProtocolParameters,
+}
+
+/// Circuit breaker thresholds; 0: not set (Envoy's default).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct CircuitBreakers {
+    pub max_connections: u32,
+    pub max_pending_requests: u32,
+    pub max_requests: u32,
+    pub max_retries: u32,
+    pub per_host_max_connections: u32,
+}
+
+/// TLS bounds and TLS 1.2 ciphers; empty: TLS 1.2 to 1.3 and Contour's ciphers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ProtocolParameters {
+    pub minimum_protocol_version: String,
+    pub maximum_protocol_version: String,
+    pub cipher_suites: Vec<String>,
+}
+
+/// Contour's `listener` section: what every listener and connection manager gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct Listener {
+    /// `exact`: a new connection goes to the least busy worker thread; "": the kernel's.
+    pub connection_balancer: String,
+    /// Requests per downstream connection before it is closed; unset: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_connection: Option<u32>,
+    /// Soft limit of each downstream connection's buffers; unset: 32768 (Contour's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_connection_buffer_limit_bytes: Option<u32>,
+    /// IP TOS / IPv6 traffic class of the listeners' packets; 0: not set.
+    pub socket_options: SocketOptions,
+    /// Requests handled per I/O cycle of a connection (Envoy runtime
+    /// `http.max_requests_per_io_cycle`); unset: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_io_cycle: Option<u32>,
+    /// HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` Envoy advertises; unset: Envoy's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http2_max_concurrent_streams: Option<u32>,
+    /// Active connections per listener (Envoy runtime
+    /// `envoy.resource_limits.listener.<name>.connection_limit`); unset: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_listener: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct SocketOptions {
+    pub tos: i32,
+    pub traffic_class: i32,
+}
+
+/// Header changes applied to every service's requests or responses, under the
+/// service's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct HeadersPolicy {
+    pub set: BTreeMap<String, String>,
+    pub remove: Vec<String>,
+}
+
+impl HeadersPolicy {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// Contour's `policy` section: default header policies of every HTTPProxy service (and
+/// of Ingresses' with `applyToIngress`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct Policy {
+    pub request_headers: HeadersPolicy,
+    pub response_headers: HeadersPolicy,
+    #[serde(rename = "applyToIngress")]
+    pub apply_to_ingress: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressionAlgorithm {
+    #[default]
+    Gzip,
+    Brotli,
+    Zstd,
+    Disabled,
+}
+
+/// Contour's `compression` section: the compressor of every HTTP connection manager.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Compression {
+    pub algorithm: CompressionAlgorithm,
+}
+
+/// Contour's `rateLimitService`: the global rate limit service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct RateLimitService {
+    /// `namespace/name` of the ExtensionService.
+    pub extension_service: String,
+    pub domain: String,
+    pub fail_open: bool,
+    #[serde(rename = "enableXRateLimitHeaders")]
+    pub enable_x_rate_limit_headers: bool,
+    pub enable_resource_exhausted_code: bool,
+    /// HTTPProxy's `rateLimitPolicy.global` shape, for vhosts that set none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_global_rate_limit_policy: Option<serde_json::Value>,
+}
+
+/// Contour's `globalExtAuth`: external authorization of every vhost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct GlobalExtAuth {
+    /// `namespace/name` of the ExtensionService.
+    pub extension_service: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_policy: Option<AuthPolicy>,
+    pub response_timeout: String,
+    pub fail_open: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub with_request_body: Option<RequestBody>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct AuthPolicy {
+    pub disabled: bool,
+    pub context: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct RequestBody {
+    pub max_request_bytes: u32,
+    pub allow_partial_message: bool,
+    pub pack_as_bytes: bool,
+}
+
+/// Contour's `tracing`: spans to an OpenTelemetry collector.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Tracing {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_pod_detail: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overall_sampling: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_path_tag_length: Option<u32>,
+    pub custom_tags: Vec<CustomTag>,
+    /// `namespace/name` of the ExtensionService.
+    pub extension_service: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct CustomTag {
+    pub tag_name: String,
+    pub literal: String,
+    pub request_header_name: String,
+}
+
+/// Contour's `omEnforcedHealthListener`: `/ready` on a listener the overload manager's
+/// connection limit applies to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthListener {
+    pub address: String,
+    pub port: u16,
+}
+
+/// Contour's `server` section: it has no keys (the xDS server is always Contour's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {}
+
+/// Checks the sections as Contour does; the error names the key.
+pub fn validate(config: &super::Config) -> Result<(), String> {
+    let c = &config.cluster;
+    at_least_one(
+        "cluster.max-requests-per-connection",
+        c.max_requests_per_connection,
+    )?;
+    at_least_one(
+        "cluster.per-connection-buffer-limit-bytes",
+        c.per_connection_buffer_limit_bytes,
+    )?;
+    protocol_parameters("cluster.upstream-tls", &c.upstream_tls)?;
+    let l = &config.listener;
+    if !l.connection_balancer.is_empty() && l.connection_balancer != "exact" {
+        return Err(format!(
+            "listener.connection-balancer: {:?} is not \"exact\" (or empty)",
+            l.connection_balancer
+        ));
+    }
+    for (key, value) in [
+        (
+            "listener.max-requests-per-connection",
+            l.max_requests_per_connection,
+        ),
+        (
+            "listener.per-connection-buffer-limit-bytes",
+            l.per_connection_buffer_limit_bytes,
+        ),
+        (
+            "listener.max-requests-per-io-cycle",
+            l.max_requests_per_io_cycle,
+        ),
+        (
+            "listener.http2-max-concurrent-streams",
+            l.http2_max_concurrent_streams,
+        ),
+        (
+            "listener.max-connections-per-listener",
+            l.max_connections_per_listener,
+        ),
+    ] {
+        at_least_one(key, value)?;
+    }
+    for (key, value) in [
+        ("listener.socket-options.tos", l.socket_options.tos),
+        (
+            "listener.socket-options.traffic-class",
+            l.socket_options.traffic_class,
+        ),
+    ] {
+        if !(0..=255).contains(&value) {
+            return Err(format!("{key}: {value} is not within 0-255"));
+        }
+    }
+    for (key, policy) in [
+        ("policy.request-headers", &config.policy.request_headers),
+        ("policy.response-headers", &config.policy.response_headers),
+    ] {
+        for name in policy.set.keys().chain(&policy.remove) {
+            if !isobar_sdk::headers::is_header_name(&name.to_ascii_lowercase()) {
+                return Err(format!("{key}: {name:?} is not a header name"));
+            }
+        }
+        for (name, value) in &policy.set {
+            if !isobar_sdk::headers::is_header_value(value) {
+                return Err(format!("{key}.set.{name}: the value is not a header value"));
+            }
+        }
+    }
+    if let Some(r) = &config.rate_limit_service {
+        extension_service("rateLimitService.extensionService", &r.extension_service)?;
+    }
+    if let Some(a) = &config.global_ext_auth {
+        extension_service("globalExtAuth.extensionService", &a.extension_service)?;
+        if !a.response_timeout.is_empty() {
+            super::contour::timeout(&a.response_timeout)
+                .map_err(|e| format!("globalExtAuth.responseTimeout: {e}"))?;
+        }
+    }
+    if let Some(t) = &config.tracing {
+        extension_service("tracing.extensionService", &t.extension_service)?;
+        let mut names = std::collections::BTreeSet::new();
+        for tag in &t.custom_tags {
+            if tag.tag_name.is_empty() {
+                return Err("tracing.customTags: tagName must be set".into());
+            }
+            if !names.insert(&tag.tag_name) {
+                return Err(format!(
+                    "tracing.customTags: tagName {:?} is there twice",
+                    tag.tag_name
+                ));
+            }
+            if tag.literal.is_empty() == tag.request_header_name.is_empty() {
+                return Err(format!(
+                    "tracing.customTags {:?}: set exactly one of literal and requestHeaderName",
+                    tag.tag_name
+                ));
+            }
+        }
+        if let Some(s) = &t.overall_sampling
+            && !s.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v))
+        {
+            return Err(format!(
+                "tracing.overallSampling: {s:?} is not a percentage from 0 to 100"
+            ));
+        }
+    }
+    if let Some(h) = &config.om_enforced_health_listener {
+        if h.address.is_empty() || h.port == 0 {
+            return Err("omEnforcedHealthListener: address and port must be set".into());
+        }
+        let metrics = &config.envoy.metrics;
+        if h.address == metrics.address && h.port == metrics.port {
+            return Err(
+                "omEnforcedHealthListener: the same address and port as Envoy's stats listener"
+                    .into(),
+            );
+        }
+    }
+    if let Some(qps) = config.kubernetes_client_qps
+        && !(qps.is_finite() && qps > 0.0)
+    {
+        return Err(format!("kubernetesClientQPS: {qps} is not above 0"));
+    }
+    Ok(())
+}
+
+fn at_least_one(key: &str, value: Option<u32>) -> Result<(), String> {
+    match value {
+        Some(0) => Err(format!("{key}: the minimum is 1")),
+        _ => Ok(()),
+    }
+}
+
+fn protocol_parameters(key: &str, p: &ProtocolParameters) -> Result<(), String> {
+    for (k, v) in [
+        ("minimum-protocol-version", &p.minimum_protocol_version),
+        ("maximum-protocol-version", &p.maximum_protocol_version),
+    ] {
+        if !v.is_empty() && isobar_sdk::ir::TlsVersion::parse(v).is_none() {
+            return Err(format!("{key}.{k}: {v:?} is not \"1.2\" or \"1.3\""));
+        }
+    }
+    let min = isobar_sdk::ir::TlsVersion::parse(&p.minimum_protocol_version);
+    let max = isobar_sdk::ir::TlsVersion::parse(&p.maximum_protocol_version);
+    if let (Some(min), Some(max)) = (min, max)
+        && min > max
+    {
+        return Err(format!(
+            "{key}: minimum-protocol-version is above maximum-protocol-version"
+        ));
+    }
+    super::check_ciphers(&format!("{key}.cipher-suites"), &p.cipher_suites)
+}
+
+/// `namespace/name`, both parts set.
+fn extension_service(key: &str, value: &str) -> Result<(), String> {
+    match value.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => Ok(()),
+        _ => Err(format!(
+            "{key}: {value:?} is not namespace/name of an ExtensionService"
+        )),
+    }
+}
