@@ -288,6 +288,11 @@ pub fn bootstrap(args: &BootstrapArgs) -> anyhow::Result<Value> {
                     "re2.max_program_size.error_level": 1048576,
                     "re2.max_program_size.warn_level": 1000
                 }},
+                // Contour's layer over RTDS: the `listener` section's runtime keys.
+                {"name": "dynamic", "rtds_layer": {
+                    "name": crate::xds::runtime::DYNAMIC_LAYER,
+                    "rtds_config": {"ads": {}, "resource_api_version": "V3"}
+                }},
                 {"name": "admin", "admin_layer": {}}
             ]
         }

@@ -58,6 +58,9 @@ struct TypedResources {
     /// withheld: secret material is never printed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     secrets: Vec<serde_json::Value>,
+    /// RTDS: the `dynamic` runtime layer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    runtimes: Vec<serde_json::Value>,
 }
 
 /// Replaces every inline certificate and key of an SDS secret's JSON.
@@ -126,6 +129,7 @@ pub fn translation(
             endpoints: all(XdsType::Endpoint)?,
             virtual_hosts: all(XdsType::VirtualHost)?,
             secrets: all(XdsType::Secret)?.into_iter().map(redact).collect(),
+            runtimes: all(XdsType::Runtime)?,
         },
         status: status
             .objects

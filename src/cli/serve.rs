@@ -36,6 +36,49 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
         http: http_settings(config),
         proxy_protocol: config.envoy.use_proxy_protocol,
         vhds: config.xds_server.vhds,
+        cluster: cluster_settings(config),
+        listener: crate::xds::ListenerSettings {
+            exact_balance: config.listener.connection_balancer == "exact",
+            tos: u8::try_from(config.listener.socket_options.tos).unwrap_or(0),
+            traffic_class: u8::try_from(config.listener.socket_options.traffic_class).unwrap_or(0),
+            per_connection_buffer_limit: config
+                .listener
+                .per_connection_buffer_limit_bytes
+                .unwrap_or(32768),
+        },
+        runtime: crate::xds::RuntimeSettings {
+            max_requests_per_io_cycle: config.listener.max_requests_per_io_cycle,
+            max_connections_per_listener: config.listener.max_connections_per_listener,
+        },
+    }
+}
+
+/// Contour's `cluster` section as every cluster gets it (checked at load).
+fn cluster_settings(config: &Config) -> crate::xds::ClusterSettings {
+    use isobar_sdk::ir::TlsVersion;
+    let c = &config.cluster;
+    let tls = &c.upstream_tls;
+    let nonzero = |v: u32| (v > 0).then_some(v);
+    crate::xds::ClusterSettings {
+        max_requests_per_connection: c.max_requests_per_connection,
+        per_connection_buffer_limit: c.per_connection_buffer_limit_bytes,
+        circuit_breakers: c
+            .circuit_breakers
+            .as_ref()
+            .map(|b| isobar_sdk::ir::CircuitBreakers {
+                max_connections: nonzero(b.max_connections),
+                max_pending_requests: nonzero(b.max_pending_requests),
+                max_requests: nonzero(b.max_requests),
+                max_retries: nonzero(b.max_retries),
+                per_host_max_connections: nonzero(b.per_host_max_connections),
+            }),
+        upstream_tls: crate::xds::UpstreamTlsSettings {
+            min_version: TlsVersion::parse(&tls.minimum_protocol_version)
+                .unwrap_or(TlsVersion::V1_2),
+            max_version: TlsVersion::parse(&tls.maximum_protocol_version)
+                .unwrap_or(TlsVersion::V1_3),
+            cipher_suites: tls.cipher_suites.clone(),
+        },
     }
 }
 
@@ -43,7 +86,13 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
 /// configuration was loaded: a value that does not parse here was refused there).
 fn http_settings(config: &Config) -> crate::xds::HttpSettings {
     use crate::config::contour::{self, AccessLogFormat, AccessLogLevel, ServerHeader};
+    use crate::config::sections::CompressionAlgorithm;
     let t = &config.timeouts;
+    let versions: Vec<String> = config
+        .default_http_versions
+        .iter()
+        .map(|v| v.to_ascii_lowercase())
+        .collect();
     let time = |text: &str| contour::timeout(text).ok().flatten();
     let access_log = crate::xds::AccessLogSettings {
         text: (config.accesslog_format == AccessLogFormat::Envoy
@@ -77,6 +126,16 @@ fn http_settings(config: &Config) -> crate::xds::HttpSettings {
         delayed_close_timeout: time(&t.delayed_close_timeout),
         drain_timeout: time(&t.connection_shutdown_grace_period),
         access_log,
+        max_requests_per_connection: config.listener.max_requests_per_connection,
+        http2_max_concurrent_streams: config.listener.http2_max_concurrent_streams,
+        http1: versions.is_empty() || versions.contains(&"http/1.1".to_string()),
+        http2: versions.is_empty() || versions.contains(&"http/2".to_string()),
+        compression: match config.compression.algorithm {
+            CompressionAlgorithm::Gzip => Some(crate::xds::Compressor::Gzip),
+            CompressionAlgorithm::Brotli => Some(crate::xds::Compressor::Brotli),
+            CompressionAlgorithm::Zstd => Some(crate::xds::Compressor::Zstd),
+            CompressionAlgorithm::Disabled => None,
+        },
     }
 }
 

@@ -297,13 +297,11 @@ pub fn apply_metrics(config: &mut Config) {
 pub fn not_honoured(config: &Config) -> Vec<&'static str> {
     use super::sections;
     let sections = [
-        ("cluster", config.cluster != sections::Cluster::default()),
-        ("listener", config.listener != sections::Listener::default()),
-        ("policy", config.policy != sections::Policy::default()),
         (
-            "compression",
-            config.compression != sections::Compression::default(),
+            "cluster.dns-lookup-family",
+            config.cluster.dns_lookup_family != sections::DnsLookupFamily::Auto,
         ),
+        ("policy", config.policy != sections::Policy::default()),
         ("rateLimitService", config.rate_limit_service.is_some()),
         ("globalExtAuth", config.global_ext_auth.is_some()),
         ("tracing", config.tracing.is_some()),
@@ -322,10 +320,6 @@ pub fn not_honoured(config: &Config) -> Vec<&'static str> {
         (
             "enableExternalNameService",
             config.enable_external_name_service,
-        ),
-        (
-            "default-http-versions",
-            !config.default_http_versions.is_empty(),
         ),
         ("network.admin-port", config.network.admin_port != 9001),
     ];

@@ -58,8 +58,20 @@ pub(super) fn cluster_for(
                     .map(tcp_health_check),
             )
             .collect(),
-        circuit_breakers: c.options.circuit_breakers.as_deref().map(circuit_breakers),
-        typed_extension_protocol_options: upstream_http_options(&c.options),
+        circuit_breakers: breakers_with_defaults(
+            c.options.circuit_breakers.as_deref(),
+            settings.cluster.circuit_breakers.as_ref(),
+        )
+        .as_ref()
+        .map(circuit_breakers),
+        typed_extension_protocol_options: upstream_http_options(
+            &c.options,
+            settings.cluster.max_requests_per_connection,
+        ),
+        per_connection_buffer_limit_bytes: settings
+            .cluster
+            .per_connection_buffer_limit
+            .map(|value| UInt32Value { value }),
         lb_config: c
             .options
             .slow_start
@@ -148,6 +160,25 @@ pub(super) fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
     )
 }
 
+/// A cluster's circuit breakers: its Service's own thresholds, each one it leaves unset
+/// taken from `cluster.circuit-breakers` (as Contour fills them in).
+pub(super) fn breakers_with_defaults(
+    own: Option<&ir::CircuitBreakers>,
+    defaults: Option<&ir::CircuitBreakers>,
+) -> Option<ir::CircuitBreakers> {
+    match (own, defaults) {
+        (None, None) => None,
+        (Some(b), None) | (None, Some(b)) => Some(b.clone()),
+        (Some(own), Some(d)) => Some(ir::CircuitBreakers {
+            max_connections: own.max_connections.or(d.max_connections),
+            max_pending_requests: own.max_pending_requests.or(d.max_pending_requests),
+            max_requests: own.max_requests.or(d.max_requests),
+            max_retries: own.max_retries.or(d.max_retries),
+            per_host_max_connections: own.per_host_max_connections.or(d.per_host_max_connections),
+        }),
+    }
+}
+
 pub(super) fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreakers {
     let limit = |v: Option<u32>| v.map(|value| UInt32Value { value });
     cluster::CircuitBreakers {
@@ -170,18 +201,20 @@ pub(super) fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreak
     }
 }
 
-/// Upstream HTTP/2 (`h2`, `h2c`) and the idle timeout of upstream connections, as
-/// Envoy's `HttpProtocolOptions` (one entry, so the map encodes deterministically).
-pub(super) fn upstream_http_options(options: &ir::ClusterOptions) -> HashMap<String, Any> {
+/// Upstream HTTP/2 (`h2`, `h2c`), the idle timeout of upstream connections and the
+/// requests each may carry (`cluster.max-requests-per-connection`), as Envoy's
+/// `HttpProtocolOptions` (one entry, so the map encodes deterministically).
+pub(super) fn upstream_http_options(
+    options: &ir::ClusterOptions,
+    max_requests_per_connection: Option<u32>,
+) -> HashMap<String, Any> {
     use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
         HttpProtocolOptions, http_protocol_options,
     };
     use http_protocol_options::explicit_http_config::ProtocolConfig;
-    if options.protocol.is_none() && options.idle_connection_timeout.is_none() {
-        return HashMap::new();
-    }
     let http2 = options.protocol.is_some_and(ir::UpstreamProtocol::is_http2);
-    if !http2 && options.idle_connection_timeout.is_none() {
+    if !http2 && options.idle_connection_timeout.is_none() && max_requests_per_connection.is_none()
+    {
         return HashMap::new();
     }
     let protocol = if http2 {
@@ -189,13 +222,15 @@ pub(super) fn upstream_http_options(options: &ir::ClusterOptions) -> HashMap<Str
     } else {
         ProtocolConfig::HttpProtocolOptions(core::Http1ProtocolOptions::default())
     };
+    let common = (options.idle_connection_timeout.is_some()
+        || max_requests_per_connection.is_some())
+    .then(|| core::HttpProtocolOptions {
+        idle_timeout: options.idle_connection_timeout.map(duration),
+        max_requests_per_connection: max_requests_per_connection.map(|value| UInt32Value { value }),
+        ..Default::default()
+    });
     let value = pack_any(HttpProtocolOptions {
-        common_http_protocol_options: options.idle_connection_timeout.map(|d| {
-            core::HttpProtocolOptions {
-                idle_timeout: Some(duration(d)),
-                ..Default::default()
-            }
-        }),
+        common_http_protocol_options: common,
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
                 http_protocol_options::ExplicitHttpConfig {
@@ -253,8 +288,13 @@ pub fn upstream_transport_socket(
     let context = tls::UpstreamTlsContext {
         common_tls_context: Some(CommonTlsContext {
             tls_params: Some(TlsParameters {
-                tls_minimum_protocol_version: tls_version(settings.tls.min_version),
-                tls_maximum_protocol_version: tls_version(settings.tls.max_version),
+                tls_minimum_protocol_version: tls_version(
+                    settings.cluster.upstream_tls.min_version,
+                ),
+                tls_maximum_protocol_version: tls_version(
+                    settings.cluster.upstream_tls.max_version,
+                ),
+                cipher_suites: settings.cluster.upstream_tls.cipher_suites.clone(),
                 ..Default::default()
             }),
             alpn_protocols: if protocol.is_http2() {

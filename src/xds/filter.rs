@@ -188,10 +188,56 @@ pub(super) fn router_filter() -> HttpFilter {
     }
 }
 
-/// One of a listener's HTTP filters as Envoy's.
-pub(super) fn http_filter(filter: ir::HttpFilter) -> HttpFilter {
-    use envoy_types::pb::envoy::extensions::filters::http::{cors, local_ratelimit, lua};
-    match filter {
+/// Envoy's compressor filter with `algorithm`'s library, for the content types Envoy
+/// compresses by default (HTML, plain text, CSS, JavaScript, JSON, XHTML, SVG, XML);
+/// Contour lists gRPC-Web's too, a kilobyte more in every HTTPS vhost's filter chain.
+fn compressor_filter(algorithm: super::settings::Compressor) -> HttpFilter {
+    use super::settings::Compressor as Algorithm;
+    use envoy_types::pb::envoy::extensions::compression::{brotli, gzip, zstd};
+    use envoy_types::pb::envoy::extensions::filters::http::compressor::v3::Compressor;
+    let (name, library) = match algorithm {
+        Algorithm::Gzip => ("gzip", pack_any(gzip::compressor::v3::Gzip::default())),
+        Algorithm::Brotli => (
+            "brotli",
+            pack_any(brotli::compressor::v3::Brotli::default()),
+        ),
+        Algorithm::Zstd => ("zstd", pack_any(zstd::compressor::v3::Zstd::default())),
+    };
+    empty_filter(
+        "envoy.filters.http.compressor",
+        pack_any(Compressor {
+            compressor_library: Some(core::TypedExtensionConfig {
+                name: name.to_string(),
+                typed_config: Some(library),
+            }),
+            ..Default::default()
+        }),
+    )
+}
+
+/// One of a listener's HTTP filters as Envoy's; `None` for the compressor when
+/// compression is disabled.
+pub(super) fn http_filter(
+    filter: ir::HttpFilter,
+    http: &super::settings::HttpSettings,
+) -> Option<HttpFilter> {
+    use envoy_types::pb::envoy::extensions::filters::http::{
+        cors, grpc_stats, grpc_web, local_ratelimit, lua,
+    };
+    Some(match filter {
+        ir::HttpFilter::Compressor => compressor_filter(http.compression?),
+        ir::HttpFilter::GrpcWeb => empty_filter(
+            "envoy.filters.http.grpc_web",
+            pack_any(grpc_web::v3::GrpcWeb::default()),
+        ),
+        ir::HttpFilter::GrpcStats => empty_filter(
+            "envoy.filters.http.grpc_stats",
+            pack_any(grpc_stats::v3::FilterConfig {
+                emit_filter_state: true,
+                enable_upstream_stats: true,
+                ..Default::default()
+            }),
+        ),
         ir::HttpFilter::Cors => empty_filter(CORS_FILTER, pack_any(cors::v3::Cors::default())),
         ir::HttpFilter::LocalRateLimit => empty_filter(
             RATE_LIMIT_FILTER,
@@ -209,5 +255,5 @@ pub(super) fn http_filter(filter: ir::HttpFilter) -> HttpFilter {
         ),
         ir::HttpFilter::Rbac => rbac_filter(),
         ir::HttpFilter::Router => router_filter(),
-    }
+    })
 }

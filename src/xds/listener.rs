@@ -87,7 +87,12 @@ pub(super) fn downstream_context(
                 sds_config: Some(ads()),
             }],
             alpn_protocols: if t.alpn_http {
-                vec!["h2".to_string(), "http/1.1".to_string()]
+                let http = &settings.http;
+                [(http.http2, "h2"), (http.http1, "http/1.1")]
+                    .into_iter()
+                    .filter(|(on, _)| *on)
+                    .map(|(_, p)| p.to_string())
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -236,8 +241,7 @@ pub(super) fn https_listener_shell(on: &ir::Listener, settings: &EnvoySettings) 
         name: on.name.clone(),
         address: Some(socket_address(&on.address, on.port)),
         listener_filters: filters,
-        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
-        ..Default::default()
+        ..traffic_listener(on, settings)
     }
     .encode_to_vec()
 }
@@ -396,7 +400,7 @@ pub(super) fn connection_manager(
             .http_filters
             .iter()
             .filter(|f| cookies || **f != ir::HttpFilter::CookieRewrite)
-            .map(|f| http_filter(*f))
+            .filter_map(|f| http_filter(*f, http))
             .collect(),
         use_remote_address: Some(pb::BoolValue { value: true }),
         normalize_path: Some(pb::BoolValue { value: true }),
@@ -409,14 +413,28 @@ pub(super) fn connection_manager(
         stream_idle_timeout: http.stream_idle_timeout.map(duration),
         delayed_close_timeout: http.delayed_close_timeout.map(duration),
         drain_timeout: http.drain_timeout.map(duration),
+        codec_type: match (http.http1, http.http2) {
+            (true, false) => hcm::http_connection_manager::CodecType::Http1,
+            (false, true) => hcm::http_connection_manager::CodecType::Http2,
+            _ => hcm::http_connection_manager::CodecType::Auto,
+        } as i32,
         http_protocol_options: Some(core::Http1ProtocolOptions {
             accept_http_10: true,
             allow_chunked_length: http.allow_chunked_length,
             ..Default::default()
         }),
+        http2_protocol_options: http.http2_max_concurrent_streams.map(|value| {
+            core::Http2ProtocolOptions {
+                max_concurrent_streams: Some(UInt32Value { value }),
+                ..Default::default()
+            }
+        }),
         common_http_protocol_options: Some(core::HttpProtocolOptions {
             idle_timeout: http.idle_timeout.map(duration),
             max_connection_duration: http.max_connection_duration.map(duration),
+            max_requests_per_connection: http
+                .max_requests_per_connection
+                .map(|value| UInt32Value { value }),
             ..Default::default()
         }),
         access_log: if settings.access_log_path.is_empty() || http.access_log.disabled {
@@ -426,6 +444,62 @@ pub(super) fn connection_manager(
         },
         ..Default::default()
     }
+}
+
+/// What every listener of traffic gets, as Contour's: TCP keep-alive, the `listener`
+/// section's socket options, connection balancer and per-connection buffer limit. The
+/// IPv4 TOS is set on IPv4 listeners and the IPv6 traffic class on IPv6 ones only (the
+/// other fails the listener's socket, as Contour's does).
+fn traffic_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
+    let l = &settings.listener;
+    let mut options = keepalive();
+    let ipv6 = on.address.parse::<std::net::Ipv6Addr>().is_ok();
+    let (level, name, value, what) = if ipv6 {
+        (41, 67, l.traffic_class, "Set IPv6 Traffic Class field")
+    } else {
+        (0, 1, l.tos, "Set IPv4 TOS field")
+    };
+    if value != 0 {
+        options.push(socket_option(level, name, i64::from(value), what));
+    }
+    Listener {
+        socket_options: options,
+        per_connection_buffer_limit_bytes: Some(UInt32Value {
+            value: l.per_connection_buffer_limit,
+        }),
+        connection_balance_config: l.exact_balance.then(|| {
+            use listener::listener::{ConnectionBalanceConfig, connection_balance_config};
+            ConnectionBalanceConfig {
+                balance_type: Some(connection_balance_config::BalanceType::ExactBalance(
+                    connection_balance_config::ExactBalance {},
+                )),
+            }
+        }),
+        ..Default::default()
+    }
+}
+
+/// A socket option set on the listening socket (Linux's levels and names).
+fn socket_option(level: i64, name: i64, value: i64, what: &str) -> core::SocketOption {
+    core::SocketOption {
+        description: what.to_string(),
+        level,
+        name,
+        value: Some(core::socket_option::Value::IntValue(value)),
+        state: core::socket_option::SocketState::StateListening as i32,
+        ..Default::default()
+    }
+}
+
+/// TCP keep-alive on accepted connections: probes after 45 s idle, every 5 s, 9 of
+/// them (Contour's).
+fn keepalive() -> Vec<core::SocketOption> {
+    vec![
+        socket_option(1, 9, 1, "Enable TCP keep-alive"),
+        socket_option(6, 4, 45, "TCP keep-alive initial idle time"),
+        socket_option(6, 5, 5, "TCP keep-alive time between probes"),
+        socket_option(6, 6, 9, "TCP keep-alive probe count"),
+    ]
 }
 
 /// The PROXY protocol listener filter (`--use-proxy-protocol`), first of a listener's:
@@ -456,8 +530,7 @@ pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> List
             filters: vec![hcm_filter(manager)],
             ..Default::default()
         }],
-        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
-        ..Default::default()
+        ..traffic_listener(on, settings)
     }
 }
 
@@ -475,8 +548,7 @@ pub(super) fn tcp_listener(
             filters: vec![tcp_proxy_filter(&on.name, proxy)],
             ..Default::default()
         }],
-        per_connection_buffer_limit_bytes: Some(UInt32Value { value: 32768 }),
-        ..Default::default()
+        ..traffic_listener(on, settings)
     }
 }
 
@@ -523,7 +595,11 @@ pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
                 ..Default::default()
             },
         )),
-        http_filters: on.http_filters.iter().map(|f| http_filter(*f)).collect(),
+        http_filters: on
+            .http_filters
+            .iter()
+            .filter_map(|f| http_filter(*f, &Default::default()))
+            .collect(),
         normalize_path: Some(pb::BoolValue { value: true }),
         ..Default::default()
     };
@@ -534,6 +610,7 @@ pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
             filters: vec![hcm_filter(manager)],
             ..Default::default()
         }],
+        socket_options: keepalive(),
         ..Default::default()
     }
 }

@@ -19,6 +19,7 @@ mod request;
 pub mod resource;
 pub mod route;
 pub mod route_rule;
+pub mod runtime;
 pub mod secret;
 pub mod server;
 pub mod settings;
@@ -29,5 +30,8 @@ pub mod wire;
 
 pub use encoder::{Encoder, translate, translate_keeping};
 pub use resource::{Changes, Encoded, Name, Resources, XdsType};
-pub use settings::{AccessLogSettings, EnvoySettings, HttpSettings, TlsSettings};
+pub use settings::{
+    AccessLogSettings, ClusterSettings, Compressor, EnvoySettings, HttpSettings, ListenerSettings,
+    RuntimeSettings, TlsSettings, UpstreamTlsSettings,
+};
 pub use snapshot::{ResourceMap, Snapshot};

@@ -79,6 +79,7 @@ pub(super) fn append_map_entry(buf: &mut Vec<u8>, tag: u32, key: &str, value: &A
 
 /// A `google.protobuf.Value` built by hand, so maps are written in key order.
 pub(super) enum PbValue<'a> {
+    Number(f64),
     Str(&'a str),
     Bool(bool),
     List(Vec<PbValue<'a>>),
@@ -89,6 +90,7 @@ impl PbValue<'_> {
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         match self {
+            PbValue::Number(n) => prost::encoding::double::encode(2, n, &mut out),
             PbValue::Str(s) => append_field(&mut out, 3, s.as_bytes()),
             PbValue::Bool(b) => {
                 prost::encoding::bool::encode(4, b, &mut out);

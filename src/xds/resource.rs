@@ -18,10 +18,14 @@ pub enum XdsType {
     Route,
     /// VHDS (`xds-server.vhds`, delta streams only): `ingress_http`'s vhosts.
     VirtualHost,
+    /// RTDS: Contour's `dynamic` runtime layer (first to be sent: Envoy waits for it
+    /// as it starts).
+    Runtime,
 }
 
 impl XdsType {
-    pub const ORDER: [XdsType; 6] = [
+    pub const ORDER: [XdsType; 7] = [
+        XdsType::Runtime,
         XdsType::Cluster,
         XdsType::Endpoint,
         XdsType::Secret,
@@ -42,6 +46,7 @@ impl XdsType {
             XdsType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             XdsType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
             XdsType::VirtualHost => "type.googleapis.com/envoy.config.route.v3.VirtualHost",
+            XdsType::Runtime => "type.googleapis.com/envoy.service.runtime.v3.Runtime",
         }
     }
 
@@ -75,6 +80,7 @@ impl XdsType {
             XdsType::Listener => "lds",
             XdsType::Route => "rds",
             XdsType::VirtualHost => "vhds",
+            XdsType::Runtime => "rtds",
         }
     }
 
@@ -101,6 +107,8 @@ pub struct Resources {
     pub routes: BTreeMap<String, Encoded>,
     /// VHDS (`xds-server.vhds`): `ingress_http`'s vhosts.
     pub virtual_hosts: BTreeMap<String, Encoded>,
+    /// RTDS: the `dynamic` runtime layer.
+    pub runtimes: BTreeMap<String, Encoded>,
 }
 
 impl Resources {
@@ -113,6 +121,7 @@ impl Resources {
             XdsType::Listener => &self.listeners,
             XdsType::Route => &self.routes,
             XdsType::VirtualHost => &self.virtual_hosts,
+            XdsType::Runtime => &self.runtimes,
         }
     }
 }
@@ -144,6 +153,7 @@ impl Resources {
             XdsType::Listener => &mut self.listeners,
             XdsType::Route => &mut self.routes,
             XdsType::VirtualHost => &mut self.virtual_hosts,
+            XdsType::Runtime => &mut self.runtimes,
         }
     }
 }

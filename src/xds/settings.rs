@@ -23,6 +23,72 @@ pub struct EnvoySettings {
     /// `xds-server.vhds`: the vhosts of HTTP listeners are `VirtualHost` resources of
     /// their own (VHDS), not fields of the RouteConfiguration.
     pub vhds: bool,
+    /// Contour's `cluster` section.
+    pub cluster: ClusterSettings,
+    /// Contour's `listener` section (beyond the connection managers').
+    pub listener: ListenerSettings,
+    /// Contour's Envoy runtime settings, served over RTDS as the `dynamic` layer.
+    pub runtime: RuntimeSettings,
+}
+
+/// What every upstream cluster gets (Contour's `cluster` section).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterSettings {
+    pub max_requests_per_connection: Option<u32>,
+    pub per_connection_buffer_limit: Option<u32>,
+    /// Thresholds of clusters whose Service sets none of its own (field by field).
+    pub circuit_breakers: Option<ir::CircuitBreakers>,
+    /// TLS to upstreams: its own bounds and TLS 1.2 ciphers (empty: Envoy's).
+    pub upstream_tls: UpstreamTlsSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTlsSettings {
+    pub min_version: ir::TlsVersion,
+    pub max_version: ir::TlsVersion,
+    pub cipher_suites: Vec<String>,
+}
+
+impl Default for UpstreamTlsSettings {
+    fn default() -> Self {
+        UpstreamTlsSettings {
+            min_version: ir::TlsVersion::V1_2,
+            max_version: ir::TlsVersion::V1_3,
+            cipher_suites: Vec::new(),
+        }
+    }
+}
+
+/// What every listener gets (Contour's `listener` section).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSettings {
+    /// Envoy's exact connection balancer across worker threads.
+    pub exact_balance: bool,
+    /// IP TOS and IPv6 traffic class of the listeners' packets (0: not set).
+    pub tos: u8,
+    pub traffic_class: u8,
+    pub per_connection_buffer_limit: u32,
+}
+
+impl Default for ListenerSettings {
+    fn default() -> Self {
+        ListenerSettings {
+            exact_balance: false,
+            tos: 0,
+            traffic_class: 0,
+            per_connection_buffer_limit: 32768,
+        }
+    }
+}
+
+/// Envoy runtime keys Contour sets through its `dynamic` RTDS layer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeSettings {
+    /// `http.max_requests_per_io_cycle`.
+    pub max_requests_per_io_cycle: Option<u32>,
+    /// `envoy.resource_limits.listener.<name>.connection_limit`, for every listener but
+    /// the stats one.
+    pub max_connections_per_listener: Option<u32>,
 }
 
 /// What every HTTP connection manager does beyond routing (Contour's top-level keys,
@@ -43,6 +109,23 @@ pub struct HttpSettings {
     pub delayed_close_timeout: Option<Duration>,
     pub drain_timeout: Option<Duration>,
     pub access_log: AccessLogSettings,
+    /// Requests per downstream connection before it is closed.
+    pub max_requests_per_connection: Option<u32>,
+    /// HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    pub http2_max_concurrent_streams: Option<u32>,
+    /// The HTTP versions spoken to clients (`default-http-versions`): both by default.
+    pub http1: bool,
+    pub http2: bool,
+    /// The compressor of every connection manager; `None`: none.
+    pub compression: Option<Compressor>,
+}
+
+/// A response compressor (Contour's `compression.algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compressor {
+    Gzip,
+    Brotli,
+    Zstd,
 }
 
 impl Default for HttpSettings {
@@ -60,6 +143,11 @@ impl Default for HttpSettings {
             delayed_close_timeout: None,
             drain_timeout: None,
             access_log: AccessLogSettings::default(),
+            max_requests_per_connection: None,
+            http2_max_concurrent_streams: None,
+            http1: true,
+            http2: true,
+            compression: Some(Compressor::Gzip),
         }
     }
 }

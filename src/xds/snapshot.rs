@@ -170,7 +170,7 @@ impl TypeSnapshot {
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    types: [TypeSnapshot; 6],
+    types: [TypeSnapshot; 7],
     /// When the earliest change this snapshot reflects arrived (for the event → xDS
     /// latency metric); not part of the content.
     pub changed_at: Option<std::time::Instant>,
@@ -192,6 +192,7 @@ impl Snapshot {
             (XdsType::Listener, resources.listeners),
             (XdsType::Route, resources.routes),
             (XdsType::VirtualHost, resources.virtual_hosts),
+            (XdsType::Runtime, resources.runtimes),
         ] {
             snapshot.types[t.index()] = TypeSnapshot::of(map);
         }

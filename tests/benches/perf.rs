@@ -252,6 +252,9 @@ fn resource_name(t: XdsType, value: &[u8]) -> String {
         XdsType::Listener => Listener::decode(value).map(|r| r.name),
         XdsType::Route => RouteConfiguration::decode(value).map(|r| r.name),
         XdsType::VirtualHost => VirtualHost::decode(value).map(|r| r.name),
+        XdsType::Runtime => {
+            envoy_types::pb::envoy::service::runtime::v3::Runtime::decode(value).map(|r| r.name)
+        }
     }
     .unwrap_or_default()
 }

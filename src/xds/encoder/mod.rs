@@ -170,6 +170,10 @@ pub fn translate_keeping(
     if !uses_tls && let Some(name) = &client_certificate {
         out.secrets.remove(name);
     }
+    out.runtimes.insert(
+        super::runtime::DYNAMIC_LAYER.to_string(),
+        super::runtime::dynamic_layer(ir, &settings.runtime),
+    );
     let mut encoder = Encoder::new(client_certificate);
     let every: BTreeSet<String> = ir
         .listeners
@@ -752,6 +756,9 @@ mod tests {
             http: crate::xds::HttpSettings::default(),
             proxy_protocol: false,
             vhds: false,
+            cluster: crate::xds::ClusterSettings::default(),
+            listener: crate::xds::ListenerSettings::default(),
+            runtime: crate::xds::RuntimeSettings::default(),
         }
     }
 

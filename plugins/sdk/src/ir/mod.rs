@@ -68,6 +68,12 @@ pub enum Protocol {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HttpFilter {
+    /// Response compression (`compression.algorithm` says which, or none).
+    Compressor,
+    /// gRPC-Web to gRPC.
+    GrpcWeb,
+    /// gRPC call statistics.
+    GrpcStats,
     /// Cross-origin requests (a vhost's [`Cors`]).
     Cors,
     /// Token buckets ([`LocalRateLimit`] of a vhost or route).
@@ -83,7 +89,10 @@ pub enum HttpFilter {
 
 impl HttpFilter {
     /// Contour's filters, in its order.
-    pub const CONTOUR: [HttpFilter; 5] = [
+    pub const CONTOUR: [HttpFilter; 8] = [
+        HttpFilter::Compressor,
+        HttpFilter::GrpcWeb,
+        HttpFilter::GrpcStats,
         HttpFilter::Cors,
         HttpFilter::LocalRateLimit,
         HttpFilter::CookieRewrite,

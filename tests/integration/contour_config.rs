@@ -1,0 +1,168 @@
+//! Contour's `contour.yaml` sections as a real Envoy takes them: compression, the
+//! `listener` and `cluster` sections, `default-http-versions`, the runtime keys served
+//! over RTDS.
+
+use std::time::Duration;
+
+use crate::e2e::start_with;
+use crate::support::eventually;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A site answering a long plain-text body (compressible) and forwarding the rest.
+const SITE: &str = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: site, namespace: default}\nspec:\n  virtualhost: {fqdn: site.example.com}\n  routes:\n    - conditions: [{prefix: /big}]\n      directResponsePolicy:\n        statusCode: 200\n        body: \"Contour's users move to Isobar without rewriting a manifest; their responses stay as they were, compressed where Envoy compressed them before the move, plain where it did not.\"\n    - services: [{name: echo-a, port: 80}]\n";
+
+async fn content_encoding(stack: &crate::e2e::Stack, accept: Option<&str>) -> Option<String> {
+    let url = format!("http://127.0.0.1:{}/big", stack.http_port());
+    let mut request = stack.client.get(url).header("host", "site.example.com");
+    if let Some(accept) = accept {
+        request = request.header("accept-encoding", accept);
+    }
+    let response = request.send().await.ok()?;
+    assert_eq!(response.status(), 200);
+    Some(
+        response
+            .headers()
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+/// By default (Contour's), responses above Envoy's size threshold are gzipped for a
+/// client that accepts it, and not for one that does not; small ones are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_are_gzipped_by_default() {
+    let stack = start_with(None, &[("site.yaml", SITE)], ("site.example.com", "/", "a")).await;
+    assert_eq!(
+        content_encoding(&stack, Some("gzip")).await.as_deref(),
+        Some("gzip")
+    );
+    assert_eq!(content_encoding(&stack, None).await.as_deref(), Some(""));
+    // "a" is below the 30-byte threshold.
+    let small = stack
+        .client
+        .get(format!("http://127.0.0.1:{}/", stack.http_port()))
+        .header("host", "site.example.com")
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(small.headers().get("content-encoding").is_none());
+    stack.assert_nothing_rejected().await;
+}
+
+/// `compression.algorithm: brotli` compresses with brotli; `disabled` not at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compression_follows_the_configured_algorithm() {
+    let brotli = start_with(
+        Some("compression: {algorithm: brotli}\n"),
+        &[("site.yaml", SITE)],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    assert_eq!(
+        content_encoding(&brotli, Some("br, gzip")).await.as_deref(),
+        Some("br")
+    );
+    brotli.assert_nothing_rejected().await;
+    drop(brotli);
+    let off = start_with(
+        Some("compression: {algorithm: disabled}\n"),
+        &[("site.yaml", SITE)],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    assert_eq!(
+        content_encoding(&off, Some("gzip")).await.as_deref(),
+        Some("")
+    );
+    off.assert_nothing_rejected().await;
+}
+
+/// Every key of Contour's `listener` and `cluster` sections and `default-http-versions`
+/// set at once: Envoy accepts all of it, closes a connection after its
+/// `max-requests-per-connection`, and holds the runtime keys Isobar serves over RTDS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contours_listener_and_cluster_sections_reach_envoy() {
+    let config = r#"listener:
+  connection-balancer: exact
+  socket-options: {tos: 64, traffic-class: 64}
+  max-requests-per-connection: 2
+  per-connection-buffer-limit-bytes: 65536
+  http2-max-concurrent-streams: 50
+  max-requests-per-io-cycle: 4
+  max-connections-per-listener: 1000
+cluster:
+  max-requests-per-connection: 100
+  per-connection-buffer-limit-bytes: 65536
+  circuit-breakers: {max-connections: 100, max-pending-requests: 50}
+  upstream-tls: {minimum-protocol-version: "1.3", cipher-suites: [ECDHE-RSA-AES256-GCM-SHA384]}
+default-http-versions: [HTTP/1.1]
+"#;
+    let stack = start_with(
+        Some(config),
+        &[("site.yaml", SITE)],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    // One client, one connection: the second request on it is the last.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("http://127.0.0.1:{}/", stack.http_port());
+    let mut closes = Vec::new();
+    for _ in 0..2 {
+        let response = client
+            .get(&url)
+            .header("host", "site.example.com")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        closes.push(
+            response
+                .headers()
+                .get("connection")
+                .is_some_and(|v| v == "close"),
+        );
+        assert_eq!(response.text().await.unwrap_or_default(), "a");
+    }
+    assert_eq!(closes, [false, true], "max-requests-per-connection: 2");
+
+    let runtime = eventually(WAIT, || async {
+        let text = stack.admin_get("/runtime").await;
+        text.contains("http.max_requests_per_io_cycle")
+            .then_some(text)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no runtime from RTDS\n{}", stack.logs()));
+    let value: serde_json::Value = serde_json::from_str(&runtime).unwrap_or_default();
+    let entries = &value["entries"];
+    assert_eq!(
+        entries["http.max_requests_per_io_cycle"]["final_value"], "4",
+        "{runtime}"
+    );
+    assert_eq!(
+        entries["envoy.resource_limits.listener.ingress_http.connection_limit"]["final_value"],
+        "1000",
+        "{runtime}"
+    );
+
+    let dump = stack.admin_get("/config_dump").await;
+    for expected in [
+        "\"codec_type\": \"HTTP1\"",
+        "\"exact_balance\"",
+        "\"max_concurrent_streams\": 50",
+        "\"description\": \"Set IPv4 TOS field\"",
+        "\"per_connection_buffer_limit_bytes\": 65536",
+        "\"max_pending_requests\": 50",
+    ] {
+        assert!(
+            dump.contains(expected),
+            "{expected} is not in Envoy's configuration"
+        );
+    }
+    stack.assert_nothing_rejected().await;
+}
