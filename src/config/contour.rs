@@ -301,7 +301,6 @@ pub fn not_honoured(config: &Config) -> Vec<&'static str> {
             "cluster.dns-lookup-family",
             config.cluster.dns_lookup_family != sections::DnsLookupFamily::Auto,
         ),
-        ("policy", config.policy != sections::Policy::default()),
         ("rateLimitService", config.rate_limit_service.is_some()),
         ("globalExtAuth", config.global_ext_auth.is_some()),
         ("tracing", config.tracing.is_some()),

@@ -291,6 +291,20 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             }
         }
     }
+    let host = |p: &HeadersPolicy| {
+        p.set
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v.clone())
+    };
+    if host(&config.policy.response_headers).is_some() {
+        return Err("policy.response-headers: the Host header is not set on responses".into());
+    }
+    if let Some(v) = host(&config.policy.request_headers)
+        && v.contains('%')
+    {
+        return Err("policy.request-headers: Host must be a literal host name".into());
+    }
     if let Some(r) = &config.rate_limit_service {
         extension_service("rateLimitService.extensionService", &r.extension_service)?;
     }

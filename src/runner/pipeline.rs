@@ -167,6 +167,35 @@ impl Pipeline {
                 section.insert("disable-permit-insecure".into(), serde_json::json!(true));
             }
         }
+        // Contour's `policy` section: default headers of HTTPProxy services, and of
+        // Ingress backends with `applyToIngress`.
+        let defaults = isobar_sdk::headers::DefaultHeaders {
+            request: isobar_sdk::headers::HeaderChanges {
+                set: config.policy.request_headers.set.clone(),
+                remove: config.policy.request_headers.remove.clone(),
+            },
+            response: isobar_sdk::headers::HeaderChanges {
+                set: config.policy.response_headers.set.clone(),
+                remove: config.policy.response_headers.remove.clone(),
+            },
+        };
+        if !defaults.is_empty() {
+            let mut sources = vec![isobar_plugin_httpproxy::NAME];
+            if config.policy.apply_to_ingress {
+                sources.push(isobar_plugin_ingress::NAME);
+            }
+            for name in sources {
+                let section = plugins
+                    .entry(name.to_string())
+                    .or_insert_with(|| serde_json::json!({}));
+                if let Some(section) = section.as_object_mut() {
+                    section.insert(
+                        "default-headers".into(),
+                        serde_json::to_value(&defaults).unwrap_or_default(),
+                    );
+                }
+            }
+        }
         // Contour's `gateway` section configures (and enables) the Gateway API source.
         if let Some(gateway) = &config.gateway {
             let name = isobar_plugin_gateway_api::NAME;

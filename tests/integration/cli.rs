@@ -70,7 +70,10 @@ fn the_registry_holds_exactly_the_builtin_plugins() {
         schemas["opa"]["properties"]["eval-timeout"].is_object(),
         "{schemas}"
     );
-    assert!(schemas.get("httpproxy").is_none(), "{schemas}");
+    assert!(
+        schemas["httpproxy"]["properties"]["default-headers"].is_object(),
+        "{schemas}"
+    );
 }
 
 #[test]

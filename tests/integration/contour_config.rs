@@ -166,3 +166,55 @@ default-http-versions: [HTTP/1.1]
     }
     stack.assert_nothing_rejected().await;
 }
+
+/// Contour's `policy` section: every HTTPProxy service's requests and responses get its
+/// header changes under the service's own (`%CONTOUR_SERVICE_NAME%` is the service's),
+/// and Ingress backends' too with `applyToIngress`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_sections_headers_reach_every_service() {
+    let config = "policy:\n  request-headers:\n    set: {x-hello: \"%CONTOUR_SERVICE_NAME%\"}\n  response-headers:\n    set: {x-policy: \"on\"}\n  applyToIngress: true\n";
+    let proxy = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: pol, namespace: default}\nspec:\n  virtualhost: {fqdn: pol.example.com}\n  routes:\n    - conditions: [{prefix: /own}]\n      services:\n        - name: echo-b\n          port: 80\n          requestHeadersPolicy: {set: [{name: x-hello, value: mine}]}\n    - services: [{name: echo-a, port: 80}]\n";
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: ing, namespace: default}\nspec:\n  rules:\n    - host: ing.example.com\n      http:\n        paths:\n          - {path: /, pathType: Prefix, backend: {service: {name: echo-a, port: {number: 80}}}}\n";
+    let stack = start_with(
+        Some(config),
+        &[("pol.yaml", proxy), ("ing.yaml", ingress)],
+        ("pol.example.com", "/", "a"),
+    )
+    .await;
+    stack.wait_for("ing.example.com", "/", "a", WAIT).await;
+    let seen = |host: &'static str, path: &'static str| {
+        let stack = &stack;
+        async move {
+            let url = format!("http://127.0.0.1:{}{path}", stack.http_port());
+            let response = stack
+                .client
+                .get(url)
+                .header("host", host)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let header = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (header("x-seen-hello"), header("x-policy"))
+        }
+    };
+    assert_eq!(
+        seen("pol.example.com", "/").await,
+        ("echo-a".to_string(), "on".to_string())
+    );
+    assert_eq!(
+        seen("pol.example.com", "/own").await,
+        ("mine".to_string(), "on".to_string())
+    );
+    assert_eq!(
+        seen("ing.example.com", "/").await,
+        ("echo-a".to_string(), "on".to_string())
+    );
+    stack.assert_nothing_rejected().await;
+}

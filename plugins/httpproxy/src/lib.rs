@@ -23,10 +23,11 @@ mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use isobar_sdk::api::{HTTPProxy, Unsupported};
 use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::headers::DefaultHeaders;
 use isobar_sdk::host::{Host, parse_host};
 use isobar_sdk::ir::HTTPS_LISTENER;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
@@ -35,23 +36,29 @@ use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, Stat
 pub const NAME: &str = "httpproxy";
 
 /// The `plugins.httpproxy` section of `contour.yaml` (set from Contour's top-level
-/// `disablePermitInsecure`).
-#[derive(Debug, Default, Deserialize)]
+/// `disablePermitInsecure` and `policy` section).
+#[derive(Debug, Default, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]
+#[schemars(crate = "isobar_sdk::schemars")]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct HttpProxyConfig {
     /// `permitInsecure` is ignored: plain HTTP to a secure vhost is always redirected.
     pub disable_permit_insecure: bool,
+    /// Header changes of every service's requests and responses, under the service's
+    /// own (Contour's `policy`).
+    pub default_headers: DefaultHeaders,
 }
 
 #[derive(Debug)]
 pub struct HttpProxySource {
     disable_permit_insecure: bool,
+    default_headers: DefaultHeaders,
 }
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
     let config: HttpProxyConfig = parse_config(config)?;
     Ok(Box::new(HttpProxySource {
         disable_permit_insecure: config.disable_permit_insecure,
+        default_headers: config.default_headers,
     }))
 }
 
@@ -60,7 +67,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Contour HTTPProxy (projectcontour.io/v1) virtual hosts and routes",
         factory: Factory::Source(build),
-        settings: None,
+        settings: Some(isobar_sdk::plugin::Settings::of::<HttpProxyConfig>()),
     }
 }
 
@@ -221,6 +228,7 @@ impl Source for HttpProxySource {
                     reached: &mut reached,
                     mode: plan.mode,
                     permit_insecure: !self.disable_permit_insecure,
+                    default_headers: &self.default_headers,
                 };
                 let valid = walk.visit(
                     &key,

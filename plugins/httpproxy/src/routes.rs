@@ -29,6 +29,8 @@ pub(crate) struct Walk<'c, 'a> {
     pub mode: RouteMode,
     /// Whether `permitInsecure` is honoured (Contour's `disablePermitInsecure` off).
     pub permit_insecure: bool,
+    /// Every service's default header changes (Contour's `policy`).
+    pub default_headers: &'c isobar_sdk::headers::DefaultHeaders,
 }
 
 impl Walk<'_, '_> {
@@ -504,6 +506,8 @@ impl Walk<'_, '_> {
                     Err(e) => errors.push(e),
                 }
             }
+            self.default_headers
+                .apply(&mut target, (&key.namespace, &service.name, port));
             let mut options = cluster_options.clone();
             if let Some(slow) = &service.slow_start_policy {
                 match policy::slow_start(slow, options.lb_policy) {

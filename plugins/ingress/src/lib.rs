@@ -22,9 +22,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::networking::v1::{HTTPIngressPath, Ingress, IngressBackend, IngressSpec};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::headers::DefaultHeaders;
 use isobar_sdk::host::parse_host;
 use isobar_sdk::ir::{
     DownstreamTls, HTTP_LISTENER, HTTPS_LISTENER, PathMatch, Redirect, Route, RouteAction,
@@ -38,17 +39,26 @@ mod annotations;
 
 pub const NAME: &str = "ingress";
 
-/// The `plugins.ingress` section of `contour.yaml`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct IngressConfig {}
+/// The `plugins.ingress` section of `contour.yaml` (set from Contour's `policy` section
+/// when it has `applyToIngress`).
+#[derive(Debug, Default, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]
+#[schemars(crate = "isobar_sdk::schemars")]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct IngressConfig {
+    /// Header changes of every backend's requests and responses.
+    pub default_headers: DefaultHeaders,
+}
 
 #[derive(Debug)]
-pub struct IngressSource;
+pub struct IngressSource {
+    default_headers: DefaultHeaders,
+}
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
-    let _config: IngressConfig = parse_config(config)?;
-    Ok(Box::new(IngressSource))
+    let config: IngressConfig = parse_config(config)?;
+    Ok(Box::new(IngressSource {
+        default_headers: config.default_headers,
+    }))
 }
 
 isobar_sdk::inventory::submit! {
@@ -56,7 +66,7 @@ isobar_sdk::inventory::submit! {
         name: NAME,
         summary: "Kubernetes Ingress (networking.k8s.io/v1) rules and default backends",
         factory: Factory::Source(build),
-        settings: None,
+        settings: Some(isobar_sdk::plugin::Settings::of::<IngressConfig>()),
     }
 }
 
@@ -124,6 +134,7 @@ impl Source for IngressSource {
                 key: &key,
                 notes: &notes,
                 secure: &secure,
+                default_headers: &self.default_headers,
             };
             if let Some(backend) = &spec.default_backend {
                 let path = PathMatch::Prefix("/".to_string());
@@ -255,6 +266,7 @@ struct RouteBuilder<'a> {
     key: &'a ObjectKey,
     notes: &'a annotations::Annotations,
     secure: &'a SecureHosts,
+    default_headers: &'a DefaultHeaders,
 }
 
 impl RouteBuilder<'_> {
@@ -284,13 +296,17 @@ impl RouteBuilder<'_> {
         };
         let action = match backend_cluster(ctx, status, key, backend) {
             Some(cluster) => {
-                let name = cluster.name.clone();
-                ir.add_cluster(cluster);
-                RouteAction::Forward(vec![WeightedCluster {
-                    cluster: name,
+                let mut target = WeightedCluster {
+                    cluster: cluster.name.clone(),
                     weight: 1,
                     ..Default::default()
-                }])
+                };
+                self.default_headers.apply(
+                    &mut target,
+                    (&cluster.namespace, &cluster.service, cluster.port),
+                );
+                ir.add_cluster(cluster);
+                RouteAction::Forward(vec![target])
             }
             None => RouteAction::DirectResponse {
                 status: 503,

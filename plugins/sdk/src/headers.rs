@@ -117,3 +117,74 @@ mod tests {
         assert!(!is_header_name(""));
     }
 }
+
+/// Header changes a source applies to every service's requests or responses, under the
+/// service's own (Contour's `policy.request-headers` / `response-headers`).
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeaderChanges {
+    /// Headers set (overwritten or added), by name; `%CONTOUR_NAMESPACE%`,
+    /// `%CONTOUR_SERVICE_NAME%` and `%CONTOUR_SERVICE_PORT%` stand for the service's.
+    pub set: std::collections::BTreeMap<String, String>,
+    /// Headers removed.
+    pub remove: Vec<String>,
+}
+
+/// Contour's `policy` section as a source applies it: default header changes of every
+/// service, requests and responses.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields, default)]
+pub struct DefaultHeaders {
+    pub request: HeaderChanges,
+    pub response: HeaderChanges,
+}
+
+impl DefaultHeaders {
+    /// Gives the service `(namespace, name, port)` sent to by `target` every default it
+    /// does not set itself: a header it sets keeps its value, one it removes stays
+    /// removed; a default `Host` rewrites the Host unless the service does.
+    pub fn apply(&self, target: &mut crate::ir::WeightedCluster, service: (&str, &str, i32)) {
+        let (namespace, name, port) = service;
+        let value = |v: &str| {
+            escape_header_value(
+                &v.replace("%CONTOUR_NAMESPACE%", namespace)
+                    .replace("%CONTOUR_SERVICE_NAME%", name)
+                    .replace("%CONTOUR_SERVICE_PORT%", &port.to_string()),
+            )
+        };
+        for (changes, headers, request) in [
+            (&self.request, &mut target.request_headers, true),
+            (&self.response, &mut target.response_headers, false),
+        ] {
+            for (header, v) in &changes.set {
+                let header = header.to_ascii_lowercase();
+                if header == "host" {
+                    if request && target.host_rewrite.is_none() {
+                        target.host_rewrite = Some(v.clone());
+                    }
+                    continue;
+                }
+                if !headers.remove.contains(&header) {
+                    headers.set.entry(header).or_insert_with(|| value(v));
+                }
+            }
+            for header in &changes.remove {
+                let header = header.to_ascii_lowercase();
+                if !headers.set.contains_key(&header) && !headers.remove.contains(&header) {
+                    headers.remove.push(header);
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.request.set.is_empty()
+            && self.request.remove.is_empty()
+            && self.response.set.is_empty()
+            && self.response.remove.is_empty()
+    }
+}
