@@ -437,9 +437,36 @@ pub struct EnvoyConfig {
     pub use_proxy_protocol: bool,
 }
 
-impl EnvoyConfig {
+impl Config {
     /// Envoy's listeners as the IR starts them, before any source writes to them:
-    /// Contour's `ingress_http`, `ingress_https` and `stats-health`.
+    /// Contour's `ingress_http`, `ingress_https`, `stats-health`, `envoy-admin` (on
+    /// `network.admin-port`, unless 0) and `health-om-enforced`
+    /// (`omEnforcedHealthListener`).
+    pub fn listeners(&self) -> Vec<isobar_sdk::ir::Listener> {
+        let mut out = self.envoy.listeners();
+        if let Ok(port) = u16::try_from(self.network.admin_port)
+            && port > 0
+        {
+            out.push(isobar_sdk::ir::Listener::admin(
+                "envoy-admin",
+                "127.0.0.1",
+                port,
+            ));
+        }
+        if let Some(h) = &self.om_enforced_health_listener {
+            out.push(isobar_sdk::ir::Listener::om_enforced_health(
+                "health-om-enforced",
+                &h.address,
+                h.port,
+            ));
+        }
+        out
+    }
+}
+
+impl EnvoyConfig {
+    /// Envoy's traffic and stats listeners as the IR starts them: Contour's
+    /// `ingress_http`, `ingress_https` and `stats-health`.
     pub fn listeners(&self) -> Vec<isobar_sdk::ir::Listener> {
         use isobar_sdk::ir::{self, Listener, RouteNames};
         vec![

@@ -44,7 +44,7 @@ pub enum ServerHeader {
 pub struct Network {
     /// Trusted proxies in front of Envoy, counted from the right of `X-Forwarded-For`.
     pub num_trusted_hops: u32,
-    /// Envoy's admin port (Isobar's bootstrap puts the admin on a unix socket only).
+    /// Contour's `envoy-admin` listener's port (on 127.0.0.1; 0: none).
     pub admin_port: u32,
     /// Strip a trailing dot from the Host header before routing.
     pub strip_trailing_host_dot: bool,
@@ -305,10 +305,6 @@ pub fn not_honoured(config: &Config) -> Vec<&'static str> {
         ("globalExtAuth", config.global_ext_auth.is_some()),
         ("tracing", config.tracing.is_some()),
         (
-            "omEnforcedHealthListener",
-            config.om_enforced_health_listener.is_some(),
-        ),
-        (
             "kubernetesClientQPS",
             config.kubernetes_client_qps.is_some(),
         ),
@@ -320,7 +316,6 @@ pub fn not_honoured(config: &Config) -> Vec<&'static str> {
             "enableExternalNameService",
             config.enable_external_name_service,
         ),
-        ("network.admin-port", config.network.admin_port != 9001),
     ];
     let mut out: Vec<&'static str> = sections
         .into_iter()

@@ -355,6 +355,12 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             );
         }
     }
+    if config.network.admin_port > 65535 {
+        return Err(format!(
+            "network.admin-port: {} is not a port",
+            config.network.admin_port
+        ));
+    }
     if let Some(qps) = config.kubernetes_client_qps
         && !(qps.is_finite() && qps > 0.0)
     {

@@ -212,7 +212,7 @@ impl Pipeline {
             }
         }
         Ok(Pipeline::from_config(&pipeline, &plugins)?
-            .with_listeners(config.envoy.listeners())
+            .with_listeners(config.listeners())
             .with_fallback_certificate(config.tls.fallback()))
     }
 

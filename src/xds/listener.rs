@@ -552,8 +552,8 @@ pub(super) fn tcp_listener(
     }
 }
 
-/// Contour's `stats-health` listener: GET `/ready`, `/stats` and `/stats/prometheus` from
-/// Envoy's admin, and nothing else of it.
+/// A listener onto Envoy's admin (Contour's `stats-health`, `envoy-admin`,
+/// `health-om-enforced`): GET on its admin paths, and nothing else of it.
 pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
     let get_only = HeaderMatcher {
         name: ":method".to_string(),
@@ -565,8 +565,9 @@ pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
         )),
         ..Default::default()
     };
-    let routes = ["/ready", "/stats", "/stats/prometheus"]
-        .into_iter()
+    let routes = on
+        .admin_paths
+        .iter()
         .map(|path| route::Route {
             r#match: Some(RouteMatch {
                 path_specifier: Some(route::route_match::PathSpecifier::Path(path.to_string())),
@@ -611,6 +612,7 @@ pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
             ..Default::default()
         }],
         socket_options: keepalive(),
+        ignore_global_conn_limit: !on.connection_limited,
         ..Default::default()
     }
 }

@@ -89,6 +89,7 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool) {
                     &manifests.to_string_lossy(),
                 ])
                 .args(ports.args())
+            .envs(ports.envs())
                 .env("ISOBAR_LOG", "warn")
                 .env_remove("ISOBAR_BENCH_PROFILES")
                 .env_remove("ISOBAR_BENCH_N")

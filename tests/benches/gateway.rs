@@ -313,6 +313,7 @@ fn resident(text: &str) {
         .arg("--manifests")
         .arg(&manifests)
         .args(ports.args())
+        .envs(ports.envs())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -392,6 +393,7 @@ pub fn kube(n: usize, burst: usize) {
             .arg(&config)
             .args(["--kubeconfig", &kubeconfig])
             .args(ports.args())
+            .envs(ports.envs())
             .spawn()
             .unwrap_or_else(|e| panic!("isobar: {e}"));
         let ready = super::kube::ready(ports.health, &log).await;

@@ -212,6 +212,7 @@ async fn run(
     let child = isobar(binary, callgrind, &log)
         .args(["--kubeconfig", &kubeconfig])
         .args(ports.args())
+        .envs(ports.envs())
         .spawn()
         .unwrap_or_else(|e| panic!("isobar: {e}"));
     let pid = child.id();
@@ -437,6 +438,7 @@ async fn serve_quickstart(binary: &Path, callgrind: &Path) {
         .arg("--manifests")
         .arg(&manifests)
         .args(ports.args())
+        .envs(ports.envs())
         .spawn()
         .unwrap_or_else(|e| panic!("valgrind: {e}"));
     ready(ports.health, &log).await;

@@ -624,7 +624,8 @@ async fn a_quiet_manifest_directory_costs_no_cpu() {
         Command::new(ISOBAR)
             .args(["serve", "--insecure", "--manifests"])
             .arg(&manifests)
-            .args(ports.args()),
+            .args(ports.args())
+            .envs(ports.envs()),
         &dir.path().join("isobar.log"),
     );
     let ready = format!("http://127.0.0.1:{}/readyz", ports.health);

@@ -30,6 +30,43 @@ async fn content_encoding(stack: &crate::e2e::Stack, accept: Option<&str>) -> Op
     )
 }
 
+/// One `GET /` for site.example.com on `stream`, its response read whole; whether it
+/// says the connection closes after it.
+async fn exchange(stream: &mut tokio::net::TcpStream) -> Option<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: site.example.com\r\n\r\n")
+        .await
+        .ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let (head, body_start) = loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break (
+                String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase(),
+                end + 4,
+            );
+        }
+    };
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())?;
+    while buf.len() < body_start + length {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(head.lines().any(|l| l.trim() == "connection: close"))
+}
+
 /// By default (Contour's), responses above Envoy's size threshold are gzipped for a
 /// client that accepts it, and not for one that does not; small ones are not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,29 +144,21 @@ default-http-versions: [HTTP/1.1]
         ("site.example.com", "/", "a"),
     )
     .await;
-    // One client, one connection: the second request on it is the last.
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(1)
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let url = format!("http://127.0.0.1:{}/", stack.http_port());
-    let mut closes = Vec::new();
-    for _ in 0..2 {
-        let response = client
-            .get(&url)
-            .header("host", "site.example.com")
-            .send()
+    // Two requests on one connection: the second is its last (Envoy says so and closes).
+    let closes = eventually(WAIT, || async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", stack.http_port()))
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        closes.push(
-            response
-                .headers()
-                .get("connection")
-                .is_some_and(|v| v == "close"),
-        );
-        assert_eq!(response.text().await.unwrap_or_default(), "a");
-    }
-    assert_eq!(closes, [false, true], "max-requests-per-connection: 2");
+            .ok()?;
+        let first = exchange(&mut stream).await?;
+        let second = exchange(&mut stream).await?;
+        Some([first, second])
+    })
+    .await;
+    assert_eq!(
+        closes,
+        Some([false, true]),
+        "max-requests-per-connection: 2"
+    );
 
     let runtime = eventually(WAIT, || async {
         let text = stack.admin_get("/runtime").await;
@@ -216,5 +245,59 @@ async fn the_policy_sections_headers_reach_every_service() {
         seen("ing.example.com", "/").await,
         ("echo-a".to_string(), "on".to_string())
     );
+    stack.assert_nothing_rejected().await;
+}
+
+/// Contour's `envoy-admin` listener (on `network.admin-port`, loopback) answers GET for
+/// Envoy's read-only admin pages and nothing else of the admin; the
+/// `omEnforcedHealthListener` answers `/ready`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_and_om_enforced_health_listeners_answer_what_contours_do() {
+    let health = crate::support::ServePorts::free().http;
+    let config = format!("omEnforcedHealthListener: {{address: 127.0.0.1, port: {health}}}\n");
+    let stack = start_with(
+        Some(&config),
+        &[("site.yaml", SITE)],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    let get = |port: u16, path: &'static str| {
+        let client = stack.client.clone();
+        async move {
+            let response = client
+                .get(format!("http://127.0.0.1:{port}{path}"))
+                .send()
+                .await
+                .ok()?;
+            Some((response.status().as_u16(), response.text().await.ok()?))
+        }
+    };
+    let info = eventually(WAIT, || async {
+        get(stack.admin_port, "/server_info")
+            .await
+            .filter(|(status, _)| *status == 200)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no envoy-admin listener\n{}", stack.logs()));
+    assert!(info.1.contains("\"state\": \"LIVE\""), "{}", info.1);
+    let post = stack
+        .client
+        .post(format!(
+            "http://127.0.0.1:{}/healthcheck/fail",
+            stack.admin_port
+        ))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok();
+    assert_eq!(post, Some(404), "the admin's writes are not reachable");
+    assert_eq!(
+        get(stack.admin_port, "/quitquitquit").await.map(|r| r.0),
+        Some(404)
+    );
+    let ready = eventually(WAIT, || async { get(health, "/ready").await })
+        .await
+        .unwrap_or_else(|| panic!("no omEnforcedHealthListener\n{}", stack.logs()));
+    assert_eq!(ready, (200, "LIVE\n".to_string()));
     stack.assert_nothing_rejected().await;
 }

@@ -25,6 +25,8 @@ pub(crate) struct Stack {
     pub(crate) metrics_port: u16,
     pub(crate) health_port: u16,
     pub(crate) debug_port: u16,
+    /// Contour's `envoy-admin` listener.
+    pub(crate) admin_port: u16,
     xds_port: u16,
     pub(crate) client: reqwest::Client,
     /// Requests each backend has seen, by Service name.
@@ -378,6 +380,7 @@ async fn start_from(
         metrics: metrics_port,
         health: health_port,
         debug: debug_port,
+        admin: admin_port,
     } = ports;
     let isobar_proc = spawn(
         "isobar",
@@ -390,7 +393,8 @@ async fn start_from(
                 &source[0],
                 &source[1],
             ])
-            .args(ports.args()),
+            .args(ports.args())
+            .envs(ports.envs()),
         &dir.path().join("isobar.log"),
     );
     let envoy_proc = envoy_on(dir.path(), xds_port, xds_mode);
@@ -402,6 +406,7 @@ async fn start_from(
         metrics_port,
         health_port,
         debug_port,
+        admin_port,
         xds_port,
         hits,
         client: reqwest::Client::builder()
@@ -1370,7 +1375,8 @@ async fn proxy_protocol_listeners_need_the_load_balancers_header() {
         Command::new(ISOBAR)
             .args(["serve", "--insecure", "--use-proxy-protocol", "--manifests"])
             .arg(&manifests)
-            .args(ports.args()),
+            .args(ports.args())
+            .envs(ports.envs()),
         &dir.path().join("isobar.log"),
     );
     let _envoy = envoy_on(dir.path(), ports.xds, "sotw");

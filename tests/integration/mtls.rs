@@ -153,7 +153,8 @@ fn serve(dir: &Path, certs: &Path, ports: &ServePorts, log: &str) -> crate::supp
                 "--contour-key-file",
                 &file("contourkey.pem"),
             ])
-            .args(ports.args()),
+            .args(ports.args())
+            .envs(ports.envs()),
         &dir.join(log),
     )
 }

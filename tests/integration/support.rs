@@ -146,12 +146,15 @@ pub struct ServePorts {
     /// `/healthz`, `/readyz`.
     pub health: u16,
     pub debug: u16,
+    /// Contour's `envoy-admin` listener (`network.admin-port`, 9001 unless set): each
+    /// Envoy of the tests on a port of its own.
+    pub admin: u16,
 }
 
 impl ServePorts {
     /// Free ports, all different (held open together while chosen).
     pub fn free() -> ServePorts {
-        let held: Vec<TcpListener> = (0..7)
+        let held: Vec<TcpListener> = (0..8)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}")))
             .collect();
         let port = |i: usize| {
@@ -168,7 +171,13 @@ impl ServePorts {
             metrics: port(4),
             health: port(5),
             debug: port(6),
+            admin: port(7),
         }
+    }
+
+    /// `isobar serve` environment for what has no flag: `network.admin-port`.
+    pub fn envs(&self) -> [(&'static str, String); 1] {
+        [("ISOBAR_NETWORK__ADMIN_PORT", self.admin.to_string())]
     }
 
     /// `isobar serve` flags putting every listener on loopback at these ports.

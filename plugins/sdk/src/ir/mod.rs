@@ -127,6 +127,13 @@ pub struct Listener {
     /// HTTPS: how the RouteConfigurations of this listener are named.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routes: Option<RouteNames>,
+    /// Stats: the paths of Envoy's admin it answers (`GET` only), nothing else of it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub admin_paths: Vec<String>,
+    /// Stats: counted against Envoy's global downstream connection limit (the
+    /// overload manager's), which the other stats listeners ignore.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub connection_limited: bool,
 }
 
 /// The names of an HTTPS listener's RouteConfigurations.
@@ -151,6 +158,8 @@ impl Listener {
             tcp_proxy: None,
             http_filters: Vec::new(),
             routes: None,
+            admin_paths: Vec::new(),
+            connection_limited: false,
         }
     }
 
@@ -176,10 +185,51 @@ impl Listener {
         }
     }
 
-    /// Envoy's readiness and stats.
+    /// Envoy's readiness and stats (Contour's `stats-health`).
     pub fn stats(name: &str, address: &str, port: u16) -> Listener {
+        Listener::admin_view(
+            name,
+            address,
+            port,
+            &["/ready", "/stats", "/stats/prometheus"],
+        )
+    }
+
+    /// Envoy admin's read-only pages (Contour's `envoy-admin`, on `network.admin-port`).
+    pub fn admin(name: &str, address: &str, port: u16) -> Listener {
+        Listener::admin_view(
+            name,
+            address,
+            port,
+            &[
+                "/certs",
+                "/clusters",
+                "/listeners",
+                "/config_dump",
+                "/memory",
+                "/ready",
+                "/runtime",
+                "/server_info",
+                "/stats",
+                "/stats/prometheus",
+                "/stats/recentlookups",
+            ],
+        )
+    }
+
+    /// Envoy's readiness under the global connection limit (Contour's
+    /// `omEnforcedHealthListener`).
+    pub fn om_enforced_health(name: &str, address: &str, port: u16) -> Listener {
+        Listener {
+            connection_limited: true,
+            ..Listener::admin_view(name, address, port, &["/ready"])
+        }
+    }
+
+    fn admin_view(name: &str, address: &str, port: u16, paths: &[&str]) -> Listener {
         Listener {
             http_filters: vec![HttpFilter::Router],
+            admin_paths: paths.iter().map(|p| p.to_string()).collect(),
             ..Listener::new(name, address, port, Protocol::Stats)
         }
     }
@@ -198,6 +248,8 @@ impl Listener {
             tcp_proxy: None,
             http_filters: self.http_filters.clone(),
             routes: self.routes.clone(),
+            admin_paths: self.admin_paths.clone(),
+            connection_limited: self.connection_limited,
         }
     }
 
@@ -209,6 +261,8 @@ impl Listener {
             && self.protocol == other.protocol
             && self.http_filters == other.http_filters
             && self.routes == other.routes
+            && self.admin_paths == other.admin_paths
+            && self.connection_limited == other.connection_limited
     }
 
     /// The name of a secure virtual host's RouteConfiguration.
