@@ -72,6 +72,12 @@ fn cluster_settings(config: &Config) -> crate::xds::ClusterSettings {
                 max_retries: nonzero(b.max_retries),
                 per_host_max_connections: nonzero(b.per_host_max_connections),
             }),
+        dns_lookup_family: match c.dns_lookup_family {
+            crate::config::sections::DnsLookupFamily::Auto => 0,
+            crate::config::sections::DnsLookupFamily::V4 => 1,
+            crate::config::sections::DnsLookupFamily::V6 => 2,
+            crate::config::sections::DnsLookupFamily::All => 4,
+        },
         upstream_tls: crate::xds::UpstreamTlsSettings {
             min_version: TlsVersion::parse(&tls.minimum_protocol_version)
                 .unwrap_or(TlsVersion::V1_2),

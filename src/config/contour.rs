@@ -295,12 +295,7 @@ pub fn apply_metrics(config: &mut Config) {
 /// Contour keys set in `config` that Isobar accepts but does not honour yet, for one
 /// warning at start-up.
 pub fn not_honoured(config: &Config) -> Vec<&'static str> {
-    use super::sections;
     let sections = [
-        (
-            "cluster.dns-lookup-family",
-            config.cluster.dns_lookup_family != sections::DnsLookupFamily::Auto,
-        ),
         ("rateLimitService", config.rate_limit_service.is_some()),
         ("globalExtAuth", config.global_ext_auth.is_some()),
         ("tracing", config.tracing.is_some()),
@@ -311,10 +306,6 @@ pub fn not_honoured(config: &Config) -> Vec<&'static str> {
         (
             "kubernetesClientBurst",
             config.kubernetes_client_burst.is_some(),
-        ),
-        (
-            "enableExternalNameService",
-            config.enable_external_name_service,
         ),
     ];
     let mut out: Vec<&'static str> = sections

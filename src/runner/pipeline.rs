@@ -52,6 +52,8 @@ pub struct Pipeline {
     processors: Vec<(&'static str, Box<dyn Processor>)>,
     /// `tls.fallback-certificate`, offered to the sources.
     fallback: Option<(String, String)>,
+    /// `enableExternalNameService`, offered to the sources.
+    external_names: bool,
     /// The listeners every build starts with (from the configuration).
     listeners: Vec<isobar_sdk::ir::Listener>,
 }
@@ -127,6 +129,7 @@ impl Pipeline {
             sources: Vec::new(),
             processors: Vec::new(),
             fallback: None,
+            external_names: false,
             listeners: Vec::new(),
         };
         for p in pick("filters", PluginKind::Filter, &config.filters)? {
@@ -213,12 +216,19 @@ impl Pipeline {
         }
         Ok(Pipeline::from_config(&pipeline, &plugins)?
             .with_listeners(config.listeners())
-            .with_fallback_certificate(config.tls.fallback()))
+            .with_fallback_certificate(config.tls.fallback())
+            .with_external_names(config.enable_external_name_service))
     }
 
     /// Sets the listeners every build starts with, before the sources write to them.
     pub fn with_listeners(mut self, listeners: Vec<isobar_sdk::ir::Listener>) -> Self {
         self.listeners = listeners;
+        self
+    }
+
+    /// Sets `enableExternalNameService` for the sources.
+    pub fn with_external_names(mut self, external_names: bool) -> Self {
+        self.external_names = external_names;
         self
     }
 
@@ -373,6 +383,7 @@ impl Pipeline {
         let ctx = BuildContext::new(objects, &rejected)
             .with_grants(&grants)
             .with_fallback_certificate(self.fallback.as_ref())
+            .with_external_names(self.external_names)
             .with_focus(focus)
             .with_store(store)
             .with_scope(scope);

@@ -23,16 +23,40 @@ pub(super) fn cluster_for(
     settings: &EnvoySettings,
     client_certificate: Option<&str>,
 ) -> Cluster {
+    let (discovery, eds, load_assignment) = match &c.options.external_name {
+        // An ExternalName Service: its DNS name, resolved by Envoy (every address when
+        // the lookup family is `all`, as Contour).
+        Some(host) => (
+            if settings.cluster.dns_lookup_family == 4 {
+                cluster::cluster::DiscoveryType::LogicalDns
+            } else {
+                cluster::cluster::DiscoveryType::StrictDns
+            },
+            None,
+            Some(external_name_endpoints(&c.name, host, c.port)),
+        ),
+        None => (
+            cluster::cluster::DiscoveryType::Eds,
+            Some(cluster::cluster::EdsClusterConfig {
+                eds_config: Some(ads()),
+                service_name: c.eds_name.clone(),
+            }),
+            None,
+        ),
+    };
     Cluster {
         name: c.name.clone(),
         alt_stat_name: c.alt_stat_name.clone(),
         cluster_discovery_type: Some(cluster::cluster::ClusterDiscoveryType::Type(
-            cluster::cluster::DiscoveryType::Eds as i32,
+            discovery as i32,
         )),
-        eds_cluster_config: Some(cluster::cluster::EdsClusterConfig {
-            eds_config: Some(ads()),
-            service_name: c.eds_name.clone(),
-        }),
+        eds_cluster_config: eds,
+        load_assignment,
+        dns_lookup_family: if c.options.external_name.is_some() {
+            settings.cluster.dns_lookup_family
+        } else {
+            0
+        },
         connect_timeout: Some(duration(settings.connect_timeout)),
         common_lb_config: Some(cluster::cluster::CommonLbConfig {
             healthy_panic_threshold: Some(Percent { value: 0.0 }),
@@ -78,6 +102,34 @@ pub(super) fn cluster_for(
             .as_ref()
             .map(|s| slow_start(s, c.options.lb_policy)),
         transport_socket: upstream_transport_socket(&c.options, settings, client_certificate),
+        ..Default::default()
+    }
+}
+
+/// The one endpoint of an ExternalName cluster: its DNS name at the Service's port.
+fn external_name_endpoints(
+    cluster: &str,
+    host: &str,
+    port: i32,
+) -> envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment {
+    use envoy_types::pb::envoy::config::endpoint::v3 as endpoint;
+    endpoint::ClusterLoadAssignment {
+        cluster_name: cluster.to_string(),
+        endpoints: vec![endpoint::LocalityLbEndpoints {
+            lb_endpoints: vec![endpoint::LbEndpoint {
+                host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
+                    endpoint::Endpoint {
+                        address: Some(super::proto::socket_address(
+                            host,
+                            u16::try_from(port).unwrap_or(0),
+                        )),
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
         ..Default::default()
     }
 }

@@ -40,6 +40,9 @@ pub struct ClusterSettings {
     pub circuit_breakers: Option<ir::CircuitBreakers>,
     /// TLS to upstreams: its own bounds and TLS 1.2 ciphers (empty: Envoy's).
     pub upstream_tls: UpstreamTlsSettings,
+    /// How ExternalName clusters resolve their name: Envoy's `DnsLookupFamily`
+    /// (0 AUTO, 1 V4_ONLY, 2 V6_ONLY, 4 ALL).
+    pub dns_lookup_family: i32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

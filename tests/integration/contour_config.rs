@@ -301,3 +301,49 @@ async fn the_admin_and_om_enforced_health_listeners_answer_what_contours_do() {
     assert_eq!(ready, (200, "LIVE\n".to_string()));
     stack.assert_nothing_rejected().await;
 }
+
+/// `enableExternalNameService`: an ExternalName Service is routed to by its DNS name
+/// (here the machine's host name, which /etc/hosts resolves to 127.0.0.1), at its port;
+/// one naming localhost is not, and its route answers 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_name_services_are_routed_to_when_enabled() {
+    use std::net::ToSocketAddrs;
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let resolved: Vec<std::net::SocketAddr> = (hostname.as_str(), 80)
+        .to_socket_addrs()
+        .map(Iterator::collect)
+        .unwrap_or_default();
+    assert!(
+        resolved
+            .iter()
+            .any(|a| a.ip() == std::net::Ipv4Addr::LOCALHOST),
+        "this test needs the host name {hostname:?} to resolve to 127.0.0.1 (/etc/hosts): {resolved:?}"
+    );
+    let stack = start_with(
+        Some("enableExternalNameService: true\n"),
+        &[("site.yaml", SITE)],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    let echo_a = std::fs::read_to_string(stack.manifests().join("services/echo-a.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let port: u16 = echo_a
+        .split("targetPort: ")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no backend port in {echo_a}"));
+    let objects = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: ext, namespace: default}}\nspec: {{type: ExternalName, externalName: {hostname}, ports: [{{port: {port}}}]}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: sneaky, namespace: default}}\nspec: {{type: ExternalName, externalName: localhost, ports: [{{port: {port}}}]}}\n---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: ext, namespace: default}}\nspec:\n  virtualhost: {{fqdn: ext.example.com}}\n  routes:\n    - conditions: [{{prefix: /sneaky}}]\n      services: [{{name: sneaky, port: {port}}}]\n    - services: [{{name: ext, port: {port}}}]\n"
+    );
+    crate::support::write(&stack.manifests(), "ext.yaml", &objects);
+    stack.wait_for("ext.example.com", "/", "a", WAIT).await;
+    assert_eq!(
+        stack.get("ext.example.com", "/sneaky").await.map(|r| r.0),
+        Some(503)
+    );
+    stack.assert_nothing_rejected().await;
+}

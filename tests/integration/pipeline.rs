@@ -656,3 +656,50 @@ spec:
     );
     assert_eq!(gateway("default", "other"), None);
 }
+
+/// With `enableExternalNameService`, an ExternalName Service is a DNS cluster of its
+/// name; one naming this host (a localhost name, a loopback or link-local address) is
+/// still an unresolved reference, whatever the setting.
+#[test]
+fn external_names_resolve_by_dns_when_enabled_but_never_to_this_host() {
+    let mut yaml = String::new();
+    for (name, external) in [
+        ("db", "db.example.net"),
+        ("local", "localhost"),
+        ("loop", "127.0.0.2"),
+        ("meta", "169.254.169.254"),
+        ("six", "::1"),
+    ] {
+        yaml.push_str(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{type: ExternalName, externalName: \"{external}\", ports: [{{port: 443}}]}}\n---\n{}---\n",
+            proxy("ns", name, &format!("{name}.example.com"), "/", name)
+                .replace("port: 80", "port: 443")
+        ));
+    }
+    let config = Config {
+        enable_external_name_service: true,
+        ..Config::default()
+    };
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let objects = objects(&yaml);
+    let out = pipeline.build(&objects);
+    let db = out
+        .ir
+        .clusters
+        .values()
+        .find(|c| c.service == "db")
+        .unwrap_or_else(|| panic!("no cluster for db"));
+    assert_eq!(db.options.external_name.as_deref(), Some("db.example.net"));
+    let resources = translate(&out.ir, &objects, &envoy_settings(&config));
+    assert!(
+        !resources.endpoints.keys().any(|k| k.contains("/db/")),
+        "an ExternalName cluster has no endpoint set"
+    );
+    for name in ["local", "loop", "meta", "six"] {
+        let error = first_error(&out, &key(Kind::HTTPProxy, "ns", name));
+        assert!(
+            error.contains("pointing to this host or a link-local address"),
+            "{name}: {error}"
+        );
+    }
+}

@@ -388,6 +388,7 @@ pub fn resolve(
         backend.name,
         PortRef::Number(port),
         options,
+        ctx.external_names(),
     )
     .map_err(|e| ("BackendNotFound", e.to_string()))
 }

@@ -549,6 +549,7 @@ impl Walk<'_, '_> {
                 &service.name,
                 PortRef::Number(port),
                 options,
+                self.ctx.external_names(),
             ) {
                 Ok(cluster) => {
                     target.cluster = cluster.name.clone();

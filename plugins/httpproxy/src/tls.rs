@@ -463,6 +463,7 @@ fn tcp_proxy(
                     &service.name,
                     PortRef::Number(port),
                     options.clone(),
+                    ctx.external_names(),
                 ) {
                     Ok(cluster) => {
                         clusters.push(WeightedCluster {

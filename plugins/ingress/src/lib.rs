@@ -394,6 +394,7 @@ fn backend_cluster(
         &service.name,
         port,
         Default::default(),
+        ctx.external_names(),
     ) {
         Ok(cluster) => Some(cluster),
         Err(e) => {

@@ -67,6 +67,8 @@ pub struct BuildContext<'a> {
     /// In a build of part of the store (a change spliced into the previous build), the
     /// routing objects it covers; the others are still looked up, never iterated.
     scope: Option<&'a BTreeSet<ObjectKey>>,
+    /// `enableExternalNameService`: ExternalName Services are routed to.
+    external_names: bool,
 }
 
 impl<'a> BuildContext<'a> {
@@ -80,6 +82,7 @@ impl<'a> BuildContext<'a> {
             focus: None,
             store: None,
             scope: None,
+            external_names: false,
         }
     }
 
@@ -119,6 +122,19 @@ impl<'a> BuildContext<'a> {
 
     pub fn with_fallback_certificate(self, fallback: Option<&'a (String, String)>) -> Self {
         BuildContext { fallback, ..self }
+    }
+
+    pub fn with_external_names(self, external_names: bool) -> Self {
+        BuildContext {
+            external_names,
+            ..self
+        }
+    }
+
+    /// Whether ExternalName Services are routed to (`enableExternalNameService`): the
+    /// argument sources pass to `resolve::service_cluster`.
+    pub fn external_names(&self) -> bool {
+        self.external_names
     }
 
     /// The configured fallback certificate, if any: (namespace, name).

@@ -38,6 +38,13 @@ pub enum Unresolved {
         name: String,
         external_name: String,
     },
+    /// An `ExternalName` Service naming this host itself (a localhost name, a loopback,
+    /// link-local or unspecified address): never routed to, whatever the setting.
+    ExternalNameLocal {
+        namespace: String,
+        name: String,
+        external_name: String,
+    },
     /// The Service asks for something this version cannot do.
     Unsupported {
         namespace: String,
@@ -79,6 +86,14 @@ impl std::fmt::Display for Unresolved {
                 f,
                 "Service \"{namespace}/{name}\" is an ExternalName Service (\"{external_name}\"), which Isobar does not route to (Contour's enableExternalNameService, off by default)"
             ),
+            Unresolved::ExternalNameLocal {
+                namespace,
+                name,
+                external_name,
+            } => write!(
+                f,
+                "Service \"{namespace}/{name}\" is an ExternalName Service pointing to this host or a link-local address (\"{external_name}\"), which is not routed to"
+            ),
             Unresolved::Unsupported {
                 namespace,
                 name,
@@ -96,12 +111,16 @@ impl std::fmt::Display for Unresolved {
 /// or a `projectcontour.io/upstream-protocol.{h2,h2c}` annotation naming the port) and
 /// circuit breakers (`projectcontour.io/max-connections`, `max-pending-requests`,
 /// `max-requests`, `max-retries`, `per-host-max-connections`).
+///
+/// An ExternalName Service resolves to a cluster of its DNS name when `external_names`
+/// (`enableExternalNameService`) allows it, never when the name is this host's.
 pub fn service_cluster(
     objects: &Objects,
     namespace: &str,
     name: &str,
     port: PortRef<'_>,
     mut options: ClusterOptions,
+    external_names: bool,
 ) -> Result<Cluster, Unresolved> {
     let service = objects
         .service(namespace, name)
@@ -110,11 +129,33 @@ pub fn service_cluster(
             name: name.to_string(),
         })?;
     if let Some(external_name) = &service.external_name {
-        return Err(Unresolved::ExternalName {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            external_name: external_name.to_string(),
-        });
+        let refused = |local: bool| {
+            let (namespace, name, external_name) = (
+                namespace.to_string(),
+                name.to_string(),
+                external_name.to_string(),
+            );
+            if local {
+                Unresolved::ExternalNameLocal {
+                    namespace,
+                    name,
+                    external_name,
+                }
+            } else {
+                Unresolved::ExternalName {
+                    namespace,
+                    name,
+                    external_name,
+                }
+            }
+        };
+        if !external_names {
+            return Err(refused(false));
+        }
+        if is_local(external_name) {
+            return Err(refused(true));
+        }
+        options.external_name = Some(external_name.to_ascii_lowercase());
     }
     let matches = |p: &&ServicePortSummary| match port {
         PortRef::Number(n) => p.port == n,
@@ -193,16 +234,48 @@ pub fn service_cluster(
     } else {
         serde_json::to_string(&options).unwrap_or_default()
     };
+    let external = options.external_name.is_some();
     Ok(Cluster {
         options,
         name: names::cluster_name(namespace, name, found.port, &hashed),
         namespace: namespace.to_string(),
         service: name.to_string(),
         port: found.port,
-        eds_name: names::eds_name(namespace, name, &port_name),
+        // An ExternalName cluster resolves its name; it has no endpoint set.
+        eds_name: if external {
+            String::new()
+        } else {
+            names::eds_name(namespace, name, &port_name)
+        },
         alt_stat_name: names::alt_stat_name(namespace, name, found.port),
         port_name,
     })
+}
+
+/// Whether an ExternalName names this host: a localhost name (Contour's list, and any
+/// `*.localhost`), or a loopback, link-local (cloud metadata's 169.254.169.254) or
+/// unspecified address.
+fn is_local(external_name: &str) -> bool {
+    let name = external_name.trim_end_matches('.').to_ascii_lowercase();
+    if matches!(
+        name.as_str(),
+        "localhost" | "localhost.localdomain" | "local.projectcontour.io"
+    ) || name.ends_with(".localhost")
+    {
+        return true;
+    }
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(a)) => a.is_loopback() || a.is_link_local() || a.is_unspecified(),
+        Ok(std::net::IpAddr::V6(a)) => {
+            a.is_loopback()
+                || a.is_unspecified()
+                || (a.segments()[0] & 0xffc0) == 0xfe80
+                || a.to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_link_local())
+        }
+        Err(_) => false,
+    }
 }
 
 /// Ready endpoints (address, port) of a Service port, matched by port name across all

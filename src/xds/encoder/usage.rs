@@ -93,6 +93,10 @@ impl Encoder {
         objects: &Objects,
         changes: &mut Changes,
     ) {
+        // An ExternalName cluster resolves its name: no endpoint set.
+        if c.eds_name.is_empty() {
+            return;
+        }
         let users = self.endpoints.entry(c.eds_name.clone()).or_default();
         *users += 1;
         if *users == 1 {
@@ -107,6 +111,9 @@ impl Encoder {
 
     /// One cluster fewer on `used`'s endpoint set: its last removes it.
     fn release_endpoints(&mut self, used: Used, changes: &mut Changes) {
+        if used.eds_name.is_empty() {
+            return;
+        }
         let users = self.endpoints.entry(used.eds_name.clone()).or_default();
         *users = users.saturating_sub(1);
         if *users == 0 {

@@ -241,6 +241,7 @@ impl Source for MappingSource {
                 &spec.service,
                 port,
                 Default::default(),
+                ctx.external_names(),
             );
             let resolved = match &cluster {
                 Ok(_) => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
@@ -297,6 +298,7 @@ fn forward_tcp(
         &spec.service,
         port,
         Default::default(),
+        ctx.external_names(),
     ) {
         Ok(cluster) => {
             gateway.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));

@@ -25,6 +25,10 @@ pub struct Cluster {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ClusterOptions {
+    /// An ExternalName Service's DNS name: the cluster resolves it instead of taking
+    /// endpoints (`enableExternalNameService`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external_name: Option<String>,
     pub lb_policy: LbPolicy,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<UpstreamProtocol>,
