@@ -124,6 +124,10 @@ pub struct Config {
         skip_serializing_if = "Option::is_none"
     )]
     pub kubernetes_client_burst: Option<u32>,
+    /// Kinds not watched, by plural, as if their CRDs were not installed (`serve
+    /// --disable-feature`; a flag only, as in Contour).
+    #[serde(skip)]
+    pub disabled_features: Vec<String>,
 }
 
 pub mod contour;
@@ -564,6 +568,7 @@ impl Default for Config {
             server: sections::Server::default(),
             kubernetes_client_qps: None,
             kubernetes_client_burst: None,
+            disabled_features: Vec::new(),
         }
     }
 }

@@ -32,6 +32,16 @@ use crate::config::{self, Config};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log output format: text or json (Contour's global flag).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,6 +220,20 @@ pub struct ServeArgs {
     /// Every Envoy listener expects a PROXY protocol header (`envoy.use-proxy-protocol`).
     #[arg(long)]
     pub use_proxy_protocol: bool,
+    /// The Kubernetes client's requests per second (`kubernetesClientQPS`).
+    #[arg(long)]
+    pub kubernetes_client_qps: Option<f32>,
+    /// The Kubernetes client's burst (`kubernetesClientBurst`).
+    #[arg(long)]
+    pub kubernetes_client_burst: Option<u32>,
+    /// Log the Kubernetes client's requests: a klog level, 1 and above debug, 6 and
+    /// above trace (Contour's).
+    #[arg(long, value_name = "LOG LEVEL")]
+    pub kubernetes_debug: Option<u32>,
+    /// Watch none of these kinds, as if their CRDs were not installed (Contour's;
+    /// repeatable).
+    #[arg(long, value_parser = ["extensionservices", "tlsroutes", "grpcroutes", "tcproutes", "backendtlspolicies"])]
+    pub disable_feature: Vec<String>,
     /// Debug logging.
     #[arg(short = 'd', long)]
     pub debug: bool,
@@ -391,7 +415,7 @@ impl ServeArgs {
         }
         let mut flags = Map::new();
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 30] = [
+        let pairs: [(&str, Option<Value>); 32] = [
             (
                 "admission-webhook.enabled",
                 self.admission_webhook.then_some(Value::Bool(true)),
@@ -491,33 +515,56 @@ impl ServeArgs {
             ),
             ("health.port", self.health_port.map(Value::from)),
             ("debug", self.debug.then_some(Value::Bool(true))),
+            (
+                "kubernetesClientQPS",
+                self.kubernetes_client_qps.map(Value::from),
+            ),
+            (
+                "kubernetesClientBurst",
+                self.kubernetes_client_burst.map(Value::from),
+            ),
         ];
         for (path, value) in pairs {
             if let Some(value) = value {
                 set(&mut flags, path, value);
             }
         }
-        self.config.load_with(flags, resource)
+        let mut config = self.config.load_with(flags, resource)?;
+        config.disabled_features = self.disable_feature.clone();
+        Ok(config)
     }
 }
 
-fn init_logging(debug: bool) {
-    let default = if debug { "debug" } else { "info" };
+/// Logs to standard error as `format` says, `debug` and above with `debug`; the
+/// Kubernetes client's own requests at `kubernetes` (`--kubernetes-debug`).
+fn init_logging(debug: bool, format: LogFormat, kubernetes: Option<u32>) {
+    let mut default = if debug { "debug" } else { "info" }.to_string();
+    match kubernetes {
+        Some(level) if level >= 6 => default.push_str(",kube=trace,kube_client=trace"),
+        Some(level) if level >= 1 => default.push_str(",kube=debug,kube_client=debug"),
+        _ => {}
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("ISOBAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+    };
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let format = cli.log_format;
+    let init_logging = |debug: bool| init_logging(debug, format, None);
     let result = match cli.command {
         Command::Serve(args) => match args.load_config_resource() {
             Ok(config) => {
-                init_logging(config.debug);
+                self::init_logging(config.debug, format, args.kubernetes_debug);
                 let provider = args.provider(&config);
                 crate::cli::serve::run(config, provider)
             }

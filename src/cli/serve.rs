@@ -245,7 +245,12 @@ impl Controller {
                 kubeconfig,
                 namespaces,
             } => {
-                let client = crate::provider::kube::client(kubeconfig.as_deref()).await?;
+                let rate = crate::provider::kube::RequestRate {
+                    qps: config.kubernetes_client_qps,
+                    burst: config.kubernetes_client_burst,
+                };
+                let client =
+                    crate::provider::kube::client_limited(kubeconfig.as_deref(), rate).await?;
                 let (desired_tx, desired_rx) = watch::channel(None);
                 let (leader_tx, leader_rx) = watch::channel(false);
                 if config.leader_election.disabled {
@@ -293,7 +298,8 @@ impl Controller {
                 let provider =
                     KubeProvider::new(client, namespaces, health.clone(), metrics.clone())
                         .with_hydration(hydrate_rx)
-                        .with_versions(versions);
+                        .with_versions(versions)
+                        .without(&config.disabled_features);
                 (Box::new(provider) as Box<dyn Provider>, Some(output))
             }
         };

@@ -1,7 +1,8 @@
 //! `isobar cli lds|rds|cds|eds|sds`: Contour's xDS debug client. It subscribes to one
-//! resource type as an Envoy would (state of the world over ADS), prints every response
-//! as it arrives (Envoy's JSON, one document per response; secrets' certificates as
-//! fingerprints and keys withheld) and acknowledges it, until interrupted.
+//! resource type as an Envoy would (state of the world over ADS, or incremental with
+//! `--delta`), prints every response as it arrives (Envoy's JSON, one document per
+//! response; secrets' certificates as fingerprints and keys withheld) and acknowledges
+//! it (or refuses it, with `--nack`), until interrupted.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,17 +25,23 @@ pub struct CliArgs {
     #[arg(long, global = true, default_value = "127.0.0.1:8001")]
     pub contour: String,
     /// CA that signed Isobar's xDS certificate (mutual TLS, with the two below).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "CLI_CAFILE")]
     pub cafile: Option<PathBuf>,
     /// A client certificate of the CA Isobar checks (certgen's `envoycert.pem`).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "CLI_CERT_FILE")]
     pub cert_file: Option<PathBuf>,
     /// Its private key.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "CLI_KEY_FILE")]
     pub key_file: Option<PathBuf>,
     /// The node id sent with every request.
-    #[arg(long, global = true, default_value = "isobar-cli")]
+    #[arg(long, global = true, env = "CLI_NODE_ID", default_value = "ContourCLI")]
     pub node_id: String,
+    /// Incremental (delta) xDS instead of state of the world.
+    #[arg(long, global = true)]
+    pub delta: bool,
+    /// Refuse (NACK) every response, to see what the server does then.
+    #[arg(long, global = true)]
+    pub nack: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -121,6 +128,9 @@ async fn watch(args: &CliArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("connecting to {} over TLS", args.contour))?
         }
     };
+    if args.delta {
+        return watch_delta(args, channel).await;
+    }
     let (kind, names) = args.kind.of();
     let node = Node {
         id: args.node_id.clone(),
@@ -164,9 +174,94 @@ async fn watch(args: &CliArgs) -> anyhow::Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         tx.send(DiscoveryRequest {
-            version_info: response.version_info.clone(),
+            // A NACK names the version held before and says why.
+            version_info: if args.nack {
+                String::new()
+            } else {
+                response.version_info.clone()
+            },
             response_nonce: response.nonce.clone(),
+            error_detail: args.nack.then(refused),
             ..first.clone()
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// The error a `--nack` sends back.
+fn refused() -> envoy_types::pb::google::rpc::Status {
+    envoy_types::pb::google::rpc::Status {
+        code: 3,
+        message: "refused by isobar cli --nack".to_string(),
+        ..Default::default()
+    }
+}
+
+/// `--delta`: the same over incremental xDS: responses carry the resources that
+/// changed (with their versions) and the names removed.
+async fn watch_delta(args: &CliArgs, channel: tonic::transport::Channel) -> anyhow::Result<()> {
+    use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+    let (kind, names) = args.kind.of();
+    let first = DeltaDiscoveryRequest {
+        node: Some(Node {
+            id: args.node_id.clone(),
+            cluster: "isobar-cli".to_string(),
+            ..Default::default()
+        }),
+        type_url: kind.type_url().to_string(),
+        resource_names_subscribe: if names.is_empty() && !kind.is_wildcard() {
+            vec!["*".to_string()]
+        } else {
+            names.to_vec()
+        },
+        ..Default::default()
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(first).await?;
+    let mut client =
+        AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    let mut responses = client
+        .delta_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .context("opening the delta ADS stream")?
+        .into_inner();
+    while let Some(response) = responses
+        .message()
+        .await
+        .context("reading the delta ADS stream")?
+    {
+        let resources: Vec<serde_json::Value> = response
+            .resources
+            .iter()
+            .map(|r| {
+                let value = r
+                    .resource
+                    .as_ref()
+                    .map(|any| {
+                        crate::cli::output::resource_json(kind, &any.value)
+                            .unwrap_or_else(|e| serde_json::json!({"undecodable": e}))
+                    })
+                    .unwrap_or_default();
+                serde_json::json!({
+                    "name": r.name,
+                    "version": r.version,
+                    "resource": crate::cli::output::redact(value),
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "type_url": response.type_url,
+            "nonce": response.nonce,
+            "resources": resources,
+            "removed_resources": response.removed_resources,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        tx.send(DeltaDiscoveryRequest {
+            type_url: response.type_url.clone(),
+            response_nonce: response.nonce.clone(),
+            error_detail: args.nack.then(refused),
+            ..Default::default()
         })
         .await?;
     }

@@ -59,6 +59,8 @@ pub struct KubeProvider {
     hydrate: Option<mpsc::Receiver<Vec<(String, String)>>>,
     /// The version each kind is read at (shared with the status writer).
     versions: Arc<ApiVersions>,
+    /// Kinds not watched (`--disable-feature`), by plural.
+    disabled: Vec<String>,
 }
 
 impl KubeProvider {
@@ -81,7 +83,14 @@ impl KubeProvider {
             metrics,
             hydrate: None,
             versions: Arc::default(),
+            disabled: Vec::new(),
         }
+    }
+
+    /// Watches none of the kinds of these plurals: they are taken as empty.
+    pub fn without(mut self, plurals: &[String]) -> Self {
+        self.disabled = plurals.to_vec();
+        self
     }
 
     /// Reads each kind at the version `versions` finds served (and records it there).
@@ -209,6 +218,18 @@ impl Provider for KubeProvider {
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<()> {
         let mut hydrate = self.hydrate.take();
+        let kinds: BTreeSet<Kind> = kinds
+            .into_iter()
+            .filter(|k| {
+                let off = k
+                    .info()
+                    .is_some_and(|i| self.disabled.iter().any(|d| d == i.plural));
+                if off {
+                    tracing::info!(kind = k.as_str(), "not watched (--disable-feature)");
+                }
+                !off
+            })
+            .collect();
         self.versions.discover(&self.client, &kinds).await;
         let scopes: Vec<Option<String>> = if self.namespaces.is_empty() {
             vec![None]
@@ -530,6 +551,24 @@ fn decode(
 /// Builds the client from `--kubeconfig PATH` or, with `--incluster`, the pod's service
 /// account.
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    client_limited(kubeconfig, RequestRate::default()).await
+}
+
+/// How many requests per second the Kubernetes client makes (Contour's
+/// `kubernetesClientQPS` and `kubernetesClientBurst`, client-go's QPS and burst);
+/// unset: no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RequestRate {
+    pub qps: Option<f32>,
+    pub burst: Option<u32>,
+}
+
+/// [`client`], its requests limited to `rate`: at most `burst` requests (default
+/// `qps`, at least 1) in any `burst / qps` seconds, so `qps` on average.
+pub async fn client_limited(
+    kubeconfig: Option<&std::path::Path>,
+    rate: RequestRate,
+) -> anyhow::Result<kube::Client> {
     let mut config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -545,5 +584,18 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
     // watch error metric); the client's own retries of 429/503 (up to 15, for minutes)
     // would hide an unavailable API server behind a request that never returns.
     config.default_retry = false;
-    kube::Client::try_from(config).map_err(|e| anyhow::anyhow!("Kubernetes client: {e}"))
+    let Some(qps) = rate.qps.filter(|q| q.is_finite() && *q > 0.0) else {
+        return kube::Client::try_from(config)
+            .map_err(|e| anyhow::anyhow!("Kubernetes client: {e}"));
+    };
+    let burst = rate
+        .burst
+        .filter(|b| *b > 0)
+        .unwrap_or_else(|| qps.ceil().max(1.0) as u32);
+    let window = Duration::from_secs_f64(f64::from(burst) / f64::from(qps));
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| anyhow::anyhow!("Kubernetes client: {e}"))?;
+    Ok(builder
+        .with_layer(&tower::limit::RateLimitLayer::new(u64::from(burst), window))
+        .build())
 }

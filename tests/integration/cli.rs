@@ -595,6 +595,12 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
     for verb in ["get", "create", "update"] {
         wanted.push(("coordination.k8s.io".into(), "leases".into(), verb));
     }
+    // `--contour-config-name` reads its ContourConfiguration.
+    wanted.push((
+        "projectcontour.io".into(),
+        "contourconfigurations".into(),
+        "get",
+    ));
     for (group, resource, verb) in wanted {
         assert!(
             grants.contains(&(group.clone(), resource.clone(), verb.to_string())),
@@ -867,4 +873,48 @@ fn contour_bootstrap_flags_make_a_bootstrap_envoy_validates() {
     );
     let (ok, _, err) = isobar(&["bootstrap", "-", "--xds-resource-version=v2"], &[]);
     assert!(!ok && err.contains("v2"), "{err}");
+}
+
+/// `--log-format json` (Contour's global flag): every log line is a JSON object;
+/// `--kubernetes-client-qps/-burst` and `--kubernetes-debug` are taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_json_with_log_format_json() {
+    use crate::support::{ISOBAR, ServePorts, spawn};
+    let dir = tempdir();
+    let ports = ServePorts::free();
+    let log = dir.path().join("isobar.log");
+    let _process = spawn(
+        "isobar",
+        Command::new(ISOBAR)
+            .args(["--log-format", "json", "serve", "--insecure", "--manifests"])
+            .arg(quickstart())
+            .args([
+                "--kubernetes-client-qps",
+                "5",
+                "--kubernetes-client-burst",
+                "10",
+                "--kubernetes-debug",
+                "4",
+            ])
+            .args(ports.args())
+            .envs(ports.envs()),
+        &log,
+    );
+    let ready = format!("http://127.0.0.1:{}/readyz", ports.health);
+    let started = std::time::Instant::now();
+    while !reqwest::get(&ready).await.is_ok_and(|r| r.status() == 200) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "never ready"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "nothing logged");
+    for line in lines {
+        let parsed: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(parsed["level"].is_string(), "{line}");
+    }
 }

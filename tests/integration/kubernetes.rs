@@ -1001,3 +1001,70 @@ async fn load_balancer_status_follows_the_envoy_service() {
         );
     }
 }
+
+/// `kubernetesClientQPS` / `kubernetesClientBurst`: the client makes at most a burst of
+/// requests per `burst / qps` seconds (here 2 per second: six requests take two
+/// seconds or more); without them, it does not wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubernetes_client_keeps_to_its_request_rate() {
+    use isobar::provider::kube::{RequestRate, client_limited};
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team", "a.example.com"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = server.kubeconfig(dir.path());
+    let six_gets = |client: kube::Client| async move {
+        let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::namespaced(client, "team");
+        let started = std::time::Instant::now();
+        for _ in 0..6 {
+            api.get("app").await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        started.elapsed()
+    };
+    let limited = client_limited(
+        Some(std::path::Path::new(&path)),
+        RequestRate {
+            qps: Some(2.0),
+            burst: Some(2),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let took = six_gets(limited).await;
+    assert!(
+        took >= Duration::from_millis(1900),
+        "six requests in {took:?}"
+    );
+    let free = six_gets(client(&server).await).await;
+    assert!(
+        free < Duration::from_millis(900),
+        "six requests in {free:?}"
+    );
+}
+
+/// `serve --disable-feature tlsroutes` (Contour's): the kind is not watched at all, as
+/// if its CRD were not installed, and the rest is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabled_features_are_not_watched() {
+    let server = ApiServer::start().await;
+    put_all(&server, &tenant("team", "a.example.com"));
+    let mut config = Config::default();
+    config.leader_election.disabled = true;
+    config.gateway = Some(serde_json::json!({}));
+    config.disabled_features = vec!["tlsroutes".to_string(), "tcproutes".to_string()];
+    let replica = controller_with(&server, &[], config).await;
+    replica
+        .until("the proxy is served", |c| c.serves("a.example.com"))
+        .await;
+    let requests = server.requests();
+    assert!(
+        requests.iter().any(|r| r.contains("/httproutes")),
+        "{requests:?}"
+    );
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.contains("/tlsroutes") || r.contains("/tcproutes")),
+        "{requests:?}"
+    );
+}

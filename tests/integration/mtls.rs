@@ -274,6 +274,43 @@ async fn xds_over_mutual_tls_with_certgen_bootstrap_and_rotation() {
     assert!(lds.contains("\"name\": \"ingress_http\""), "{lds}");
     let rds = cli(ports.xds, Some(&certs), &["rds", "ingress_http"]).await;
     assert!(rds.contains("mtls.example.com"), "{rds}");
+    // The same over incremental xDS: resources with their versions.
+    let delta = cli(ports.xds, Some(&certs), &["--delta", "rds", "ingress_http"]).await;
+    assert!(
+        delta.contains("mtls.example.com") && delta.contains("\"version\""),
+        "{delta}"
+    );
+    // --nack refuses what it is sent: the server counts the refusal.
+    let nacks = || async {
+        let url = format!("http://127.0.0.1:{}/metrics", ports.metrics);
+        reqwest::get(url)
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?
+            .lines()
+            .filter(|l| l.starts_with("isobar_xds_nacks_total"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .reduce(|a, b| a + b)
+    };
+    let before = nacks().await.unwrap_or(0);
+    let file = |name: &str| certs.join(name).display().to_string();
+    let _nacking = tokio::process::Command::new(ISOBAR)
+        .args(["cli", "--nack", "cds", "--contour"])
+        .arg(format!("127.0.0.1:{}", ports.xds))
+        .env("CLI_CAFILE", file("cacert.pem"))
+        .env("CLI_CERT_FILE", file("envoycert.pem"))
+        .env("CLI_KEY_FILE", file("envoykey.pem"))
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("isobar cli: {e}"));
+    let counted = eventually(WAIT, || async {
+        (nacks().await.unwrap_or(0) > before).then_some(())
+    })
+    .await;
+    assert!(counted.is_some(), "the NACK was not counted");
 
     // Rotation: a new CA and certificates. The running server takes them (a client of the
     // new CA is answered, none of the old is needed); Envoy takes its own without a
