@@ -123,6 +123,87 @@ const JSON_FIELDS: [(&str, &str); 30] = [
     ("start_time", "%START_TIME%"),
 ];
 
+/// Envoy's access log operators that take no argument: a JSON field of one of these
+/// names (in lower case) logs it, as Contour accepts them.
+const SIMPLE_OPERATORS: [&str; 76] = [
+    "BYTES_RECEIVED",
+    "BYTES_SENT",
+    "CONNECTION_ID",
+    "CONNECTION_TERMINATION_DETAILS",
+    "DOWNSTREAM_DIRECT_REMOTE_ADDRESS",
+    "DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT",
+    "DOWNSTREAM_DIRECT_REMOTE_PORT",
+    "DOWNSTREAM_HEADER_BYTES_RECEIVED",
+    "DOWNSTREAM_HEADER_BYTES_SENT",
+    "DOWNSTREAM_LOCAL_ADDRESS",
+    "DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT",
+    "DOWNSTREAM_LOCAL_PORT",
+    "DOWNSTREAM_LOCAL_SUBJECT",
+    "DOWNSTREAM_LOCAL_URI_SAN",
+    "DOWNSTREAM_PEER_CERT",
+    "DOWNSTREAM_PEER_CERT_V_END",
+    "DOWNSTREAM_PEER_CERT_V_START",
+    "DOWNSTREAM_PEER_FINGERPRINT_1",
+    "DOWNSTREAM_PEER_FINGERPRINT_256",
+    "DOWNSTREAM_PEER_ISSUER",
+    "DOWNSTREAM_PEER_SERIAL",
+    "DOWNSTREAM_PEER_SUBJECT",
+    "DOWNSTREAM_PEER_URI_SAN",
+    "DOWNSTREAM_REMOTE_ADDRESS",
+    "DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT",
+    "DOWNSTREAM_REMOTE_PORT",
+    "DOWNSTREAM_TLS_CIPHER",
+    "DOWNSTREAM_TLS_SESSION_ID",
+    "DOWNSTREAM_TLS_VERSION",
+    "DOWNSTREAM_WIRE_BYTES_RECEIVED",
+    "DOWNSTREAM_WIRE_BYTES_SENT",
+    "DURATION",
+    "FILTER_CHAIN_NAME",
+    "GRPC_STATUS",
+    "GRPC_STATUS_NUMBER",
+    "HOSTNAME",
+    "LOCAL_REPLY_BODY",
+    "PROTOCOL",
+    "REQUEST_HEADERS_BYTES",
+    "REQUESTED_SERVER_NAME",
+    "REQUEST_DURATION",
+    "REQUEST_TX_DURATION",
+    "RESPONSE_CODE",
+    "RESPONSE_CODE_DETAILS",
+    "RESPONSE_DURATION",
+    "RESPONSE_FLAGS",
+    "RESPONSE_HEADERS_BYTES",
+    "RESPONSE_TRAILERS_BYTES",
+    "RESPONSE_TX_DURATION",
+    "ROUTE_NAME",
+    "START_TIME",
+    "UPSTREAM_CLUSTER",
+    "UPSTREAM_FILTER_STATE",
+    "UPSTREAM_HEADER_BYTES_RECEIVED",
+    "UPSTREAM_HEADER_BYTES_SENT",
+    "UPSTREAM_HOST",
+    "UPSTREAM_LOCAL_ADDRESS",
+    "UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT",
+    "UPSTREAM_LOCAL_PORT",
+    "UPSTREAM_PEER_CERT",
+    "UPSTREAM_PEER_CERT_V_END",
+    "UPSTREAM_PEER_CERT_V_START",
+    "UPSTREAM_PEER_ISSUER",
+    "UPSTREAM_PEER_SUBJECT",
+    "UPSTREAM_PROTOCOL",
+    "UPSTREAM_REMOTE_ADDRESS",
+    "UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT",
+    "UPSTREAM_REMOTE_PORT",
+    "UPSTREAM_REQUEST_ATTEMPT_COUNT",
+    "UPSTREAM_TLS_CIPHER",
+    "UPSTREAM_TLS_SESSION_ID",
+    "UPSTREAM_TLS_VERSION",
+    "UPSTREAM_TRANSPORT_FAILURE_REASON",
+    "UPSTREAM_WIRE_BYTES_RECEIVED",
+    "UPSTREAM_WIRE_BYTES_SENT",
+    "VIRTUAL_CLUSTER_NAME",
+];
+
 /// Contour's default JSON fields, in order.
 const DEFAULT_FIELDS: [&str; 23] = [
     "@timestamp",
@@ -209,8 +290,13 @@ pub fn json_fields(fields: &[String]) -> Result<Vec<(String, String)>, String> {
         let known = JSON_FIELDS
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(field));
+        let upper = field.to_ascii_uppercase();
         match known {
             Some((_, format)) => out.push((field.to_string(), (*format).to_string())),
+            // Any of Envoy's operators without arguments, by its name in lower case.
+            None if SIMPLE_OPERATORS.contains(&upper.as_str()) => {
+                out.push((field.to_string(), format!("%{upper}%")));
+            }
             None => {
                 return Err(format!(
                     "json-fields: {field:?} is not a field Isobar knows (name=<Envoy format> names any)"

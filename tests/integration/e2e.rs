@@ -1295,7 +1295,7 @@ async fn contour_configuration_keys_reach_envoy() {
     let ca = crate::tls::new_ca("keys CA");
     let cert = crate::tls::issue(&ca, "secure-keys.example.com");
     let config = r#"accesslog-format: json
-json-fields: ["@timestamp", path, response_code, "hello=%REQ(X-HELLO)%"]
+json-fields: ["@timestamp", path, response_code, upstream_protocol, "hello=%REQ(X-HELLO)%"]
 disableMergeSlashes: true
 disablePermitInsecure: true
 timeouts: {request-timeout: 30s, connection-idle-timeout: 90s}
@@ -1348,6 +1348,8 @@ network: {num-trusted-hops: 1}
     assert_eq!(logged["path"], "//a//b");
     assert_eq!(logged["response_code"], 200);
     assert!(logged["@timestamp"].is_string(), "{logged}");
+    // One of Envoy's operators by its name in lower case, as Contour takes them.
+    assert_eq!(logged["upstream_protocol"], "HTTP/1.1", "{logged}");
     stack.assert_nothing_rejected().await;
 }
 
