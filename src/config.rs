@@ -432,8 +432,12 @@ pub struct EnvoyConfig {
     pub http: Endpoint,
     /// Envoy's HTTPS listener (`--envoy-service-https-address/-port`).
     pub https: Endpoint,
-    /// Envoy's `stats-health` listener (`--stats-address/-port`).
+    /// Envoy's `stats-health` listener (`--stats-address/-port`): stats and readiness;
+    /// stats alone (`stats`) when `health` is elsewhere or `metrics.envoy` has a
+    /// certificate.
     pub metrics: Endpoint,
+    /// Envoy's readiness (`/ready`, Contour's `health` listener) when not on `metrics`.
+    pub health: Endpoint,
     /// Envoy's access log path for the HTTP listener; empty disables it.
     pub access_log: String,
     /// Every listener but `stats-health` expects a PROXY protocol header (v1 or v2) from
@@ -447,7 +451,21 @@ impl Config {
     /// `network.admin-port`, unless 0) and `health-om-enforced`
     /// (`omEnforcedHealthListener`).
     pub fn listeners(&self) -> Vec<isobar_sdk::ir::Listener> {
+        use isobar_sdk::ir::{Listener, STATS_LISTENER};
         let mut out = self.envoy.listeners();
+        let (metrics, health) = (&self.envoy.metrics, &self.envoy.health);
+        let tls = self.envoy_metrics_tls().is_some();
+        if tls || metrics != health {
+            // Contour's `stats` and `health` listeners in place of `stats-health`.
+            out.retain(|l| l.name != STATS_LISTENER);
+            out.push(Listener::stats_only(
+                "stats",
+                &metrics.address,
+                metrics.port,
+                tls,
+            ));
+            out.push(Listener::health("health", &health.address, health.port));
+        }
         if let Ok(port) = u16::try_from(self.network.admin_port)
             && port > 0
         {
@@ -465,6 +483,23 @@ impl Config {
             ));
         }
         out
+    }
+}
+
+impl Config {
+    /// `metrics.envoy`'s certificate files (chain, key, CA), when set: Envoy serves its
+    /// stats over TLS with them.
+    pub fn envoy_metrics_tls(&self) -> Option<(String, String, Option<String>)> {
+        let m = self
+            .metrics
+            .envoy
+            .as_ref()
+            .filter(|m| !m.server_certificate_path.is_empty())?;
+        Some((
+            m.server_certificate_path.clone(),
+            m.server_key_path.clone(),
+            (!m.ca_certificate_path.is_empty()).then(|| m.ca_certificate_path.clone()),
+        ))
     }
 }
 
@@ -603,6 +638,7 @@ impl Default for EnvoyConfig {
             http: Endpoint::new("0.0.0.0", 8080),
             https: Endpoint::new("0.0.0.0", 8443),
             metrics: Endpoint::new("0.0.0.0", 8002),
+            health: Endpoint::new("0.0.0.0", 8002),
             access_log: "/dev/stdout".to_string(),
             use_proxy_protocol: false,
         }
@@ -725,8 +761,8 @@ pub fn load_with(
     let mut config = config;
     config.tls.validate().map_err(ConfigError::Setting)?;
     contour::validate(&config).map_err(ConfigError::Setting)?;
-    sections::validate(&config).map_err(ConfigError::Setting)?;
     contour::apply_metrics(&mut config);
+    sections::validate(&config).map_err(ConfigError::Setting)?;
     config
         .leader_election
         .validate()

@@ -491,4 +491,4 @@ pub fn response(uid: &str, verdict: &Verdict) -> Value {
 
 mod tls;
 
-pub use tls::{check_certificate, serve};
+pub use tls::{check_certificate, serve, serve_https};

@@ -53,16 +53,37 @@ pub async fn serve(
     key_file: PathBuf,
     router: Router,
 ) -> anyhow::Result<()> {
-    let resolver = crate::tls::ReloadingCertificate::new(
-        cert_file,
-        key_file,
-        "admission webhook certificate",
-    )?;
-    let config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
+    serve_https(
+        listener,
+        (cert_file, key_file, None),
+        router,
+        "admission webhook",
+    )
+    .await
+}
+
+/// Serves `router` over HTTPS on `listener` with the certificate of `files` (chain,
+/// key, and a CA whose certificate clients must present, when given), each re-read
+/// when it changes. Fails at once when a file cannot be read.
+pub async fn serve_https(
+    listener: TcpListener,
+    files: (PathBuf, PathBuf, Option<PathBuf>),
+    router: Router,
+    what: &'static str,
+) -> anyhow::Result<()> {
+    let (cert_file, key_file, ca_file) = files;
+    let resolver = crate::tls::ReloadingCertificate::new(cert_file, key_file, what)?;
+    let builder = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
-        .context("TLS versions")?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        .context("TLS versions")?;
+    let config = match ca_file {
+        Some(ca) => builder
+            .with_client_cert_verifier(Arc::new(crate::tls::ReloadingClientCa::new(ca, what)?))
+            .with_cert_resolver(Arc::new(resolver)),
+        None => builder
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(resolver)),
+    };
     let mut config = config;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = TlsAcceptor::from(Arc::new(config));
@@ -84,15 +105,15 @@ pub async fn serve(
                         let _ = tx.send((tls, peer)).await;
                     }
                     Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "admission webhook TLS handshake failed")
+                        tracing::debug!(%peer, error = %e, what, "TLS handshake failed")
                     }
-                    Err(_) => tracing::debug!(%peer, "admission webhook TLS handshake timed out"),
+                    Err(_) => tracing::debug!(%peer, what, "TLS handshake timed out"),
                 }
             });
         }
     });
-    tracing::info!(address = %local, "serving the admission webhook");
+    tracing::info!(address = %local, what, "serving over HTTPS");
     let result = axum::serve(TlsListener { accepted, local }, router).await;
     accepting.abort();
-    result.context("admission webhook")
+    result.context(what)
 }

@@ -28,6 +28,7 @@ pub fn metrics_routes() -> Router<HttpState> {
 pub fn health_routes() -> Router<HttpState> {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/health", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
 }
 

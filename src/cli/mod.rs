@@ -286,7 +286,7 @@ fn comma_list(text: &str) -> Value {
 
 impl ConfigArgs {
     fn flags(&self, out: &mut Map<String, Value>) {
-        let pairs: [(&str, Option<Value>); 8] = [
+        let pairs: [(&str, Option<Value>); 10] = [
             (
                 "envoy.http.address",
                 self.envoy_service_http_address.clone().map(Value::from),
@@ -308,6 +308,12 @@ impl ConfigArgs {
                 self.stats_address.clone().map(Value::from),
             ),
             ("envoy.metrics.port", self.stats_port.map(Value::from)),
+            // Envoy's readiness goes where its stats go (Contour's stats flags).
+            (
+                "envoy.health.address",
+                self.stats_address.clone().map(Value::from),
+            ),
+            ("envoy.health.port", self.stats_port.map(Value::from)),
             (
                 "plugins.ingress-class.names",
                 self.ingress_class_name.as_deref().map(comma_list),

@@ -50,6 +50,7 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
             max_requests_per_io_cycle: config.listener.max_requests_per_io_cycle,
             max_connections_per_listener: config.listener.max_connections_per_listener,
         },
+        metrics_tls: config.envoy_metrics_tls(),
     }
 }
 
@@ -399,20 +400,51 @@ async fn serve(
             router,
         ));
     }
-    if metrics_addr == health_addr {
-        let router = http::metrics_routes()
+    // `/metrics`, over HTTPS with `metrics.contour`'s certificate (clients of its CA
+    // only, when it names one); the health endpoints beside it when on its address.
+    let metrics_router = if metrics_addr == health_addr {
+        http::metrics_routes()
             .merge(http::health_routes())
-            .with_state(state);
-        servers.spawn(http::serve(metrics_addr, router));
+            .with_state(state.clone())
     } else {
         servers.spawn(http::serve(
-            metrics_addr,
-            http::metrics_routes().with_state(state.clone()),
-        ));
-        servers.spawn(http::serve(
             health_addr,
-            http::health_routes().with_state(state),
+            http::health_routes().with_state(state.clone()),
         ));
+        http::metrics_routes().with_state(state)
+    };
+    match config
+        .metrics
+        .contour
+        .as_ref()
+        .filter(|m| !m.server_certificate_path.is_empty())
+    {
+        Some(tls) => {
+            let listener = tokio::net::TcpListener::bind(&metrics_addr)
+                .await
+                .with_context(|| format!("binding metrics on {metrics_addr}"))?;
+            let ca = (!tls.ca_certificate_path.is_empty())
+                .then(|| tls.ca_certificate_path.clone().into());
+            let files = (
+                tls.server_certificate_path.clone().into(),
+                tls.server_key_path.clone().into(),
+                ca,
+            );
+            // Read once here so a bad certificate stops start-up with its file name.
+            crate::admission::check_certificate(
+                &tls.server_certificate_path,
+                &tls.server_key_path,
+            )?;
+            servers.spawn(crate::admission::serve_https(
+                listener,
+                files,
+                metrics_router,
+                "metrics",
+            ));
+        }
+        None => {
+            servers.spawn(http::serve(metrics_addr, metrics_router));
+        }
     }
 
     // SIGTERM/Ctrl-C: stop accepting, end every ADS stream cleanly, release the Lease.

@@ -381,32 +381,15 @@ pub fn apply_metrics(config: &mut Config) {
 /// Contour keys set in `config` that Isobar accepts but does not honour yet, for one
 /// warning at start-up.
 pub fn not_honoured(config: &Config) -> Vec<&'static str> {
-    let sections = [
+    [
         ("rateLimitService", config.rate_limit_service.is_some()),
         ("globalExtAuth", config.global_ext_auth.is_some()),
         ("tracing", config.tracing.is_some()),
-        (
-            "kubernetesClientQPS",
-            config.kubernetes_client_qps.is_some(),
-        ),
-        (
-            "kubernetesClientBurst",
-            config.kubernetes_client_burst.is_some(),
-        ),
-    ];
-    let mut out: Vec<&'static str> = sections
-        .into_iter()
-        .filter(|(_, set)| *set)
-        .map(|(key, _)| key)
-        .collect();
-    let tls_metrics = [&config.metrics.contour, &config.metrics.envoy]
-        .into_iter()
-        .flatten()
-        .any(|m| !m.server_certificate_path.is_empty());
-    if tls_metrics {
-        out.push("metrics.*.server-certificate-path");
-    }
-    out
+    ]
+    .into_iter()
+    .filter(|(_, set)| *set)
+    .map(|(key, _)| key)
+    .collect()
 }
 
 #[cfg(test)]

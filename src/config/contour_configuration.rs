@@ -163,11 +163,12 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                 "accessLog" => put(out, "envoy.access-log", value),
                 _ => unknown(&at, key),
             }),
-            "health" | "metrics" => each(v, &at, |key, value| match key {
+            "metrics" => each(v, &at, |key, value| match key {
                 "address" | "port" => put(out, &format!("envoy.metrics.{key}"), value),
                 "tls" => metrics_tls(out, value, &format!("{at}.tls"), "metrics.envoy"),
                 _ => unknown(&at, key),
             }),
+            "health" => endpoint(out, v, &at, "envoy.health"),
             "omEnforcedHealth" => endpoint(out, v, &at, "omEnforcedHealthListener"),
             "clientCertificate" => put(out, "tls.envoy-client-certificate", v),
             "logging" => renamed(
@@ -416,7 +417,8 @@ mod tests {
                     "circuitBreakers": {"maxConnections": 10, "perHostMaxConnections": 2},
                     "upstreamTLS": {"minimumProtocolVersion": "1.3"}
                 },
-                "metrics": {"address": "0.0.0.0", "port": 8002, "tls": {"certFile": "/c", "keyFile": "/k"}},
+                "metrics": {"address": "0.0.0.0", "port": 8004, "tls": {"certFile": "/c", "keyFile": "/k"}},
+                "health": {"address": "0.0.0.0", "port": 8002},
                 "omEnforcedHealth": {"address": "0.0.0.0", "port": 8003}
             },
             "metrics": {"tls": {"certFile": "/c", "keyFile": "/k", "caFile": "/ca"}},

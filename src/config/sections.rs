@@ -355,6 +355,24 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             );
         }
     }
+    for (key, server) in [
+        ("metrics.contour", &config.metrics.contour),
+        ("metrics.envoy", &config.metrics.envoy),
+    ] {
+        if let Some(m) = server
+            && !m.ca_certificate_path.is_empty()
+            && m.server_certificate_path.is_empty()
+        {
+            return Err(format!(
+                "{key}: ca-certificate-path needs server-certificate-path and server-key-path"
+            ));
+        }
+    }
+    if config.envoy_metrics_tls().is_some() && config.envoy.metrics == config.envoy.health {
+        return Err(
+            "metrics.envoy: with a certificate, Envoy's stats are served over TLS and its /ready in plain HTTP: put envoy.health on another port".into(),
+        );
+    }
     if config.network.admin_port > 65535 {
         return Err(format!(
             "network.admin-port: {} is not a port",

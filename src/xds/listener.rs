@@ -554,7 +554,7 @@ pub(super) fn tcp_listener(
 
 /// A listener onto Envoy's admin (Contour's `stats-health`, `envoy-admin`,
 /// `health-om-enforced`): GET on its admin paths, and nothing else of it.
-pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
+pub(super) fn stats_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
     let get_only = HeaderMatcher {
         name: ":method".to_string(),
         header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
@@ -604,15 +604,55 @@ pub(super) fn stats_listener(on: &ir::Listener) -> Listener {
         normalize_path: Some(pb::BoolValue { value: true }),
         ..Default::default()
     };
+    let transport_socket = settings
+        .metrics_tls
+        .as_ref()
+        .filter(|_| on.metrics_tls)
+        .map(|(_, _, ca)| metrics_tls_socket(ca.is_some()));
     Listener {
         name: on.name.clone(),
         address: Some(socket_address(&on.address, on.port)),
         filter_chains: vec![FilterChain {
             filters: vec![hcm_filter(manager)],
+            transport_socket,
             ..Default::default()
         }],
         socket_options: keepalive(),
         ignore_global_conn_limit: !on.connection_limited,
         ..Default::default()
+    }
+}
+
+/// TLS 1.3 with the metrics certificate over SDS, and clients of the metrics CA only
+/// when there is one (Contour's stats listener).
+fn metrics_tls_socket(client_ca: bool) -> TransportSocket {
+    use super::secret::{METRICS_CA, METRICS_CERTIFICATE};
+    let sds = |name: &str| SdsSecretConfig {
+        name: name.to_string(),
+        sds_config: Some(ads()),
+    };
+    let context = DownstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: tls_version(ir::TlsVersion::V1_3),
+                tls_maximum_protocol_version: tls_version(ir::TlsVersion::V1_3),
+                ..Default::default()
+            }),
+            tls_certificate_sds_secret_configs: vec![sds(METRICS_CERTIFICATE)],
+            validation_context_type: client_ca.then(|| {
+                tls::common_tls_context::ValidationContextType::ValidationContextSdsSecretConfig(
+                    sds(METRICS_CA),
+                )
+            }),
+            ..Default::default()
+        }),
+        require_client_certificate: client_ca.then_some(BoolValue { value: true }),
+        ..Default::default()
+    };
+    TransportSocket {
+        name: "envoy.transport_sockets.tls".to_string(),
+        config_type: Some(core::transport_socket::ConfigType::TypedConfig(pack_any(
+            context,
+        ))),
     }
 }

@@ -87,6 +87,51 @@ pub fn secret(name: &str, secret: &ir::ServedSecret) -> Encoded {
     Encoded::from(sds_secret(name, chain, key).bytes)
 }
 
+/// The SDS names of the stats listener's certificate and of the CA its clients must be
+/// of (`metrics.envoy`), as Contour names them.
+pub const METRICS_CERTIFICATE: &str = "metrics-tls-certificate";
+pub const METRICS_CA: &str = "metrics-ca-certificate";
+
+/// The stats listener's certificate (and client CA) as SDS secrets naming the files
+/// Envoy reads them from (`metrics.envoy`'s paths, in Envoy's filesystem).
+pub(super) fn metrics_secrets(files: &(String, String, Option<String>)) -> Vec<(String, Encoded)> {
+    use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source::Specifier};
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        CertificateValidationContext, Secret, TlsCertificate, secret,
+    };
+    let file = |path: &str| DataSource {
+        specifier: Some(Specifier::Filename(path.to_string())),
+        ..Default::default()
+    };
+    let (chain, key, ca) = files;
+    let mut out = vec![(
+        METRICS_CERTIFICATE.to_string(),
+        super::resource::encoded(&Secret {
+            name: METRICS_CERTIFICATE.to_string(),
+            r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+                certificate_chain: Some(file(chain)),
+                private_key: Some(file(key)),
+                ..Default::default()
+            })),
+        }),
+    )];
+    if let Some(ca) = ca {
+        out.push((
+            METRICS_CA.to_string(),
+            super::resource::encoded(&Secret {
+                name: METRICS_CA.to_string(),
+                r#type: Some(secret::Type::ValidationContext(
+                    CertificateValidationContext {
+                        trusted_ca: Some(file(ca)),
+                        ..Default::default()
+                    },
+                )),
+            }),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -29,6 +29,9 @@ pub struct EnvoySettings {
     pub listener: ListenerSettings,
     /// Contour's Envoy runtime settings, served over RTDS as the `dynamic` layer.
     pub runtime: RuntimeSettings,
+    /// `metrics.envoy`'s certificate files as Envoy reads them (chain, key, and a CA
+    /// clients must be of): the stats listener serves TLS with them.
+    pub metrics_tls: Option<(String, String, Option<String>)>,
 }
 
 /// What every upstream cluster gets (Contour's `cluster` section).

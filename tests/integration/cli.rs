@@ -806,11 +806,17 @@ tracing: {extensionService: projectcontour/otel}
     let fields = &log["typed_config"]["log_format"]["json_format"];
     assert_eq!(fields["method"], "%REQ(:METHOD)%");
     assert_eq!(fields["hello"], "%REQ(X-HELLO)%");
-    let stats = listeners.iter().find(|l| l["name"] == "stats-health");
-    assert_eq!(
-        stats.map(|l| l["address"]["socket_address"]["port_value"].clone()),
-        Some(serde_json::json!(9002))
-    );
+    // Envoy's stats moved by metrics.envoy, its readiness where it was: Contour's
+    // `stats` and `health` listeners.
+    let port_of = |name: &str| {
+        listeners
+            .iter()
+            .find(|l| l["name"] == name)
+            .map(|l| l["address"]["socket_address"]["port_value"].clone())
+    };
+    assert_eq!(port_of("stats"), Some(serde_json::json!(9002)));
+    assert_eq!(port_of("health"), Some(serde_json::json!(8002)));
+    assert_eq!(port_of("stats-health"), None);
 
     let bad = config_file(dir.path(), "timeouts:\n  request-timeout: soon\n");
     let (ok, _, err) = isobar(

@@ -347,3 +347,72 @@ async fn external_name_services_are_routed_to_when_enabled() {
     );
     stack.assert_nothing_rejected().await;
 }
+
+/// `metrics.contour` and `metrics.envoy` with certificates (Contour's metrics TLS):
+/// Isobar's /metrics over HTTPS to clients of the configured CA only; Envoy's stats over
+/// TLS on metrics.envoy's port, its /ready still plain HTTP where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_over_tls_as_contour_serves_them() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ca = crate::tls::new_ca("metrics CA");
+    let (cert, key) = crate::tls::issue(&ca, "metrics.example.com").write(dir.path(), "server");
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, ca.pem()).unwrap_or_else(|e| panic!("{e}"));
+    let envoy_stats = crate::support::ServePorts::free().http;
+    let config = format!(
+        "metrics:\n  contour: {{server-certificate-path: {cert}, server-key-path: {key}, ca-certificate-path: {}}}\n  envoy: {{address: 127.0.0.1, port: {envoy_stats}, server-certificate-path: {cert}, server-key-path: {key}}}\n",
+        ca_file.display()
+    );
+    let stack = start_with(
+        Some(&config),
+        &[("site.yaml", SITE)],
+        ("site.example.com", "/", "a"),
+    )
+    .await;
+    let name = "metrics.example.com";
+    let trusting = crate::tls::Client::new(&[&ca]);
+    let member = crate::tls::Client::new(&[&ca])
+        .with_identity(&crate::tls::issue(&ca, "scraper.example.com"));
+    let scraped = member
+        .get(stack.metrics_port, name, name, "/metrics")
+        .await
+        .unwrap_or_else(|e| panic!("/metrics over TLS: {e}\n{}", stack.logs()));
+    assert_eq!(scraped.status, 200);
+    assert!(
+        scraped.body.contains("isobar_builds_total"),
+        "{}",
+        scraped.body
+    );
+    assert!(
+        trusting
+            .get(stack.metrics_port, name, name, "/metrics")
+            .await
+            .is_err(),
+        "a client without a certificate of the CA was answered"
+    );
+    let plain = reqwest::get(format!("http://127.0.0.1:{}/metrics", stack.metrics_port)).await;
+    assert!(plain.is_err(), "/metrics answered in plain HTTP");
+
+    let stats = eventually(WAIT, || async {
+        trusting.get(envoy_stats, name, name, "/stats").await.ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("Envoy's stats over TLS never answered\n{}", stack.logs()));
+    assert_eq!(stats.status, 200);
+    assert!(stats.body.contains("server.live"), "{}", stats.body);
+    let ready = stack
+        .client
+        .get(format!("http://127.0.0.1:{}/ready", stack.stats_port))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok();
+    assert_eq!(ready, Some(200));
+    let rejected = stack.admin_get("/stats?filter=update_rejected").await;
+    assert!(
+        rejected
+            .lines()
+            .all(|l| l.trim_end().ends_with(": 0") || l.trim().is_empty()),
+        "{rejected}"
+    );
+}

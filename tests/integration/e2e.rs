@@ -21,7 +21,7 @@ pub(crate) struct Stack {
     dir: tempfile::TempDir,
     http_port: u16,
     pub(crate) https_port: u16,
-    stats_port: u16,
+    pub(crate) stats_port: u16,
     pub(crate) metrics_port: u16,
     pub(crate) health_port: u16,
     pub(crate) debug_port: u16,

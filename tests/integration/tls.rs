@@ -47,6 +47,19 @@ pub(crate) fn issue(ca: &CertifiedIssuer<'static, KeyPair>, name: &str) -> Issue
     }
 }
 
+impl Issued {
+    /// Writes the chain and key as `<name>.crt` and `<name>.key` in `dir`; their paths.
+    pub(crate) fn write(&self, dir: &std::path::Path, name: &str) -> (String, String) {
+        let (cert, key) = (
+            dir.join(format!("{name}.crt")),
+            dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&cert, &self.cert_pem).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&key, &self.key_pem).unwrap_or_else(|e| panic!("{e}"));
+        (cert.display().to_string(), key.display().to_string())
+    }
+}
+
 fn indent(text: &str) -> String {
     text.lines()
         .map(|l| format!("    {l}\n"))

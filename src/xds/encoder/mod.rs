@@ -170,6 +170,11 @@ pub fn translate_keeping(
     if !uses_tls && let Some(name) = &client_certificate {
         out.secrets.remove(name);
     }
+    if let Some(files) = &settings.metrics_tls {
+        for (name, bytes) in super::secret::metrics_secrets(files) {
+            out.secrets.insert(name, bytes);
+        }
+    }
     out.runtimes.insert(
         super::runtime::DYNAMIC_LAYER.to_string(),
         super::runtime::dynamic_layer(ir, &settings.runtime),
@@ -403,7 +408,7 @@ impl Encoder {
             for state in &self.listeners {
                 match (state.shape.protocol, &state.proxy) {
                     (Protocol::Stats, _) => {
-                        let stats = encoded(&stats_listener(&state.shape));
+                        let stats = encoded(&stats_listener(&state.shape, settings));
                         changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
                     }
                     (Protocol::Tcp, Some(proxy)) if !proxy.clusters.is_empty() => {
@@ -759,6 +764,7 @@ mod tests {
             cluster: crate::xds::ClusterSettings::default(),
             listener: crate::xds::ListenerSettings::default(),
             runtime: crate::xds::RuntimeSettings::default(),
+            metrics_tls: None,
         }
     }
 

@@ -134,6 +134,10 @@ pub struct Listener {
     /// overload manager's), which the other stats listeners ignore.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub connection_limited: bool,
+    /// Stats: served over TLS with the metrics certificate (Contour's `metrics.envoy`
+    /// certificate files, over SDS).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub metrics_tls: bool,
 }
 
 /// The names of an HTTPS listener's RouteConfigurations.
@@ -160,6 +164,7 @@ impl Listener {
             routes: None,
             admin_paths: Vec::new(),
             connection_limited: false,
+            metrics_tls: false,
         }
     }
 
@@ -193,6 +198,20 @@ impl Listener {
             port,
             &["/ready", "/stats", "/stats/prometheus"],
         )
+    }
+
+    /// Envoy's stats only (Contour's `stats`, beside a `health` listener), over TLS
+    /// with `metrics_tls`.
+    pub fn stats_only(name: &str, address: &str, port: u16, metrics_tls: bool) -> Listener {
+        Listener {
+            metrics_tls,
+            ..Listener::admin_view(name, address, port, &["/stats", "/stats/prometheus"])
+        }
+    }
+
+    /// Envoy's readiness only (Contour's `health`).
+    pub fn health(name: &str, address: &str, port: u16) -> Listener {
+        Listener::admin_view(name, address, port, &["/ready"])
     }
 
     /// Envoy admin's read-only pages (Contour's `envoy-admin`, on `network.admin-port`).
@@ -250,6 +269,7 @@ impl Listener {
             routes: self.routes.clone(),
             admin_paths: self.admin_paths.clone(),
             connection_limited: self.connection_limited,
+            metrics_tls: self.metrics_tls,
         }
     }
 
@@ -263,6 +283,7 @@ impl Listener {
             && self.routes == other.routes
             && self.admin_paths == other.admin_paths
             && self.connection_limited == other.connection_limited
+            && self.metrics_tls == other.metrics_tls
     }
 
     /// The name of a secure virtual host's RouteConfiguration.
