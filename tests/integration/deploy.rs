@@ -68,15 +68,11 @@ fn the_install_validates_against_kubernetes_schemas() {
     );
 }
 
-/// Every container of the install that runs `isobar` (and every `preStop` that does)
-/// passes arguments Isobar takes: each command line, with `--help` appended, parses.
-#[test]
-fn every_isobar_command_line_in_the_install_parses() {
-    let text = rendered();
+/// The `isobar` command lines of a set of manifests: every container (and every `preStop`)
+/// that runs `isobar`, its arguments with the namespace variable filled in.
+fn isobar_command_lines(text: &str) -> Vec<Vec<String>> {
     let mut lines = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let doc = serde_yaml::Value::deserialize(doc).unwrap_or_else(|e| panic!("{e}"));
-        let doc: serde_json::Value = serde_json::to_value(doc).unwrap_or_default();
+    for doc in documents(text) {
         let pod = &doc["spec"]["template"]["spec"];
         let containers = pod["containers"].as_array().into_iter().flatten();
         let init = pod["initContainers"].as_array().into_iter().flatten();
@@ -101,15 +97,397 @@ fn every_isobar_command_line_in_the_install_parses() {
             }
         }
     }
-    assert_eq!(
-        lines.len(),
-        5,
-        "serve, certgen, bootstrap, shutdown-manager, shutdown: {lines:?}"
-    );
+    lines
+}
+
+/// Each command line, with `--help` appended, parses.
+fn assert_isobar_takes(lines: Vec<Vec<String>>) {
     for line in lines {
         let mut args: Vec<&str> = line.iter().map(String::as_str).collect();
         args.push("--help");
         let (ok, _, err) = isobar(&args, &[]);
         assert!(ok, "isobar {}: {err}", line.join(" "));
     }
+}
+
+/// Every container of the install that runs `isobar` (and every `preStop`) passes
+/// arguments Isobar takes.
+#[test]
+fn every_isobar_command_line_in_the_install_parses() {
+    let lines = isobar_command_lines(&rendered());
+    assert_eq!(
+        lines.len(),
+        5,
+        "serve, certgen, bootstrap, shutdown-manager, shutdown: {lines:?}"
+    );
+    assert_isobar_takes(lines);
+}
+
+/// The YAML documents of a multi-document text, as JSON values (empty ones dropped).
+fn documents(text: &str) -> Vec<serde_json::Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| {
+            let doc = serde_yaml::Value::deserialize(doc).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            serde_json::to_value(doc).unwrap_or_default()
+        })
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+fn kubernetes_validate(text: &str) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("manifests.yaml");
+    std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+    let run = std::process::Command::new("kubernetes-validate")
+        .args(["--strict", "--quiet"])
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("kubernetes-validate: {e} (`python3 -m pip install kubernetes-validate`)")
+        });
+    assert!(
+        run.status.success(),
+        "{}{}\n{text}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// The Helm chart `deploy/helm/isobar`, rendered as `helm template --namespace` does:
+/// `values.yaml` deep-merged with `overrides`, every template under `templates/` (with
+/// the `_*.tpl` definitions) through the Go template engine, with the Helm functions the
+/// chart uses. Returns the rendered manifests, or the first template error.
+fn helm_template(namespace: &str, overrides: serde_json::Value) -> Result<String, String> {
+    use gtmpl_ng::{FuncError, Template, Value};
+
+    fn to_json(v: &Value) -> serde_json::Value {
+        match v {
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::String(s) => serde_json::Value::String(s.clone()),
+            Value::Number(n) => n
+                .as_i64()
+                .map(serde_json::Value::from)
+                .or_else(|| n.as_u64().map(serde_json::Value::from))
+                .or_else(|| n.as_f64().map(serde_json::Value::from))
+                .unwrap_or_default(),
+            Value::Array(a) => a.iter().map(to_json).collect(),
+            Value::Object(m) | Value::Map(m) => m
+                .iter()
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+            Value::NoValue | Value::Nil | Value::Function(_) => serde_json::Value::Null,
+        }
+    }
+    fn from_json(v: &serde_json::Value) -> Value {
+        match v {
+            serde_json::Value::Null => Value::Nil,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => n
+                .as_u64()
+                .map(Value::from)
+                .or_else(|| n.as_i64().map(Value::from))
+                .unwrap_or_else(|| Value::from(n.as_f64().unwrap_or_default())),
+            serde_json::Value::String(s) => Value::String(s.clone()),
+            serde_json::Value::Array(a) => Value::Array(a.iter().map(from_json).collect()),
+            serde_json::Value::Object(m) => {
+                Value::Map(m.iter().map(|(k, v)| (k.clone(), from_json(v))).collect())
+            }
+        }
+    }
+    fn text(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+    fn args<const N: usize>(name: &str, args: &[Value]) -> Result<[Value; N], FuncError> {
+        <[Value; N]>::try_from(args.to_vec()).map_err(|_| FuncError::ExactlyXArgs(name.into(), N))
+    }
+    fn to_yaml(a: &[Value]) -> Result<Value, FuncError> {
+        let [v] = args("toYaml", a)?;
+        let yaml =
+            serde_yaml::to_string(&to_json(&v)).map_err(|e| FuncError::Generic(e.to_string()))?;
+        Ok(Value::String(yaml.trim_end_matches('\n').to_string()))
+    }
+    fn indent_by(n: &Value, s: &Value) -> Result<String, FuncError> {
+        let pad = " ".repeat(
+            text(n)
+                .parse::<usize>()
+                .map_err(|e| FuncError::Generic(e.to_string()))?,
+        );
+        Ok(text(s)
+            .split('\n')
+            .map(|line| format!("{pad}{line}"))
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+    fn indent(a: &[Value]) -> Result<Value, FuncError> {
+        let [n, s] = args("indent", a)?;
+        Ok(Value::String(indent_by(&n, &s)?))
+    }
+    fn nindent(a: &[Value]) -> Result<Value, FuncError> {
+        let [n, s] = args("nindent", a)?;
+        Ok(Value::String(format!("\n{}", indent_by(&n, &s)?)))
+    }
+    fn quote(a: &[Value]) -> Result<Value, FuncError> {
+        let [v] = args("quote", a)?;
+        Ok(Value::String(
+            serde_json::Value::String(text(&v)).to_string(),
+        ))
+    }
+    fn fail(a: &[Value]) -> Result<Value, FuncError> {
+        let [v] = args("fail", a)?;
+        Err(FuncError::Generic(text(&v)))
+    }
+    fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+        match (base, over) {
+            (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+                for (k, v) in o {
+                    merge(b.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (b, o) => *b = o,
+        }
+    }
+
+    let chart = format!("{REPO}/deploy/helm/isobar");
+    let read = |path: &str| {
+        std::fs::read_to_string(format!("{chart}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let mut values: serde_json::Value =
+        serde_yaml::from_str(&read("values.yaml")).unwrap_or_else(|e| panic!("values.yaml: {e}"));
+    merge(&mut values, overrides);
+    let meta: serde_json::Value =
+        serde_yaml::from_str(&read("Chart.yaml")).unwrap_or_else(|e| panic!("Chart.yaml: {e}"));
+    let context = serde_json::json!({
+        "Values": values,
+        "Release": {"Name": "isobar", "Namespace": namespace, "Service": "Helm"},
+        "Chart": {"Name": meta["name"], "Version": meta["version"], "AppVersion": meta["appVersion"]},
+    });
+    let context = gtmpl_ng::Context::from(from_json(&context));
+
+    let mut files: Vec<_> = std::fs::read_dir(format!("{chart}/templates"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|e| {
+            e.unwrap_or_else(|e| panic!("{e}"))
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    files.sort();
+    let helpers: Vec<_> = files.iter().filter(|f| f.starts_with('_')).collect();
+    let mut out = String::new();
+    for file in files
+        .iter()
+        .filter(|f| f.ends_with(".yaml") && !f.starts_with('_'))
+    {
+        let mut template = Template::with_name(file.as_str());
+        template.add_funcs(&[
+            ("toYaml", to_yaml as gtmpl_ng::Func),
+            ("indent", indent),
+            ("nindent", nindent),
+            ("quote", quote),
+            ("fail", fail),
+        ]);
+        for helper in &helpers {
+            template
+                .add_template(helper.as_str(), read(&format!("templates/{helper}")))
+                .map_err(|e| format!("{helper}: {e}"))?;
+        }
+        template
+            .add_template(file.as_str(), read(&format!("templates/{file}")))
+            .map_err(|e| format!("{file}: {e}"))?;
+        let text = template
+            .render(&context)
+            .map_err(|e| format!("{file}: {e}"))?;
+        if !text.trim().is_empty() {
+            out.push_str(&format!("---\n# Source: isobar/templates/{file}\n{text}\n"));
+        }
+    }
+    Ok(out)
+}
+
+fn render_chart(namespace: &str, overrides: serde_json::Value) -> String {
+    helm_template(namespace, overrides).unwrap_or_else(|e| panic!("the chart does not render: {e}"))
+}
+
+/// One object of a rendered set by kind and name.
+fn object<'a>(docs: &'a [serde_json::Value], kind: &str, name: &str) -> &'a serde_json::Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// At its default values the chart installs exactly the quickstart's objects
+/// (`deploy/render/isobar.yaml` but the Namespace and the CRDs, which `helm install
+/// --create-namespace` and the chart's `crds/` provide), and its CRDs are deploy's.
+#[test]
+fn the_helm_chart_at_its_defaults_installs_the_quickstart() {
+    let chart = documents(&render_chart("projectcontour", serde_json::json!({})));
+    let mut want: Vec<_> = documents(&rendered())
+        .into_iter()
+        .filter(|d| d["kind"] != "Namespace" && d["kind"] != "CustomResourceDefinition")
+        .collect();
+    let key = |d: &serde_json::Value| format!("{}/{}", d["kind"], d["metadata"]["name"]);
+    want.sort_by_key(key);
+    let mut got = chart.clone();
+    got.sort_by_key(key);
+    assert_eq!(
+        got.iter().map(key).collect::<Vec<_>>(),
+        want.iter().map(key).collect::<Vec<_>>()
+    );
+    for (got, want) in got.iter().zip(&want) {
+        assert_eq!(got, want, "{} differs from deploy/", key(want));
+    }
+    assert_eq!(
+        std::fs::read_to_string(format!("{REPO}/deploy/helm/isobar/crds/crds.yaml")).ok(),
+        std::fs::read_to_string(format!("{REPO}/deploy/crds.yaml")).ok(),
+        "deploy/helm/isobar/crds/crds.yaml is not deploy/crds.yaml: cp deploy/crds.yaml deploy/helm/isobar/crds/"
+    );
+}
+
+/// The chart's values change what they say and the result is still a valid install:
+/// Envoy as a Deployment on the host network behind a NodePort Service, the webhook on
+/// (the controller serving it with cert-manager's certificate), certgen off, another
+/// namespace; every manifest Kubernetes knows validates, and every command line parses.
+#[test]
+fn the_helm_chart_values_shape_the_install() {
+    let text = render_chart(
+        "ingress",
+        serde_json::json!({
+            "image": {"repository": "registry.example/isobar", "tag": "v1"},
+            "imagePullSecrets": [{"name": "pull"}],
+            "isobar": {"replicas": 3, "extraArgs": ["--ingress-class-name=isobar"],
+                       "nodeSelector": {"pool": "system"},
+                       "resources": {"limits": {"memory": "512Mi"}}},
+            "configuration": "disablePermitInsecure: true\n",
+            "envoy": {"kind": "Deployment", "replicas": 4, "hostNetwork": true,
+                      "tolerations": [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}],
+                      "service": {"type": "NodePort", "nodePorts": {"http": 30080, "https": ""}}},
+            "certgen": {"enabled": false},
+            "webhook": {"enabled": true, "failurePolicy": "Ignore"},
+        }),
+    );
+    let docs = documents(&text);
+    // cert-manager's kinds are not Kubernetes' own: the rest is validated as rendered.
+    let core: Vec<&str> = text
+        .split("---\n")
+        .filter(|doc| !doc.contains("apiVersion: cert-manager.io/"))
+        .collect();
+    assert_eq!(
+        core.iter().filter(|d| !d.trim().is_empty()).count(),
+        docs.len() - 2
+    );
+    kubernetes_validate(&core.join("---\n"));
+
+    let isobar = object(&docs, "Deployment", "isobar");
+    assert_eq!(isobar["spec"]["replicas"], 3);
+    assert_eq!(isobar["metadata"]["namespace"], "ingress");
+    let pod = &isobar["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], "registry.example/isobar:v1");
+    assert_eq!(pod["imagePullSecrets"][0]["name"], "pull");
+    assert_eq!(pod["nodeSelector"]["pool"], "system");
+    assert_eq!(
+        pod["containers"][0]["resources"]["limits"]["memory"],
+        "512Mi"
+    );
+    let serve: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for flag in [
+        "--admission-webhook",
+        "--admission-webhook-certificate-file=/webhook/tls.crt",
+        "--ingress-class-name=isobar",
+    ] {
+        assert!(serve.contains(&flag), "{flag} not in {serve:?}");
+    }
+    let config = object(&docs, "ConfigMap", "isobar");
+    assert_eq!(
+        config["data"]["contour.yaml"],
+        "disablePermitInsecure: true\n"
+    );
+
+    let envoy = object(&docs, "Deployment", "envoy");
+    assert_eq!(envoy["spec"]["replicas"], 4);
+    let pod = &envoy["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["dnsPolicy"], "ClusterFirstWithHostNet");
+    assert_eq!(pod["tolerations"][0]["key"], "edge");
+    let ports = &pod["containers"][1]["ports"];
+    assert!(
+        ports[0]["hostPort"].is_null(),
+        "host network, no host ports: {ports}"
+    );
+    let service = object(&docs, "Service", "envoy");
+    assert_eq!(service["spec"]["type"], "NodePort");
+    assert_eq!(service["spec"]["ports"][0]["nodePort"], 30080);
+    assert!(service["spec"]["ports"][1]["nodePort"].is_null());
+
+    assert!(!docs.iter().any(|d| d["kind"] == "Job"), "certgen off");
+    assert!(!docs.iter().any(|d| d["kind"] == "DaemonSet"));
+    let webhook = object(&docs, "ValidatingWebhookConfiguration", "isobar");
+    assert_eq!(webhook["webhooks"][0]["failurePolicy"], "Ignore");
+    assert_eq!(
+        webhook["webhooks"][0]["clientConfig"]["service"]["namespace"],
+        "ingress"
+    );
+    let certificate = object(&docs, "Certificate", "isobar-webhook");
+    assert_eq!(
+        certificate["spec"]["dnsNames"][0],
+        "isobar-webhook.ingress.svc"
+    );
+
+    let lines = isobar_command_lines(&text);
+    assert_eq!(
+        lines.len(),
+        4,
+        "serve, bootstrap, shutdown-manager, shutdown: {lines:?}"
+    );
+    assert_isobar_takes(lines);
+}
+
+/// A ClusterIP Envoy Service has no traffic policy (Kubernetes refuses one); the
+/// DaemonSet's host ports follow the values; an Envoy kind the chart does not know is an
+/// error naming the value.
+#[test]
+fn the_helm_chart_refuses_what_it_cannot_install() {
+    let text = render_chart(
+        "projectcontour",
+        serde_json::json!({"envoy": {"service": {"type": "ClusterIP", "annotations": null},
+                                     "hostPorts": {"http": 8080, "https": 8443}},
+                           "certgen": {"certificateLifetime": 30}}),
+    );
+    kubernetes_validate(&text);
+    let docs = documents(&text);
+    let service = object(&docs, "Service", "envoy");
+    assert_eq!(service["spec"]["type"], "ClusterIP");
+    assert!(service["spec"]["externalTrafficPolicy"].is_null());
+    assert!(service["metadata"]["annotations"].is_null());
+    let ports =
+        &object(&docs, "DaemonSet", "envoy")["spec"]["template"]["spec"]["containers"][1]["ports"];
+    assert_eq!(ports[0]["hostPort"], 8080);
+    let job = object(&docs, "Job", "isobar-certgen");
+    assert!(
+        job["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a == "--certificate-lifetime=30")),
+        "{job}"
+    );
+    assert_isobar_takes(isobar_command_lines(&text));
+
+    let Err(err) = helm_template(
+        "projectcontour",
+        serde_json::json!({"envoy": {"kind": "StatefulSet"}}),
+    ) else {
+        panic!("an unknown Envoy kind renders");
+    };
+    assert!(
+        err.contains("envoy.kind is DaemonSet or Deployment"),
+        "{err}"
+    );
 }
