@@ -662,7 +662,11 @@ impl Default for Timeouts {
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
-            sources: vec!["ingress".to_string(), "httpproxy".to_string()],
+            sources: vec![
+                "extension-service".to_string(),
+                "ingress".to_string(),
+                "httpproxy".to_string(),
+            ],
             filters: vec!["ingress-class".to_string(), "root-namespaces".to_string()],
             processors: vec!["conflicts".to_string(), "tls-delegation".to_string()],
             holdoff_delay: Dur(Duration::from_millis(100)),

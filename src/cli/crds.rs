@@ -1,4 +1,5 @@
-//! The HTTPProxy and TLSCertificateDelegation CustomResourceDefinitions, generated from
+//! The HTTPProxy, TLSCertificateDelegation and ExtensionService CustomResourceDefinitions,
+//! generated from
 //! the Rust types Isobar decodes them with (`isobar crds`; `deploy/crds.yaml` is its
 //! output, and a test fails when the two drift apart).
 //!
@@ -7,7 +8,7 @@
 //! them into `unsupported` and reports them (`IgnoredField`, or invalid when a field that
 //! secures traffic is not implemented) — so every HTTPProxy Contour accepts is accepted.
 
-use isobar_sdk::api::{HTTPProxySpec, TLSCertificateDelegationSpec};
+use isobar_sdk::api::{ExtensionServiceSpec, HTTPProxySpec, TLSCertificateDelegationSpec};
 use schemars::JsonSchema;
 use serde_json::{Value, json};
 
@@ -57,7 +58,14 @@ fn structural(value: &mut Value) {
     }
 }
 
-fn crd(kind: &str, plural: &str, short_names: &[&str], spec: Value, columns: Value) -> Value {
+fn crd(
+    kind: &str,
+    version: &str,
+    plural: &str,
+    short_names: &[&str],
+    spec: Value,
+    columns: Value,
+) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -73,7 +81,7 @@ fn crd(kind: &str, plural: &str, short_names: &[&str], spec: Value, columns: Val
             },
             "scope": "Namespaced",
             "versions": [{
-                "name": "v1",
+                "name": version,
                 "served": true,
                 "storage": true,
                 "subresources": {"status": {}},
@@ -97,12 +105,13 @@ fn crd(kind: &str, plural: &str, short_names: &[&str], spec: Value, columns: Val
     })
 }
 
-/// Both CRDs.
+/// Every CRD.
 pub fn crds() -> Vec<Value> {
     let column = |name: &str, path: &str, description: &str| json!({"name": name, "type": "string", "jsonPath": path, "description": description});
     vec![
         crd(
             "HTTPProxy",
+            "v1",
             "httpproxies",
             &["proxy", "proxies"],
             schema_for::<HTTPProxySpec>(),
@@ -131,9 +140,18 @@ pub fn crds() -> Vec<Value> {
         ),
         crd(
             "TLSCertificateDelegation",
+            "v1",
             "tlscertificatedelegations",
             &["tlscerts"],
             schema_for::<TLSCertificateDelegationSpec>(),
+            json!([]),
+        ),
+        crd(
+            "ExtensionService",
+            "v1alpha1",
+            "extensionservices",
+            &["extensionservice", "extensionservices"],
+            schema_for::<ExtensionServiceSpec>(),
             json!([]),
         ),
     ]

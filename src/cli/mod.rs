@@ -64,7 +64,7 @@ pub enum Command {
     Convert(crate::cli::convert::ConvertArgs),
     /// List the plugins built into this binary, with their settings at their defaults.
     Plugins(PluginsArgs),
-    /// Print the HTTPProxy and TLSCertificateDelegation CRDs (`deploy/crds.yaml`).
+    /// Print the HTTPProxy, TLSCertificateDelegation and ExtensionService CRDs (`deploy/crds.yaml`).
     Crds,
     /// Print the version.
     Version,

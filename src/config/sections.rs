@@ -138,75 +138,11 @@ pub struct Compression {
     pub algorithm: CompressionAlgorithm,
 }
 
-/// Contour's `rateLimitService`: the global rate limit service.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct RateLimitService {
-    /// `namespace/name` of the ExtensionService.
-    pub extension_service: String,
-    pub domain: String,
-    pub fail_open: bool,
-    #[serde(rename = "enableXRateLimitHeaders")]
-    pub enable_x_rate_limit_headers: bool,
-    pub enable_resource_exhausted_code: bool,
-    /// HTTPProxy's `rateLimitPolicy.global` shape, for vhosts that set none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_global_rate_limit_policy: Option<serde_json::Value>,
-}
-
-/// Contour's `globalExtAuth`: external authorization of every vhost.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct GlobalExtAuth {
-    /// `namespace/name` of the ExtensionService.
-    pub extension_service: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth_policy: Option<AuthPolicy>,
-    pub response_timeout: String,
-    pub fail_open: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub with_request_body: Option<RequestBody>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct AuthPolicy {
-    pub disabled: bool,
-    pub context: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct RequestBody {
-    pub max_request_bytes: u32,
-    pub allow_partial_message: bool,
-    pub pack_as_bytes: bool,
-}
-
-/// Contour's `tracing`: spans to an OpenTelemetry collector.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct Tracing {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub include_pod_detail: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub service_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub overall_sampling: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_path_tag_length: Option<u32>,
-    pub custom_tags: Vec<CustomTag>,
-    /// `namespace/name` of the ExtensionService.
-    pub extension_service: String,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub struct CustomTag {
-    pub tag_name: String,
-    pub literal: String,
-    pub request_header_name: String,
-}
+// Contour's `rateLimitService`, `globalExtAuth` and `tracing`: the SDK's types, since
+// the sources that act on them read the same settings.
+pub use isobar_sdk::extension::{
+    AuthPolicy, CustomTag, GlobalExtAuth, RateLimitService, RequestBody, Tracing,
+};
 
 /// Contour's `omEnforcedHealthListener`: `/ready` on a listener the overload manager's
 /// connection limit applies to.

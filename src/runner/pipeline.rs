@@ -14,6 +14,7 @@ use crate::config::PipelineConfig;
 /// `inventory` registration from being dropped by the linker.
 pub const BUILTIN_PLUGINS: &[&str] = &[
     isobar_plugin_conflicts::NAME,
+    isobar_plugin_extension_service::NAME,
     isobar_plugin_gateway_api::NAME,
     isobar_plugin_httpproxy::NAME,
     isobar_plugin_ingress::NAME,
@@ -197,6 +198,50 @@ impl Pipeline {
                         serde_json::to_value(&defaults).unwrap_or_default(),
                     );
                 }
+            }
+        }
+        // Contour's extension service settings configure (and enable) the
+        // `extension-service` source; the HTTPProxy source applies `globalExtAuth` and
+        // the default global rate limit policy to its vhosts.
+        let extensions = [
+            (
+                "global-ext-auth",
+                serde_json::to_value(&config.global_ext_auth).unwrap_or_default(),
+            ),
+            (
+                "rate-limit-service",
+                serde_json::to_value(&config.rate_limit_service).unwrap_or_default(),
+            ),
+            (
+                "tracing",
+                serde_json::to_value(&config.tracing).unwrap_or_default(),
+            ),
+        ];
+        if extensions.iter().any(|(_, v)| !v.is_null()) {
+            let name = isobar_plugin_extension_service::NAME;
+            let section = plugins
+                .entry(name.to_string())
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(section) = section.as_object_mut() {
+                for (key, value) in &extensions {
+                    if !value.is_null() {
+                        section.insert(key.to_string(), value.clone());
+                    }
+                }
+            }
+            if !pipeline.sources.iter().any(|s| s == name) {
+                pipeline.sources.insert(0, name.to_string());
+            }
+        }
+        if let Some(global) = &config.global_ext_auth {
+            let section = plugins
+                .entry(isobar_plugin_httpproxy::NAME.to_string())
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(section) = section.as_object_mut() {
+                section.insert(
+                    "global-ext-auth".into(),
+                    serde_json::to_value(global).unwrap_or_default(),
+                );
             }
         }
         // Contour's `gateway` section configures (and enables) the Gateway API source.
@@ -392,6 +437,9 @@ impl Pipeline {
             let _span = tracing::debug_span!("source", plugin = name).entered();
             source.build(&ctx, &mut ir, &mut status);
         }
+        // Every listener of HTTP, whichever source made it, runs the global
+        // authorization, rate limits and tracing.
+        ir.spread_extensions();
         for (name, processor) in &self.processors {
             let _span = tracing::debug_span!("processor", plugin = name).entered();
             processor.process(&ctx, &mut ir, &mut status);

@@ -371,6 +371,9 @@ fn merge(kind: Kind, current: &Value, desired: &Value, controller: &str) -> Valu
                     conditions(&current["conditions"], &desired["conditions"], &now);
             }
         }
+        StatusStyle::Conditions => {
+            out["conditions"] = conditions(&current["conditions"], &desired["conditions"], &now);
+        }
         StatusStyle::Gateway => {
             out["conditions"] = conditions(&current["conditions"], &desired["conditions"], &now);
             if desired.get("listeners").is_some() {

@@ -60,6 +60,13 @@ pub(super) fn cluster_for(
         connect_timeout: Some(duration(settings.connect_timeout)),
         common_lb_config: Some(cluster::cluster::CommonLbConfig {
             healthy_panic_threshold: Some(Percent { value: 0.0 }),
+            // Several Services, each a locality with its weight (Contour sends the
+            // weights without this, and Envoy then ignores them).
+            locality_config_specifier: (c.localities.len() > 1).then_some(
+                cluster::cluster::common_lb_config::LocalityConfigSpecifier::LocalityWeightedLbConfig(
+                    Default::default(),
+                ),
+            ),
             ..Default::default()
         }),
         lb_policy: match c.options.lb_policy {

@@ -215,12 +215,20 @@ fn compressor_filter(algorithm: super::settings::Compressor) -> HttpFilter {
     )
 }
 
-/// One of a listener's HTTP filters as Envoy's; `None` for the compressor when
-/// compression is disabled.
-pub(super) fn http_filter(
-    filter: ir::HttpFilter,
-    http: &super::settings::HttpSettings,
-) -> Option<HttpFilter> {
+/// What one connection manager's filters are made for: the HTTP settings, the
+/// listener's extensions (global authorization, rate limits, tracing) and, in a secure
+/// vhost's own manager, that vhost's (its authorization and JWT providers).
+pub(super) struct Manager<'a> {
+    pub http: &'a super::settings::HttpSettings,
+    pub extensions: &'a ir::HttpExtensions,
+    pub vhost: Option<&'a ir::VhostExtensions>,
+}
+
+/// One of a listener's HTTP filters as Envoy's; `None` for one the manager has nothing
+/// for (the compressor with compression disabled, JWT verification without providers,
+/// authorization or global rate limits not configured).
+pub(super) fn http_filter(filter: ir::HttpFilter, manager: &Manager<'_>) -> Option<HttpFilter> {
+    let http = manager.http;
     use envoy_types::pb::envoy::extensions::filters::http::{
         cors, grpc_stats, grpc_web, local_ratelimit, lua,
     };
@@ -254,6 +262,23 @@ pub(super) fn http_filter(
             }),
         ),
         ir::HttpFilter::Rbac => rbac_filter(),
+        ir::HttpFilter::JwtAuthn => {
+            let providers = &manager.vhost?.jwt_providers;
+            if providers.is_empty() {
+                return None;
+            }
+            super::extension::jwt_authn_filter(providers)
+        }
+        ir::HttpFilter::ExtAuthz => {
+            let authorization = match manager.vhost {
+                Some(vhost) => vhost.authorization.as_deref(),
+                None => manager.extensions.authorization.as_deref(),
+            };
+            super::extension::ext_authz_filter(authorization?)
+        }
+        ir::HttpFilter::RateLimit => {
+            super::extension::rate_limit_filter(manager.extensions.rate_limit.as_deref()?)
+        }
         ir::HttpFilter::Router => router_filter(),
     })
 }

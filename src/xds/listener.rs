@@ -149,6 +149,7 @@ pub(super) fn filter_chain(
                 settings,
                 &on.route_config_name(&vhost.fqdn),
                 rewrites_cookies(&vhost.http),
+                Some(vhost.http.extensions()),
             );
             let forward = vhost
                 .tls
@@ -220,6 +221,7 @@ pub(super) fn fallback_chain(
             settings,
             &fallback_routes(on),
             true,
+            None,
         ))],
         ..Default::default()
     }
@@ -382,14 +384,21 @@ pub(super) fn rewrites_cookies(vhost: &ir::VirtualHost) -> bool {
 /// is only in managers whose routes may use it (`cookies`): an HTTP listener's and the
 /// fallback chain's always carry it, an HTTPS vhost's chain only when one of its routes
 /// rewrites cookies, so 10,000 HTTPS vhosts do not repeat the script 10,000 times in
-/// the listener.
+/// the listener. A secure vhost's own manager has `vhost`'s authorization and JWT
+/// providers; the others have the listener's global authorization.
 pub(super) fn connection_manager(
     on: &ir::Listener,
     settings: &EnvoySettings,
     rds_name: &str,
     cookies: bool,
+    vhost: Option<&ir::VhostExtensions>,
 ) -> HttpConnectionManager {
     let http = &settings.http;
+    let manager = super::filter::Manager {
+        http,
+        extensions: &on.extensions,
+        vhost,
+    };
     HttpConnectionManager {
         stat_prefix: on.name.clone(),
         route_specifier: Some(hcm::http_connection_manager::RouteSpecifier::Rds(Rds {
@@ -400,8 +409,13 @@ pub(super) fn connection_manager(
             .http_filters
             .iter()
             .filter(|f| cookies || **f != ir::HttpFilter::CookieRewrite)
-            .filter_map(|f| http_filter(*f, http))
+            .filter_map(|f| http_filter(*f, &manager))
             .collect(),
+        tracing: on
+            .extensions
+            .tracing
+            .as_deref()
+            .map(super::extension::tracing),
         use_remote_address: Some(pb::BoolValue { value: true }),
         normalize_path: Some(pb::BoolValue { value: true }),
         merge_slashes: http.merge_slashes,
@@ -521,7 +535,7 @@ fn proxy_protocol(settings: &EnvoySettings) -> Vec<ListenerFilter> {
 /// A plain HTTP listener: one connection manager, routed by the RouteConfiguration of
 /// the listener's name.
 pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
-    let manager = connection_manager(on, settings, &on.name, true);
+    let manager = connection_manager(on, settings, &on.name, true, None);
     Listener {
         name: on.name.clone(),
         address: Some(socket_address(&on.address, on.port)),
@@ -599,7 +613,14 @@ pub(super) fn stats_listener(on: &ir::Listener, settings: &EnvoySettings) -> Lis
         http_filters: on
             .http_filters
             .iter()
-            .filter_map(|f| http_filter(*f, &Default::default()))
+            .filter_map(|f| {
+                let manager = super::filter::Manager {
+                    http: &Default::default(),
+                    extensions: &on.extensions,
+                    vhost: None,
+                };
+                http_filter(*f, &manager)
+            })
             .collect(),
         normalize_path: Some(pb::BoolValue { value: true }),
         ..Default::default()

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod delta;
 pub mod encoder;
 pub mod endpoint;
+pub mod extension;
 pub mod filter;
 pub mod grpc;
 pub mod listener;

@@ -9,6 +9,10 @@ use prost::Message;
 
 use isobar_sdk::ir;
 
+use super::extension::{
+    EXT_AUTHZ_FILTER, GLOBAL_RATE_LIMIT_FILTER, JWT_AUTHN_FILTER, ext_authz_per_route,
+    ignore_vhost_rate_limits, jwt_requirement,
+};
 use super::filter::{
     CORS_FILTER, LUA_FILTER, RATE_LIMIT_FILTER, RBAC_FILTER, cookie_rewrite_context, cors_policy,
     local_rate_limit, rbac_per_route,
@@ -105,19 +109,33 @@ pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u
             None => isobar_sdk::names::hashname(60, &[&vhost.fqdn]),
         },
         domains: vec![vhost.fqdn.clone()],
+        rate_limits: super::extension::rate_limits(&vhost.extensions().rate_limits),
         ..Default::default()
     };
     let mut bytes = shell.encode_to_vec();
     for r in routes {
         let mut route = envoy_route(r).encode_to_vec();
         append_field(&mut route, ROUTE_METADATA, &source_metadata(&r.source));
-        // Per-filter configs in filter-name order: cors, local_ratelimit, lua, rbac.
-        if let Some(cors) = &r.policy().cors {
+        // Per-filter configs in filter-name order: cors, ext_authz, jwt_authn,
+        // local_ratelimit, lua, ratelimit, rbac.
+        let policy = r.policy();
+        if let Some(cors) = &policy.cors {
             append_map_entry(
                 &mut route,
                 ROUTE_FILTER_CONFIG,
                 CORS_FILTER,
                 &cors_policy(cors),
+            );
+        }
+        if let Some(auth) = policy.auth.as_ref().and_then(ext_authz_per_route) {
+            append_map_entry(&mut route, ROUTE_FILTER_CONFIG, EXT_AUTHZ_FILTER, &auth);
+        }
+        if let Some(provider) = &policy.jwt_requirement {
+            append_map_entry(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                JWT_AUTHN_FILTER,
+                &jwt_requirement(provider),
             );
         }
         if let Some(limit) = &r.policy().rate_limit {
@@ -134,6 +152,14 @@ pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u
                 ROUTE_FILTER_CONFIG,
                 LUA_FILTER,
                 &cookie_rewrite_context(&r.policy().cookie_rewrites),
+            );
+        }
+        if policy.ignore_vhost_rate_limits {
+            append_map_entry(
+                &mut route,
+                ROUTE_FILTER_CONFIG,
+                GLOBAL_RATE_LIMIT_FILTER,
+                &ignore_vhost_rate_limits(),
             );
         }
         if let Some(filter) = &r.policy().ip_filter {

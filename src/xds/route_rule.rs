@@ -318,6 +318,7 @@ pub(super) fn forward(
                 ..Default::default()
             })
             .collect(),
+        rate_limits: super::extension::rate_limits(&policy.rate_limits),
         ..Default::default()
     }
 }

@@ -26,8 +26,9 @@ fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
 
-const BUILTIN: [&str; 9] = [
+const BUILTIN: [&str; 10] = [
     "conflicts",
+    "extension-service",
     "gateway-api",
     "httpproxy",
     "ingress",
@@ -86,8 +87,8 @@ fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
-        err.contains("pipeline.sources[2]")
-            && err.contains("valid sources: gateway-api, httpproxy, ingress"),
+        err.contains("pipeline.sources[3]")
+            && err.contains("valid sources: extension-service, gateway-api, httpproxy, ingress"),
         "{err}"
     );
 
@@ -539,7 +540,10 @@ fn the_crds_in_deploy_are_generated_from_the_types() {
             "{schema}"
         );
     }
-    assert_eq!(kinds, vec!["HTTPProxy", "TLSCertificateDelegation"]);
+    assert_eq!(
+        kinds,
+        vec!["HTTPProxy", "TLSCertificateDelegation", "ExtensionService"]
+    );
 }
 
 /// `deploy/rbac.yaml` grants what the code asks of the API: list/watch of every kind a
@@ -582,7 +586,12 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
             wanted.push((resource.group.clone(), resource.plural.clone(), verb));
         }
     }
-    for kind in [isobar_sdk::Kind::HTTPProxy, isobar_sdk::Kind::Ingress] {
+    // Every kind whose status Isobar writes.
+    let statused = isobar_sdk::Kind::all()
+        .filter(|i| i.status != isobar_sdk::StatusStyle::None)
+        .map(|i| i.kind)
+        .filter(|k| *k != isobar_test_plugin::MAPPING);
+    for kind in statused {
         let resource = isobar::provider::kube::api_resource(kind);
         for verb in ["get", "update"] {
             wanted.push((

@@ -7,6 +7,8 @@ mod contour_config;
 mod deploy;
 mod e2e;
 mod extension;
+mod extension_servers;
+mod extension_services;
 mod gateway_api;
 mod golden;
 mod incremental;

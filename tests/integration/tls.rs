@@ -150,6 +150,18 @@ impl Client {
         host: &str,
         path: &str,
     ) -> Result<Answer, String> {
+        self.get_with(port, sni, host, path, &[]).await
+    }
+
+    /// [`Client::get`] with more request headers.
+    pub(crate) async fn get_with(
+        &self,
+        port: u16,
+        sni: &str,
+        host: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Answer, String> {
         let connector = tokio_rustls::TlsConnector::from(Arc::new(self.config()?));
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -165,7 +177,12 @@ impl Client {
             .peer_certificates()
             .and_then(|c| c.first())
             .map(|c| c.clone().into_owned());
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n");
         stream
             .write_all(request.as_bytes())
             .await

@@ -15,6 +15,7 @@
 //! invalidate the proxy instead of being ignored: serving a route more
 //! openly than its author asked is worse than not serving it.
 
+mod auth;
 mod conditions;
 mod policy;
 mod routes;
@@ -46,12 +47,17 @@ pub struct HttpProxyConfig {
     /// Header changes of every service's requests and responses, under the service's
     /// own (Contour's `policy`).
     pub default_headers: DefaultHeaders,
+    /// External authorization of every vhost that does not name its own (Contour's
+    /// `globalExtAuth`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub global_ext_auth: Option<isobar_sdk::extension::GlobalExtAuth>,
 }
 
 #[derive(Debug)]
 pub struct HttpProxySource {
     disable_permit_insecure: bool,
     default_headers: DefaultHeaders,
+    global_ext_auth: Option<isobar_sdk::extension::GlobalExtAuth>,
 }
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
@@ -59,6 +65,7 @@ fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
     Ok(Box::new(HttpProxySource {
         disable_permit_insecure: config.disable_permit_insecure,
         default_headers: config.default_headers,
+        global_ext_auth: config.global_ext_auth,
     }))
 }
 
@@ -72,12 +79,7 @@ isobar_sdk::inventory::submit! {
 }
 
 /// Fields whose absence would widen who reaches a route: not acting on them must fail closed.
-const FAIL_CLOSED_FIELDS: &[&str] = &[
-    "authorization",
-    "jwtProviders",
-    "jwtVerificationPolicy",
-    "authPolicy",
-];
+const FAIL_CLOSED_FIELDS: &[&str] = &["jwtProviders", "jwtVerificationPolicy"];
 
 /// Reports fields this version does not act on; returns false if one must fail closed.
 pub(crate) fn check_unsupported(
@@ -205,7 +207,18 @@ impl Source for HttpProxySource {
             // Several roots on one FQDN are the `conflicts` processor's to settle: it
             // turns the losers away before this source runs. Without it, they merge.
             for (key, proxy, host) in claimants {
-                let Ok(plan) = tls::plan(ctx, ir, status, &key, proxy, &host, &mut reached) else {
+                let Ok(mut plan) = tls::plan(ctx, ir, status, &key, proxy, &host, &mut reached)
+                else {
+                    continue;
+                };
+                let Ok(auth) = auth::vhost(
+                    ctx,
+                    status,
+                    &key,
+                    proxy,
+                    &mut plan,
+                    self.global_ext_auth.as_ref(),
+                ) else {
                     continue;
                 };
                 let added_secure = match plan.secure {
@@ -229,6 +242,7 @@ impl Source for HttpProxySource {
                     mode: plan.mode,
                     permit_insecure: !self.disable_permit_insecure,
                     default_headers: &self.default_headers,
+                    auth: auth.as_ref(),
                 };
                 let valid = walk.visit(
                     &key,

@@ -392,6 +392,12 @@ pub(crate) fn local_rate_limit(
             format!("{field}.rateLimitPolicy: {m}"),
         )
     };
+    if policy.global.is_some() {
+        // A global limit this version cannot enforce must not leave the route unlimited.
+        return Err(invalid(
+            "global rate limiting is not supported by this version of Isobar".to_string(),
+        ));
+    }
     if let Some(other) = policy.unsupported.keys().next() {
         // A global limit this version cannot enforce must not leave the route unlimited.
         return Err(invalid(format!(

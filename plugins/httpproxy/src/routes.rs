@@ -31,6 +31,9 @@ pub(crate) struct Walk<'c, 'a> {
     pub permit_insecure: bool,
     /// Every service's default header changes (Contour's `policy`).
     pub default_headers: &'c isobar_sdk::headers::DefaultHeaders,
+    /// How the root's routes are authorized by default (`None`: no authorization
+    /// applies to them).
+    pub auth: Option<&'c crate::auth::RouteDefaults>,
 }
 
 impl Walk<'_, '_> {
@@ -83,6 +86,16 @@ impl Walk<'_, '_> {
                 || "spec.virtualhost".to_string(),
                 &vhost.unsupported,
             );
+            if !vhost.jwt_providers.is_empty() {
+                valid &= check_unsupported(
+                    self.status,
+                    key,
+                    || "spec.virtualhost".to_string(),
+                    &[("jwtProviders".to_string(), serde_json::Value::Null)]
+                        .into_iter()
+                        .collect(),
+                );
+            }
         }
         if spec.routes.is_empty() && spec.includes.is_empty() && spec.tcpproxy.is_none() {
             self.status.error(
@@ -167,7 +180,20 @@ impl Walk<'_, '_> {
             })),
             source: route.source.clone(),
             tie: None,
-            policy: None,
+            // A redirect to HTTPS is never checked (the HTTPS request will be).
+            policy: self
+                .auth
+                .map(|_| {
+                    RoutePolicy {
+                        auth: Some(isobar_sdk::ir::RouteAuth {
+                            disabled: true,
+                            ..Default::default()
+                        }),
+                        ..RoutePolicy::default()
+                    }
+                    .boxed()
+                })
+                .unwrap_or_default(),
         };
         match self.mode {
             RouteMode::Plain => {
@@ -273,6 +299,16 @@ impl Walk<'_, '_> {
     ) -> Option<Vec<Route>> {
         let at = || format!("spec.routes[{index}]");
         let mut ok = check_unsupported(self.status, key, at, &route.unsupported);
+        if route.jwt_verification_policy.is_some() {
+            ok &= check_unsupported(
+                self.status,
+                key,
+                at,
+                &[("jwtVerificationPolicy".to_string(), serde_json::Value::Null)]
+                    .into_iter()
+                    .collect(),
+            );
+        }
         for (i, cond) in route.conditions.iter().enumerate() {
             ok &= check_unsupported(
                 self.status,
@@ -307,6 +343,9 @@ impl Walk<'_, '_> {
             ));
         }
         let (mut policy, action) = policy::route_policy(key, route, &mut errors);
+        if let Some(defaults) = self.auth {
+            policy.auth = defaults.route(route.auth_policy.as_deref());
+        }
 
         let mirrors = route.services.iter().filter(|s| s.mirror).count();
         if mirrors > 1 {

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::{HTTPProxy, TLSCertificateDelegation};
+use crate::api::{ExtensionService, HTTPProxy, TLSCertificateDelegation};
 use crate::object::Object;
 
 /// A kind of object, as the Kubernetes API names it: a group and a kind name. Copied by
@@ -69,6 +69,11 @@ impl Kind {
         rank: 5,
         group: "projectcontour.io",
         name: "TLSCertificateDelegation",
+    });
+    pub const ExtensionService: Kind = Kind(&KindId {
+        rank: 6,
+        group: "projectcontour.io",
+        name: "ExtensionService",
     });
 
     /// A kind defined outside the SDK (by a plugin crate).
@@ -201,6 +206,8 @@ pub enum StatusStyle {
     /// `currentStatus`, `description`, `observedGeneration`, and `status.loadBalancer`
     /// (HTTPProxy, and kinds of that shape).
     Contour,
+    /// Contour's `Valid` condition alone, in `status.conditions` (ExtensionService).
+    Conditions,
     /// Gateway API's: `conditions` of the object itself (with `observedGeneration`) and,
     /// per listener, `status.listeners[]` (Gateway, GatewayClass).
     Gateway,
@@ -341,6 +348,7 @@ resource!(Secret, Kind::Secret);
 resource!(Ingress, Kind::Ingress);
 resource!(HTTPProxy, Kind::HTTPProxy);
 resource!(TLSCertificateDelegation, Kind::TLSCertificateDelegation);
+resource!(ExtensionService, Kind::ExtensionService);
 
 inventory::submit! {
     KindInfo {
@@ -408,6 +416,17 @@ inventory::submit! {
     }
 }
 
+inventory::submit! {
+    KindInfo {
+        kind: Kind::ExtensionService,
+        versions: &["v1alpha1"],
+        plural: "extensionservices",
+        namespaced: true,
+        decode: decode_object::<ExtensionService>,
+        status: StatusStyle::Conditions,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,7 +445,7 @@ mod tests {
         assert!(Kind::Ingress < Kind::HTTPProxy);
         const A: KindId = KindId::new("example.com", "Thing");
         const B: KindId = KindId::new("example.com", "Thing");
-        assert!(Kind::TLSCertificateDelegation < Kind::new(&A));
+        assert!(Kind::ExtensionService < Kind::new(&A));
         assert_eq!(Kind::new(&A), Kind::new(&B));
         assert_eq!(
             Kind::HTTPProxy.info().map(KindInfo::api_version),

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod condition;
+pub mod extension;
 pub mod headers;
 pub mod host;
 pub mod ir;

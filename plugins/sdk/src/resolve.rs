@@ -249,6 +249,7 @@ pub fn service_cluster(
         },
         alt_stat_name: names::alt_stat_name(namespace, name, found.port),
         port_name,
+        localities: Vec::new(),
     })
 }
 

@@ -126,6 +126,9 @@ pub struct Encoder {
     endpoints: HashMap<String, usize>,
     /// Endpoint sets (EDS name, port name) by Service: what an endpoint change recomputes.
     by_service: BTreeMap<(String, String), SmallSet<(String, String)>>,
+    /// Clusters of several Services (extension clusters) by EDS name: what an endpoint
+    /// change to one of their Services recomputes.
+    multi_service: BTreeMap<String, ir::Cluster>,
     /// SDS names by how many vhosts (and fallback chains) use them.
     secrets: HashMap<String, usize>,
     started: bool,
@@ -778,6 +781,7 @@ mod tests {
             eds_name: format!("ns/{service}/http"),
             alt_stat_name: format!("ns_{service}_80"),
             options: ir::ClusterOptions::default(),
+            localities: Vec::new(),
         }
     }
 

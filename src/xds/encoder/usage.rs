@@ -9,7 +9,7 @@ use isobar_sdk::{Ir, Objects};
 
 use super::{Encoder, Used};
 use crate::xds::cluster::cluster_for;
-use crate::xds::endpoint::load_assignment;
+use crate::xds::endpoint::{load_assignment, load_assignment_of};
 use crate::xds::resource::{Changes, Encoded, XdsType, encoded};
 use crate::xds::secret::secret;
 use crate::xds::settings::EnvoySettings;
@@ -100,12 +100,23 @@ impl Encoder {
         let users = self.endpoints.entry(c.eds_name.clone()).or_default();
         *users += 1;
         if *users == 1 {
-            let cla = load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
+            let cla = load_assignment_of(c, objects);
             changes.put(XdsType::Endpoint, c.eds_name.clone(), Some(encoded(&cla)));
-            self.by_service
-                .entry((c.namespace.clone(), c.service.clone()))
-                .or_default()
-                .insert((c.eds_name.clone(), c.port_name.clone()));
+            if c.localities.is_empty() {
+                self.by_service
+                    .entry((c.namespace.clone(), c.service.clone()))
+                    .or_default()
+                    .insert((c.eds_name.clone(), c.port_name.clone()));
+            }
+            // A cluster of several Services (an extension cluster, in use for as long
+            // as this encoder lives): recomputed whole when any of them changes.
+            for l in &c.localities {
+                self.by_service
+                    .entry((c.namespace.clone(), l.service.clone()))
+                    .or_default()
+                    .insert((c.eds_name.clone(), l.port_name.clone()));
+                self.multi_service.insert(c.eds_name.clone(), c.clone());
+            }
         }
     }
 
@@ -160,7 +171,10 @@ impl Encoder {
         for service in services {
             for (eds_name, port_name) in self.by_service.get(service).into_iter().flatten() {
                 let (namespace, name) = service;
-                let cla = load_assignment(eds_name, objects, namespace, name, port_name);
+                let cla = match self.multi_service.get(eds_name) {
+                    Some(c) => load_assignment_of(c, objects),
+                    None => load_assignment(eds_name, objects, namespace, name, port_name),
+                };
                 out.insert(eds_name.clone(), encoded(&cla));
             }
         }

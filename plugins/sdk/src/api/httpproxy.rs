@@ -187,8 +187,118 @@ pub struct VirtualHost {
     pub rate_limit_policy: Option<Box<RateLimitPolicy>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<Tls>,
+    /// External authorization of every request (a root proxy that terminates TLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Box<AuthorizationServer>>,
+    /// Issuers whose JWTs routes may require (a root proxy that terminates TLS).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jwt_providers: Vec<JwtProvider>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+/// `virtualhost.authorization` (and Contour's `globalExtAuth`): the ExtensionService
+/// every request is checked with.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorizationServer {
+    #[serde(default)]
+    pub extension_ref: ExtensionServiceReference,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_policy: Option<AuthorizationPolicy>,
+    /// How long a check may take (the ExtensionService's `timeoutPolicy.response`
+    /// when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_timeout: Option<String>,
+    /// Let requests through while the server cannot answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_open: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_request_body: Option<AuthorizationServerBufferSettings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionServiceReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub name: String,
+}
+
+/// Whether (and with what context) requests are authorized: on a vhost, the default of
+/// its routes; on a route, its own.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorizationPolicy {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub context: BTreeMap<String, String>,
+}
+
+/// The request body sent with each check.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorizationServerBufferSettings {
+    /// At most this many bytes (1024 when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_bytes: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_partial_message: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pack_as_bytes: bool,
+}
+
+/// A JWT issuer and where its keys are.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtProvider {
+    #[serde(default)]
+    pub name: String,
+    /// Routes without a `jwtVerificationPolicy` require this provider.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+    #[serde(default, rename = "remoteJWKS")]
+    pub remote_jwks: RemoteJwks,
+    /// Pass the token on upstream.
+    #[serde(
+        default,
+        rename = "forwardJWT",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub forward_jwt: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteJwks {
+    #[serde(default)]
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<UpstreamValidation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_duration: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_lookup_family: Option<String>,
+}
+
+/// A route's JWT requirement: a provider by name, or none.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtVerificationPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -215,8 +325,72 @@ pub struct CorsPolicy {
 pub struct RateLimitPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalRateLimitPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global: Option<GlobalRateLimitPolicy>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+/// Descriptors sent to the global rate limit service (Contour's `rateLimitService`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GlobalRateLimitPolicy {
+    /// On a vhost: not the configured default policy; on a route: not the vhost's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub descriptors: Vec<RateLimitDescriptor>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitDescriptor {
+    #[serde(default)]
+    pub entries: Vec<RateLimitDescriptorEntry>,
+}
+
+/// One entry of a descriptor: exactly one field set.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitDescriptorEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generic_key: Option<GenericKeyDescriptor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_header: Option<RequestHeaderDescriptor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_header_value_match: Option<RequestHeaderValueMatchDescriptor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_address: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenericKeyDescriptor {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestHeaderDescriptor {
+    #[serde(default)]
+    pub header_name: String,
+    #[serde(default)]
+    pub descriptor_key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestHeaderValueMatchDescriptor {
+    #[serde(default)]
+    pub headers: Vec<HeaderMatchCondition>,
+    /// Whether the headers must match (true, the default) or not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_match: Option<bool>,
+    #[serde(default)]
+    pub value: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -298,6 +472,11 @@ pub struct Route {
     pub internal_redirect_policy: Option<Box<InternalRedirectPolicy>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cookie_rewrite_policies: Vec<CookieRewritePolicy>,
+    /// Whether (and with what context) requests to this route are authorized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_policy: Option<Box<AuthorizationPolicy>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_verification_policy: Option<Box<JwtVerificationPolicy>>,
     #[serde(flatten)]
     pub unsupported: Unsupported,
 }
@@ -536,9 +715,18 @@ pub struct HeaderMatchCondition {
     pub notexact: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    // The lower-case spellings are contour.yaml's (its `defaultGlobalRateLimitPolicy`).
+    #[serde(
+        default,
+        alias = "ignorecase",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub ignore_case: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        alias = "treatmissingasempty",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub treat_missing_as_empty: bool,
 }
 

@@ -1,7 +1,10 @@
-//! Contour's API types (`projectcontour.io/v1`), as Isobar reads them.
+//! Contour's API types (`projectcontour.io/v1`, ExtensionService's `v1alpha1`), as Isobar
+//! reads them.
 
+mod extension_service;
 mod httpproxy;
 
+pub use extension_service::*;
 pub use httpproxy::*;
 
 /// The Kubernetes types Isobar reads, for plugins that need them by name.

@@ -37,6 +37,10 @@ pub enum ConditionType {
     PolicyError,
     /// A WebAssembly processor failed or reported a problem.
     ProcessorError,
+    /// External authorization (`authorization`, `globalExtAuth`) cannot be set up.
+    AuthError,
+    /// JWT verification (`jwtProviders`, `jwtVerificationPolicy`) cannot be set up.
+    JWTVerificationError,
 }
 
 /// Why a condition was raised; Contour's reason names where Contour has one.
@@ -141,6 +145,46 @@ pub enum Reason {
     ProcessorFailed,
     /// A WebAssembly processor reported a problem with an object it looked at.
     ProcessorReported,
+    /// An ExtensionService's CA Secret in another namespace is not delegated to it.
+    CACertificateNotDelegated,
+    /// An ExtensionService's `validation` cannot be used (its CA Secret, its subject names).
+    TLSUpstreamValidation,
+    /// Settings that contradict each other (`validation` with `protocol: h2c`).
+    InconsistentProtocol,
+    /// A Service of a type that cannot be used here (ExternalName).
+    UnsupportedServiceType,
+    /// `authorization.extensionRef` on a vhost that does not terminate TLS.
+    AuthNotPermitted,
+    /// An `extensionRef` of an apiVersion other than `projectcontour.io/v1alpha1`.
+    AuthBadResourceVersion,
+    /// An ExtensionService that does not exist or is not valid.
+    ExtensionServiceNotFound,
+    /// An authorization `responseTimeout` that is not a duration.
+    AuthResponseTimeoutInvalid,
+    /// `jwtProviders` on a vhost that does not terminate TLS.
+    JWTVerificationNotPermitted,
+    /// Two JWT providers of one vhost with the same name.
+    DuplicateProviderName,
+    /// More than one JWT provider marked `default`.
+    MultipleDefaultProvidersSpecified,
+    /// A JWKS URI that does not parse.
+    RemoteJWKSURIInvalid,
+    /// A JWKS URI neither http nor https.
+    RemoteJWKSSchemeInvalid,
+    /// A JWKS `validation` that cannot be used.
+    RemoteJWKSUpstreamValidationInvalid,
+    /// A JWKS CA Secret in another namespace, not delegated.
+    RemoteJWKSCACertificateNotDelegated,
+    /// A JWKS `timeout` that is not a duration.
+    RemoteJWKSTimeoutInvalid,
+    /// A JWKS `cacheDuration` that is not a duration.
+    RemoteJWKSCacheDurationInvalid,
+    /// A JWKS `dnsLookupFamily` other than auto, v4, v6, all.
+    RemoteJWKSDNSLookupFamilyInvalid,
+    /// A route's `jwtVerificationPolicy` with both `require` and `disabled`.
+    InvalidJWTVerificationPolicy,
+    /// A route requiring a JWT provider its vhost does not define.
+    JWTProviderNotDefined,
 }
 
 impl Reason {
@@ -196,6 +240,26 @@ impl Reason {
             Reason::PolicyNotEvaluated => "PolicyNotEvaluated",
             Reason::ProcessorFailed => "ProcessorFailed",
             Reason::ProcessorReported => "ProcessorReported",
+            Reason::CACertificateNotDelegated => "CACertificateNotDelegated",
+            Reason::TLSUpstreamValidation => "TLSUpstreamValidation",
+            Reason::InconsistentProtocol => "InconsistentProtocol",
+            Reason::UnsupportedServiceType => "UnsupportedServiceType",
+            Reason::AuthNotPermitted => "AuthNotPermitted",
+            Reason::AuthBadResourceVersion => "AuthBadResourceVersion",
+            Reason::ExtensionServiceNotFound => "ExtensionServiceNotFound",
+            Reason::AuthResponseTimeoutInvalid => "AuthResponseTimeoutInvalid",
+            Reason::JWTVerificationNotPermitted => "JWTVerificationNotPermitted",
+            Reason::DuplicateProviderName => "DuplicateProviderName",
+            Reason::MultipleDefaultProvidersSpecified => "MultipleDefaultProvidersSpecified",
+            Reason::RemoteJWKSURIInvalid => "RemoteJWKSURIInvalid",
+            Reason::RemoteJWKSSchemeInvalid => "RemoteJWKSSchemeInvalid",
+            Reason::RemoteJWKSUpstreamValidationInvalid => "RemoteJWKSUpstreamValidationInvalid",
+            Reason::RemoteJWKSCACertificateNotDelegated => "RemoteJWKSCACertificateNotDelegated",
+            Reason::RemoteJWKSTimeoutInvalid => "RemoteJWKSTimeoutInvalid",
+            Reason::RemoteJWKSCacheDurationInvalid => "RemoteJWKSCacheDurationInvalid",
+            Reason::RemoteJWKSDNSLookupFamilyInvalid => "RemoteJWKSDNSLookupFamilyInvalid",
+            Reason::InvalidJWTVerificationPolicy => "InvalidJWTVerificationPolicy",
+            Reason::JWTProviderNotDefined => "JWTProviderNotDefined",
         }
     }
 }
@@ -354,6 +418,9 @@ impl StatusReport {
         };
         match style {
             StatusStyle::Contour => serde_json::to_value(self.render(key)).ok(),
+            StatusStyle::Conditions => {
+                Some(serde_json::json!({"conditions": self.render(key).conditions}))
+            }
             StatusStyle::Gateway => Some(gateway().render_object()),
             StatusStyle::Route => Some(gateway().render_route(controller)),
             StatusStyle::Policy => Some(gateway().render_policy(controller)),

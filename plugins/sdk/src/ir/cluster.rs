@@ -21,6 +21,21 @@ pub struct Cluster {
     /// Settings that change the Envoy cluster; they are part of its name's hash.
     #[serde(skip_serializing_if = "ClusterOptions::is_default")]
     pub options: ClusterOptions,
+    /// Several Services (of `namespace`) sharing the endpoint set `eds_name`, each a
+    /// locality with its weight: an ExtensionService's `services`. Empty: the cluster's
+    /// own Service and port alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub localities: Vec<Locality>,
+}
+
+/// One Service's ready endpoints in a cluster of several (see [`Cluster::localities`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Locality {
+    pub service: String,
+    /// The Service port's name (`""` when unnamed): endpoints are matched by it.
+    pub port_name: String,
+    /// Its share of requests, relative to the others'.
+    pub weight: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -12,6 +12,7 @@
 //! every listener that uses them.
 
 mod cluster;
+mod extension;
 mod route;
 mod tls;
 
@@ -20,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 pub use cluster::*;
+pub use extension::*;
 pub use route::*;
 pub use tls::*;
 
@@ -45,6 +47,10 @@ pub struct Ir {
     /// vhost uses. Serialized as names and fingerprints, never as key material.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, ServedSecret>,
+    /// The filters every HTTP connection manager runs beyond routing: global
+    /// authorization, rate limits and tracing.
+    #[serde(skip_serializing_if = "HttpExtensions::is_empty")]
+    pub extensions: HttpExtensions,
 }
 
 /// What a listener speaks.
@@ -83,13 +89,19 @@ pub enum HttpFilter {
     CookieRewrite,
     /// Client address filters ([`IpFilter`] of a vhost or route).
     Rbac,
+    /// JWT verification, in a secure vhost's connection manager with JWT providers.
+    JwtAuthn,
+    /// External authorization: a secure vhost's, or the global one.
+    ExtAuthz,
+    /// The global rate limit service, when one is configured.
+    RateLimit,
     /// Routing; always last.
     Router,
 }
 
 impl HttpFilter {
     /// Contour's filters, in its order.
-    pub const CONTOUR: [HttpFilter; 8] = [
+    pub const CONTOUR: [HttpFilter; 11] = [
         HttpFilter::Compressor,
         HttpFilter::GrpcWeb,
         HttpFilter::GrpcStats,
@@ -97,6 +109,9 @@ impl HttpFilter {
         HttpFilter::LocalRateLimit,
         HttpFilter::CookieRewrite,
         HttpFilter::Rbac,
+        HttpFilter::JwtAuthn,
+        HttpFilter::ExtAuthz,
+        HttpFilter::RateLimit,
         HttpFilter::Router,
     ];
 }
@@ -138,6 +153,11 @@ pub struct Listener {
     /// certificate files, over SDS).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub metrics_tls: bool,
+    /// HTTP and HTTPS: the global authorization, rate limit service and tracing its
+    /// connection managers use (the IR's [`Ir::extensions`], given to every listener of
+    /// HTTP once the sources have run).
+    #[serde(skip_serializing_if = "HttpExtensions::is_empty")]
+    pub extensions: HttpExtensions,
 }
 
 /// The names of an HTTPS listener's RouteConfigurations.
@@ -165,6 +185,7 @@ impl Listener {
             admin_paths: Vec::new(),
             connection_limited: false,
             metrics_tls: false,
+            extensions: HttpExtensions::default(),
         }
     }
 
@@ -270,6 +291,7 @@ impl Listener {
             admin_paths: self.admin_paths.clone(),
             connection_limited: self.connection_limited,
             metrics_tls: self.metrics_tls,
+            extensions: self.extensions.clone(),
         }
     }
 
@@ -284,6 +306,7 @@ impl Listener {
             && self.admin_paths == other.admin_paths
             && self.connection_limited == other.connection_limited
             && self.metrics_tls == other.metrics_tls
+            && self.extensions == other.extensions
     }
 
     /// The name of a secure virtual host's RouteConfiguration.
@@ -439,6 +462,15 @@ impl Ir {
 
     pub fn add_cluster(&mut self, cluster: Cluster) {
         self.clusters.entry(cluster.name.clone()).or_insert(cluster);
+    }
+
+    /// Gives every listener of HTTP (plain and HTTPS) the IR's [`Ir::extensions`].
+    pub fn spread_extensions(&mut self) {
+        for listener in self.listeners.values_mut() {
+            if matches!(listener.protocol, Protocol::Http | Protocol::Https) {
+                listener.extensions.clone_from(&self.extensions);
+            }
+        }
     }
 
     /// Drops clusters no route forwards to.

@@ -17,6 +17,9 @@ pub struct VirtualHost {
     /// A route's own rate limit overrides it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<Box<LocalRateLimit>>,
+    /// Authorization, JWT providers and global rate limits; `None` for most vhosts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Box<super::VhostExtensions>>,
     /// Routes keyed by their match; Envoy order is applied when translating.
     pub routes: Routes,
 }
@@ -180,23 +183,38 @@ impl Routes {
 }
 
 impl VirtualHost {
-    /// The clusters this vhost's routes send to (forwarded and mirrored traffic).
+    /// The clusters this vhost's routes send to (forwarded and mirrored traffic), and
+    /// those its JWT providers fetch keys from.
     pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
-        self.routes.values().flat_map(|r| {
-            let forwarded: &[WeightedCluster] = match &r.action {
-                RouteAction::Forward(w) => w,
-                RouteAction::DirectResponse { .. } | RouteAction::Redirect(_) => &[],
-            };
-            let mirrored = r
-                .policy()
-                .mirrors
-                .iter()
-                .filter(move |_| !forwarded.is_empty());
-            forwarded
-                .iter()
-                .map(|c| c.cluster.as_str())
-                .chain(mirrored.map(|m| m.cluster.as_str()))
-        })
+        let jwks = self
+            .extensions
+            .iter()
+            .flat_map(|e| e.jwt_providers.iter().map(|p| p.cluster.as_str()));
+        self.routes
+            .values()
+            .flat_map(|r| {
+                let forwarded: &[WeightedCluster] = match &r.action {
+                    RouteAction::Forward(w) => w,
+                    RouteAction::DirectResponse { .. } | RouteAction::Redirect(_) => &[],
+                };
+                let mirrored = r
+                    .policy()
+                    .mirrors
+                    .iter()
+                    .filter(move |_| !forwarded.is_empty());
+                forwarded
+                    .iter()
+                    .map(|c| c.cluster.as_str())
+                    .chain(mirrored.map(|m| m.cluster.as_str()))
+            })
+            .chain(jwks)
+    }
+
+    /// Its authorization, JWT providers and rate limits (the defaults when none).
+    pub fn extensions(&self) -> &super::VhostExtensions {
+        static DEFAULT: std::sync::LazyLock<super::VhostExtensions> =
+            std::sync::LazyLock::new(super::VhostExtensions::default);
+        self.extensions.as_deref().unwrap_or(&DEFAULT)
     }
 
     pub fn new(fqdn: &str) -> VirtualHost {
@@ -205,6 +223,7 @@ impl VirtualHost {
             ip_filter: None,
             cors: None,
             rate_limit: None,
+            extensions: None,
             routes: Routes::default(),
         }
     }
@@ -426,6 +445,18 @@ pub struct RoutePolicy {
     /// `Set-Cookie` attributes rewritten in responses, by cookie name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cookie_rewrites: Vec<CookieRewrite>,
+    /// How the connection manager's external authorization treats this route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<super::RouteAuth>,
+    /// Global rate limit descriptors of this route (the vhost's apply without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<super::RateLimitDescriptor>,
+    /// The vhost's global rate limits do not apply to this route.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_vhost_rate_limits: bool,
+    /// The JWT provider a request to this route must present a token of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwt_requirement: Option<String>,
 }
 
 /// A path rewrite: the match of an RE2 `pattern` replaced by `substitution`.

@@ -1,0 +1,176 @@
+//! Real protocol servers the extension service tests start on loopback: an external
+//! authorization server (Envoy's `envoy.service.auth.v3.Authorization` over gRPC), a rate
+//! limit service (`envoy.service.ratelimit.v3.RateLimitService`), an OpenTelemetry trace
+//! collector (OTLP over gRPC) and a JWKS endpoint whose key signs the tokens tests send.
+//! Each records what it was asked, for the tests to check what Envoy sent.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
+use envoy_types::pb::envoy::service::auth::v3::authorization_server::{
+    Authorization, AuthorizationServer,
+};
+use envoy_types::pb::envoy::service::auth::v3::check_response::HttpResponse;
+use envoy_types::pb::envoy::service::auth::v3::{
+    CheckRequest, CheckResponse, DeniedHttpResponse, OkHttpResponse,
+};
+use envoy_types::pb::envoy::r#type::v3::{HttpStatus, StatusCode};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+/// A server running on a loopback port, on a runtime of its own, until stopped or
+/// dropped; with what it has seen.
+pub struct Running<T> {
+    pub port: u16,
+    seen: Arc<Mutex<Vec<T>>>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+}
+
+impl<T: Clone> Running<T> {
+    /// Everything seen so far, in order.
+    pub fn seen(&self) -> Vec<T> {
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl<T> Running<T> {
+    /// Stops the server now: its port refuses connections and the open ones are closed.
+    pub fn stop(&self) {
+        let runtime = self.runtime.lock().ok().and_then(|mut r| r.take());
+        if let Some(runtime) = runtime {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl<T> Drop for Running<T> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs `serve` on a listener bound to a free loopback port, on a runtime of its own
+/// (stopping it closes every connection the server holds).
+fn run<T, F>(seen: Arc<Mutex<Vec<T>>>, serve: impl FnOnce(TcpListener) -> F) -> Running<T>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let std_listener =
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    std_listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let port = std_listener
+        .local_addr()
+        .map(|a| a.port())
+        .unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let listener = {
+        let _inside = runtime.enter();
+        TcpListener::from_std(std_listener).unwrap_or_else(|e| panic!("{e}"))
+    };
+    runtime.spawn(serve(listener));
+    Running {
+        port,
+        seen,
+        runtime: Mutex::new(Some(runtime)),
+    }
+}
+
+/// Serves one gRPC service (clear-text HTTP/2) on the listener it is given.
+macro_rules! grpc {
+    ($service:expr) => {{
+        let service = $service;
+        move |listener: TcpListener| async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(TcpListenerStream::new(listener))
+                .await;
+        }
+    }};
+}
+
+/// One authorization check as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub path: String,
+    pub host: String,
+    /// The route's context (Contour's `authPolicy.context`).
+    pub context: BTreeMap<String, String>,
+    /// The request body, when Envoy buffered it (`withRequestBody`).
+    pub body: String,
+}
+
+#[derive(Clone)]
+struct Authorizer {
+    seen: Arc<Mutex<Vec<Check>>>,
+}
+
+/// The answer: requests carrying `x-allow: yes` are allowed (and gain `x-authorized-by`
+/// on their way upstream), every other one is denied with 401 and a body saying so.
+#[tonic::async_trait]
+impl Authorization for Authorizer {
+    async fn check(
+        &self,
+        request: tonic::Request<CheckRequest>,
+    ) -> Result<tonic::Response<CheckResponse>, tonic::Status> {
+        let attributes = request.into_inner().attributes.unwrap_or_default();
+        let http = attributes.request.and_then(|r| r.http).unwrap_or_default();
+        let allowed = http.headers.get("x-allow").map(String::as_str) == Some("yes");
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.push(Check {
+                path: http.path.clone(),
+                host: http.host.clone(),
+                context: attributes.context_extensions.into_iter().collect(),
+                body: http.body.clone(),
+            });
+        }
+        let header = |key: &str, value: &str| HeaderValueOption {
+            header: Some(HeaderValue {
+                key: key.to_string(),
+                value: value.to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let response = if allowed {
+            CheckResponse {
+                status: Some(RpcStatus::default()),
+                http_response: Some(HttpResponse::OkResponse(OkHttpResponse {
+                    headers: vec![header("x-authorized-by", "test-authz")],
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }
+        } else {
+            CheckResponse {
+                status: Some(RpcStatus {
+                    code: 7, // PERMISSION_DENIED
+                    ..Default::default()
+                }),
+                http_response: Some(HttpResponse::DeniedResponse(DeniedHttpResponse {
+                    status: Some(HttpStatus {
+                        code: StatusCode::Unauthorized as i32,
+                    }),
+                    body: "denied by the test authorization server".to_string(),
+                    headers: vec![header("x-denied-by", "test-authz")],
+                })),
+                ..Default::default()
+            }
+        };
+        Ok(tonic::Response::new(response))
+    }
+}
+
+/// Starts the authorization server (gRPC, clear text).
+pub async fn authorization_server() -> Running<Check> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let service = AuthorizationServer::new(Authorizer { seen: seen.clone() });
+    run(seen, grpc!(service))
+}
