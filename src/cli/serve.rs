@@ -160,13 +160,6 @@ pub enum ProviderChoice {
 
 pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
     let pipeline = Pipeline::for_config(&config)?;
-    let waiting = crate::config::contour::not_honoured(&config);
-    if !waiting.is_empty() {
-        tracing::warn!(
-            keys = %waiting.join(", "),
-            "Contour configuration keys accepted but not honoured yet: they change nothing"
-        );
-    }
     if let ProviderChoice::Files(None) = provider {
         anyhow::bail!(
             "serve needs a source of objects: --manifests DIR, --kubeconfig PATH or --incluster"

@@ -11,13 +11,6 @@ use crate::xds::translate;
 pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
     let config = args.config.load(serde_json::Map::new())?;
     let pipeline = Pipeline::for_config(&config)?;
-    let waiting = crate::config::contour::not_honoured(&config);
-    if !waiting.is_empty() {
-        eprintln!(
-            "isobar: Contour configuration keys accepted but not honoured yet (they change nothing): {}",
-            waiting.join(", ")
-        );
-    }
     if !args.manifests.is_dir() {
         anyhow::bail!(
             "manifest directory {} does not exist",

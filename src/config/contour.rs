@@ -378,20 +378,6 @@ pub fn apply_metrics(config: &mut Config) {
     }
 }
 
-/// Contour keys set in `config` that Isobar accepts but does not honour yet, for one
-/// warning at start-up.
-pub fn not_honoured(config: &Config) -> Vec<&'static str> {
-    [
-        ("rateLimitService", config.rate_limit_service.is_some()),
-        ("globalExtAuth", config.global_ext_auth.is_some()),
-        ("tracing", config.tracing.is_some()),
-    ]
-    .into_iter()
-    .filter(|(_, set)| *set)
-    .map(|(key, _)| key)
-    .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

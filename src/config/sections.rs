@@ -270,6 +270,16 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
                     tag.tag_name
                 ));
             }
+            if !tag.request_header_name.is_empty()
+                && !isobar_sdk::headers::is_header_name(
+                    &tag.request_header_name.to_ascii_lowercase(),
+                )
+            {
+                return Err(format!(
+                    "tracing.customTags {:?}: requestHeaderName {:?} is not a header name",
+                    tag.tag_name, tag.request_header_name
+                ));
+            }
         }
         if let Some(s) = &t.overall_sampling
             && !s.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v))

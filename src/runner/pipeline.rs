@@ -233,15 +233,28 @@ impl Pipeline {
                 pipeline.sources.insert(0, name.to_string());
             }
         }
-        if let Some(global) = &config.global_ext_auth {
+        let default_limits = config
+            .rate_limit_service
+            .as_ref()
+            .and_then(|r| r.default_global_rate_limit_policy.as_ref());
+        for (key, value) in [
+            (
+                "global-ext-auth",
+                config.global_ext_auth.as_ref().map(serde_json::to_value),
+            ),
+            (
+                "default-global-rate-limit-policy",
+                default_limits.map(serde_json::to_value),
+            ),
+        ] {
+            let Some(Ok(value)) = value else {
+                continue;
+            };
             let section = plugins
                 .entry(isobar_plugin_httpproxy::NAME.to_string())
                 .or_insert_with(|| serde_json::json!({}));
             if let Some(section) = section.as_object_mut() {
-                section.insert(
-                    "global-ext-auth".into(),
-                    serde_json::to_value(global).unwrap_or_default(),
-                );
+                section.insert(key.into(), value);
             }
         }
         // Contour's `gateway` section configures (and enables) the Gateway API source.

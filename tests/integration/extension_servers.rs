@@ -15,8 +15,22 @@ use envoy_types::pb::envoy::service::auth::v3::check_response::HttpResponse;
 use envoy_types::pb::envoy::service::auth::v3::{
     CheckRequest, CheckResponse, DeniedHttpResponse, OkHttpResponse,
 };
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit, rate_limit::Unit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::{HttpStatus, StatusCode};
 use envoy_types::pb::google::rpc::Status as RpcStatus;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
@@ -172,5 +186,157 @@ impl Authorization for Authorizer {
 pub async fn authorization_server() -> Running<Check> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let service = AuthorizationServer::new(Authorizer { seen: seen.clone() });
+    run(seen, grpc!(service))
+}
+
+/// One rate limit request: its domain and descriptors (each a list of key/value).
+#[derive(Debug, Clone)]
+pub struct Limited {
+    pub domain: String,
+    pub descriptors: Vec<Vec<(String, String)>>,
+}
+
+#[derive(Clone)]
+struct Limiter {
+    seen: Arc<Mutex<Vec<Limited>>>,
+    /// Requests allowed per descriptor (as a whole) before it is over the limit.
+    limit: u32,
+    counts: Arc<Mutex<BTreeMap<String, u32>>>,
+}
+
+/// Each distinct descriptor may be hit `limit` times per minute; past that the request
+/// is over the limit.
+#[tonic::async_trait]
+impl RateLimitService for Limiter {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let request = request.into_inner();
+        let descriptors: Vec<Vec<(String, String)>> = request
+            .descriptors
+            .iter()
+            .map(|d| {
+                d.entries
+                    .iter()
+                    .map(|e| (e.key.clone(), e.value.clone()))
+                    .collect()
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        let mut over = false;
+        for descriptor in &descriptors {
+            let key = format!("{}:{descriptor:?}", request.domain);
+            let count = {
+                let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+                let count = counts.entry(key).or_default();
+                *count += 1;
+                *count
+            };
+            let ok = count <= self.limit;
+            over |= !ok;
+            statuses.push(DescriptorStatus {
+                code: if ok { Code::Ok } else { Code::OverLimit } as i32,
+                current_limit: Some(RateLimit {
+                    name: String::new(),
+                    requests_per_unit: self.limit,
+                    unit: Unit::Minute as i32,
+                }),
+                limit_remaining: self.limit.saturating_sub(count),
+                duration_until_reset: Some(envoy_types::pb::google::protobuf::Duration {
+                    seconds: 60,
+                    nanos: 0,
+                }),
+                ..Default::default()
+            });
+        }
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.push(Limited {
+                domain: request.domain.clone(),
+                descriptors,
+            });
+        }
+        Ok(tonic::Response::new(RateLimitResponse {
+            overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
+            statuses,
+            ..Default::default()
+        }))
+    }
+}
+
+/// Starts the rate limit service: every descriptor may be hit `limit` times.
+pub async fn rate_limit_server(limit: u32) -> Running<Limited> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let service = RateLimitServiceServer::new(Limiter {
+        seen: seen.clone(),
+        limit,
+        counts: Arc::default(),
+    });
+    run(seen, grpc!(service))
+}
+
+/// One span as the collector received it.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// The resource's `service.name`.
+    pub service: String,
+    pub name: String,
+    /// Its string attributes (tags).
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone)]
+struct Collector {
+    seen: Arc<Mutex<Vec<Span>>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let text = |v: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>| match v
+            .as_ref()
+            .and_then(|v| v.value.as_ref())
+        {
+            Some(AnyValue::StringValue(s)) => s.clone(),
+            Some(other) => format!("{other:?}"),
+            None => String::new(),
+        };
+        let mut spans = Vec::new();
+        for resource_spans in request.into_inner().resource_spans {
+            let service = resource_spans
+                .resource
+                .iter()
+                .flat_map(|r| &r.attributes)
+                .find(|kv| kv.key == "service.name")
+                .map(|kv| text(&kv.value))
+                .unwrap_or_default();
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    spans.push(Span {
+                        service: service.clone(),
+                        name: span.name.clone(),
+                        tags: span
+                            .attributes
+                            .iter()
+                            .map(|kv| (kv.key.clone(), text(&kv.value)))
+                            .collect(),
+                    });
+                }
+            }
+        }
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.extend(spans);
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// Starts the OTLP trace collector (gRPC, clear text).
+pub async fn trace_collector() -> Running<Span> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let service = TraceServiceServer::new(Collector { seen: seen.clone() });
     run(seen, grpc!(service))
 }

@@ -1,11 +1,13 @@
 //! Extension services through a real Envoy, against real protocol servers the tests
 //! start (`extension_servers`): ExtensionServices as extension clusters, external
-//! authorization (an HTTPProxy's `authorization`, Contour's `globalExtAuth`).
+//! authorization (an HTTPProxy's `authorization`, Contour's `globalExtAuth`), global
+//! rate limits (Contour's `rateLimitService`, HTTPProxy `rateLimitPolicy.global`),
+//! tracing (Contour's `tracing`, to an OTLP collector).
 
 use std::time::Duration;
 
 use crate::e2e::start_with;
-use crate::extension_servers::authorization_server;
+use crate::extension_servers::{authorization_server, rate_limit_server, trace_collector};
 use crate::support::{eventually, service_yaml, write};
 use crate::tls::{Client, issue, new_ca, tls_secret};
 
@@ -244,5 +246,190 @@ async fn global_authorization_fails_open_when_asked() {
     let stack = start_with(Some(config), &files, ("ready.example.com", "/", "a")).await;
     assert_eq!(stack.body_of("ready.example.com", "/").await, "a");
     assert!(auth.seen().is_empty());
+    stack.assert_nothing_rejected().await;
+}
+
+/// Contour's `rateLimitService` with HTTPProxy global descriptors: the service sees the
+/// configured domain and each vhost's descriptors (the default policy for a vhost
+/// without its own), a request past the limit is answered 429 with `X-RateLimit-*`
+/// headers, a route with `global.disabled` is never limited; with the service down,
+/// requests are refused (not failOpen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_rate_limits_through_envoy() {
+    let rls = rate_limit_server(2).await;
+    let config = r#"rateLimitService:
+  extensionService: default/ratelimit
+  domain: isobar
+  enableXRateLimitHeaders: true
+  defaultGlobalRateLimitPolicy:
+    descriptors: [{entries: [{genericKey: {key: site, value: default}}]}]
+"#;
+    let limited = r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: limited, namespace: default}
+spec:
+  virtualhost:
+    fqdn: limited.example.com
+    rateLimitPolicy:
+      global:
+        descriptors: [{entries: [{genericKey: {value: limited}}, {requestHeader: {headerName: x-tenant, descriptorKey: tenant}}]}]
+  routes:
+    - conditions: [{prefix: /health}]
+      rateLimitPolicy: {global: {disabled: true}}
+      services: [{name: echo-b, port: 80}]
+    - services: [{name: echo-a, port: 80}]
+"#;
+    let files = [
+        (
+            "rls-service.yaml",
+            service_yaml("default", "ratelimit", rls.port),
+        ),
+        ("rls.yaml", extension_service("ratelimit", "ratelimit")),
+        ("limited.yaml", limited.to_string()),
+        ("ready.yaml", READY.to_string()),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let stack = start_with(
+        Some(config),
+        &files,
+        ("limited.example.com", "/health", "b"),
+    )
+    .await;
+    let send = |host: &'static str, path: &'static str, tenant: &'static str| {
+        let stack = &stack;
+        async move {
+            let url = format!("http://127.0.0.1:{}{path}", stack.http_port());
+            stack
+                .client
+                .get(url)
+                .header("host", host)
+                .header("x-tenant", tenant)
+                .send()
+                .await
+                .ok()
+        }
+    };
+    let mut statuses = Vec::new();
+    let mut limit_header = None;
+    for _ in 0..3 {
+        let response = send("limited.example.com", "/", "blue")
+            .await
+            .unwrap_or_else(|| panic!("no answer\n{}", stack.logs()));
+        limit_header = limit_header.or_else(|| {
+            response
+                .headers()
+                .get("x-ratelimit-limit")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        });
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, vec![200, 200, 429]);
+    assert!(
+        limit_header.as_deref().is_some_and(|v| v.starts_with('2')),
+        "{limit_header:?}"
+    );
+    // Another tenant is another descriptor, with limits of its own.
+    let other = send("limited.example.com", "/", "green")
+        .await
+        .map(|r| r.status().as_u16());
+    assert_eq!(other, Some(200));
+    for _ in 0..4 {
+        let health = send("limited.example.com", "/health", "blue")
+            .await
+            .map(|r| r.status().as_u16());
+        assert_eq!(
+            health,
+            Some(200),
+            "a route out of the vhost's limits was limited"
+        );
+    }
+    // A vhost without a policy of its own: the default descriptors.
+    assert_eq!(
+        send("ready.example.com", "/", "blue")
+            .await
+            .map(|r| r.status().as_u16()),
+        Some(200)
+    );
+    let seen = rls.seen();
+    assert!(seen.iter().all(|l| l.domain == "isobar"), "{seen:?}");
+    let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+    assert!(
+        seen.iter()
+            .any(|l| l.descriptors
+                == vec![vec![pair("generic_key", "limited"), pair("tenant", "blue")]]),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|l| l.descriptors == vec![vec![pair("site", "default")]]),
+        "{seen:?}"
+    );
+    // The service gone: failure_mode_deny (failOpen false) refuses requests.
+    rls.stop();
+    let refused = eventually(WAIT, || async {
+        send("limited.example.com", "/", "red")
+            .await
+            .map(|r| r.status().as_u16())
+            .filter(|s| *s >= 500)
+    })
+    .await;
+    assert!(
+        refused.is_some(),
+        "requests went through without the service"
+    );
+    stack.assert_nothing_rejected().await;
+}
+
+/// Contour's `tracing`: Envoy sends OpenTelemetry spans of the requests it routes to
+/// the collector, under the configured service name, with the custom tags (a literal
+/// and a request header's value), the request's own span and its upstream one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_reach_the_collector() {
+    let collector = trace_collector().await;
+    let config = r#"tracing:
+  extensionService: default/otel
+  serviceName: isobar-test
+  customTags:
+    - {tagName: env, literal: test}
+    - {tagName: tenant, requestHeaderName: x-tenant}
+"#;
+    let files = [
+        (
+            "otel-service.yaml",
+            service_yaml("default", "otel", collector.port),
+        ),
+        ("otel.yaml", extension_service("otel", "otel")),
+        ("ready.yaml", READY.to_string()),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let stack = start_with(Some(config), &files, ("ready.example.com", "/", "a")).await;
+    let url = format!("http://127.0.0.1:{}/traced", stack.http_port());
+    // Envoy exports its spans in batches (every few seconds): keep sending until one
+    // of these requests' spans arrives.
+    let span = eventually(WAIT, || async {
+        let _ = stack
+            .client
+            .get(&url)
+            .header("host", "ready.example.com")
+            .header("x-tenant", "blue")
+            .send()
+            .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        collector.seen().into_iter().find(|s| {
+            s.tags.get("tenant").map(String::as_str) == Some("blue")
+                && s.tags.values().any(|v| v.contains("/traced"))
+        })
+    })
+    .await
+    .unwrap_or_else(|| panic!("no span arrived: {:?}\n{}", collector.seen(), stack.logs()));
+    assert_eq!(span.service, "isobar-test");
+    assert_eq!(span.tags.get("env").map(String::as_str), Some("test"));
+    // Envoy's span of the upstream request too (Contour's spawn_upstream_span).
+    assert!(
+        collector.seen().iter().any(|s| s.name.contains("egress")),
+        "{:?}",
+        collector.seen()
+    );
     stack.assert_nothing_rejected().await;
 }

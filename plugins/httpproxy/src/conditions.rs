@@ -114,7 +114,7 @@ fn collapse_slashes(path: &str) -> String {
     out
 }
 
-fn header_match(h: &HeaderMatchCondition) -> Result<HeaderMatch, Invalid> {
+pub(crate) fn header_match(h: &HeaderMatchCondition) -> Result<HeaderMatch, Invalid> {
     let invalid = |m: String| (Reason::HeaderMatchConditionsNotValid, m);
     if h.name.trim().is_empty() {
         return Err(invalid("header conditions must name a header".to_string()));

@@ -51,6 +51,10 @@ pub struct HttpProxyConfig {
     /// `globalExtAuth`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub global_ext_auth: Option<isobar_sdk::extension::GlobalExtAuth>,
+    /// Global rate limit descriptors of root vhosts that set no global policy of their
+    /// own (Contour's `rateLimitService.defaultGlobalRateLimitPolicy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_global_rate_limit_policy: Option<isobar_sdk::api::GlobalRateLimitPolicy>,
 }
 
 #[derive(Debug)]
@@ -58,14 +62,23 @@ pub struct HttpProxySource {
     disable_permit_insecure: bool,
     default_headers: DefaultHeaders,
     global_ext_auth: Option<isobar_sdk::extension::GlobalExtAuth>,
+    default_rate_limits: Option<isobar_sdk::api::GlobalRateLimitPolicy>,
 }
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
     let config: HttpProxyConfig = parse_config(config)?;
+    if let Some(policy) = &config.default_global_rate_limit_policy
+        && let Err(e) = policy::global_rate_limit(policy)
+    {
+        return Err(ConfigError(format!(
+            "rateLimitService.defaultGlobalRateLimitPolicy: {e}"
+        )));
+    }
     Ok(Box::new(HttpProxySource {
         disable_permit_insecure: config.disable_permit_insecure,
         default_headers: config.default_headers,
         global_ext_auth: config.global_ext_auth,
+        default_rate_limits: config.default_global_rate_limit_policy,
     }))
 }
 
@@ -243,6 +256,7 @@ impl Source for HttpProxySource {
                     permit_insecure: !self.disable_permit_insecure,
                     default_headers: &self.default_headers,
                     auth: auth.as_ref(),
+                    default_rate_limits: self.default_rate_limits.as_ref(),
                 };
                 let valid = walk.visit(
                     &key,

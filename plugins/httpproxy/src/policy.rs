@@ -379,6 +379,84 @@ pub(crate) fn cors(policy: &api::CorsPolicy) -> Result<ir::Cors, PolicyError> {
     })
 }
 
+/// `rateLimitPolicy.global` (of a vhost, a route, or Contour's default policy): the
+/// descriptors sent to the rate limit service, each entry one of a generic key, a
+/// request header's value, whether headers match, or the client's address. Values
+/// Envoy would refuse (empty keys and values, header names it cannot take) are errors.
+pub(crate) fn global_rate_limit(
+    policy: &api::GlobalRateLimitPolicy,
+) -> Result<Vec<ir::RateLimitDescriptor>, String> {
+    if policy.disabled {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::with_capacity(policy.descriptors.len());
+    for (d, descriptor) in policy.descriptors.iter().enumerate() {
+        if descriptor.entries.is_empty() {
+            return Err(format!("descriptors[{d}] has no entries"));
+        }
+        let mut entries = Vec::with_capacity(descriptor.entries.len());
+        for (e, entry) in descriptor.entries.iter().enumerate() {
+            let at = || format!("descriptors[{d}].entries[{e}]");
+            let set = usize::from(entry.generic_key.is_some())
+                + usize::from(entry.request_header.is_some())
+                + usize::from(entry.request_header_value_match.is_some())
+                + usize::from(entry.remote_address.is_some());
+            if set != 1 {
+                return Err("rate limit descriptor entry must have exactly one field set".into());
+            }
+            let converted = if let Some(g) = &entry.generic_key {
+                if g.value.is_empty() || g.key.as_deref() == Some("") {
+                    return Err(format!(
+                        "{}: genericKey needs a value (and a non-empty key when one is set)",
+                        at()
+                    ));
+                }
+                ir::RateLimitEntry::GenericKey {
+                    key: g.key.clone(),
+                    value: g.value.clone(),
+                }
+            } else if let Some(h) = &entry.request_header {
+                let header = h.header_name.to_ascii_lowercase();
+                if !is_header_name(&header) || h.descriptor_key.is_empty() {
+                    return Err(format!(
+                        "{}: requestHeader needs a valid headerName and a descriptorKey",
+                        at()
+                    ));
+                }
+                ir::RateLimitEntry::RequestHeader {
+                    header,
+                    key: h.descriptor_key.clone(),
+                }
+            } else if let Some(m) = &entry.request_header_value_match {
+                if m.headers.is_empty() || m.value.is_empty() {
+                    return Err(format!(
+                        "{}: requestHeaderValueMatch needs headers and a value",
+                        at()
+                    ));
+                }
+                let headers = m
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        crate::conditions::header_match(h)
+                            .map_err(|(_, message)| format!("{}: {message}", at()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                ir::RateLimitEntry::HeaderValueMatch {
+                    headers,
+                    expect_match: m.expect_match.unwrap_or(true),
+                    value: m.value.clone(),
+                }
+            } else {
+                ir::RateLimitEntry::RemoteAddress
+            };
+            entries.push(converted);
+        }
+        out.push(ir::RateLimitDescriptor { entries });
+    }
+    Ok(out)
+}
+
 /// `rateLimitPolicy.local` of a vhost or route: a token bucket of `requests` per `unit`
 /// plus `burst`, answering `responseStatusCode` (429) when empty.
 pub(crate) fn local_rate_limit(
@@ -392,12 +470,6 @@ pub(crate) fn local_rate_limit(
             format!("{field}.rateLimitPolicy: {m}"),
         )
     };
-    if policy.global.is_some() {
-        // A global limit this version cannot enforce must not leave the route unlimited.
-        return Err(invalid(
-            "global rate limiting is not supported by this version of Isobar".to_string(),
-        ));
-    }
     if let Some(other) = policy.unsupported.keys().next() {
         // A global limit this version cannot enforce must not leave the route unlimited.
         return Err(invalid(format!(
@@ -610,6 +682,22 @@ pub(crate) fn route_policy(
     );
     if let Some(r) = &route.rate_limit_policy {
         collect(local_rate_limit("route", r).map(|r| policy.rate_limit = r));
+        match &r.global {
+            // Not the vhost's global limits (the route's own descriptors are ignored).
+            Some(g) if g.disabled => policy.ignore_vhost_rate_limits = true,
+            Some(g) => collect(
+                global_rate_limit(g)
+                    .map(|d| policy.rate_limits = d)
+                    .map_err(|e| {
+                        (
+                            ConditionType::RouteError,
+                            Reason::RateLimitPolicyNotValid,
+                            format!("route.rateLimitPolicy is invalid: {e}"),
+                        )
+                    }),
+            ),
+            None => {}
+        }
     }
     if !route.cookie_rewrite_policies.is_empty() {
         collect(

@@ -34,6 +34,8 @@ pub(crate) struct Walk<'c, 'a> {
     /// How the root's routes are authorized by default (`None`: no authorization
     /// applies to them).
     pub auth: Option<&'c crate::auth::RouteDefaults>,
+    /// Global rate limits of vhosts without a global policy of their own.
+    pub default_rate_limits: Option<&'c isobar_sdk::api::GlobalRateLimitPolicy>,
 }
 
 impl Walk<'_, '_> {
@@ -54,8 +56,31 @@ impl Walk<'_, '_> {
         let mut vhost_filter = None;
         let mut vhost_cors = None;
         let mut vhost_limit = None;
+        let mut vhost_global = Vec::new();
         if let Some(vhost) = &spec.virtualhost {
             let mut problems = Vec::new();
+            // The vhost's own global policy, else (unless it opts out) the default.
+            let own = vhost
+                .rate_limit_policy
+                .as_ref()
+                .and_then(|r| r.global.as_ref());
+            let (policy, what) = match (own, self.default_rate_limits) {
+                (Some(own), _) if !own.disabled => {
+                    (Some(own), "Spec.VirtualHost.RateLimitPolicy is invalid")
+                }
+                (Some(_), _) => (None, ""),
+                (None, default) => (default, "Default Global RateLimit Policy is invalid"),
+            };
+            if let Some(policy) = policy {
+                match policy::global_rate_limit(policy) {
+                    Ok(descriptors) => vhost_global = descriptors,
+                    Err(e) => problems.push((
+                        ConditionType::VirtualHostError,
+                        Reason::RateLimitPolicyNotValid,
+                        format!("{what}: {e}"),
+                    )),
+                }
+            }
             match policy::ip_filter(
                 "spec.virtualhost",
                 &vhost.ip_allow_policy,
@@ -159,6 +184,12 @@ impl Walk<'_, '_> {
                 vhost.ip_filter = vhost_filter.clone();
                 vhost.cors = vhost_cors.clone().map(Box::new);
                 vhost.rate_limit = vhost_limit.clone().map(Box::new);
+                if !vhost_global.is_empty() {
+                    vhost
+                        .extensions
+                        .get_or_insert_with(Default::default)
+                        .rate_limits = vhost_global.clone();
+                }
             }
         }
         true
