@@ -23,11 +23,18 @@ pub(super) fn cluster_for(
     settings: &EnvoySettings,
     client_certificate: Option<&str>,
 ) -> Cluster {
+    let dns_family = match c.options.dns_lookup_family {
+        Some(ir::DnsLookupFamily::Auto) => 0,
+        Some(ir::DnsLookupFamily::V4) => 1,
+        Some(ir::DnsLookupFamily::V6) => 2,
+        Some(ir::DnsLookupFamily::All) => 4,
+        None => settings.cluster.dns_lookup_family,
+    };
     let (discovery, eds, load_assignment) = match &c.options.external_name {
-        // An ExternalName Service: its DNS name, resolved by Envoy (every address when
-        // the lookup family is `all`, as Contour).
+        // An ExternalName Service (or a JWKS host): its DNS name, resolved by Envoy
+        // (every address when the lookup family is `all`, as Contour).
         Some(host) => (
-            if settings.cluster.dns_lookup_family == 4 {
+            if dns_family == 4 {
                 cluster::cluster::DiscoveryType::LogicalDns
             } else {
                 cluster::cluster::DiscoveryType::StrictDns
@@ -53,7 +60,7 @@ pub(super) fn cluster_for(
         eds_cluster_config: eds,
         load_assignment,
         dns_lookup_family: if c.options.external_name.is_some() {
-            settings.cluster.dns_lookup_family
+            dns_family
         } else {
             0
         },

@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use base64::Engine;
+
 use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
 use envoy_types::pb::envoy::service::auth::v3::authorization_server::{
     Authorization, AuthorizationServer,
@@ -339,4 +341,88 @@ pub async fn trace_collector() -> Running<Span> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let service = TraceServiceServer::new(Collector { seen: seen.clone() });
     run(seen, grpc!(service))
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A JWKS endpoint (`GET /jwks.json`, plain HTTP) serving one ES256 key, and that key
+/// to sign tokens with. Records the paths fetched.
+pub struct Jwks {
+    pub server: Running<String>,
+    key: ring::signature::EcdsaKeyPair,
+    pub kid: String,
+}
+
+impl Jwks {
+    /// A signed token (ES256) carrying `claims`.
+    pub fn token(&self, claims: &serde_json::Value) -> String {
+        let header = serde_json::json!({"alg": "ES256", "typ": "JWT", "kid": self.kid});
+        let signing_input = format!(
+            "{}.{}",
+            b64(header.to_string().as_bytes()),
+            b64(claims.to_string().as_bytes())
+        );
+        let rng = ring::rand::SystemRandom::new();
+        let signature = self
+            .key
+            .sign(&rng, signing_input.as_bytes())
+            .unwrap_or_else(|e| panic!("sign: {e}"));
+        format!("{signing_input}.{}", b64(signature.as_ref()))
+    }
+
+    /// A token signed by another key than the one served (its signature cannot verify).
+    pub fn forged(&self, claims: &serde_json::Value) -> String {
+        let other = Jwks::key_pair();
+        let token = self.token(claims);
+        let (signing_input, _) = token.rsplit_once('.').unwrap_or_default();
+        let rng = ring::rand::SystemRandom::new();
+        let signature = other
+            .sign(&rng, signing_input.as_bytes())
+            .unwrap_or_else(|e| panic!("sign: {e}"));
+        format!("{signing_input}.{}", b64(signature.as_ref()))
+    }
+
+    fn key_pair() -> ring::signature::EcdsaKeyPair {
+        let rng = ring::rand::SystemRandom::new();
+        let algorithm = &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(algorithm, &rng)
+            .unwrap_or_else(|e| panic!("generate: {e}"));
+        ring::signature::EcdsaKeyPair::from_pkcs8(algorithm, pkcs8.as_ref(), &rng)
+            .unwrap_or_else(|e| panic!("key: {e}"))
+    }
+}
+
+/// Starts the JWKS endpoint with a fresh key.
+pub async fn jwks() -> Jwks {
+    use ring::signature::KeyPair;
+    let key = Jwks::key_pair();
+    // An uncompressed P-256 point: 0x04, X (32 bytes), Y (32 bytes).
+    let point = key.public_key().as_ref().to_vec();
+    let kid = "test-key".to_string();
+    let document = serde_json::json!({"keys": [{
+        "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": kid,
+        "x": b64(&point[1..33]), "y": b64(&point[33..65]),
+    }]})
+    .to_string();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let fetched = seen.clone();
+    let app = axum::Router::new().route(
+        "/jwks.json",
+        axum::routing::get(move |uri: axum::http::Uri| {
+            let document = document.clone();
+            let fetched = fetched.clone();
+            async move {
+                if let Ok(mut f) = fetched.lock() {
+                    f.push(uri.path().to_string());
+                }
+                ([("content-type", "application/json")], document)
+            }
+        }),
+    );
+    let server = run(seen, move |listener| async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Jwks { server, key, kid }
 }

@@ -2,12 +2,13 @@
 //! start (`extension_servers`): ExtensionServices as extension clusters, external
 //! authorization (an HTTPProxy's `authorization`, Contour's `globalExtAuth`), global
 //! rate limits (Contour's `rateLimitService`, HTTPProxy `rateLimitPolicy.global`),
-//! tracing (Contour's `tracing`, to an OTLP collector).
+//! tracing (Contour's `tracing`, to an OTLP collector), JWT verification (HTTPProxy
+//! `jwtProviders` with keys from a JWKS endpoint).
 
 use std::time::Duration;
 
 use crate::e2e::start_with;
-use crate::extension_servers::{authorization_server, rate_limit_server, trace_collector};
+use crate::extension_servers::{authorization_server, jwks, rate_limit_server, trace_collector};
 use crate::support::{eventually, service_yaml, write};
 use crate::tls::{Client, issue, new_ca, tls_secret};
 
@@ -431,5 +432,113 @@ async fn traces_reach_the_collector() {
         "{:?}",
         collector.seen()
     );
+    stack.assert_nothing_rejected().await;
+}
+
+/// HTTPProxy `jwtProviders`: Envoy fetches the provider's keys from its JWKS URI and
+/// lets through requests with a token they sign, of the right issuer and audience, not
+/// expired; others get 401 (403 for another audience). A route with `jwtVerificationPolicy.disabled` needs none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_verification_through_envoy() {
+    let keys = jwks().await;
+    let ca = new_ca("Isobar Test CA");
+    let cert = issue(&ca, "jwt.example.com");
+    let proxy = format!(
+        r#"apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {{name: jwt, namespace: default}}
+spec:
+  virtualhost:
+    fqdn: jwt.example.com
+    tls: {{secretName: jwt}}
+    jwtProviders:
+      - name: test
+        default: true
+        issuer: https://issuer.example.com
+        audiences: [isobar]
+        remoteJWKS: {{uri: "http://127.0.0.1:{}/jwks.json", timeout: 2s, cacheDuration: 5m}}
+  routes:
+    - conditions: [{{prefix: /public}}]
+      jwtVerificationPolicy: {{disabled: true}}
+      services: [{{name: echo-b, port: 80}}]
+    - services: [{{name: echo-a, port: 80}}]
+"#,
+        keys.server.port
+    );
+    let files = [
+        ("ready.yaml", READY.to_string()),
+        ("tls.yaml", tls_secret("default", "jwt", &cert)),
+        ("jwt.yaml", proxy),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let stack = start_with(None, &files, ("ready.example.com", "/", "a")).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let claims = |iss: &str, aud: &str, exp: u64| serde_json::json!({"iss": iss, "aud": aud, "sub": "tester", "exp": exp});
+    let good = keys.token(&claims("https://issuer.example.com", "isobar", now + 600));
+    let client = Client::new(&[&ca]);
+    let get = |path: &'static str, token: Option<String>| {
+        let client = &client;
+        let port = stack.https_port;
+        async move {
+            let bearer = token.map(|t| format!("Bearer {t}"));
+            let headers: Vec<(&str, &str)> = bearer
+                .as_deref()
+                .map(|b| vec![("authorization", b)])
+                .unwrap_or_default();
+            client
+                .get_with(port, "jwt.example.com", "jwt.example.com", path, &headers)
+                .await
+                .map(|a| (a.status, a.body))
+                .ok()
+        }
+    };
+    let allowed = eventually(WAIT, || async {
+        get("/", Some(good.clone()))
+            .await
+            .filter(|(status, _)| *status == 200)
+    })
+    .await
+    .unwrap_or_else(|| panic!("a valid token never got through\n{}", stack.logs()));
+    assert_eq!(allowed.1, "a");
+    assert!(
+        !keys.server.seen().is_empty(),
+        "Envoy never fetched the keys"
+    );
+    let refused = [
+        ("no token", None, 401),
+        (
+            "expired",
+            Some(keys.token(&claims("https://issuer.example.com", "isobar", now - 600))),
+            401,
+        ),
+        (
+            "another issuer",
+            Some(keys.token(&claims(
+                "https://elsewhere.example.com",
+                "isobar",
+                now + 600,
+            ))),
+            401,
+        ),
+        (
+            "another audience",
+            Some(keys.token(&claims("https://issuer.example.com", "others", now + 600))),
+            // Envoy: a token for another audience is forbidden, not unauthenticated.
+            403,
+        ),
+        (
+            "another key",
+            Some(keys.forged(&claims("https://issuer.example.com", "isobar", now + 600))),
+            401,
+        ),
+    ];
+    for (what, token, status) in refused {
+        let answer = get("/", token).await.map(|(status, _)| status);
+        assert_eq!(answer, Some(status), "{what}");
+    }
+    assert_eq!(get("/public", None).await, Some((200, "b".to_string())));
     stack.assert_nothing_rejected().await;
 }

@@ -239,7 +239,7 @@ fn unsupported_restricting_fields_fail_closed_and_others_warn() {
     );
     assert_eq!(
         reasons(&out, &key(Kind::HTTPProxy, "default", "p")),
-        vec![Reason::IgnoredField]
+        vec![Reason::JWTProviderNotDefined]
     );
     assert!(
         out.ir

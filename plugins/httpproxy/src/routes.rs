@@ -36,6 +36,8 @@ pub(crate) struct Walk<'c, 'a> {
     pub auth: Option<&'c crate::auth::RouteDefaults>,
     /// Global rate limits of vhosts without a global policy of their own.
     pub default_rate_limits: Option<&'c isobar_sdk::api::GlobalRateLimitPolicy>,
+    /// The root's JWT providers (`None`: it has none).
+    pub jwt: Option<&'c crate::jwt::Providers>,
 }
 
 impl Walk<'_, '_> {
@@ -111,16 +113,6 @@ impl Walk<'_, '_> {
                 || "spec.virtualhost".to_string(),
                 &vhost.unsupported,
             );
-            if !vhost.jwt_providers.is_empty() {
-                valid &= check_unsupported(
-                    self.status,
-                    key,
-                    || "spec.virtualhost".to_string(),
-                    &[("jwtProviders".to_string(), serde_json::Value::Null)]
-                        .into_iter()
-                        .collect(),
-                );
-            }
         }
         if spec.routes.is_empty() && spec.includes.is_empty() && spec.tcpproxy.is_none() {
             self.status.error(
@@ -330,16 +322,7 @@ impl Walk<'_, '_> {
     ) -> Option<Vec<Route>> {
         let at = || format!("spec.routes[{index}]");
         let mut ok = check_unsupported(self.status, key, at, &route.unsupported);
-        if route.jwt_verification_policy.is_some() {
-            ok &= check_unsupported(
-                self.status,
-                key,
-                at,
-                &[("jwtVerificationPolicy".to_string(), serde_json::Value::Null)]
-                    .into_iter()
-                    .collect(),
-            );
-        }
+
         for (i, cond) in route.conditions.iter().enumerate() {
             ok &= check_unsupported(
                 self.status,
@@ -376,6 +359,12 @@ impl Walk<'_, '_> {
         let (mut policy, action) = policy::route_policy(key, route, &mut errors);
         if let Some(defaults) = self.auth {
             policy.auth = defaults.route(route.auth_policy.as_deref());
+        }
+        match crate::jwt::Providers::route(self.jwt, route.jwt_verification_policy.as_deref()) {
+            Ok(requirement) => policy.jwt_requirement = requirement,
+            Err((reason, message)) => {
+                errors.push((ConditionType::JWTVerificationError, reason, message));
+            }
         }
 
         let mirrors = route.services.iter().filter(|s| s.mirror).count();

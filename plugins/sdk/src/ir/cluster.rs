@@ -65,6 +65,21 @@ pub struct ClusterOptions {
     pub sni: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_validation: Option<Box<UpstreamValidation>>,
+    /// How a DNS cluster (`external_name`) looks its name up; `None`: the configured
+    /// `cluster.dns-lookup-family`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns_lookup_family: Option<DnsLookupFamily>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DnsLookupFamily {
+    /// IPv6 first, then IPv4.
+    Auto,
+    V4,
+    V6,
+    /// Every address of both families.
+    All,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
