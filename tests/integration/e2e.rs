@@ -371,7 +371,7 @@ async fn start_from(
         ],
     };
 
-    let ports = ServePorts::free();
+    let (ports, isobar_proc) = spawn_isobar(dir.path(), &config_path, &source).await;
     let ServePorts {
         xds: xds_port,
         http: http_port,
@@ -382,21 +382,6 @@ async fn start_from(
         debug: debug_port,
         admin: admin_port,
     } = ports;
-    let isobar_proc = spawn(
-        "isobar",
-        Command::new(ISOBAR)
-            .args([
-                "serve",
-                "-c",
-                &config_path.to_string_lossy(),
-                "--insecure",
-                &source[0],
-                &source[1],
-            ])
-            .args(ports.args())
-            .envs(ports.envs()),
-        &dir.path().join("isobar.log"),
-    );
     let envoy_proc = envoy_on(dir.path(), xds_port, xds_mode);
     let stack = Stack {
         dir,
@@ -420,6 +405,51 @@ async fn start_from(
     let (host, path, body) = ready;
     stack.wait_for(host, path, body, STARTUP).await;
     stack
+}
+
+/// `isobar serve` on free loopback ports. A port chosen free can be taken by another
+/// test before isobar binds it; isobar then exits naming it, and is started again on
+/// other ports (three tries) rather than failing a test over the race.
+async fn spawn_isobar(dir: &Path, config: &Path, source: &[String]) -> (ServePorts, Proc) {
+    let log = dir.join("isobar.log");
+    for _ in 0..3 {
+        let ports = ServePorts::free();
+        let mut isobar = spawn(
+            "isobar",
+            Command::new(ISOBAR)
+                .args(["serve", "-c", &config.to_string_lossy(), "--insecure"])
+                .args(source)
+                .args(ports.args())
+                .envs(ports.envs()),
+            &log,
+        );
+        let listening = [ports.xds, ports.health, ports.metrics, ports.debug];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let exited = isobar.0.try_wait().ok().flatten().is_some();
+            if exited {
+                break;
+            }
+            let mut bound = true;
+            for port in listening {
+                bound &= tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok();
+            }
+            if bound || tokio::time::Instant::now() > deadline {
+                return (ports, isobar);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if !said.contains("Address already in use") {
+            return (ports, isobar);
+        }
+    }
+    panic!(
+        "isobar could not bind free ports three times:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
 
 /// The quick-start shape: HTTPProxy `demo` and Ingress `shop`.
