@@ -276,6 +276,54 @@ fn flags_beat_environment_beat_file_beat_defaults() {
     assert_eq!(http_port(&with_flag, &env), 9200);
 }
 
+/// The extensions example translates with both ExtensionServices and the HTTPProxy
+/// valid, Envoy given the ext_authz and rate limit filters and their clusters.
+#[test]
+fn the_extensions_example_is_valid_whole() {
+    let dir = format!("{REPO}/examples/extensions");
+    let (ok, out, err) = isobar(
+        &[
+            "translate",
+            "--manifests",
+            &format!("{dir}/manifests"),
+            "-c",
+            &format!("{dir}/contour.yaml"),
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let statuses = doc["status"].as_array().cloned().unwrap_or_default();
+    let named = |kind: &str, name: &str| {
+        statuses
+            .iter()
+            .find(|s| s["kind"] == kind && s["name"] == name)
+            .map(|s| s["status"].to_string())
+            .unwrap_or_else(|| panic!("no status for {kind} {name}: {out}"))
+    };
+    for name in ["authz", "ratelimit"] {
+        let status = named("ExtensionService", name);
+        assert!(
+            status.contains(r#""reason":"Valid""#) && status.contains(r#""status":"True""#),
+            "{status}"
+        );
+    }
+    assert!(
+        named("HTTPProxy", "app").contains(r#""currentStatus":"valid""#),
+        "{out}"
+    );
+    for needed in [
+        "envoy.filters.http.ext_authz",
+        "envoy.filters.http.ratelimit",
+        "extension/default/authz",
+        "extension/default/ratelimit",
+    ] {
+        assert!(out.contains(needed), "{needed} missing: {out}");
+    }
+}
+
 /// The Gateway API quick start's objects translate with every route accepted and every
 /// reference resolved, the Gateway programmed.
 #[test]

@@ -73,8 +73,20 @@ fn run<T, F>(seen: Arc<Mutex<Vec<T>>>, serve: impl FnOnce(TcpListener) -> F) -> 
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    let std_listener =
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    run_at(0, seen, serve)
+}
+
+/// [`run`] on loopback port `port` (0: a free one).
+fn run_at<T, F>(
+    port: u16,
+    seen: Arc<Mutex<Vec<T>>>,
+    serve: impl FnOnce(TcpListener) -> F,
+) -> Running<T>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let std_listener = std::net::TcpListener::bind(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("bind 127.0.0.1:{port}: {e}"));
     std_listener
         .set_nonblocking(true)
         .unwrap_or_else(|e| panic!("{e}"));
@@ -186,9 +198,14 @@ impl Authorization for Authorizer {
 
 /// Starts the authorization server (gRPC, clear text).
 pub async fn authorization_server() -> Running<Check> {
+    authorization_server_at(0)
+}
+
+/// [`authorization_server`] on loopback port `port`.
+pub fn authorization_server_at(port: u16) -> Running<Check> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let service = AuthorizationServer::new(Authorizer { seen: seen.clone() });
-    run(seen, grpc!(service))
+    run_at(port, seen, grpc!(service))
 }
 
 /// One rate limit request: its domain and descriptors (each a list of key/value).
@@ -203,11 +220,14 @@ struct Limiter {
     seen: Arc<Mutex<Vec<Limited>>>,
     /// Requests allowed per descriptor (as a whole) before it is over the limit.
     limit: u32,
+    /// The counts start again every `window` when set; else they last while it runs.
+    window: Option<std::time::Duration>,
+    started: std::time::Instant,
     counts: Arc<Mutex<BTreeMap<String, u32>>>,
 }
 
-/// Each distinct descriptor may be hit `limit` times per minute; past that the request
-/// is over the limit.
+/// Each distinct descriptor may be hit `limit` times (per window, or while the server
+/// runs; announced to clients as per minute); past that the request is over the limit.
 #[tonic::async_trait]
 impl RateLimitService for Limiter {
     async fn should_rate_limit(
@@ -227,8 +247,16 @@ impl RateLimitService for Limiter {
             .collect();
         let mut statuses = Vec::new();
         let mut over = false;
+        let elapsed = self.started.elapsed();
+        let (round, reset) = match self.window {
+            Some(window) if !window.is_zero() => (
+                elapsed.as_nanos() / window.as_nanos(),
+                window.as_secs() - elapsed.as_secs() % window.as_secs().max(1),
+            ),
+            _ => (0, 60),
+        };
         for descriptor in &descriptors {
-            let key = format!("{}:{descriptor:?}", request.domain);
+            let key = format!("{round}:{}:{descriptor:?}", request.domain);
             let count = {
                 let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
                 let count = counts.entry(key).or_default();
@@ -246,7 +274,7 @@ impl RateLimitService for Limiter {
                 }),
                 limit_remaining: self.limit.saturating_sub(count),
                 duration_until_reset: Some(envoy_types::pb::google::protobuf::Duration {
-                    seconds: 60,
+                    seconds: i64::try_from(reset).unwrap_or(60),
                     nanos: 0,
                 }),
                 ..Default::default()
@@ -268,13 +296,25 @@ impl RateLimitService for Limiter {
 
 /// Starts the rate limit service: every descriptor may be hit `limit` times.
 pub async fn rate_limit_server(limit: u32) -> Running<Limited> {
+    rate_limit_server_at(0, limit, None)
+}
+
+/// [`rate_limit_server`] on loopback port `port`, its counts starting again every
+/// `window` when set.
+pub fn rate_limit_server_at(
+    port: u16,
+    limit: u32,
+    window: Option<std::time::Duration>,
+) -> Running<Limited> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let service = RateLimitServiceServer::new(Limiter {
         seen: seen.clone(),
         limit,
+        window,
+        started: std::time::Instant::now(),
         counts: Arc::default(),
     });
-    run(seen, grpc!(service))
+    run_at(port, seen, grpc!(service))
 }
 
 /// One span as the collector received it.
