@@ -276,6 +276,32 @@ fn flags_beat_environment_beat_file_beat_defaults() {
     assert_eq!(http_port(&with_flag, &env), 9200);
 }
 
+/// Every reason Isobar writes into an HTTPProxy's, Ingress's or ExtensionService's
+/// status is listed in the README, for users to look up.
+#[test]
+fn every_status_reason_is_in_the_readme() {
+    let readme = std::fs::read_to_string(format!("{REPO}/README.md"))
+        .unwrap_or_else(|e| panic!("README.md: {e}"));
+    let source = std::fs::read_to_string(format!("{REPO}/plugins/sdk/src/condition/mod.rs"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names = source
+        .split("impl Reason {")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}\n").next())
+        .unwrap_or_else(|| panic!("no impl Reason in condition/mod.rs"));
+    let reasons: Vec<&str> = names
+        .split("=> \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(reasons.len() > 60, "{reasons:?}");
+    let missing: Vec<&&str> = reasons
+        .iter()
+        .filter(|r| !readme.contains(&format!("`{r}`")))
+        .collect();
+    assert!(missing.is_empty(), "reasons not in the README: {missing:?}");
+}
+
 /// The extensions example translates with both ExtensionServices and the HTTPProxy
 /// valid, Envoy given the ext_authz and rate limit filters and their clusters.
 #[test]
