@@ -53,6 +53,37 @@ fn indent(text: &str) -> String {
     text.lines().map(|l| format!("    {l}\n")).collect()
 }
 
+/// Every `AUTHORIZED`th tenant's vhost (HTTPS) is checked by the ExtensionService
+/// `ext/authz` (Contour's `virtualhost.authorization`).
+const AUTHORIZED: usize = 20;
+
+/// The first authorized tenant the single changes edit (past those the other single
+/// changes touch, at 10k).
+const FIRST_AUTHORIZED_EDITED: usize = 1000;
+
+/// The `tls` (and `authorization`) of tenant `i`'s vhost, as a flow mapping's tail.
+fn secure_fields(i: usize) -> &'static str {
+    if i.is_multiple_of(AUTHORIZED) {
+        ", tls: {secretName: cert}, authorization: {extensionRef: {name: authz, namespace: ext}}"
+    } else if i.is_multiple_of(2) {
+        ", tls: {secretName: cert}"
+    } else {
+        ""
+    }
+}
+
+/// The ExtensionService every authorized vhost uses, its Service and endpoints;
+/// `strategy` its load balancer policy.
+fn extension_service(strategy: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1alpha1\nkind: ExtensionService\nmetadata: {{name: authz, namespace: ext}}\nspec:\n  protocol: h2c\n  services: [{{name: authz, port: 9091}}]\n  loadBalancerPolicy: {{strategy: {strategy}}}\n"
+    )
+}
+
+fn extension_backend() -> String {
+    "apiVersion: v1\nkind: Service\nmetadata: {name: authz, namespace: ext}\nspec:\n  ports: [{name: grpc, port: 9091, targetPort: 9091}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: authz-1\n  namespace: ext\n  labels: {kubernetes.io/service-name: authz}\naddressType: IPv4\nports: [{name: grpc, port: 9091, protocol: TCP}]\nendpoints:\n  - {addresses: [\"10.255.0.1\"], conditions: {ready: true}}\n".to_string()
+}
+
 /// Tenant `i`; even tenants serve HTTPS with their own certificate (made here).
 fn tenant_10k(i: usize) -> String {
     let plain = tenant(i);
@@ -62,7 +93,7 @@ fn tenant_10k(i: usize) -> String {
     let fqdn = format!("site-{i}.example.com");
     let secure = plain.replace(
         &format!("virtualhost: {{fqdn: {fqdn}}}"),
-        &format!("virtualhost: {{fqdn: {fqdn}, tls: {{secretName: cert}}}}"),
+        &format!("virtualhost: {{fqdn: {fqdn}{}}}", secure_fields(i)),
     );
     let params =
         rcgen::CertificateParams::new(vec![fqdn.clone()]).unwrap_or_else(|e| panic!("{e}"));
@@ -84,11 +115,7 @@ fn unreferenced(i: usize, j: usize) -> String {
 }
 
 fn proxy(i: usize, api_prefix: &str, timeout: usize) -> Object {
-    let tls = if i.is_multiple_of(2) {
-        ", tls: {secretName: cert}"
-    } else {
-        ""
-    };
+    let tls = secure_fields(i);
     let text = format!(
         "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: site, namespace: ns-{i}}}\nspec:\n  virtualhost: {{fqdn: site-{i}.example.com{tls}}}\n  routes:\n    - services: [{{name: app, port: 80}}]\n    - conditions: [{{prefix: {api_prefix}}}]\n      services: [{{name: app, port: 80, weight: 100}}]\n      timeoutPolicy: {{response: {timeout}s}}\n"
     );
@@ -598,6 +625,12 @@ struct Figures {
     service_change_bytes: usize,
     /// Over VHDS: the most bytes one plain vhost's route change sent.
     route_change_bytes_plain_vhds: Option<usize>,
+    /// A route's timeout on a vhost with authorization: the median bytes one edit sent,
+    /// and the p99 of event → response (first stream kind).
+    authorized_change_bytes: usize,
+    authorized_change_p99: f64,
+    /// The most bytes one ExtensionService edit sent over delta.
+    extension_change_bytes: usize,
 }
 
 /// `vhds`: with `xds-server.vhds` (delta streams only; a plain vhost's change is awaited
@@ -621,15 +654,18 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
     };
     let fanout = if benching { 200 } else { 20 };
     println!(
-        "perf{}: {n} HTTPProxies (2 routes, {} with TLS), {n} Services, {n} EndpointSlices (3 endpoints), {} referenced TLS Secrets, {} unreferenced",
+        "perf{}: {n} HTTPProxies (2 routes, {} with TLS, {} of those with authorization by one ExtensionService), {n} Services, {n} EndpointSlices (3 endpoints), {} referenced TLS Secrets, {} unreferenced",
         if vhds { " with xds-server.vhds" } else { "" },
         n.div_ceil(2),
+        n.div_ceil(AUTHORIZED),
         n.div_ceil(2),
         2 * n
     );
     let started = Instant::now();
     let mut text: Vec<String> = (0..n).map(tenant_10k).collect();
     text.extend((0..n).flat_map(|i| [unreferenced(i, 0), unreferenced(i, 1)]));
+    text.push(extension_service("RoundRobin"));
+    text.push(extension_backend());
     let text = text.join("---\n");
     println!(
         "  generated {:.1} MB of YAML (certificates made with rcgen, not timed): {:.0} ms",
@@ -807,6 +843,8 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         let mut tls_bytes = Vec::new();
         let mut service_bytes = 0;
         let mut plain_vhds_bytes = None;
+        let (mut authorized_bytes, mut authorized_p99) = (0, 0.0);
+        let mut extension_bytes = 0;
         let mut eds_change_p99 = 0.0;
         // Each stream kind in turn, alone (the state-of-the-world stream closes before the
         // delta one opens): the same changes (edits differ by run).
@@ -830,12 +868,18 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             ("edit a route's timeout on a TLS vhost", 0),
             ("edit a route's prefix on a TLS vhost", 2),
             ("edit a route on a plain vhost", 1),
+            ("edit a route's timeout on a TLS vhost with authorization", 3),
         ];
         for (title, step) in kinds {
             let (mut samples, mut bytes) = (Vec::new(), Vec::new());
             for k in 0..per_kind {
-                let i = (2 * k + step % 2) % n;
+                let i = if step == 3 {
+                    (FIRST_AUTHORIZED_EDITED + AUTHORIZED * k) % n / AUTHORIZED * AUTHORIZED
+                } else {
+                    (2 * k + step % 2) % n
+                };
                 let (prefix, timeout) = match step {
+                    3 => ("/api".to_string(), 500 + k + 1000 * run),
                     // A timeout alone: the prefix the last run left in place.
                     0 if run == 0 => ("/api".to_string(), 10 + k),
                     0 => (format!("/api-{}-{k}", run - 1), 10 + k + 1000 * run),
@@ -856,6 +900,14 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             }
             if step == 1 && vhds {
                 plain_vhds_bytes = bytes.iter().copied().max();
+            }
+            if step == 3 && run == 0 {
+                // The median: at small N earlier changes may have moved the prefix of
+                // one of these vhosts, whose edit then moves it back (ingress_http).
+                let mut sorted = bytes.clone();
+                sorted.sort();
+                authorized_bytes = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+                authorized_p99 = percentiles(samples.clone()).1;
             }
             report(title, samples, bytes);
             println!("    last change: {}", types());
@@ -910,6 +962,24 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             service_bytes = bytes.iter().copied().max().unwrap_or(0);
         }
         report("edit a Service's upstream protocol", samples, bytes);
+        println!("    last change: {}", types());
+        // The ExtensionService's load balancer policy, back and forth: its cluster is
+        // replaced; the listeners' filters name it only, so they are not sent again.
+        let (mut samples, mut bytes) = (Vec::new(), Vec::new());
+        for k in 0..(per_kind / 10).max(2) {
+            let strategy = if k % 2 == 0 { "Random" } else { "RoundRobin" };
+            let key = ObjectKey::new(Kind::ExtensionService, "ext", "authz");
+            let cluster = "extension/ext/authz".to_string();
+            let (latency, sent) = change(client, Some(one(&extension_service(strategy))), key, XdsType::Cluster, cluster).await;
+            samples.push(latency);
+            bytes.push(sent);
+            let listeners = last_types.lock().map(|m| m.get(&XdsType::Listener).copied()).unwrap_or_default();
+            if *mode == "delta" {
+                extension_bytes = extension_bytes.max(sent);
+                assert!(listeners.is_none(), "an ExtensionService edit sent listeners: {}", types());
+            }
+        }
+        report("edit the ExtensionService's load balancer policy", samples, bytes);
         println!("    last change: {}", types());
         let route_builds = metrics.builds.get() - builds_before;
         let (mut samples, mut bytes) = (Vec::new(), Vec::new());
@@ -1045,6 +1115,9 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             route_change_bytes_tls: tls_bytes.iter().copied().max().unwrap_or(0),
             service_change_bytes: service_bytes,
             route_change_bytes_plain_vhds: plain_vhds_bytes,
+            authorized_change_bytes: authorized_bytes,
+            authorized_change_p99: authorized_p99,
+            extension_change_bytes: extension_bytes,
         }
     });
     if !benching {
@@ -1084,6 +1157,21 @@ fn check(f: &Figures) {
         f.service_change_bytes < 20_000,
         "a Service edit sent {} bytes over delta (bound 20 KB)",
         f.service_change_bytes
+    );
+    assert!(
+        f.authorized_change_bytes < 20_000,
+        "a route change on a vhost with authorization sent {} bytes (bound 20 KB)",
+        f.authorized_change_bytes
+    );
+    assert!(
+        f.authorized_change_p99 < 50.0_f64.max(20.0 * floor_ms),
+        "a route change on a vhost with authorization took {:.1} ms at p99",
+        f.authorized_change_p99
+    );
+    assert!(
+        f.extension_change_bytes > 0 && f.extension_change_bytes < 20_000,
+        "an ExtensionService edit sent {} bytes over delta (bound 20 KB)",
+        f.extension_change_bytes
     );
     if let Some(bytes) = f.route_change_bytes_plain_vhds {
         assert!(
