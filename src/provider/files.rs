@@ -55,6 +55,30 @@ pub struct ManifestDir {
     /// Whether a visible entry was a symbolic link at the last rescan: only then can a
     /// hidden entry (a mounted ConfigMap's `..data`) change what a visible name reads.
     links: bool,
+    /// Whether a visible directory was reached through a symbolic link: the watcher does
+    /// not follow links (a link back up the tree would have it walk forever), so such a
+    /// tree is also read again every [`POLL`].
+    linked_dirs: bool,
+}
+
+/// The largest manifest file read; a bigger one is reported and skipped.
+const MAX_MANIFEST_BYTES: u64 = 32 << 20;
+
+/// `path`'s text, if it is a regular file of at most [`MAX_MANIFEST_BYTES`] (a FIFO
+/// would block every later read, a device or a huge file exhaust memory).
+fn read_manifest(path: &Path) -> std::io::Result<String> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file; skipped"));
+    }
+    if meta.len() > MAX_MANIFEST_BYTES {
+        return Err(std::io::Error::other(format!(
+            "{} bytes, over the {} MiB a manifest file may hold; skipped",
+            meta.len(),
+            MAX_MANIFEST_BYTES >> 20
+        )));
+    }
+    std::fs::read_to_string(path)
 }
 
 impl ManifestDir {
@@ -62,12 +86,18 @@ impl ManifestDir {
     /// failed or fail differently (those keep their last good objects).
     pub fn rescan(&mut self, dir: &Path) -> (Vec<Event>, Vec<ManifestError>) {
         let mut errors = Vec::new();
-        let Walk { paths, dirs, links } = manifest_paths(dir, &mut errors);
+        let Walk {
+            paths,
+            dirs,
+            links,
+            linked_dirs,
+        } = manifest_paths(dir, &mut errors);
         self.dirs = dirs;
         self.links = links;
+        self.linked_dirs = linked_dirs;
         self.files.retain(|path, _| paths.contains(path));
         for path in paths {
-            let text = match std::fs::read_to_string(&path) {
+            let text = match read_manifest(&path) {
                 Ok(text) => text,
                 Err(e) => {
                     errors.push(unreadable(&path, &e));
@@ -136,7 +166,7 @@ impl ManifestDir {
             if !is_manifest(path) {
                 continue;
             }
-            let text = match std::fs::read_to_string(path) {
+            let text = match read_manifest(path) {
                 Ok(text) => Some(text),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => {
@@ -291,6 +321,8 @@ struct Walk {
     dirs: BTreeSet<PathBuf>,
     /// Whether any visible entry is a symbolic link.
     links: bool,
+    /// Whether a visible directory was reached through a symbolic link.
+    linked_dirs: bool,
 }
 
 /// Manifest files under `dir`, recursively, skipping hidden entries (editor swap files,
@@ -299,6 +331,10 @@ fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> Walk {
     let mut out = BTreeSet::new();
     let mut dirs = BTreeSet::new();
     let mut links = false;
+    let mut linked_dirs = false;
+    // Each directory is read once, however many links lead to it: a link back up the
+    // tree (`sub/parent -> ..`) would otherwise be walked until paths grow too long.
+    let mut visited: BTreeSet<PathBuf> = dir.canonicalize().into_iter().collect();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
         let entries = match std::fs::read_dir(&current) {
@@ -317,10 +353,26 @@ fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> Walk {
             if entry.file_name().to_string_lossy().starts_with('.') {
                 continue;
             }
-            links |= entry.file_type().is_ok_and(|t| t.is_symlink());
+            let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            links |= link;
             if path.is_dir() {
-                dirs.insert(path.clone());
-                stack.push(path);
+                linked_dirs |= link;
+                match path.canonicalize() {
+                    Ok(real) if !visited.insert(real.clone()) => {
+                        errors.push(ManifestError {
+                            path,
+                            line: None,
+                            message: format!(
+                                "leads to {}, already read (a loop of links is read once)",
+                                real.display()
+                            ),
+                        });
+                    }
+                    _ => {
+                        dirs.insert(path.clone());
+                        stack.push(path);
+                    }
+                }
             } else if is_manifest(&path) {
                 out.insert(path);
             }
@@ -330,6 +382,7 @@ fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> Walk {
         paths: out,
         dirs,
         links,
+        linked_dirs,
     }
 }
 
@@ -356,7 +409,7 @@ impl Provider for FilesProvider {
         // The paths the watcher saw change since the last look; `None`: look at everything.
         let seen: Arc<std::sync::Mutex<Option<BTreeSet<PathBuf>>>> = Arc::default();
         let record = seen.clone();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let handler = move |event: notify::Result<notify::Event>| {
             // Opening and reading (Isobar's own reads among them) change nothing: waking
             // on them would read the files again, and again.
             if let Ok(e) = &event
@@ -376,7 +429,12 @@ impl Provider for FilesProvider {
                 }
             }
             let _ = wake_tx.try_send(());
-        })
+        };
+        // Links are not followed: one back up the tree would be walked forever.
+        let watcher = notify::RecommendedWatcher::new(
+            handler,
+            notify::Config::default().with_follow_symlinks(false),
+        )
         .and_then(|mut w| w.watch(&dir, RecursiveMode::Recursive).map(|()| w));
         let polling = match &watcher {
             Ok(_) => false,
@@ -422,6 +480,16 @@ impl Provider for FilesProvider {
             }
             if polling {
                 tokio::time::sleep(POLL).await;
+            } else if state.linked_dirs {
+                // Directories behind links are not watched: look again at least every POLL.
+                if let Ok(None) = tokio::time::timeout(POLL, wake_rx.recv()).await {
+                    return Ok(());
+                }
+                if let Ok(mut seen) = seen.lock() {
+                    *seen = None;
+                }
+                tokio::time::sleep(SETTLE).await;
+                while wake_rx.try_recv().is_ok() {}
             } else {
                 if wake_rx.recv().await.is_none() {
                     return Ok(());
@@ -452,6 +520,39 @@ mod tests {
 
     fn state(dir: &ManifestDir) -> Vec<String> {
         dir.merged.values().map(|o| format!("{o:?}")).collect()
+    }
+
+    /// A link back up the tree is read once, a FIFO named like a manifest is skipped:
+    /// neither stops the rest of the directory from being read, nor blocks the read.
+    #[test]
+    fn link_loops_and_fifos_are_reported_and_skipped() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tmp.path();
+        std::fs::create_dir(dir.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join("sub/a.yaml"), service("a", 80)).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("..", dir.join("sub/parent")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("../sub", dir.join("sub/self"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join("pipe.yaml"))
+            .status()
+            .unwrap_or_else(|e| panic!("mkfifo: {e}"));
+        assert!(made.success());
+        let mut state = ManifestDir::default();
+        let (events, errors) = state.rescan(dir);
+        assert_eq!(events.len(), 1, "{events:?}");
+        let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert!(
+            said.iter()
+                .any(|e| e.contains("pipe.yaml") && e.contains("not a regular file")),
+            "{said:?}"
+        );
+        assert!(
+            said.iter()
+                .any(|e| e.contains("parent") && e.contains("already read")),
+            "{said:?}"
+        );
+        assert!(state.linked_dirs);
     }
 
     /// Each step changes files and names them; the watched state must be what a fresh

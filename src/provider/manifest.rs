@@ -30,6 +30,12 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError>
         return Ok(objects);
     }
     for (start, chunk) in documents(text) {
+        if let Some(line) = too_deep(chunk) {
+            return Err(error(
+                Some(start + line - 1),
+                format!("flow collections ([ ] or {{ }}) nested more than {MAX_FLOW_DEPTH} deep"),
+            ));
+        }
         // An error at the end of input is reported past the last line; name the last one.
         let last = chunk.lines().count().max(1);
         let value: serde_yaml::Value = serde_yaml::from_str(chunk).map_err(|e| {
@@ -44,6 +50,67 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError>
         decode_value(value, &mut objects).map_err(|m| error(Some(start), m))?;
     }
     Ok(objects)
+}
+
+/// The deepest nesting of flow collections a document may have. The YAML parser refuses
+/// more than 128 levels anyway, but only after a scan that slows down with the depth
+/// (a 200 KB file of `[[[…` took a minute): such a document is refused before it.
+const MAX_FLOW_DEPTH: usize = 128;
+
+/// The 1-based line where `doc`'s flow collections (`[`, `{` outside quotes, comments
+/// and block scalars) first nest deeper than [`MAX_FLOW_DEPTH`], if they do.
+fn too_deep(doc: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    // Inside a block scalar (`key: |`): lines indented deeper than this are its text.
+    let mut scalar_indent: Option<usize> = None;
+    for (n, line) in doc.lines().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(at) = scalar_indent {
+            if line.trim().is_empty() || indent > at {
+                continue;
+            }
+            scalar_indent = None;
+        }
+        let mut quote: Option<char> = None;
+        let mut previous = ' ';
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (quote, c) {
+                (Some('"'), '\\') => {
+                    chars.next();
+                }
+                (Some(q), _) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') if depth > 0 || previous.is_whitespace() || previous == ':' => {
+                    quote = Some(c);
+                }
+                (None, '#') if previous.is_whitespace() => break,
+                (None, '[' | '{') => {
+                    depth += 1;
+                    if depth > MAX_FLOW_DEPTH {
+                        return Some(n + 1);
+                    }
+                }
+                (None, ']' | '}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            previous = c;
+        }
+        let bare = line.split(" #").next().unwrap_or_default().trim_end();
+        let block = bare
+            .rsplit(|c: char| c.is_whitespace())
+            .next()
+            .is_some_and(|last| {
+                (last.starts_with('|') || last.starts_with('>'))
+                    && last[1..]
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c == '-' || c == '+')
+            });
+        if block && depth == 0 {
+            scalar_indent = Some(indent);
+        }
+    }
+    None
 }
 
 /// Splits YAML text at `---` lines, with the 1-based line each document starts on.
@@ -120,6 +187,26 @@ pub fn decode(kind: Kind, value: serde_json::Value) -> Result<Object, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_flow_nesting_is_refused_at_once() {
+        let deep = format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let started = std::time::Instant::now();
+        let err = parse_file(Path::new("deep.yaml"), &deep).err();
+        assert!(
+            err.as_ref()
+                .is_some_and(|e| e.message.contains("nested more than 128")),
+            "{err:?}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        // Brackets in quotes, comments and block scalars are text, not nesting.
+        let text = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: b}}\ndata:\n  q: \"{0}\"\n  s: '{0}'\n  # {0}\n  lua: |\n    {0}\n    {0}\n  r: [[[1]]]\n",
+            "[".repeat(200)
+        );
+        assert_eq!(too_deep(&text), None);
+        assert_eq!(too_deep(&format!("a:\n  b: {}", "{".repeat(129))), Some(2));
+    }
 
     #[test]
     fn documents_report_their_start_line() {

@@ -109,6 +109,9 @@ pub(super) fn downstream_context(
 
 pub(super) fn tcp_proxy_filter(stat_prefix: &str, t: &ir::TcpProxy) -> listener::Filter {
     let cluster = match t.clusters.as_slice() {
+        // Sources never produce it (Envoy refuses an empty weighted list with the whole
+        // listener); a cluster that does not exist closes each connection instead.
+        [] => tcp::tcp_proxy::ClusterSpecifier::Cluster("tcp/no-service".to_string()),
         [one] => tcp::tcp_proxy::ClusterSpecifier::Cluster(one.cluster.clone()),
         many => {
             tcp::tcp_proxy::ClusterSpecifier::WeightedClusters(tcp::tcp_proxy::WeightedCluster {

@@ -15,7 +15,18 @@ use prost::Message;
 
 use isobar_sdk::ir;
 
+/// The longest duration protobuf (and so Envoy) takes: 10,000 years.
+const MAX_PROTO_SECONDS: u64 = 315_576_000_000;
+
+/// `d` as protobuf's Duration, at most protobuf's longest (sources refuse longer ones;
+/// this keeps a value that slipped past them from being refused by Envoy).
 pub(super) fn duration(d: Duration) -> pb::Duration {
+    if d.as_secs() >= MAX_PROTO_SECONDS {
+        return pb::Duration {
+            seconds: MAX_PROTO_SECONDS as i64,
+            nanos: 0,
+        };
+    }
     pb::Duration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),

@@ -703,3 +703,63 @@ fn external_names_resolve_by_dns_when_enabled_but_never_to_this_host() {
         );
     }
 }
+
+/// An include chain 3,000 proxies long (any tenant may write one) is followed to
+/// `MAX_INCLUDE_DEPTH` on a thread with a Tokio worker's stack (2 MiB): the proxy whose
+/// include goes past it gets `IncludeTooDeep`, its conditions answer 502, and a plain
+/// `tcpproxy` chain stops the same way.
+#[test]
+fn include_chains_past_the_depth_limit_are_an_error_not_a_crash() {
+    let depth = 3000;
+    let mut yaml = service_yaml("default", "web", 18100);
+    yaml.push_str("---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: d0, namespace: default}\nspec:\n  virtualhost: {fqdn: deep.example.com}\n  includes: [{name: d1, conditions: [{prefix: /a}]}]\n");
+    for i in 1..depth {
+        let body = if i + 1 < depth {
+            format!("  includes: [{{name: d{}}}]\n", i + 1)
+        } else {
+            "  routes: [{services: [{name: web, port: 80}]}]\n".to_string()
+        };
+        yaml.push_str(&format!(
+            "---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: d{i}, namespace: default}}\nspec:\n{body}"
+        ));
+    }
+    yaml.push_str("---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: t0, namespace: default}\nspec:\n  virtualhost: {fqdn: tcp.example.com, tls: {passthrough: true}}\n  tcpproxy: {include: {name: t1}}\n");
+    for i in 1..depth {
+        let tcp = if i + 1 < depth {
+            format!("{{include: {{name: t{}}}}}", i + 1)
+        } else {
+            "{services: [{name: web, port: 80}]}".to_string()
+        };
+        yaml.push_str(&format!(
+            "---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: t{i}, namespace: default}}\nspec:\n  tcpproxy: {tcp}\n"
+        ));
+    }
+    let built = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || build(&yaml))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .join();
+    let (mut out, _) = built.unwrap_or_else(|_| panic!("the build panicked"));
+    let last = isobar_plugin_httpproxy::MAX_INCLUDE_DEPTH - 1;
+    let at = |name: &str| key(Kind::HTTPProxy, "default", name);
+    assert_eq!(
+        reasons(&out, &at(&format!("d{last}"))),
+        vec![Reason::IncludeTooDeep]
+    );
+    assert_eq!(
+        reasons(&out, &at(&format!("t{last}"))),
+        vec![Reason::IncludeTooDeep]
+    );
+    let vhost = out
+        .ir
+        .virtual_hosts_of_mut("deep.example.com")
+        .next()
+        .unwrap_or_else(|| panic!("deep.example.com is not served"));
+    assert!(
+        vhost
+            .routes
+            .values()
+            .any(|r| matches!(r.action, RouteAction::DirectResponse { status: 502, .. })),
+        "no 502 route on deep.example.com"
+    );
+}

@@ -119,6 +119,12 @@ pub(crate) fn header_match(h: &HeaderMatchCondition) -> Result<HeaderMatch, Inva
     if h.name.trim().is_empty() {
         return Err(invalid("header conditions must name a header".to_string()));
     }
+    if !isobar_sdk::headers::is_header_name(&h.name) {
+        return Err(invalid(format!(
+            "header condition name {:?} is not a header name",
+            h.name
+        )));
+    }
     let options = [
         h.present.then_some((None, false)),
         h.notpresent.then_some((None, true)),
@@ -148,6 +154,14 @@ pub(crate) fn header_match(h: &HeaderMatchCondition) -> Result<HeaderMatch, Inva
     if chosen.next().is_some() {
         return Err(invalid(format!(
             "header condition {:?} has more than one match type",
+            h.name
+        )));
+    }
+    if let Some(StringMatch::Contains(v)) = &value
+        && v.is_empty()
+    {
+        return Err(invalid(format!(
+            "header condition {:?}: contains and notcontains need a value",
             h.name
         )));
     }
@@ -201,6 +215,12 @@ fn query_match(q: &QueryParameterMatchCondition) -> Result<QueryMatch, Invalid> 
             "query parameter conditions must name a parameter".to_string(),
         ));
     }
+    if q.name.len() > 1024 {
+        return Err(invalid(format!(
+            "query parameter name {}… is over 1,024 bytes",
+            q.name.chars().take(32).collect::<String>()
+        )));
+    }
     let options = [
         q.exact.clone().map(|v| Some(StringMatch::Exact(v))),
         q.prefix.clone().map(|v| Some(StringMatch::Prefix(v))),
@@ -219,6 +239,14 @@ fn query_match(q: &QueryParameterMatchCondition) -> Result<QueryMatch, Invalid> 
     if chosen.next().is_some() {
         return Err(invalid(format!(
             "query parameter condition {:?} has more than one match type",
+            q.name
+        )));
+    }
+    if let Some(StringMatch::Prefix(v) | StringMatch::Suffix(v) | StringMatch::Contains(v)) = &value
+        && v.is_empty()
+    {
+        return Err(invalid(format!(
+            "query parameter condition {:?}: prefix, suffix and contains need a value",
             q.name
         )));
     }

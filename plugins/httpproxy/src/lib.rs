@@ -37,6 +37,12 @@ use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, Stat
 
 pub const NAME: &str = "httpproxy";
 
+/// The most proxies an include chain (of routes or of a `tcpproxy`) may hold, the root
+/// counted: a longer chain is an error on the proxy whose include goes past it, and its
+/// conditions answer 502 (Contour follows any length; the fuzzer found chains of 1,150
+/// that overflowed a worker's stack).
+pub const MAX_INCLUDE_DEPTH: usize = 100;
+
 /// The `plugins.httpproxy` section of `contour.yaml` (set from Contour's top-level
 /// `disablePermitInsecure` and `policy` section).
 #[derive(Debug, Default, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]

@@ -8,6 +8,10 @@ use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir::{self, Redirect, Retry};
 use isobar_sdk::policy::{RETRY_ON, timeout};
 
+/// The longest direct response body Envoy serves (a route table's default
+/// `max_direct_response_body_size_bytes`).
+const MAX_DIRECT_RESPONSE_BODY_BYTES: usize = 4096;
+
 pub(crate) use crate::upstream::{
     health_check, load_balancer, protocol, slow_start, tcp_health_check, upstream_validation,
 };
@@ -55,7 +59,7 @@ pub(crate) fn headers(
         let name = header.name.to_ascii_lowercase();
         if !is_header_value(&header.value) {
             return Err(invalid(format!(
-                "header {:?} has a control character in its value",
+                "header {:?} has a value Envoy refuses (a control character, or over 8,192 bytes)",
                 header.name
             )));
         }
@@ -244,6 +248,18 @@ pub(crate) fn direct_response(
             format!(
                 "route.directResponsePolicy.statusCode {} must be between 200 and 599",
                 policy.status_code
+            ),
+        ));
+    }
+    if let Some(body) = &policy.body
+        && body.len() > MAX_DIRECT_RESPONSE_BODY_BYTES
+    {
+        return Err((
+            ConditionType::RouteError,
+            Reason::DirectResponsePolicyNotValid,
+            format!(
+                "route.directResponsePolicy.body is {} bytes, over Envoy's 4,096",
+                body.len()
             ),
         ));
     }
@@ -484,7 +500,7 @@ pub(crate) fn local_rate_limit(
         .filter(|r| *r > 0)
         .ok_or_else(|| invalid("local.requests must be positive".to_string()))?;
     let burst = u32::try_from(local.burst)
-        .map_err(|_| invalid("local.burst must not be negative".to_string()))?;
+        .map_err(|_| invalid("local.burst must be from 0 to 4294967295".to_string()))?;
     let fill_interval_seconds = match local.unit.as_str() {
         "second" => 1,
         "minute" => 60,
@@ -497,10 +513,10 @@ pub(crate) fn local_rate_limit(
     };
     let status = match local.response_status_code {
         None => 429,
-        Some(code) if (400..=599).contains(&code) => code,
+        Some(code) if isobar_sdk::policy::is_envoy_error_status(code) => code,
         Some(code) => {
             return Err(invalid(format!(
-                "local.responseStatusCode {code} must be 400-599"
+                "local.responseStatusCode {code} must be a 4xx or 5xx status Envoy knows (not 418, 419, 420, 425, 427, 430, 432-499, 509 or 512-599)"
             )));
         }
     };
@@ -537,8 +553,9 @@ pub(crate) fn internal_redirect(
     };
     let max_internal_redirects = match policy.max_internal_redirects {
         None => 1,
-        Some(n) => u32::try_from(n)
-            .map_err(|_| invalid("maxInternalRedirects must not be negative".to_string()))?,
+        Some(n) => u32::try_from(n).map_err(|_| {
+            invalid("maxInternalRedirects must be from 0 to 4294967295".to_string())
+        })?,
     };
     if let Some(code) = policy
         .redirect_response_codes

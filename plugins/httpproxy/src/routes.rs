@@ -274,6 +274,20 @@ impl Walk<'_, '_> {
             self.bad_gateway(parent, matches);
             return;
         }
+        if chain.len() >= crate::MAX_INCLUDE_DEPTH {
+            self.status.error(
+                parent,
+                ConditionType::IncludeError,
+                Reason::IncludeTooDeep,
+                format!(
+                    "include {namespace}/{} not followed: an include chain may hold at most {} proxies",
+                    include.name,
+                    crate::MAX_INCLUDE_DEPTH
+                ),
+            );
+            self.bad_gateway(parent, matches);
+            return;
+        }
         if let Some(start) = chain.iter().position(|k| *k == target) {
             let path: Vec<String> = chain[start..]
                 .iter()
@@ -529,7 +543,11 @@ impl Walk<'_, '_> {
                     errors.push((
                         ConditionType::ServiceError,
                         Reason::RouteNotValid,
-                        format!("{}: weight must not be negative", sat()),
+                        format!(
+                            "{}: weight {} must be from 0 to 4294967295",
+                            sat(),
+                            service.weight.unwrap_or_default()
+                        ),
                     ));
                     continue;
                 }
@@ -662,11 +680,16 @@ fn prefix_rewrite(
                 format!("duplicate replacement prefix {:?}", a.prefix),
             ));
         }
-        if !a.replacement.starts_with('/') || (!a.prefix.is_empty() && !a.prefix.starts_with('/')) {
+        if !a.replacement.starts_with('/')
+            || (!a.prefix.is_empty() && !a.prefix.starts_with('/'))
+            || !isobar_sdk::headers::is_header_value(&a.replacement)
+            || !isobar_sdk::headers::is_header_value(&a.prefix)
+        {
             return Err((
                 ConditionType::PrefixReplaceError,
                 Reason::MustHavePrefix,
-                "prefix and replacement must start with /".to_string(),
+                "prefix and replacement must start with / and hold no control characters"
+                    .to_string(),
             ));
         }
     }

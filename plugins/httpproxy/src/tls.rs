@@ -379,6 +379,19 @@ fn tcp_proxy(
             let namespace = include.namespace.as_deref().unwrap_or(&key.namespace);
             let target = ObjectKey::new(Kind::HTTPProxy, namespace, &include.name);
             chain.push(key.clone());
+            if chain.len() >= crate::MAX_INCLUDE_DEPTH {
+                status.error(
+                    key,
+                    ConditionType::TCPProxyIncludeError,
+                    Reason::IncludeTooDeep,
+                    format!(
+                        "include {namespace}/{} not followed: an include chain may hold at most {} proxies",
+                        include.name,
+                        crate::MAX_INCLUDE_DEPTH
+                    ),
+                );
+                return Err(());
+            }
             if chain.contains(&target) {
                 let path: Vec<String> = chain
                     .iter()
@@ -485,6 +498,11 @@ fn tcp_proxy(
                 }
             }
             crate::routes::settle_weights(&mut clusters);
+            // No Service resolved (each already reported): nothing to proxy to, and a
+            // TCP proxy without a cluster is refused by Envoy with its whole listener.
+            if clusters.is_empty() {
+                return Err(());
+            }
             Ok(TcpProxy {
                 clusters,
                 source: key.clone(),

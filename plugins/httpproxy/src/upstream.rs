@@ -82,8 +82,13 @@ fn timing(
         None => Ok(default),
         Some(v) => u64::try_from(v)
             .ok()
-            .filter(|v| *v > 0)
-            .ok_or_else(|| invalid(format!("{field} must be positive"))),
+            .filter(|v| *v > 0 && *v <= isobar_sdk::policy::MAX_DURATION.as_secs())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{field} must be positive and at most {}",
+                    isobar_sdk::policy::MAX_DURATION.as_secs()
+                ))
+            }),
     };
     let count = |value, default, field: &str| {
         positive(value, default, field).map(|v| u32::try_from(v).unwrap_or(u32::MAX))

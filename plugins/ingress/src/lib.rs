@@ -192,12 +192,19 @@ fn path_match(path: &HTTPIngressPath) -> Result<PathMatch, String> {
     }
 }
 
+/// An Exact or Prefix path: absolute, without `?` or `#` (the query and fragment are
+/// never part of the path Envoy matches, and Envoy refuses them in a segment prefix) or
+/// control characters.
 fn require_slash(path: &str) -> Result<(), String> {
-    if path.starts_with('/') {
-        Ok(())
-    } else {
-        Err(format!("path {path:?} must start with \"/\""))
+    if !path.starts_with('/') {
+        return Err(format!("path {path:?} must start with \"/\""));
     }
+    if path.chars().any(|c| c == '?' || c == '#' || c.is_control()) {
+        return Err(format!(
+            "path {path:?} must not hold ?, # or control characters"
+        ));
+    }
+    Ok(())
 }
 
 /// The hosts an Ingress serves over HTTPS, each with its TLS and certificate.

@@ -77,18 +77,27 @@ fn allowed_variable(text: &str) -> Option<usize> {
     allowed.then_some(end + 2)
 }
 
+/// The longest header name Isobar passes on.
+pub const MAX_HEADER_NAME_BYTES: usize = 1024;
+
+/// The longest header value Isobar passes on: escaping (`%` → `%%`) at most doubles it,
+/// within the 16,384 bytes Envoy takes in a `HeaderValue`.
+pub const MAX_HEADER_VALUE_BYTES: usize = 8192;
+
 /// An HTTP header name (RFC 7230 token) that Envoy lets a route add or remove: not a
 /// pseudo-header (`:path`) and not `host` (which is rewritten, not set).
 pub fn is_header_name(name: &str) -> bool {
     !name.is_empty()
+        && name.len() <= MAX_HEADER_NAME_BYTES
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b))
 }
 
-/// A header value Envoy accepts: no control characters other than tab.
+/// A header value Envoy accepts: no control characters other than tab, at most
+/// [`MAX_HEADER_VALUE_BYTES`].
 pub fn is_header_value(value: &str) -> bool {
-    value.chars().all(|c| c == '\t' || !c.is_control())
+    value.len() <= MAX_HEADER_VALUE_BYTES && value.chars().all(|c| c == '\t' || !c.is_control())
 }
 
 #[cfg(test)]

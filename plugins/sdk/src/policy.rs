@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
+/// The longest duration Go's `time.ParseDuration` (Contour's parser) takes: 2^63 − 1 ns,
+/// about 2,562,047 h, within protobuf's range for Envoy.
+pub const MAX_DURATION: Duration = Duration::from_nanos(i64::MAX as u64);
+
 /// A timeout in Go's duration syntax (`1s`, `1m30s`, `250ms`, `1.5h`), or `infinity`
-/// (zero: disabled).
+/// (zero: disabled); longer than [`MAX_DURATION`] is an error, as in Go.
 pub fn timeout(text: &str) -> Result<Duration, String> {
     match text.trim() {
         "infinity" | "infinite" => Ok(Duration::ZERO),
@@ -42,7 +46,23 @@ fn go_duration(text: &str) -> Result<Duration, String> {
         total += number * seconds;
         rest = &rest[unit_len..];
     }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
+    let parsed = Duration::try_from_secs_f64(total).map_err(|_| bad())?;
+    if parsed > MAX_DURATION {
+        return Err(format!("{text:?} is longer than 2562047h47m16s"));
+    }
+    Ok(parsed)
+}
+
+/// The 4xx and 5xx codes of Envoy's `type.v3.StatusCode`, which fields of that type (a
+/// local rate limit's answer) must hold: Envoy refuses any other.
+const ENVOY_ERROR_STATUS_CODES: &[u32] = &[
+    400, 401, 402, 403, 404, 405, 406, 407, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 421,
+    422, 423, 424, 426, 428, 429, 431, 500, 501, 502, 503, 504, 505, 506, 507, 508, 510, 511,
+];
+
+/// Whether `code` is a 4xx or 5xx status Envoy's `StatusCode` names.
+pub fn is_envoy_error_status(code: u32) -> bool {
+    ENVOY_ERROR_STATUS_CODES.contains(&code)
 }
 
 /// Envoy `retry_on` conditions Contour accepts.

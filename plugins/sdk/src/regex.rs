@@ -3,8 +3,16 @@
 
 use regex_syntax::ast::{self, Ast, ClassSetItem, Visitor};
 
-/// RE2's limit on a counted repetition (`x{1001}` is rejected).
+/// RE2's limit on a counted repetition (`x{1001}` is rejected), also on the product of
+/// nested ones (`((a{30}){30}){30}`: "bad repetition operator").
 const MAX_REPEAT: u32 = 1000;
+
+/// RE2's Unicode general categories (`\pL`, `\p{Lu}`); its scripts are checked apart.
+const RE2_CATEGORIES: &[&str] = &[
+    "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N",
+    "Nd", "Nl", "No", "P", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So",
+    "Z", "Zl", "Zp", "Zs",
+];
 /// A bound on the compiled program, well under the `re2.max_program_size.error_level`
 /// Isobar's bootstrap sets (2^20 instructions), so a regex never trips it.
 const MAX_NFA_STATES: usize = 100_000;
@@ -17,7 +25,7 @@ pub fn check_re2(pattern: &str) -> Result<(), String> {
             e.kind()
         )
     })?;
-    ast::visit(&ast, Re2Subset)
+    ast::visit(&ast, Re2Subset::default())
         .map_err(|why| format!("{pattern:?}: {why}, which RE2 does not support"))?;
     regex_syntax::Parser::new()
         .parse(pattern)
@@ -33,7 +41,24 @@ pub fn check_re2(pattern: &str) -> Result<(), String> {
 }
 
 /// Rejects the syntax regex-syntax accepts but RE2 does not.
-struct Re2Subset;
+#[derive(Default)]
+struct Re2Subset {
+    /// The counts of the counted repetitions around the node being visited.
+    counts: Vec<u32>,
+}
+
+/// The count RE2 weighs a repetition by: its maximum, or its minimum when unbounded;
+/// `None` for `*`, `+`, `?` (not counted).
+fn repeat_count(r: &ast::Repetition) -> Option<u32> {
+    match r.op.kind {
+        ast::RepetitionKind::Range(
+            ast::RepetitionRange::Exactly(n)
+            | ast::RepetitionRange::AtLeast(n)
+            | ast::RepetitionRange::Bounded(_, n),
+        ) => Some(n),
+        _ => None,
+    }
+}
 
 impl Visitor for Re2Subset {
     type Output = ();
@@ -43,8 +68,45 @@ impl Visitor for Re2Subset {
         Ok(())
     }
 
+    fn visit_post(&mut self, ast: &Ast) -> Result<(), &'static str> {
+        if let Ast::Repetition(r) = ast
+            && repeat_count(r).is_some_and(|n| n > 0)
+        {
+            self.counts.pop();
+        }
+        Ok(())
+    }
+
     fn visit_pre(&mut self, ast: &Ast) -> Result<(), &'static str> {
+        if let Ast::Repetition(r) = ast {
+            // `a**`, `a{2}{3}`: RE2's "bad repetition operator".
+            if matches!(*r.ast, Ast::Repetition(_)) {
+                return Err("it repeats a repetition");
+            }
+            if let Some(n) = repeat_count(r).filter(|n| *n > 0) {
+                self.counts.push(n);
+                let product = self
+                    .counts
+                    .iter()
+                    .try_fold(1u32, |p, c| p.checked_mul(*c).filter(|p| *p <= MAX_REPEAT));
+                if product.is_none() {
+                    return Err("its nested repetitions repeat more than 1000 times");
+                }
+            }
+        }
         match ast {
+            Ast::Literal(l) => match l.kind {
+                ast::LiteralKind::HexFixed(ast::HexLiteralKind::X)
+                | ast::LiteralKind::HexBrace(ast::HexLiteralKind::X) => Ok(()),
+                ast::LiteralKind::HexFixed(_) | ast::LiteralKind::HexBrace(_) => {
+                    Err("it uses a \\u or \\U escape")
+                }
+                ast::LiteralKind::Special(ast::SpecialLiteralKind::Space) => {
+                    Err("it escapes a space")
+                }
+                _ => Ok(()),
+            },
+            Ast::ClassUnicode(c) => check_unicode_class(c),
             Ast::Assertion(a) => match a.kind {
                 ast::AssertionKind::StartLine
                 | ast::AssertionKind::EndLine
@@ -65,6 +127,14 @@ impl Visitor for Re2Subset {
             Ast::Flags(f) => check_flags(&f.flags),
             Ast::Group(g) => match &g.kind {
                 ast::GroupKind::NonCapturing(flags) => check_flags(flags),
+                ast::GroupKind::CaptureName { name, .. }
+                    if !name
+                        .name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                {
+                    Err("its group name has characters other than letters, digits and _")
+                }
                 _ => Ok(()),
             },
             _ => Ok(()),
@@ -74,6 +144,31 @@ impl Visitor for Re2Subset {
     fn visit_class_set_item_pre(&mut self, item: &ClassSetItem) -> Result<(), &'static str> {
         match item {
             ClassSetItem::Bracketed(_) => Err("it nests a character class"),
+            ClassSetItem::Unicode(c) => check_unicode_class(c),
+            ClassSetItem::Literal(ast::Literal {
+                kind:
+                    ast::LiteralKind::HexFixed(
+                        ast::HexLiteralKind::UnicodeShort | ast::HexLiteralKind::UnicodeLong,
+                    )
+                    | ast::LiteralKind::HexBrace(
+                        ast::HexLiteralKind::UnicodeShort | ast::HexLiteralKind::UnicodeLong,
+                    ),
+                ..
+            }) => Err("it uses a \\u or \\U escape"),
+            ClassSetItem::Range(r) => {
+                for end in [&r.start, &r.end] {
+                    if let ast::LiteralKind::HexFixed(
+                        ast::HexLiteralKind::UnicodeShort | ast::HexLiteralKind::UnicodeLong,
+                    )
+                    | ast::LiteralKind::HexBrace(
+                        ast::HexLiteralKind::UnicodeShort | ast::HexLiteralKind::UnicodeLong,
+                    ) = end.kind
+                    {
+                        return Err("it uses a \\u or \\U escape");
+                    }
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -86,13 +181,50 @@ impl Visitor for Re2Subset {
     }
 }
 
+/// RE2 knows the flags i, m, s and U (Rust's u, x and R it refuses).
 fn check_flags(flags: &ast::Flags) -> Result<(), &'static str> {
     for item in &flags.items {
-        if let ast::FlagsItemKind::Flag(ast::Flag::IgnoreWhitespace | ast::Flag::CRLF) = item.kind {
-            return Err("it uses the x or R flag");
+        if let ast::FlagsItemKind::Flag(
+            ast::Flag::IgnoreWhitespace | ast::Flag::CRLF | ast::Flag::Unicode,
+        ) = item.kind
+        {
+            return Err("it uses a flag other than i, m, s and U");
         }
     }
     Ok(())
+}
+
+/// RE2 names Unicode classes by general category (`L`, `Lu`), `Any`, or script in its
+/// exact spelling (`Greek`, `Old_Italic`); not by `name=value`, long category names or
+/// binary properties, which it calls an "invalid character class range".
+fn check_unicode_class(class: &ast::ClassUnicode) -> Result<(), &'static str> {
+    let name = match &class.kind {
+        ast::ClassUnicodeKind::OneLetter(c) => return check_class_name(&c.to_string()),
+        ast::ClassUnicodeKind::Named(name) => name,
+        ast::ClassUnicodeKind::NamedValue { .. } => {
+            return Err("it names a Unicode property value");
+        }
+    };
+    check_class_name(name)
+}
+
+fn check_class_name(name: &str) -> Result<(), &'static str> {
+    if name == "Any" || RE2_CATEGORIES.contains(&name) {
+        return Ok(());
+    }
+    let spelled = name.split('_').all(|word| {
+        let mut chars = word.chars();
+        chars.next().is_some_and(|c| c.is_ascii_uppercase())
+            && chars.all(|c| c.is_ascii_lowercase())
+    });
+    let script = regex_syntax::Parser::new()
+        .parse(&format!("\\p{{sc={name}}}"))
+        .is_ok();
+    if spelled && script {
+        Ok(())
+    } else {
+        Err("it names a Unicode class other than a general category or script")
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +239,9 @@ mod tests {
             "(?i)/Foo",
             "/\\d{1,3}",
             "[a-z]+-[^/]",
+            "\\pL+\\p{Greek}\\p{Lu}[\\p{Old_Italic}x]",
+            "(?P<id>[0-9]+)(a{10}){100}",
+            "a*?b+?\\x41\\x{42}",
         ] {
             assert!(check_re2(ok).is_ok(), "{ok}: {:?}", check_re2(ok));
         }
@@ -124,6 +259,18 @@ mod tests {
             "\\<word",
             "[[a]]",
             "(a{1000}){1000}",
+            "(?-u)a",
+            "((a{30}){30}){30}",
+            "a**",
+            "a{2}{3}",
+            "\\8",
+            "\\u0041",
+            "[\\u0041-\\u0042]",
+            "\\p{Letter}",
+            "\\p{greek}",
+            "\\p{sc=Greek}",
+            "\\p{White_Space}",
+            "(?P<a.b>x)",
         ] {
             assert!(check_re2(bad).is_err(), "{bad} was accepted");
         }

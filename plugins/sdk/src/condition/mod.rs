@@ -76,6 +76,8 @@ pub enum Reason {
     IncludeNotFound,
     /// An include naming another root proxy.
     RootIncludesRoot,
+    /// An include chain longer than Isobar follows (`MAX_INCLUDE_DEPTH` proxies).
+    IncludeTooDeep,
     /// A root HTTPProxy outside the configured root namespaces.
     RootProxyNotAllowedInNamespace,
     /// A request headers policy Envoy could not apply.
@@ -206,6 +208,7 @@ impl Reason {
             Reason::DuplicateMatchConditions => "DuplicateMatchConditions",
             Reason::IncludeCreatesCycle => "IncludeCreatesCycle",
             Reason::IncludeNotFound => "IncludeNotFound",
+            Reason::IncludeTooDeep => "IncludeTooDeep",
             Reason::RootIncludesRoot => "RootIncludesRoot",
             Reason::RootProxyNotAllowedInNamespace => "RootProxyNotAllowedInNamespace",
             Reason::RequestHeadersPolicyInvalid => "RequestHeadersPolicyInvalid",

@@ -90,7 +90,9 @@ pub struct SliceEndpoints {
     /// unset or not a port number).
     pub ports: Box<[(Box<str>, Option<u16>)]>,
     /// The first address of each ready endpoint (`ready` unset counts as ready, as
-    /// Kubernetes documents), in the slice's order.
+    /// Kubernetes documents), in the slice's order, written canonically; an address
+    /// that is not an IP (`0x7f.0.0.1`, `2130706433`, a name) is left out, as Envoy would
+    /// refuse the whole ClusterLoadAssignment holding it.
     pub ready: Box<[Box<str>]>,
 }
 
@@ -119,7 +121,8 @@ impl SliceEndpoints {
             ready: ready
                 .filter(|_| addresses)
                 .filter_map(|e| e.addresses.first())
-                .map(|a| a.as_str().into())
+                .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+                .map(|a| a.to_string().into())
                 .collect(),
         }
     }
