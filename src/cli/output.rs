@@ -1,8 +1,6 @@
 //! Rendering Envoy resources as Envoy's own YAML/JSON (for `isobar translate`), with
 //! every object's status beside them.
 
-use std::sync::OnceLock;
-
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde::Serialize;
 
@@ -10,14 +8,8 @@ use isobar_sdk::{StatusReport, StatusStyle};
 
 use crate::xds::{Resources, XdsType};
 
-/// Envoy's descriptors, from the envoy-types crate (found by `build.rs`).
-static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
-
 fn pool() -> Result<&'static DescriptorPool, String> {
-    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
-    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(Clone::clone)
+    crate::xds::validate::pool()
 }
 
 /// One resource of type `t` as Envoy's JSON (field names as in Envoy's docs).

@@ -1,12 +1,14 @@
 //! `isobar translate`: the Envoy resources and conditions for a manifest directory,
-//! without Envoy or a cluster. Exits non-zero when a manifest cannot be read.
+//! without Envoy or a cluster. Exits non-zero when a manifest cannot be read, or when a
+//! resource breaks one of Envoy's validation rules (naming it: Envoy would refuse it).
 
 use crate::cli::output::translation;
 use crate::cli::serve::envoy_settings;
 use crate::cli::{Format, TranslateArgs};
 use crate::provider::files::load_dir;
 use crate::runner::pipeline::Pipeline;
-use crate::xds::translate;
+use crate::xds::validate::check;
+use crate::xds::{XdsType, translate};
 
 pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
     let config = args.config.load(serde_json::Map::new())?;
@@ -27,6 +29,22 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
         Format::Json => serde_json::to_string_pretty(&doc)? + "\n",
     };
     print!("{text}");
+    // Envoy's own validation rules: anything breaking one would be refused (a NACK).
+    let mut refused = 0;
+    for t in XdsType::ORDER {
+        for (name, bytes) in resources.of(t) {
+            for violation in check(t, bytes).map_err(|e| anyhow::anyhow!(e))? {
+                eprintln!(
+                    "isobar: Envoy would refuse {} {name}: {violation}",
+                    t.short()
+                );
+                refused += 1;
+            }
+        }
+    }
+    if refused > 0 {
+        anyhow::bail!("{refused} value(s) Envoy would refuse");
+    }
     if !errors.is_empty() {
         for e in &errors {
             eprintln!("isobar: {e}");

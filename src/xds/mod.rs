@@ -27,6 +27,7 @@ pub mod settings;
 pub mod snapshot;
 mod sotw;
 mod stream;
+pub mod validate;
 pub mod wire;
 
 pub use encoder::{Encoder, translate, translate_keeping};

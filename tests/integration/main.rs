@@ -9,6 +9,7 @@ mod e2e;
 mod extension;
 mod extension_servers;
 mod extension_services;
+mod fuzz;
 mod gateway_api;
 mod golden;
 mod incremental;

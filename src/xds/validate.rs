@@ -1,0 +1,726 @@
+//! Envoy's own validation rules, checked in process: the protoc-gen-validate annotations
+//! (`(validate.rules)`, `(validate.required)`) that Envoy enforces on every resource it
+//! is sent, read from the descriptors envoy-types carries. A resource breaking one is
+//! refused by Envoy together with every resource of its update (a NACK), so tests and
+//! fuzz targets assert that nothing Isobar builds breaks one.
+//!
+//! Covered: message `required`/`skip`, oneof `required`, string lengths (characters and
+//! bytes), `const`, `prefix`, `suffix`, `contains`, `in`/`not_in`, `pattern` and the
+//! header-name and header-value well-known regexes, numbers (`const`, `lt`, `lte`, `gt`,
+//! `gte`, `in`, `not_in`), enums (`defined_only`, `in`, `not_in`), repeated fields
+//! (`min_items`, `max_items`, `unique`, `items`), maps (`min_pairs`, `max_pairs`, `keys`,
+//! `values`), durations (range and protobuf's own bounds), `Any` (contents checked as
+//! their own type). Not covered: timestamps, and string formats no Isobar field uses
+//! (email, URI, UUID, IP and hostname forms).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use prost_reflect::{
+    DescriptorPool, DynamicMessage, EnumDescriptor, ExtensionDescriptor, FieldDescriptor, Kind,
+    MapKey, ReflectMessage, Value,
+};
+
+use super::XdsType;
+
+/// Envoy's descriptors, from the envoy-types crate (found by `build.rs`).
+static DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_descriptors.bin"));
+
+/// The descriptor pool of Envoy's API (with protoc-gen-validate's options).
+pub fn pool() -> Result<&'static DescriptorPool, String> {
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// One broken rule: where (field path from the resource) and which rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub path: String,
+    pub rule: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.rule)
+    }
+}
+
+/// Every rule of Envoy's that one encoded resource of type `t` breaks.
+pub fn check(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
+    let pool = pool()?;
+    let name = t
+        .type_url()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let descriptor = pool
+        .get_message_by_name(&name)
+        .ok_or_else(|| format!("no descriptor for {name}"))?;
+    let message = DynamicMessage::decode(descriptor, bytes).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    Checker {
+        pool,
+        rules: Rules::of(pool),
+        out: &mut out,
+    }
+    .message(&message, &name);
+    Ok(out)
+}
+
+/// The extensions carrying the rules.
+struct Rules {
+    field: Option<ExtensionDescriptor>,
+    oneof: Option<ExtensionDescriptor>,
+    disabled: Option<ExtensionDescriptor>,
+    ignored: Option<ExtensionDescriptor>,
+}
+
+impl Rules {
+    fn of(pool: &DescriptorPool) -> Rules {
+        Rules {
+            field: pool.get_extension_by_name("validate.rules"),
+            oneof: pool.get_extension_by_name("validate.required"),
+            disabled: pool.get_extension_by_name("validate.disabled"),
+            ignored: pool.get_extension_by_name("validate.ignored"),
+        }
+    }
+}
+
+/// The rules of each field, decoded once.
+fn field_rules(rules: &Rules, field: &FieldDescriptor) -> Option<DynamicMessage> {
+    type Cache = Mutex<HashMap<String, Option<DynamicMessage>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let ext = rules.field.as_ref()?;
+    let cache = CACHE.get_or_init(Mutex::default);
+    let key = field.full_name().to_string();
+    if let Ok(cache) = cache.lock()
+        && let Some(found) = cache.get(&key)
+    {
+        return found.clone();
+    }
+    let options = field.options();
+    let found = options
+        .has_extension(ext)
+        .then(|| options.get_extension(ext).as_message().cloned())
+        .flatten();
+    if let Ok(mut cache) = cache.lock() {
+        cache.insert(key, found.clone());
+    }
+    found
+}
+
+fn flag(message: &DynamicMessage, ext: Option<&ExtensionDescriptor>) -> bool {
+    ext.is_some_and(|e| {
+        message.has_extension(e) && message.get_extension(e).as_bool() == Some(true)
+    })
+}
+
+/// A set field of `rules` by name.
+fn rule<'a>(rules: &'a DynamicMessage, name: &str) -> Option<std::borrow::Cow<'a, Value>> {
+    let field = rules.descriptor().get_field_by_name(name)?;
+    rules.has_field(&field).then(|| rules.get_field(&field))
+}
+
+/// A rule's name and the comparison it makes of a value with its bound.
+type Bound<T> = (&'static str, fn(T, T) -> bool);
+
+/// A length rule: its name, the length it measures, the comparison with its bound.
+type Limit = (&'static str, u64, fn(u64, u64) -> bool);
+
+struct Checker<'a> {
+    pool: &'a DescriptorPool,
+    rules: Rules,
+    out: &'a mut Vec<Violation>,
+}
+
+impl Checker<'_> {
+    fn fail(&mut self, path: &str, rule: impl Into<String>) {
+        self.out.push(Violation {
+            path: path.to_string(),
+            rule: rule.into(),
+        });
+    }
+
+    fn message(&mut self, message: &DynamicMessage, path: &str) {
+        let descriptor = message.descriptor();
+        let options = descriptor.options();
+        if flag(&options, self.rules.disabled.as_ref())
+            || flag(&options, self.rules.ignored.as_ref())
+        {
+            return;
+        }
+        if descriptor.full_name() == "google.protobuf.Any" {
+            self.any_contents(message, path);
+            return;
+        }
+        for oneof in descriptor.oneofs() {
+            if flag(&oneof.options(), self.rules.oneof.as_ref())
+                && !oneof.fields().any(|f| message.has_field(&f))
+            {
+                self.fail(path, format!("one of {} is required", oneof.name()));
+            }
+        }
+        for field in descriptor.fields() {
+            let at = format!("{path}.{}", field.name());
+            let set = message.has_field(&field);
+            let rules = field_rules(&self.rules, &field);
+            let in_oneof = field.containing_oneof().is_some();
+            if let Some(rules) = &rules {
+                // Rules of a oneof member apply only to the member that is set.
+                if !in_oneof || set {
+                    self.field(&field, &message.get_field(&field), set, rules, &at);
+                }
+            }
+            if !set {
+                continue;
+            }
+            let skip = rules
+                .as_ref()
+                .and_then(|r| rule(r, "message"))
+                .and_then(|m| {
+                    m.as_message()
+                        .and_then(|m| rule(m, "skip"))
+                        .map(|s| s.as_bool() == Some(true))
+                })
+                .unwrap_or(false);
+            if skip {
+                continue;
+            }
+            self.descend(&message.get_field(&field), &at);
+        }
+    }
+
+    /// Nested messages (single, repeated, map values) are checked with their own rules.
+    fn descend(&mut self, value: &Value, path: &str) {
+        match value {
+            Value::Message(m) => self.message(m, path),
+            Value::List(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let Value::Message(m) = item {
+                        self.message(m, &format!("{path}[{i}]"));
+                    }
+                }
+            }
+            Value::Map(entries) => {
+                for (key, item) in entries {
+                    if let Value::Message(m) = item {
+                        self.message(m, &format!("{path}[{}]", map_key(key)));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An `Any`: its contents, decoded as the type it names, checked in turn.
+    fn any_contents(&mut self, any: &DynamicMessage, path: &str) {
+        let text = |name: &str| {
+            any.get_field_by_name(name)
+                .map(|v| v.into_owned())
+                .unwrap_or(Value::Bool(false))
+        };
+        let (Value::String(url), Value::Bytes(bytes)) = (text("type_url"), text("value")) else {
+            return;
+        };
+        let name = url.rsplit('/').next().unwrap_or_default();
+        let Some(descriptor) = self.pool.get_message_by_name(name) else {
+            self.fail(path, format!("an Any of unknown type {url}"));
+            return;
+        };
+        match DynamicMessage::decode(descriptor, bytes.as_ref()) {
+            Ok(inner) => self.message(&inner, &format!("{path}<{name}>")),
+            Err(e) => self.fail(path, format!("an Any that does not decode as {name}: {e}")),
+        }
+    }
+
+    fn field(
+        &mut self,
+        field: &FieldDescriptor,
+        value: &Value,
+        set: bool,
+        rules: &DynamicMessage,
+        path: &str,
+    ) {
+        let Some((kind, typed)) = rules
+            .descriptor()
+            .oneofs()
+            .next()
+            .and_then(|o| o.fields().find(|f| rules.has_field(f)))
+            .map(|f| (f.name().to_string(), rules.get_field(&f).into_owned()))
+        else {
+            return;
+        };
+        let Value::Message(typed) = typed else { return };
+        match kind.as_str() {
+            "message" => {
+                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
+                    self.fail(path, "required");
+                }
+            }
+            "repeated" => self.repeated(field, value, &typed, path),
+            "map" => self.map(field, value, &typed, path),
+            "any" => {
+                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
+                    self.fail(path, "required");
+                }
+                if set && let Value::Message(any) = value {
+                    self.any_rules(any, &typed, path);
+                }
+            }
+            "duration" => {
+                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
+                    self.fail(path, "required");
+                }
+                if set && let Value::Message(d) = value {
+                    self.duration(d, &typed, path);
+                }
+            }
+            "timestamp" => {}
+            _ => self.scalar(&kind, value, &typed, path, enum_of(field)),
+        }
+    }
+
+    fn repeated(
+        &mut self,
+        field: &FieldDescriptor,
+        value: &Value,
+        rules: &DynamicMessage,
+        path: &str,
+    ) {
+        let Value::List(items) = value else { return };
+        if items.is_empty() && ignore_empty(rules) {
+            return;
+        }
+        let count = items.len() as u64;
+        if let Some(min) = rule(rules, "min_items").and_then(|v| v.as_u64())
+            && count < min
+        {
+            self.fail(path, format!("at least {min} items (has {count})"));
+        }
+        if let Some(max) = rule(rules, "max_items").and_then(|v| v.as_u64())
+            && count > max
+        {
+            self.fail(path, format!("at most {max} items (has {count})"));
+        }
+        if rule(rules, "unique").is_some_and(|v| v.as_bool() == Some(true)) {
+            for (i, item) in items.iter().enumerate() {
+                if items[..i].contains(item) {
+                    self.fail(&format!("{path}[{i}]"), "unique items");
+                }
+            }
+        }
+        if let Some(Value::Message(each)) = rule(rules, "items").map(|v| v.into_owned()) {
+            for (i, item) in items.iter().enumerate() {
+                self.field(field, item, true, &each, &format!("{path}[{i}]"));
+            }
+        }
+    }
+
+    fn map(&mut self, field: &FieldDescriptor, value: &Value, rules: &DynamicMessage, path: &str) {
+        let value_field = match field.kind() {
+            Kind::Message(entry) => Some(entry.map_entry_value_field()),
+            _ => None,
+        };
+        let Value::Map(entries) = value else { return };
+        if entries.is_empty() && ignore_empty(rules) {
+            return;
+        }
+        let count = entries.len() as u64;
+        if let Some(min) = rule(rules, "min_pairs").and_then(|v| v.as_u64())
+            && count < min
+        {
+            self.fail(path, format!("at least {min} pairs (has {count})"));
+        }
+        if let Some(max) = rule(rules, "max_pairs").and_then(|v| v.as_u64())
+            && count > max
+        {
+            self.fail(path, format!("at most {max} pairs (has {count})"));
+        }
+        let keys = rule(rules, "keys").and_then(|v| v.as_message().cloned());
+        let values = rule(rules, "values").and_then(|v| v.as_message().cloned());
+        for (key, item) in entries {
+            let at = format!("{path}[{}]", map_key(key));
+            if let Some(keys) = &keys
+                && let Some((kind, Value::Message(typed))) = typed_rules(keys)
+            {
+                self.scalar(&kind, &map_key_value(key), &typed, &at, None);
+            }
+            if let Some(values) = &values
+                && let Some((kind, Value::Message(typed))) = typed_rules(values)
+            {
+                match kind.as_str() {
+                    "message" | "any" | "duration" | "repeated" | "map" | "timestamp" => {}
+                    _ => self.scalar(
+                        &kind,
+                        item,
+                        &typed,
+                        &at,
+                        value_field.as_ref().and_then(enum_of),
+                    ),
+                }
+            }
+        }
+    }
+
+    fn any_rules(&mut self, any: &DynamicMessage, rules: &DynamicMessage, path: &str) {
+        let url = any
+            .get_field_by_name("type_url")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        if let Some(Value::List(allowed)) = rule(rules, "in").map(|v| v.into_owned())
+            && !allowed.iter().any(|a| a.as_str() == Some(url.as_str()))
+        {
+            self.fail(
+                path,
+                format!("an Any of one of the allowed types, not {url}"),
+            );
+        }
+        if let Some(Value::List(refused)) = rule(rules, "not_in").map(|v| v.into_owned())
+            && refused.iter().any(|a| a.as_str() == Some(url.as_str()))
+        {
+            self.fail(path, format!("an Any not of type {url}"));
+        }
+    }
+
+    fn duration(&mut self, d: &DynamicMessage, rules: &DynamicMessage, path: &str) {
+        let nanos_of = |m: &DynamicMessage| -> i128 {
+            let seconds = m
+                .get_field_by_name("seconds")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0);
+            let nanos = m
+                .get_field_by_name("nanos")
+                .and_then(|v| v.as_i32())
+                .unwrap_or(0);
+            i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
+        };
+        let value = nanos_of(d);
+        // Protobuf's own range: ±10,000 years.
+        if value.abs() > 315_576_000_000 * 1_000_000_000 {
+            self.fail(path, "a duration within protobuf's ±315,576,000,000 s");
+        }
+        let bound = |name: &str| rule(rules, name).and_then(|v| v.as_message().map(nanos_of));
+        let checks: [Bound<i128>; 5] = [
+            ("const", |v, b| v == b),
+            ("lt", |v, b| v < b),
+            ("lte", |v, b| v <= b),
+            ("gt", |v, b| v > b),
+            ("gte", |v, b| v >= b),
+        ];
+        for (name, holds) in checks {
+            if let Some(b) = bound(name)
+                && !holds(value, b)
+            {
+                self.fail(path, format!("duration {name} {b} ns (is {value} ns)"));
+            }
+        }
+    }
+
+    fn scalar(
+        &mut self,
+        kind: &str,
+        value: &Value,
+        rules: &DynamicMessage,
+        path: &str,
+        enumeration: Option<EnumDescriptor>,
+    ) {
+        match kind {
+            "string" => self.string(value.as_str().unwrap_or_default(), rules, path),
+            "bytes" => {
+                let len = value.as_bytes().map(|b| b.len()).unwrap_or(0) as u64;
+                if len == 0 && ignore_empty(rules) {
+                    return;
+                }
+                if let Some(min) = rule(rules, "min_len").and_then(|v| v.as_u64())
+                    && len < min
+                {
+                    self.fail(path, format!("at least {min} bytes"));
+                }
+                if let Some(max) = rule(rules, "max_len").and_then(|v| v.as_u64())
+                    && len > max
+                {
+                    self.fail(path, format!("at most {max} bytes"));
+                }
+            }
+            "enum" => {
+                let number = value.as_enum_number().unwrap_or(0);
+                if rule(rules, "defined_only").is_some_and(|v| v.as_bool() == Some(true))
+                    && let Some(e) = &enumeration
+                    && e.get_value(number).is_none()
+                {
+                    self.fail(path, format!("a value {} defines (not {number})", e.name()));
+                }
+                self.listed(path, &Value::I32(number), rules);
+            }
+            "bool" => {
+                if let Some(c) = rule(rules, "const")
+                    && c.as_ref() != value
+                {
+                    self.fail(path, format!("const {c:?}"));
+                }
+            }
+            _ => self.number(value, rules, path),
+        }
+    }
+
+    /// `in` and `not_in` of any scalar.
+    fn listed(&mut self, path: &str, value: &Value, rules: &DynamicMessage) {
+        let same = |a: &Value| {
+            number_of(a)
+                .zip(number_of(value))
+                .map_or(a == value, |(x, y)| x == y)
+        };
+        if let Some(Value::List(allowed)) = rule(rules, "in").map(|v| v.into_owned())
+            && !allowed.is_empty()
+            && !allowed.iter().any(same)
+        {
+            self.fail(path, format!("one of {allowed:?}"));
+        }
+        if let Some(Value::List(refused)) = rule(rules, "not_in").map(|v| v.into_owned())
+            && refused.iter().any(same)
+        {
+            self.fail(path, format!("none of {refused:?}"));
+        }
+    }
+
+    fn number(&mut self, value: &Value, rules: &DynamicMessage, path: &str) {
+        let Some(v) = number_of(value) else { return };
+        if v == 0.0 && ignore_empty(rules) {
+            return;
+        }
+        let checks: [Bound<f64>; 5] = [
+            ("const", |v, b| v == b),
+            ("lt", |v, b| v < b),
+            ("lte", |v, b| v <= b),
+            ("gt", |v, b| v > b),
+            ("gte", |v, b| v >= b),
+        ];
+        for (name, holds) in checks {
+            if let Some(b) = rule(rules, name).and_then(|b| number_of(&b))
+                && !holds(v, b)
+            {
+                self.fail(path, format!("{name} {b} (is {v})"));
+            }
+        }
+        self.listed(path, value, rules);
+    }
+
+    fn string(&mut self, text: &str, rules: &DynamicMessage, path: &str) {
+        if text.is_empty() && ignore_empty(rules) {
+            return;
+        }
+        let chars = text.chars().count() as u64;
+        let bytes = text.len() as u64;
+        let limits: [Limit; 6] = [
+            ("len", chars, |v, b| v == b),
+            ("min_len", chars, |v, b| v >= b),
+            ("max_len", chars, |v, b| v <= b),
+            ("len_bytes", bytes, |v, b| v == b),
+            ("min_bytes", bytes, |v, b| v >= b),
+            ("max_bytes", bytes, |v, b| v <= b),
+        ];
+        for (name, measured, holds) in limits {
+            if let Some(b) = rule(rules, name).and_then(|v| v.as_u64())
+                && !holds(measured, b)
+            {
+                self.fail(path, format!("{name} {b} (is {measured})"));
+            }
+        }
+        let text_rule = |name: &str| rule(rules, name).and_then(|v| v.as_str().map(str::to_string));
+        if let Some(c) = text_rule("const")
+            && c != text
+        {
+            self.fail(path, format!("const {c:?}"));
+        }
+        if let Some(p) = text_rule("prefix")
+            && !text.starts_with(&p)
+        {
+            self.fail(path, format!("prefix {p:?}"));
+        }
+        if let Some(s) = text_rule("suffix")
+            && !text.ends_with(&s)
+        {
+            self.fail(path, format!("suffix {s:?}"));
+        }
+        if let Some(c) = text_rule("contains")
+            && !text.contains(&c)
+        {
+            self.fail(path, format!("contains {c:?}"));
+        }
+        if let Some(c) = text_rule("not_contains")
+            && text.contains(&c)
+        {
+            self.fail(path, format!("not_contains {c:?}"));
+        }
+        if let Some(pattern) = text_rule("pattern")
+            && !matches_pattern(&pattern, text)
+        {
+            self.fail(path, format!("pattern {pattern:?}"));
+        }
+        if let Some(known) = rule(rules, "well_known_regex").and_then(|v| v.as_enum_number()) {
+            // Strict unless `strict: false` (protoc-gen-validate's default).
+            let strict = rule(rules, "strict").is_none_or(|v| v.as_bool() != Some(false));
+            let bad = match (known, strict) {
+                // HTTP_HEADER_NAME
+                (1, true) => {
+                    let name = text.strip_prefix(':').unwrap_or(text);
+                    name.is_empty()
+                        || !name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_|~`".contains(&b))
+                }
+                // HTTP_HEADER_VALUE
+                (2, true) => text
+                    .chars()
+                    .any(|c| (c < ' ' && c != '\t') || c == '\u{7f}'),
+                (1 | 2, false) => text.contains(['\0', '\n', '\r']),
+                _ => false,
+            };
+            if bad {
+                self.fail(path, format!("well_known_regex {known} (strict: {strict})"));
+            }
+        }
+        let listed = Value::String(text.to_string());
+        self.listed(path, &listed, rules);
+    }
+}
+
+fn enum_of(field: &FieldDescriptor) -> Option<EnumDescriptor> {
+    match field.kind() {
+        Kind::Enum(e) => Some(e),
+        _ => None,
+    }
+}
+
+fn ignore_empty(rules: &DynamicMessage) -> bool {
+    rule(rules, "ignore_empty").is_some_and(|v| v.as_bool() == Some(true))
+}
+
+/// The set member of a `FieldRules`' `type` oneof: its name and rules.
+fn typed_rules(rules: &DynamicMessage) -> Option<(String, Value)> {
+    rules
+        .descriptor()
+        .oneofs()
+        .next()
+        .and_then(|o| o.fields().find(|f| rules.has_field(f)))
+        .map(|f| (f.name().to_string(), rules.get_field(&f).into_owned()))
+}
+
+fn number_of(value: &Value) -> Option<f64> {
+    match value {
+        Value::I32(v) => Some(f64::from(*v)),
+        Value::I64(v) => Some(*v as f64),
+        Value::U32(v) => Some(f64::from(*v)),
+        Value::U64(v) => Some(*v as f64),
+        Value::F32(v) => Some(f64::from(*v)),
+        Value::F64(v) => Some(*v),
+        Value::EnumNumber(v) => Some(f64::from(*v)),
+        _ => None,
+    }
+}
+
+fn map_key(key: &MapKey) -> String {
+    match key {
+        MapKey::String(s) => format!("{s:?}"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn map_key_value(key: &MapKey) -> Value {
+    match key {
+        MapKey::Bool(b) => Value::Bool(*b),
+        MapKey::I32(v) => Value::I32(*v),
+        MapKey::I64(v) => Value::I64(*v),
+        MapKey::U32(v) => Value::U32(*v),
+        MapKey::U64(v) => Value::U64(*v),
+        MapKey::String(s) => Value::String(s.clone()),
+    }
+}
+
+/// A protoc-gen-validate `pattern` (RE2 syntax, as the patterns Envoy's API uses are
+/// written) matched against `text`; compiled once each.
+fn matches_pattern(pattern: &str, text: &str) -> bool {
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    let Ok(mut cache) = cache.lock() else {
+        return true;
+    };
+    let compiled = cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern).ok());
+    compiled.as_ref().is_none_or(|r| r.is_match(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::route::v3::{
+        QueryParameterMatcher, Route, RouteConfiguration, RouteMatch, VirtualHost,
+        query_parameter_matcher, route_match,
+    };
+    use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
+    use prost::Message;
+
+    fn table(name: &str, prefix: &str) -> Vec<u8> {
+        RouteConfiguration {
+            name: "t".to_string(),
+            virtual_hosts: vec![VirtualHost {
+                name: "v".to_string(),
+                domains: vec!["*".to_string()],
+                routes: vec![Route {
+                    r#match: Some(RouteMatch {
+                        path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                        query_parameters: vec![QueryParameterMatcher {
+                            name: name.to_string(),
+                            query_parameter_match_specifier: Some(
+                                query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(
+                                    StringMatcher {
+                                        match_pattern: Some(string_matcher::MatchPattern::Prefix(
+                                            prefix.to_string(),
+                                        )),
+                                        ..Default::default()
+                                    },
+                                ),
+                            ),
+                        }],
+                        ..Default::default()
+                    }),
+                    action: Some(
+                        envoy_types::pb::envoy::config::route::v3::route::Action::DirectResponse(
+                            envoy_types::pb::envoy::config::route::v3::DirectResponseAction {
+                                status: 200,
+                                ..Default::default()
+                            },
+                        ),
+                    ),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+
+    #[test]
+    fn envoys_rules_are_read_from_the_descriptors() {
+        let fine = check(XdsType::Route, &table("q", "a")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(fine.is_empty(), "{fine:?}");
+        let long = "q".repeat(1100);
+        let broken = check(XdsType::Route, &table(&long, "")).unwrap_or_else(|e| panic!("{e}"));
+        let said: Vec<String> = broken.iter().map(ToString::to_string).collect();
+        assert!(
+            said.iter()
+                .any(|v| v.ends_with("query_parameters[0].name: max_bytes 1024 (is 1100)")),
+            "{said:?}"
+        );
+        assert!(
+            said.iter()
+                .any(|v| v.contains("string_match.prefix: min_len 1")),
+            "{said:?}"
+        );
+    }
+}
