@@ -355,8 +355,19 @@ pub struct Webhook {
     pub runner: mpsc::Sender<Request>,
 }
 
+/// The largest AdmissionReview taken: an object and its old version, each at most the
+/// 1.5 MiB the API server stores, with room; a bigger body is refused (413).
+pub const MAX_REVIEW_BYTES: usize = 4 << 20;
+
+/// How long a review may wait for the runner: under the webhook's 5 s `timeoutSeconds`,
+/// so the API server always gets Isobar's answer (a denial saying so) rather than a
+/// timeout.
+pub const REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4);
+
 pub fn routes() -> Router<Webhook> {
-    Router::new().route("/validate", post(validate))
+    Router::new()
+        .route("/validate", post(validate))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
 }
 
 fn bad_request(message: String) -> (StatusCode, [(&'static str, &'static str); 1], String) {
@@ -380,7 +391,17 @@ async fn validate(State(webhook): State<Webhook>, body: Bytes) -> Reply {
     let uid = request.uid.clone();
     let verdict = match candidate(request) {
         Ok(None) => Verdict::allow(Vec::new()),
-        Ok(Some(candidate)) => ask(&webhook, candidate).await,
+        Ok(Some(candidate)) => tokio::time::timeout(REVIEW_TIMEOUT, ask(&webhook, candidate))
+            .await
+            .unwrap_or_else(|_| {
+                Verdict::deny(
+                    format!(
+                        "isobar could not review the object within {} s",
+                        REVIEW_TIMEOUT.as_secs()
+                    ),
+                    Vec::new(),
+                )
+            }),
         Err(message) => Verdict::deny(message, Vec::new()),
     };
     (

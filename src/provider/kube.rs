@@ -1,10 +1,11 @@
 //! The Kubernetes provider: one kube-rs watcher per kind the pipeline reads (and per
 //! namespace with `--watch-namespaces`), merged into the provider events the runner takes.
 //!
-//! - Watches list, then watch from the list's resourceVersion; a 410 Gone (or any broken
-//!   watch) relists, and errors back off (0.5 s doubling to 30 s). After a relist,
-//!   objects that were known but not listed again are deleted; objects listed again with
-//!   the same content change nothing, so a relist that finds nothing new builds nothing new.
+//! - Watches list, then watch from the list's resourceVersion; a broken watch resumes
+//!   from the last resourceVersion seen, a 410 Gone relists, and errors back off (0.5 s
+//!   doubling to 30 s). After a relist, objects that were known but not listed again are
+//!   deleted; objects listed again with the same content change nothing, so a relist
+//!   that finds nothing new builds nothing new.
 //! - `Synced` is sent once every watcher has completed its first list: the runner builds
 //!   nothing before, so a restarting replica never serves a partial configuration.
 //! - Objects are read as untyped JSON and decoded one by one: an object that does not

@@ -134,6 +134,9 @@ impl Runner {
         let mut synced = false;
         // When the first unbuilt change arrived, and the latest one.
         let mut pending: Option<(Instant, Instant)> = None;
+        // When the last build ran: a change after a quiet period (longer than the max
+        // hold-off) is built at once, as Contour does; one during a burst waits.
+        let mut last_build: Option<Instant> = None;
         let mut last_status = StatusReport::default();
         // While a build waits for elided Secrets to be fetched again: since when.
         let mut holding: Option<Instant> = None;
@@ -164,6 +167,7 @@ impl Runner {
                     // On the worker: a change spliced in takes well under a millisecond,
                     // less than handing the worker over would; a full build hands it over.
                     let held = self.rebuild(&mut objects, &unreadable, &mut last_status, since, &mut holding, &mut built, &changed);
+                    last_build = Some(Instant::now());
                     if held {
                         dirty.full = true;
                         // Try again shortly even if nothing arrives (the fetch may fail).
@@ -252,7 +256,15 @@ impl Runner {
             }
             if changed {
                 let now = Instant::now();
-                pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
+                let quiet = last_build.is_none_or(|at| now.duration_since(at) >= self.holdoff_max);
+                pending = Some(match pending {
+                    Some((first, _)) => (first, now),
+                    // Due now: the max hold-off has passed since "the first change".
+                    None if quiet && synced => {
+                        (now.checked_sub(self.holdoff_max).unwrap_or(now), now)
+                    }
+                    None => (now, now),
+                });
             }
         }
     }

@@ -5,7 +5,8 @@
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
 //! `build` (flat and inclusion), `tls`, `kube`, `gateway` (Gateway API; `gateway-vhds` with
 //! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
-//! `envoy`, `envoy-vhds` (the same over VHDS), `envoy-gateway` and `envoy-gateway-vhds`
+//! `envoy`, `envoy-defaults` (with Isobar's default settings), `envoy-vhds` (the same over
+//! VHDS), `envoy-gateway` and `envoy-gateway-vhds`
 //! (the same with HTTPRoutes), `webhook` and `wasm`; all by default;
 //! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
 //! `symbols`, never by default, records which functions run at start (see `kube.rs`).
@@ -242,7 +243,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,tls,kube,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-vhds,envoy-gateway,envoy-gateway-vhds,webhook,wasm".into()
+        "build,tls,kube,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-vhds,envoy-gateway,envoy-gateway-vhds,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -274,16 +275,19 @@ fn main() {
         perf::run(n, benching, true);
     }
     if profiles.contains(&"envoy") {
-        envoy::run(n, if benching { 100 } else { 5 }, false, false);
+        envoy::run(n, if benching { 100 } else { 5 }, false, false, false);
+    }
+    if profiles.contains(&"envoy-defaults") {
+        envoy::run(n, if benching { 100 } else { 5 }, false, false, true);
     }
     if profiles.contains(&"envoy-vhds") {
-        envoy::run(n, if benching { 100 } else { 5 }, true, false);
+        envoy::run(n, if benching { 100 } else { 5 }, true, false, false);
     }
     if profiles.contains(&"envoy-gateway") {
-        envoy::run(n, if benching { 100 } else { 5 }, false, true);
+        envoy::run(n, if benching { 100 } else { 5 }, false, true, false);
     }
     if profiles.contains(&"envoy-gateway-vhds") {
-        envoy::run(n, if benching { 100 } else { 5 }, true, true);
+        envoy::run(n, if benching { 100 } else { 5 }, true, true, false);
     }
     // Issue 6's figures are stated at 1,000 objects.
     let small = env_usize("ISOBAR_BENCH_N", if benching { 1_000 } else { 50 });

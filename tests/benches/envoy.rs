@@ -55,7 +55,9 @@ fn gateway_manifest(http: u16) -> String {
     )
 }
 
-pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool) {
+/// `defaults`: Isobar with its default settings (hold-off, state of the world), as a
+/// user meets it, instead of hold-off 0.
+pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) {
     let runtime = super::runtime();
     runtime.block_on(async {
         let (backend, _) = backend_with("ok", Behaviour::Echo).await;
@@ -65,7 +67,11 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool) {
             write(&manifests, &format!("ns-{i}.yaml"), &tenant(i, backend, None, gateway));
         }
         let config = dir.path().join("contour.yaml");
-        let mut text = "pipeline:\n  holdoff-delay: 0s\n".to_string();
+        let mut text = if defaults {
+            String::new()
+        } else {
+            "pipeline:\n  holdoff-delay: 0s\n".to_string()
+        };
         if vhds {
             text.push_str("xds-server:\n  vhds: true\n");
         }
@@ -111,8 +117,9 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         println!(
-            "envoy{}{}: {n} tenants in {n} files, isobar serve + a real Envoy: every vhost served {:.1} s after start",
+            "envoy{}{}{}: {n} tenants in {n} files, isobar serve + a real Envoy: every vhost served {:.1} s after start",
             if gateway { " (Gateway API)" } else { "" },
+            if defaults { " with default settings" } else { "" },
             if vhds { " over VHDS" } else { "" },
             started.elapsed().as_secs_f64()
         );

@@ -488,3 +488,47 @@ async fn stream_and_grpc_routes_the_controller_would_not_accept_are_refused() {
         }
     }
 }
+
+/// 50 reviews at once are all answered, each well within the webhook's 5 s timeout; a
+/// body over the size limit is refused with 413, and the webhook keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_reviews_are_answered_in_time_and_big_bodies_refused() {
+    let hook = std::sync::Arc::new(hook(&existing(), Config::default()).await);
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let hook = hook.clone();
+        tasks.push(tokio::spawn(async move {
+            let sent = std::time::Instant::now();
+            let candidate = proxy("team-a", &format!("c{i}"), &format!("c{i}.example.com"));
+            let answer = hook
+                .review(&review(&format!("uid-{i}"), "CREATE", &candidate))
+                .await;
+            (answer, sent.elapsed())
+        }));
+    }
+    for task in tasks {
+        let (answer, took) = task.await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer["allowed"], true, "{answer}");
+        assert!(
+            took < std::time::Duration::from_secs(4),
+            "a review took {took:?}"
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let mut big = review(
+        "uid-big",
+        "CREATE",
+        &proxy("team-a", "big", "big.example.com"),
+    );
+    big["request"]["object"]["metadata"]["annotations"] =
+        json!({"note": "n".repeat(isobar::admission::MAX_REVIEW_BYTES)});
+    let (status, _) = hook.post(&big.to_string()).await;
+    assert_eq!(status, 413);
+    let after = review(
+        "uid-after",
+        "CREATE",
+        &proxy("team-a", "after", "after.example.com"),
+    );
+    assert_eq!(hook.review(&after).await["allowed"], true);
+}

@@ -400,3 +400,91 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         "{spliced} of {changes} routing and Service changes spliced, {skipped} changes to unused Secrets and unnamed Services built nothing; each equal to a full build"
     );
 }
+
+/// Contour's hold-off, with the defaults (100 ms, at most 500 ms): a change after a
+/// quiet period is built at once; a burst is still batched, its builds bounded by the
+/// max hold-off.
+#[test]
+fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
+    let config = config::Config::default();
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let metrics = Arc::new(Metrics::default());
+    let (snapshot_tx, _snapshots) = watch::channel(None);
+    let runner = Runner {
+        pipeline,
+        settings: envoy_settings(&config),
+        holdoff: config.pipeline.holdoff_delay.0,
+        holdoff_max: config.pipeline.holdoff_max_delay.0,
+        metrics: metrics.clone(),
+        snapshots: snapshot_tx,
+        statuses: None,
+        debug: None,
+        admission: None,
+        hydrate: None,
+    };
+    assert_eq!(runner.holdoff, Duration::from_millis(100));
+    let proxy = |i: usize, prefix: &str| {
+        parse_file(
+            Path::new("p.yaml"),
+            &format!(
+                "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: p{i}, namespace: default}}\nspec:\n  virtualhost: {{fqdn: p{i}.example.com}}\n  routes: [{{conditions: [{{prefix: {prefix}}}], services: [{{name: web, port: 80}}]}}]\n"
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    runtime.block_on(async {
+        let (events, rx) = mpsc::channel(1024);
+        tokio::spawn(runner.run(rx));
+        let built = |n: u64| {
+            let metrics = metrics.clone();
+            async move {
+                let started = Instant::now();
+                while metrics.builds.get() < n {
+                    assert!(started.elapsed() < Duration::from_secs(10), "no build");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                started.elapsed()
+            }
+        };
+        let _ = events.send(Event::Apply(proxy(0, "/"))).await;
+        let _ = events.send(Event::Synced).await;
+        built(1).await;
+        // Quiet for longer than the max hold-off: the next change is built at once.
+        for round in 0..3 {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let before = metrics.builds.get();
+            let sent = Instant::now();
+            let _ = events
+                .send(Event::Apply(proxy(0, &format!("/q{round}"))))
+                .await;
+            built(before + 1).await;
+            let took = sent.elapsed();
+            assert!(
+                took < Duration::from_millis(60),
+                "a change after a quiet period waited {took:?} (the hold-off is 100 ms)"
+            );
+        }
+        // A burst: 100 changes 5 ms apart (0.5 s): batched, a build at most every
+        // max hold-off, plus the one at the start.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let before = metrics.builds.get();
+        for i in 0..100 {
+            let _ = events
+                .send(Event::Apply(proxy(i % 10, &format!("/b{i}"))))
+                .await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let builds = metrics.builds.get() - before;
+        assert!(
+            (2..=5).contains(&builds),
+            "100 changes in 0.5 s took {builds} builds"
+        );
+    });
+}

@@ -404,6 +404,46 @@ fn opa_wasm_policies_run_through_opa_wasm() {
     );
 }
 
+/// An OPA wasm policy's memory is bounded (`max-memory-mb`): an object whose input does
+/// not fit fails to evaluate, where the default bound judges it.
+#[test]
+fn opa_wasm_policies_have_a_memory_limit() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let files = vec![opa_wasm_fixture(dir.path()).display().to_string()];
+    // A 3 MB annotation: the input alone needs more than 2 MiB of the policy's memory.
+    let big = proxy("a", "big", "*.example.com", false).replacen(
+        "metadata: {",
+        &format!(
+            "metadata: {{annotations: {{note: {}}}, ",
+            "n".repeat(3 << 20)
+        ),
+        1,
+    );
+    let o = object(&big);
+    let inputs = vec![(o.key(), input_for(&o))];
+    let store = objects("");
+    let judge = |max_memory_mb: u32| {
+        let opa = Opa::load(&OpaConfig {
+            policies: files.clone(),
+            max_memory_mb,
+            ..OpaConfig::default()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        opa.judge(&Inventory::of(&store, true, None), &inputs)
+            .into_iter()
+            .next()
+            .map(|(_, verdict)| verdict)
+            .unwrap_or_else(|| panic!("no verdict"))
+    };
+    let bounded = judge(2);
+    assert!(bounded.is_err(), "judged within 2 MiB: {bounded:?}");
+    let judged = judge(OpaConfig::default().max_memory_mb);
+    assert_eq!(
+        judged.map(|v| v.deny),
+        Ok(vec!["wildcard hosts are not allowed".to_string()])
+    );
+}
+
 #[test]
 fn the_policies_example_denies_two_proxies_and_serves_the_third() {
     let (ok, out, err) = crate::support::isobar(

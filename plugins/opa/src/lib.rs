@@ -67,6 +67,14 @@ pub struct OpaConfig {
     #[serde(default = "default_timeout", with = "millis")]
     #[schemars(with = "String")]
     pub eval_timeout: Duration,
+    /// The most memory (MiB) an OPA wasm policy may hold while loading its data or
+    /// evaluating one object; past it the evaluation fails (`PolicyNotEvaluated`).
+    #[serde(default = "default_max_memory_mb")]
+    pub max_memory_mb: u32,
+}
+
+fn default_max_memory_mb() -> u32 {
+    256
 }
 
 fn empty_object() -> serde_json::Value {
@@ -84,6 +92,7 @@ impl Default for OpaConfig {
             data: empty_object(),
             enforcement: Enforcement::Deny,
             eval_timeout: default_timeout(),
+            max_memory_mb: default_max_memory_mb(),
         }
     }
 }
@@ -209,7 +218,7 @@ impl Opa {
                 let bytes = std::fs::read(&file)
                     .map_err(|e| ConfigError(format!("policies: {shown}: {e}")))?;
                 Box::new(
-                    wasm::WasmPolicy::load(&shown, &bytes)
+                    wasm::WasmPolicy::load(&shown, &bytes, config.max_memory_mb)
                         .map_err(|e| ConfigError(format!("policies: {e}")))?,
                 )
             } else {

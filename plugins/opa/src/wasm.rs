@@ -3,10 +3,19 @@
 
 use futures::executor::block_on;
 use opa_wasm::Runtime;
-use wasmtime::{Config, Engine, Module, Store};
+use wasmtime::{Config, Engine, Module, Store, StoreLimits, StoreLimitsBuilder};
 
 /// Fuel for loading a policy's data, and again for each evaluation.
 const FUEL: u64 = 500_000_000;
+
+/// A store whose memories may not grow past `max_memory` bytes (a growth past it fails,
+/// as the policy's allocator sees it: out of memory).
+fn limited_store(engine: &Engine, max_memory: usize) -> Store<StoreLimits> {
+    let limits = StoreLimitsBuilder::new().memory_size(max_memory).build();
+    let mut store = Store::new(engine, limits);
+    store.limiter(|limits| limits);
+    store
+}
 
 use crate::{Data, Policy, Prepared, Verdict, messages};
 
@@ -14,18 +23,21 @@ pub struct WasmPolicy {
     name: String,
     engine: Engine,
     module: Module,
+    /// The most memory a store may hold, in bytes.
+    max_memory: usize,
     deny: Option<String>,
     warn: Option<String>,
 }
 
 impl WasmPolicy {
-    pub fn load(name: &str, bytes: &[u8]) -> Result<WasmPolicy, String> {
+    pub fn load(name: &str, bytes: &[u8], max_memory_mb: u32) -> Result<WasmPolicy, String> {
+        let max_memory = usize::try_from(max_memory_mb).unwrap_or(usize::MAX) << 20;
         let mut config = Config::new();
         config.consume_fuel(true);
         let engine = Engine::new(&config).map_err(|e| format!("{name}: {e:#}"))?;
         let module = Module::new(&engine, bytes).map_err(|e| format!("{name}: {e:#}"))?;
         // Instantiate once now so a module that does not speak OPA's ABI stops start-up.
-        let mut store = Store::new(&engine, ());
+        let mut store = limited_store(&engine, max_memory);
         store.set_fuel(FUEL).map_err(|e| format!("{name}: {e:#}"))?;
         let runtime = block_on(Runtime::new(&mut store, &module))
             .map_err(|e| format!("{name}: not an OPA wasm policy: {e:#}"))?;
@@ -54,6 +66,7 @@ impl WasmPolicy {
             name: name.to_string(),
             engine,
             module,
+            max_memory,
             deny,
             warn,
         })
@@ -71,7 +84,7 @@ impl Policy for WasmPolicy {
     }
 
     fn prepare(&self, data: &Data) -> Result<Box<dyn Prepared + '_>, String> {
-        let mut store = Store::new(&self.engine, ());
+        let mut store = limited_store(&self.engine, self.max_memory);
         store.set_fuel(FUEL).map_err(|e| format!("{e:#}"))?;
         let policy = block_on(async {
             let runtime = Runtime::new(&mut store, &self.module).await?;
@@ -88,7 +101,7 @@ impl Policy for WasmPolicy {
 
 struct PreparedWasm<'a> {
     policy: &'a WasmPolicy,
-    store: Store<()>,
+    store: Store<StoreLimits>,
     loaded: opa_wasm::Policy<opa_wasm::DefaultContext>,
 }
 
