@@ -134,9 +134,11 @@ impl Runner {
         let mut synced = false;
         // When the first unbuilt change arrived, and the latest one.
         let mut pending: Option<(Instant, Instant)> = None;
-        // When the last build ran: a change after a quiet period (longer than the max
-        // hold-off) is built at once, as Contour does; one during a burst waits.
+        // When the last build ran and the last change arrived: a change after a quiet
+        // period (no change for a hold-off, or no build for the max hold-off, Contour's
+        // rule) is built at once; one during a burst waits.
         let mut last_build: Option<Instant> = None;
+        let mut last_change: Option<Instant> = None;
         let mut last_status = StatusReport::default();
         // While a build waits for elided Secrets to be fetched again: since when.
         let mut holding: Option<Instant> = None;
@@ -256,7 +258,9 @@ impl Runner {
             }
             if changed {
                 let now = Instant::now();
-                let quiet = last_build.is_none_or(|at| now.duration_since(at) >= self.holdoff_max);
+                let quiet = last_change.is_none_or(|at| now.duration_since(at) >= self.holdoff)
+                    || last_build.is_none_or(|at| now.duration_since(at) >= self.holdoff_max);
+                last_change = Some(now);
                 pending = Some(match pending {
                     Some((first, _)) => (first, now),
                     // Due now: the max hold-off has passed since "the first change".

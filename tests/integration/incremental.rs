@@ -401,9 +401,9 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
     );
 }
 
-/// Contour's hold-off, with the defaults (100 ms, at most 500 ms): a change after a
-/// quiet period is built at once; a burst is still batched, its builds bounded by the
-/// max hold-off.
+/// The hold-off, with the defaults (100 ms, at most 500 ms): a change after a quiet
+/// period (no change for the hold-off, or no build for the max hold-off) is built at
+/// once; a burst is still batched, its builds bounded by the max hold-off.
 #[test]
 fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
     let config = config::Config::default();
@@ -455,9 +455,10 @@ fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
         let _ = events.send(Event::Apply(proxy(0, "/"))).await;
         let _ = events.send(Event::Synced).await;
         built(1).await;
-        // Quiet for longer than the max hold-off: the next change is built at once.
-        for round in 0..3 {
-            tokio::time::sleep(Duration::from_millis(600)).await;
+        // Quiet for longer than the max hold-off, or than the hold-off (changes a user
+        // makes one after another): the next change is built at once.
+        for (round, quiet) in [600, 600, 150, 150, 150].into_iter().enumerate() {
+            tokio::time::sleep(Duration::from_millis(quiet)).await;
             let before = metrics.builds.get();
             let sent = Instant::now();
             let _ = events
