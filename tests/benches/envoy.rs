@@ -205,5 +205,83 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
                 within(0.99)
             );
         }
+        if defaults {
+            let ports = (http, ports.metrics);
+            burst(&client, ports, _isobar.0.id(), &manifests, backend, n, gateway).await;
+        }
     });
+}
+
+/// A burst as a deploy pipeline makes one: 200 file rewrites a second for 2 s, each
+/// adding a route to another tenant. What it cost Isobar: builds, CPU seconds, and the
+/// time from the last write to Envoy serving its route.
+async fn burst(
+    client: &reqwest::Client,
+    (http, metrics_port): (u16, u16),
+    pid: u32,
+    manifests: &Path,
+    backend: u16,
+    n: usize,
+    gateway: bool,
+) {
+    let builds = || async {
+        let text = client
+            .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .find(|l| l.starts_with("isobar_builds_total"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    // utime + stime of the process, in clock ticks (100 a second on Linux).
+    let cpu = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                let fields: Vec<&str> = s.rsplit(')').next()?.split_whitespace().collect();
+                Some(fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?)
+            })
+            .map_or(0.0, |ticks| ticks / 100.0)
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (builds_before, cpu_before) = (builds().await.unwrap_or_default(), cpu());
+    let started = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_millis(5));
+    let count = 400;
+    let mut last = (String::new(), String::new());
+    for k in 0..count {
+        ticker.tick().await;
+        let i = (k * 104_729 + 17) % n;
+        let path = format!("/burst{k}");
+        write(
+            manifests,
+            &format!("ns-{i}.yaml"),
+            &tenant(i, backend, Some(&path), gateway),
+        );
+        last = (format!("site-{i}.example.com"), path);
+    }
+    let written = started.elapsed();
+    let since = Instant::now();
+    while status(client, http, &last.0, &last.1).await != 200 {
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "the burst's last route never served"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let served = since.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let builds = builds().await.unwrap_or_default() - builds_before;
+    println!(
+        "  burst: {count} rewrites in {:.1} s ({:.0}/s): {builds} builds, {:.2} CPU seconds of isobar (burst and 1 s after), last write → its route served {:.0} ms",
+        written.as_secs_f64(),
+        count as f64 / written.as_secs_f64(),
+        cpu() - cpu_before,
+        served.as_secs_f64() * 1e3
+    );
 }
