@@ -135,8 +135,8 @@ impl Runner {
         // When the first unbuilt change arrived, and the latest one.
         let mut pending: Option<(Instant, Instant)> = None;
         // When the last build ran and the last change arrived: a change after a quiet
-        // period (no change for a hold-off, or no build for the max hold-off, Contour's
-        // rule) is built at once; one during a burst waits.
+        // moment (no change and no build for a quarter of the hold-off, or no build for
+        // the max hold-off, Contour's rule) is built at once; one during a burst waits.
         let mut last_build: Option<Instant> = None;
         let mut last_change: Option<Instant> = None;
         let mut last_status = StatusReport::default();
@@ -258,8 +258,12 @@ impl Runner {
             }
             if changed {
                 let now = Instant::now();
-                let quiet = last_change.is_none_or(|at| now.duration_since(at) >= self.holdoff)
-                    || last_build.is_none_or(|at| now.duration_since(at) >= self.holdoff_max);
+                let gap = self.holdoff / 4;
+                let since = |at: Option<Instant>, d: Duration| {
+                    at.is_none_or(|at| now.duration_since(at) >= d)
+                };
+                let quiet = (since(last_change, gap) && since(last_build, gap))
+                    || since(last_build, self.holdoff_max);
                 last_change = Some(now);
                 pending = Some(match pending {
                     Some((first, _)) => (first, now),

@@ -402,8 +402,9 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
 }
 
 /// The hold-off, with the defaults (100 ms, at most 500 ms): a change after a quiet
-/// period (no change for the hold-off, or no build for the max hold-off) is built at
-/// once; a burst is still batched, its builds bounded by the max hold-off.
+/// moment (no change and no build for 25 ms, or no build for the max hold-off) is built
+/// at once; a burst (changes 5 ms apart) is still batched, its builds bounded by the max
+/// hold-off.
 #[test]
 fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
     let config = config::Config::default();
@@ -457,7 +458,7 @@ fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
         built(1).await;
         // Quiet for longer than the max hold-off, or than the hold-off (changes a user
         // makes one after another): the next change is built at once.
-        for (round, quiet) in [600, 600, 150, 150, 150].into_iter().enumerate() {
+        for (round, quiet) in [600, 600, 150, 150, 40, 40, 40].into_iter().enumerate() {
             tokio::time::sleep(Duration::from_millis(quiet)).await;
             let before = metrics.builds.get();
             let sent = Instant::now();
