@@ -113,7 +113,7 @@ while IFS= read -r line; do
 done <"$here/try.txt"
 cat <<MSG
 
-Edit $manifests/*.yaml and repeat a request: Envoy picks the change up in about 0.1 s.
+Edit $manifests/*.yaml and repeat a request: Envoy picks the change up within about 30 ms.
 Logs: $work/isobar.log, $work/envoy.log. Ctrl-C stops everything.
 MSG
 wait -n "${pids[@]}" || true
