@@ -3,7 +3,8 @@
 //!
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
-//! `build` (flat and inclusion), `tls`, `kube`, `gateway` (Gateway API; `gateway-vhds` with
+//! `build` (flat and inclusion), `tls`, `kube`, `kube-status` (1,000 HTTPProxies created at
+//! once on the Kubernetes API: every status written), `gateway` (Gateway API; `gateway-vhds` with
 //! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
 //! `envoy`, `envoy-defaults` (with Isobar's default settings), `envoy-vhds` (the same over
 //! VHDS), `envoy-gateway` and `envoy-gateway-vhds`
@@ -243,7 +244,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,tls,kube,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-vhds,envoy-gateway,envoy-gateway-vhds,webhook,wasm".into()
+        "build,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-vhds,envoy-gateway,envoy-gateway-vhds,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -254,6 +255,9 @@ fn main() {
     }
     if profiles.contains(&"kube") {
         kube::report(n);
+    }
+    if profiles.contains(&"kube-status") {
+        kube::statuses(n, if benching { 1000 } else { 20 });
     }
     // Not among the defaults: it needs valgrind, and it rewrites a source file.
     if profiles.contains(&"symbols") {

@@ -445,3 +445,59 @@ async fn serve_quickstart(binary: &Path, callgrind: &Path) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop(child, true);
 }
+
+/// Status at scale with Isobar's default settings (no client QPS limit, as Contour's
+/// `kubernetesClientQPS` unset): `base` tenants on the test API server, then `burst`
+/// tenants (an HTTPProxy, its Service and EndpointSlice each, in namespaces of their own)
+/// created at once; the time from the last one created until every new HTTPProxy has
+/// its status (`currentStatus: valid`) written.
+pub fn statuses(base: usize, burst: usize) {
+    let runtime = super::runtime();
+    runtime.block_on(async {
+        let server = ApiServer::start().await;
+        let put = |i: usize| {
+            for document in tenant(i).split("---\n").filter(|d| !d.trim().is_empty()) {
+                server.put(&as_a_cluster_has_it(document, i));
+            }
+        };
+        for i in 0..base {
+            put(i);
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let kubeconfig = server.kubeconfig(dir.path());
+        let ports = super::support::ServePorts::free();
+        let log = dir.path().join("isobar.log");
+        let child = isobar(this_isobar(), None, &log)
+            .args(["--kubeconfig", &kubeconfig])
+            .args(ports.args())
+            .envs(ports.envs())
+            .spawn()
+            .unwrap_or_else(|e| panic!("isobar: {e}"));
+        ready(ports.health, &log).await;
+        let valid = |i: usize| {
+            server
+                .get("projectcontour.io/v1", "HTTPProxy", &format!("ns-{i}"), "site")
+                .is_some_and(|p| p["status"]["currentStatus"] == "valid")
+        };
+        let settle = Instant::now();
+        while base > 0 && !valid(base - 1) && settle.elapsed() < Duration::from_secs(300) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for i in base..base + burst {
+            put(i);
+        }
+        let created = Instant::now();
+        let mut pending: Vec<usize> = (base..base + burst).collect();
+        while !pending.is_empty() && created.elapsed() < Duration::from_secs(120) {
+            pending.retain(|i| !valid(*i));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!(
+            "kube-status: {base} tenants on the Kubernetes API, then {burst} HTTPProxies (with their Services and EndpointSlices) created at once: every status written {:.0} ms after the last was created ({} missing); default settings, no client QPS limit",
+            created.elapsed().as_secs_f64() * 1e3,
+            pending.len()
+        );
+        stop(child, false);
+    });
+}

@@ -19,6 +19,12 @@ const MAX_NFA_STATES: usize = 100_000;
 
 /// `Ok` when RE2 (as Envoy runs it) accepts `pattern` within the program size limit.
 pub fn check_re2(pattern: &str) -> Result<(), String> {
+    // Envoy's RegexMatcher needs at least one character (found by the fuzzer).
+    if pattern.is_empty() {
+        return Err(
+            "an empty regular expression matches everything; Envoy needs a pattern".to_string(),
+        );
+    }
     let ast = ast::parse::Parser::new().parse(pattern).map_err(|e| {
         format!(
             "{pattern:?} is not a valid regular expression: {}",
@@ -271,6 +277,7 @@ mod tests {
             "\\p{sc=Greek}",
             "\\p{White_Space}",
             "(?P<a.b>x)",
+            "",
         ] {
             assert!(check_re2(bad).is_err(), "{bad} was accepted");
         }
