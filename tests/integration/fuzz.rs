@@ -271,6 +271,10 @@ fn proxy(index: usize, count: usize) -> impl Strategy<Value = Value> {
                 if let Some(origin) = origin {
                     vhost["corsPolicy"] = json!({"allowOrigin": [origin], "allowMethods": ["GET"]});
                 }
+                if tls == 1 && index % 2 == 0 {
+                    vhost["authorization"] =
+                        json!({"extensionRef": {"name": "authz"}, "failOpen": index % 4 == 0});
+                }
                 spec["virtualhost"] = vhost;
             }
             spec["includes"] = includes
@@ -311,6 +315,82 @@ fn ingress() -> impl Strategy<Value = Value> {
         })
 }
 
+fn http_route(index: usize) -> impl Strategy<Value = Value> {
+    (
+        proptest::collection::vec(
+            prop_oneof![
+                6 => (0u8..24).prop_map(|n| format!("h{n}.gateway.example.com")),
+                1 => text(HOSTS),
+            ],
+            0..2,
+        ),
+        (0usize..4, text(PATHS), text(REGEXES)),
+        (text(HEADER_NAMES), text(VALUES), 0usize..2),
+        (text(HEADER_NAMES), text(VALUES), proptest::sample::select(&["web", "api", "missing"][..])),
+        (mostly(&[80]), proptest::option::of(mostly(&[0, 1, 10])), text(DURATIONS), 0usize..5),
+    )
+        .prop_map(move |(hostnames, path, header, modifier, backend)| {
+            let (kind, value, regex) = path;
+            let path = match kind {
+                0 => json!({"type": "Exact", "value": value}),
+                1 => json!({"type": "PathPrefix", "value": value}),
+                2 => json!({"type": "RegularExpression", "value": regex}),
+                _ => json!({"value": value}),
+            };
+            let (name, value, regex_header) = header;
+            let header = if regex_header == 0 {
+                json!({"name": name, "value": value})
+            } else {
+                json!({"name": name, "type": "RegularExpression", "value": value})
+            };
+            let (set_name, set_value, service) = modifier;
+            let (port, weight, timeout, extra) = backend;
+            let mut backend = json!({"name": service, "port": port});
+            if let Some(w) = weight {
+                backend["weight"] = json!(w);
+            }
+            let mut rule = json!({
+                "matches": [{"path": path, "headers": [header]}],
+                "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": set_name, "value": set_value}]}}],
+                "backendRefs": [backend],
+            });
+            match extra {
+                0 => rule["timeouts"] = json!({"request": timeout}),
+                1 => rule["filters"] = json!([{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": value}, "statusCode": 301}}]),
+                2 => rule["filters"] = json!([{"type": "URLRewrite", "urlRewrite": {"hostname": set_value, "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": value}}}]),
+                _ => {}
+            }
+            json!({
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "HTTPRoute",
+                "metadata": {"name": format!("r{index}"), "namespace": "default"},
+                "spec": {"parentRefs": [{"name": "gw"}], "hostnames": hostnames, "rules": [rule]},
+            })
+        })
+}
+
+fn extension_service() -> impl Strategy<Value = Value> {
+    (
+        proptest::sample::select(&["h2", "h2c", "bogus"][..]),
+        text(DURATIONS),
+        mostly(&[9091]),
+        proptest::sample::select(&["RoundRobin", "Random", "Cookie", "nope"][..]),
+    )
+        .prop_map(|(protocol, timeout, port, strategy)| {
+            json!({
+                "apiVersion": "projectcontour.io/v1alpha1",
+                "kind": "ExtensionService",
+                "metadata": {"name": "authz", "namespace": "default"},
+                "spec": {
+                    "protocol": protocol,
+                    "services": [{"name": "api", "port": port}],
+                    "timeoutPolicy": {"response": timeout},
+                    "loadBalancerPolicy": {"strategy": strategy},
+                },
+            })
+        })
+}
+
 fn endpoints() -> impl Strategy<Value = Value> {
     (proptest::collection::vec(text(ADDRESSES), 0..4), number()).prop_map(|(addresses, port)| {
         let endpoints: Vec<Value> = addresses
@@ -329,30 +409,44 @@ fn endpoints() -> impl Strategy<Value = Value> {
 }
 
 /// One object set: up to six HTTPProxies (including each other, in chains and cycles),
-/// an Ingress, the `api` Service's endpoints.
+/// an Ingress, up to three HTTPRoutes on the base's Gateway, an ExtensionService some
+/// proxies' authorization names, the `api` Service's endpoints.
 pub(crate) fn object_set() -> impl Strategy<Value = Vec<Value>> {
-    (1usize..7).prop_flat_map(|count| {
+    (1usize..7, 0usize..4).prop_flat_map(|(count, routes)| {
         (
             (0..count).map(|i| proxy(i, count)).collect::<Vec<_>>(),
             proptest::option::of(ingress()),
+            (0..routes).map(http_route).collect::<Vec<_>>(),
+            proptest::option::weighted(0.7, extension_service()),
             endpoints(),
         )
-            .prop_map(|(mut proxies, ingress, slice)| {
-                proxies.extend(ingress);
-                proxies.push(slice);
-                proxies
+            .prop_map(|(mut set, ingress, routes, extension, slice)| {
+                set.extend(ingress);
+                set.extend(routes);
+                set.extend(extension);
+                set.push(slice);
+                set
             })
     })
 }
 
 /// The fixed objects every set is built with: Services `web` and `api`, a good and a
-/// bad TLS Secret.
+/// bad TLS Secret, a GatewayClass and Gateway (an HTTP and an HTTPS listener).
 pub(crate) fn base() -> String {
     let secrets = std::fs::read_to_string("tests/golden/secrets.yaml").unwrap_or_default();
     format!(
-        "{}---\napiVersion: v1\nkind: Service\nmetadata: {{name: api, namespace: default}}\nspec:\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n---\n{secrets}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: bad, namespace: default}}\ntype: kubernetes.io/tls\nstringData: {{tls.crt: nope, tls.key: nope}}\n",
+        "{GATEWAY}---\n{}---\napiVersion: v1\nkind: Service\nmetadata: {{name: api, namespace: default}}\nspec:\n  ports: [{{name: http, port: 80, targetPort: 8080}}]\n---\n{secrets}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: bad, namespace: default}}\ntype: kubernetes.io/tls\nstringData: {{tls.crt: nope, tls.key: nope}}\n",
         crate::support::service_yaml("default", "web", 18100)
     )
+}
+
+const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: fuzz}\nspec: {controllerName: projectcontour.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: default}\nspec:\n  gatewayClassName: fuzz\n  listeners:\n    - {name: http, protocol: HTTP, port: 10080}\n    - {name: https, protocol: HTTPS, port: 10443, hostname: '*.gateway.example.com', tls: {certificateRefs: [{name: secure-cert}]}}\n";
+
+/// The configuration the sets are built with: the defaults, with Gateway API on.
+fn fuzz_config() -> Config {
+    let mut config = Config::default();
+    config.pipeline.sources.push("gateway-api".to_string());
+    config
 }
 
 /// The manifest text of one set (JSON documents are YAML).
@@ -459,7 +553,7 @@ fn random_objects_never_panic_and_never_break_envoys_rules() {
     let done = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(|| {
-            let config = Config::default();
+            let config = fuzz_config();
             let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
             let mut runner = runner(cases());
             runner.run(&object_set(), |set| {
