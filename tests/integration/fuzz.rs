@@ -271,9 +271,9 @@ fn proxy(index: usize, count: usize) -> impl Strategy<Value = Value> {
                 if let Some(origin) = origin {
                     vhost["corsPolicy"] = json!({"allowOrigin": [origin], "allowMethods": ["GET"]});
                 }
-                if tls == 1 && index % 2 == 0 {
+                if tls == 1 && index.is_multiple_of(2) {
                     vhost["authorization"] =
-                        json!({"extensionRef": {"name": "authz"}, "failOpen": index % 4 == 0});
+                        json!({"extensionRef": {"name": "authz"}, "failOpen": index.is_multiple_of(4)});
                 }
                 spec["virtualhost"] = vhost;
             }
