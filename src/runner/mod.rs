@@ -139,6 +139,8 @@ impl Runner {
         // the max hold-off, Contour's rule) is built at once; one during a burst waits.
         let mut last_build: Option<Instant> = None;
         let mut last_change: Option<Instant> = None;
+        // The pending changes started after a quiet moment: build them now.
+        let mut due_now = false;
         let mut last_status = StatusReport::default();
         // While a build waits for elided Secrets to be fetched again: since when.
         let mut holding: Option<Instant> = None;
@@ -158,13 +160,18 @@ impl Runner {
                 .iter()
                 .map(|w| w.started + REVIEW_WAIT_MAX)
                 .min();
-            let deadline = pending
-                .filter(|_| synced)
-                .map(|(first, last)| (last + self.holdoff).min(first + self.holdoff_max));
+            let deadline = pending.filter(|_| synced).map(|(first, last)| {
+                if due_now {
+                    first
+                } else {
+                    (last + self.holdoff).min(first + self.holdoff_max)
+                }
+            });
             let event = tokio::select! {
                 event = events.recv() => event,
                 () = until(deadline), if deadline.is_some() => {
                     let since = pending.take().map(|(first, _)| first);
+                    due_now = false;
                     let changed = std::mem::take(&mut dirty);
                     // On the worker: a change spliced in takes well under a millisecond,
                     // less than handing the worker over would; a full build hands it over.
@@ -265,14 +272,10 @@ impl Runner {
                 let quiet = (since(last_change, gap) && since(last_build, gap))
                     || since(last_build, self.holdoff_max);
                 last_change = Some(now);
-                pending = Some(match pending {
-                    Some((first, _)) => (first, now),
-                    // Due now: the max hold-off has passed since "the first change".
-                    None if quiet && synced => {
-                        (now.checked_sub(self.holdoff_max).unwrap_or(now), now)
-                    }
-                    None => (now, now),
-                });
+                if pending.is_none() && quiet && synced {
+                    due_now = true;
+                }
+                pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
             }
         }
     }
