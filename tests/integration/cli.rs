@@ -302,11 +302,9 @@ fn every_status_reason_is_in_the_readme() {
     assert!(missing.is_empty(), "reasons not in the README: {missing:?}");
 }
 
-/// The extensions example translates with both ExtensionServices and the HTTPProxy
-/// valid, Envoy given the ext_authz and rate limit filters and their clusters.
-#[test]
-fn the_extensions_example_is_valid_whole() {
-    let dir = format!("{REPO}/examples/extensions");
+/// `isobar translate` of an example directory (its `manifests/` and `contour.yaml`) as
+/// JSON: the text and the document; it must succeed.
+fn translate_example(dir: &str) -> (String, serde_json::Value) {
     let (ok, out, err) = isobar(
         &[
             "translate",
@@ -320,7 +318,16 @@ fn the_extensions_example_is_valid_whole() {
         &[],
     );
     assert!(ok, "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    (out, doc)
+}
+
+/// The extensions example translates with both ExtensionServices and the HTTPProxy
+/// valid, Envoy given the ext_authz and rate limit filters and their clusters.
+#[test]
+fn the_extensions_example_is_valid_whole() {
+    let dir = format!("{REPO}/examples/extensions");
+    let (out, doc) = translate_example(&dir);
     let statuses = doc["status"].as_array().cloned().unwrap_or_default();
     let named = |kind: &str, name: &str| {
         statuses
@@ -355,20 +362,7 @@ fn the_extensions_example_is_valid_whole() {
 #[test]
 fn the_gateway_api_example_is_accepted_whole() {
     let dir = format!("{REPO}/examples/gateway-api");
-    let (ok, out, err) = isobar(
-        &[
-            "translate",
-            "--manifests",
-            &format!("{dir}/manifests"),
-            "-c",
-            &format!("{dir}/contour.yaml"),
-            "-o",
-            "json",
-        ],
-        &[],
-    );
-    assert!(ok, "{err}");
-    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}"));
+    let (out, doc) = translate_example(&dir);
     let statuses = doc["status"].as_array().cloned().unwrap_or_default();
     let of_kind = |kind: &str| {
         statuses

@@ -219,6 +219,16 @@ impl Stack {
             .collect()
     }
 
+    /// How many builds isobar has completed (`isobar_builds_total`), if it answers.
+    pub(crate) async fn builds(&self) -> Option<u64> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let text = self.client.get(url).send().await.ok()?.text().await.ok()?;
+        text.lines()
+            .find(|l| l.starts_with("isobar_builds_total"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<u64>().ok())
+    }
+
     /// Envoy's own stats through the `stats-health` listener Isobar configures.
     pub(crate) async fn envoy_stats(&self) -> String {
         let url = format!("http://127.0.0.1:{}/stats", self.stats_port);

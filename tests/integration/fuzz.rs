@@ -606,16 +606,8 @@ async fn a_fixed_corpus_reaches_a_real_envoy_without_a_rejection() {
         ("canary.example.com", "/", "a"),
     )
     .await;
-    let builds = || async {
-        let url = format!("http://127.0.0.1:{}/metrics", stack.metrics_port);
-        let text = stack.client.get(url).send().await.ok()?.text().await.ok()?;
-        text.lines()
-            .find(|l| l.starts_with("isobar_builds_total"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse::<u64>().ok())
-    };
     for (i, set) in sets.iter().enumerate() {
-        let before = builds().await.unwrap_or_default();
+        let before = stack.builds().await.unwrap_or_default();
         // One file per object, as the API server hands them over one by one: an object
         // that does not decode leaves the others of its set in place.
         let dir = stack.manifests().join("set");
@@ -626,7 +618,7 @@ async fn a_fixed_corpus_reaches_a_real_envoy_without_a_rejection() {
         }
         let set = manifest(set);
         let built = crate::support::eventually(Duration::from_secs(10), || async {
-            builds().await.filter(|b| *b > before)
+            stack.builds().await.filter(|b| *b > before)
         })
         .await;
         assert!(built.is_some(), "set {i} was never built\n{}", stack.logs());

@@ -204,17 +204,9 @@ async fn real_envoy_accepts_every_golden_case() {
         ("ready.example.com", "/", "a"),
     )
     .await;
-    let builds = || async {
-        let url = format!("http://127.0.0.1:{}/metrics", stack.metrics_port);
-        let text = stack.client.get(url).send().await.ok()?.text().await.ok()?;
-        text.lines()
-            .find(|l| l.starts_with("isobar_builds_total"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse::<u64>().ok())
-    };
     let manifests = stack.manifests();
     for (name, path) in cases() {
-        let before = builds().await.unwrap_or_default();
+        let before = stack.builds().await.unwrap_or_default();
         let mut text = String::new();
         for entry in std::fs::read_dir(path.join("input"))
             .into_iter()
@@ -226,7 +218,7 @@ async fn real_envoy_accepts_every_golden_case() {
         }
         write(&manifests, "case.yaml", &text);
         let built = eventually(Duration::from_secs(10), || async {
-            builds().await.filter(|b| *b > before)
+            stack.builds().await.filter(|b| *b > before)
         })
         .await;
         assert!(
