@@ -244,13 +244,7 @@ impl Checker<'_> {
         rules: &DynamicMessage,
         path: &str,
     ) {
-        let Some((kind, typed)) = rules
-            .descriptor()
-            .oneofs()
-            .next()
-            .and_then(|o| o.fields().find(|f| rules.has_field(f)))
-            .map(|f| (f.name().to_string(), rules.get_field(&f).into_owned()))
-        else {
+        let Some((kind, typed)) = typed_rules(rules) else {
             return;
         };
         let Value::Message(typed) = typed else { return };
@@ -283,6 +277,28 @@ impl Checker<'_> {
         }
     }
 
+    /// A repeated field's or map's `min_*`/`max_*` rules on its `count` of `what`.
+    fn count_bounds(
+        &mut self,
+        path: &str,
+        count: usize,
+        rules: &DynamicMessage,
+        (min_rule, max_rule): (&str, &str),
+        what: &str,
+    ) {
+        let count = count as u64;
+        if let Some(min) = rule(rules, min_rule).and_then(|v| v.as_u64())
+            && count < min
+        {
+            self.fail(path, format!("at least {min} {what} (has {count})"));
+        }
+        if let Some(max) = rule(rules, max_rule).and_then(|v| v.as_u64())
+            && count > max
+        {
+            self.fail(path, format!("at most {max} {what} (has {count})"));
+        }
+    }
+
     fn repeated(
         &mut self,
         field: &FieldDescriptor,
@@ -294,17 +310,13 @@ impl Checker<'_> {
         if items.is_empty() && ignore_empty(rules) {
             return;
         }
-        let count = items.len() as u64;
-        if let Some(min) = rule(rules, "min_items").and_then(|v| v.as_u64())
-            && count < min
-        {
-            self.fail(path, format!("at least {min} items (has {count})"));
-        }
-        if let Some(max) = rule(rules, "max_items").and_then(|v| v.as_u64())
-            && count > max
-        {
-            self.fail(path, format!("at most {max} items (has {count})"));
-        }
+        self.count_bounds(
+            path,
+            items.len(),
+            rules,
+            ("min_items", "max_items"),
+            "items",
+        );
         if rule(rules, "unique").is_some_and(|v| v.as_bool() == Some(true)) {
             for (i, item) in items.iter().enumerate() {
                 if items[..i].contains(item) {
@@ -328,17 +340,13 @@ impl Checker<'_> {
         if entries.is_empty() && ignore_empty(rules) {
             return;
         }
-        let count = entries.len() as u64;
-        if let Some(min) = rule(rules, "min_pairs").and_then(|v| v.as_u64())
-            && count < min
-        {
-            self.fail(path, format!("at least {min} pairs (has {count})"));
-        }
-        if let Some(max) = rule(rules, "max_pairs").and_then(|v| v.as_u64())
-            && count > max
-        {
-            self.fail(path, format!("at most {max} pairs (has {count})"));
-        }
+        self.count_bounds(
+            path,
+            entries.len(),
+            rules,
+            ("min_pairs", "max_pairs"),
+            "pairs",
+        );
         let keys = rule(rules, "keys").and_then(|v| v.as_message().cloned());
         let values = rule(rules, "values").and_then(|v| v.as_message().cloned());
         for (key, item) in entries {

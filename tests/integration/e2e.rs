@@ -245,17 +245,23 @@ impl Stack {
         Some(response.status().as_u16())
     }
 
+    /// Envoy's `update_rejected` stats that are not 0.
+    pub(crate) async fn rejected_updates(&self) -> Vec<String> {
+        let stats = self.envoy_stats().await;
+        stats
+            .lines()
+            .filter(|l| l.contains("update_rejected") && !l.ends_with(": 0"))
+            .map(str::to_string)
+            .collect()
+    }
+
     pub(crate) async fn assert_nothing_rejected(&self) {
         let stats = self.envoy_stats().await;
-        let rejected: Vec<&str> = stats
-            .lines()
-            .filter(|l| l.contains("update_rejected"))
-            .collect();
         assert!(
-            !rejected.is_empty(),
+            stats.contains("update_rejected"),
             "no update_rejected stats in:\n{stats}"
         );
-        let bad: Vec<&&str> = rejected.iter().filter(|l| !l.ends_with(": 0")).collect();
+        let bad = self.rejected_updates().await;
         assert!(
             bad.is_empty(),
             "Envoy rejected updates: {bad:?}\n{}",

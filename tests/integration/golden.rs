@@ -239,11 +239,7 @@ async fn real_envoy_accepts_every_golden_case() {
             stack.envoy_domains().await,
             stack.logs()
         );
-        let stats = stack.envoy_stats().await;
-        let rejected: Vec<&str> = stats
-            .lines()
-            .filter(|l| l.contains("update_rejected") && !l.ends_with(": 0"))
-            .collect();
+        let rejected = stack.rejected_updates().await;
         assert!(
             rejected.is_empty(),
             "{name}: Envoy rejected an update: {rejected:?}\n{}",
