@@ -29,6 +29,8 @@ pub struct Metrics {
     pub xds_streams: Gauge,
     pub xds_responses: Family<TypeLabel, Counter>,
     pub xds_nacks: Family<TypeLabel, Counter>,
+    /// Objects whose latest version Envoy refused, held back (see `runner/rejected.rs`).
+    pub envoy_rejected_objects: Gauge,
     pub watch_restarts: Family<KindLabel, Counter>,
     pub decode_errors: Family<KindLabel, Counter>,
     pub status_writes: Family<ResultLabel, Counter>,
@@ -68,6 +70,7 @@ impl Default for Metrics {
         let xds_streams = Gauge::default();
         let xds_responses = Family::<TypeLabel, Counter>::default();
         let xds_nacks = Family::<TypeLabel, Counter>::default();
+        let envoy_rejected_objects = Gauge::default();
         let watch_restarts = Family::<KindLabel, Counter>::default();
         let decode_errors = Family::<KindLabel, Counter>::default();
         let status_writes = Family::<ResultLabel, Counter>::default();
@@ -113,6 +116,11 @@ impl Default for Metrics {
             "xds_nacks",
             "xDS updates Envoy rejected, by type",
             xds_nacks.clone(),
+        );
+        registry.register(
+            "envoy_rejected_objects",
+            "Objects whose latest version Envoy rejected: their previous version is served (or none, if new)",
+            envoy_rejected_objects.clone(),
         );
         registry.register(
             "watch_errors",
@@ -178,6 +186,7 @@ impl Default for Metrics {
             xds_streams,
             xds_responses,
             xds_nacks,
+            envoy_rejected_objects,
             watch_restarts,
             decode_errors,
             status_writes,

@@ -203,6 +203,8 @@ pub struct Controller {
     pub debug: mpsc::Sender<crate::cli::debug::IrRequest>,
     /// Hands AdmissionReviews to the runner (the admission webhook).
     pub admission: mpsc::Sender<crate::admission::Request>,
+    /// Where the xDS server reports updates Envoy refused (`AdsService::reporting`).
+    pub rejections: mpsc::UnboundedSender<crate::xds::Rejection>,
     /// Ends with the provider's error, if it fails.
     pub provider: tokio::task::JoinHandle<anyhow::Result<()>>,
     stop: watch::Sender<bool>,
@@ -222,6 +224,7 @@ impl Controller {
         let (event_tx, event_rx) = mpsc::channel(1024);
         let (debug, debug_rx) = mpsc::channel(4);
         let (admission, admission_rx) = mpsc::channel(64);
+        let (rejections, rejections_rx) = mpsc::unbounded_channel();
         let kinds = pipeline.kinds();
         let health = Arc::new(WatchHealth::default());
         // Set on shutdown: the elector releases its Lease.
@@ -308,6 +311,7 @@ impl Controller {
             debug: Some(debug_rx),
             admission: Some(admission_rx),
             hydrate,
+            rejections: Some(rejections_rx),
         };
         let provider = tokio::spawn(provider.run(kinds, event_tx));
         background.spawn(runner.run(event_rx));
@@ -318,6 +322,7 @@ impl Controller {
             leader,
             debug,
             admission,
+            rejections,
             provider,
             stop,
             elector,
@@ -448,6 +453,7 @@ async fn serve(
         closing_tx.send_replace(true);
     });
     let ads = AdsService::new(snapshot_rx, metrics)
+        .reporting(controller.rejections.clone())
         .delta_only(config.xds_server.vhds)
         .with_shutdown(closing.clone())
         .into_server();

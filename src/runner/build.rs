@@ -10,6 +10,7 @@ use isobar_sdk::{ConditionType, Kind, ObjectKey, Objects, Reason, StatusReport};
 
 use super::links::Links;
 use super::pipeline::Pipeline;
+use super::rejected::{Refused, report_refused};
 use super::status::Desired;
 use super::{Built, Dirty, HYDRATE_MAX, Runner, SPLICE_MAX};
 use crate::metrics::KindLabel;
@@ -24,6 +25,7 @@ impl Runner {
         &self,
         objects: &mut Objects,
         unreadable: &BTreeMap<ObjectKey, String>,
+        refused: &BTreeMap<ObjectKey, Refused>,
         status: &mut StatusReport,
         since: Option<Instant>,
         holding: &mut Option<Instant>,
@@ -37,22 +39,24 @@ impl Runner {
             && let Some(last) = built.as_mut()
             && last.encoder.splices()
         {
-            if self.splice(objects, unreadable, status, since, last, dirty) {
+            if self.splice(objects, unreadable, refused, status, since, last, dirty) {
                 return false;
             }
             *built = None;
         }
         tokio::task::block_in_place(|| {
-            self.build_all(objects, unreadable, status, since, holding, built)
+            self.build_all(objects, unreadable, refused, status, since, holding, built)
         })
     }
 
     /// Rebuilds only the routing objects `dirty` reaches and splices the result into
     /// the last build. False when it cannot (then nothing was published or kept).
+    #[allow(clippy::too_many_arguments)]
     fn splice(
         &self,
         objects: &mut Objects,
         unreadable: &BTreeMap<ObjectKey, String>,
+        refused: &BTreeMap<ObjectKey, Refused>,
         status: &mut StatusReport,
         since: Option<Instant>,
         last: &mut Built,
@@ -89,6 +93,7 @@ impl Runner {
             return false;
         }
         report_unreadable(&mut output.status, objects, unreadable, &self.pipeline);
+        report_refused(&mut output.status, refused);
         let published = self.snapshots.borrow().clone();
         let Ok(mut changes) = last.encoder.replace(
             &output.ir,
@@ -155,6 +160,7 @@ impl Runner {
             let mut desired = last.cloned().unwrap_or_default();
             desired.load_balancer = lb;
             desired.update(status, objects, &reported, self.pipeline.controller_name());
+            observe_refused(&mut desired, refused);
             desired
         });
         tracing::info!(
@@ -176,10 +182,12 @@ impl Runner {
     }
 
     /// Builds everything from the objects.
+    #[allow(clippy::too_many_arguments)]
     fn build_all(
         &self,
         objects: &mut Objects,
         unreadable: &BTreeMap<ObjectKey, String>,
+        refused: &BTreeMap<ObjectKey, Refused>,
         status: &mut StatusReport,
         since: Option<Instant>,
         holding: &mut Option<Instant>,
@@ -188,6 +196,7 @@ impl Runner {
         let started = Instant::now();
         let mut output = self.pipeline.build(objects);
         report_unreadable(&mut output.status, objects, unreadable, &self.pipeline);
+        report_refused(&mut output.status, refused);
         let mut requested = objects.take_requested();
         // Envoy's own client certificate is read when the build is encoded, below: it is
         // in use too (neither elided after this build nor missing from the next).
@@ -239,7 +248,10 @@ impl Runner {
             "built"
         );
         self.publish_statuses(objects, |_, lb| {
-            Desired::from_build(&output.status, objects, lb, self.pipeline.controller_name())
+            let mut desired =
+                Desired::from_build(&output.status, objects, lb, self.pipeline.controller_name());
+            observe_refused(&mut desired, refused);
+            desired
         });
         log_status_changes(status, &output.status);
         if self.hydrate.is_some() {
@@ -355,6 +367,16 @@ fn report_unreadable(
                 Reason::ObjectNotReadable,
                 format!("this object could not be read ({error}) and is not served"),
             );
+        }
+    }
+}
+
+/// A refused object's status is about the refused version: its `observedGeneration` is
+/// that version's (the store holds the one served instead).
+fn observe_refused(desired: &mut Desired, refused: &BTreeMap<ObjectKey, Refused>) {
+    for (key, r) in refused {
+        if let Some((generation, _)) = desired.proxies.get_mut(key) {
+            *generation = r.object.metadata().generation;
         }
     }
 }

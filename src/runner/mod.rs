@@ -7,6 +7,7 @@ mod build;
 pub mod leader;
 pub mod links;
 pub mod pipeline;
+pub mod rejected;
 pub mod status;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use crate::metrics::Metrics;
 use crate::provider::Event;
 use crate::runner::links::{Links, service_referrers};
 use crate::runner::pipeline::Pipeline;
+use crate::runner::rejected::{Blame, Rejections};
 use crate::runner::status::Desired;
 use crate::xds::{Encoder, EnvoySettings, Snapshot};
 
@@ -45,6 +47,9 @@ pub struct Runner {
     /// Where to ask for Secrets whose data was dropped (a provider that can fetch them
     /// again); with it, unreferenced Secrets keep no data.
     pub hydrate: Option<mpsc::Sender<Vec<(String, String)>>>,
+    /// Updates Envoy refused, from the xDS streams: traced to the objects that made
+    /// them (see `rejected.rs`).
+    pub rejections: Option<mpsc::UnboundedReceiver<crate::xds::Rejection>>,
 }
 
 /// How long a build waits for dropped Secrets to be fetched before serving without them.
@@ -129,6 +134,9 @@ impl Runner {
     pub async fn run(mut self, mut events: mpsc::Receiver<Event>) {
         let mut debug = self.debug.take();
         let mut admission = self.admission.take();
+        let mut rejections = self.rejections.take();
+        // What Envoy refused, and what each published snapshot changed.
+        let mut refusals = Rejections::default();
         let mut admissions = crate::admission::Admissions::default();
         let mut objects = Objects::default();
         let mut synced = false;
@@ -175,7 +183,12 @@ impl Runner {
                     let changed = std::mem::take(&mut dirty);
                     // On the worker: a change spliced in takes well under a millisecond,
                     // less than handing the worker over would; a full build hands it over.
-                    let held = self.rebuild(&mut objects, &unreadable, &mut last_status, since, &mut holding, &mut built, &changed);
+                    let before = self.published_seq();
+                    let held = self.rebuild(&mut objects, &unreadable, &refusals.refused, &mut last_status, since, &mut holding, &mut built, &changed);
+                    if let Some(seq) = self.published_seq().filter(|s| Some(*s) != before) {
+                        refusals.published(seq, true);
+                    }
+                    self.metrics.envoy_rejected_objects.set(i64::try_from(refusals.refused.len()).unwrap_or(i64::MAX));
                     last_build = Some(Instant::now());
                     if held {
                         dirty.full = true;
@@ -191,8 +204,22 @@ impl Runner {
                     let _ = reply.send(Arc::new(ir));
                     continue;
                 }
+                Some(rejection) = async { rejections.as_mut()?.recv().await }, if rejections.is_some() => {
+                    if self.trace_rejection(&mut objects, &mut unreadable, &mut refusals, &rejection, &mut synced, &mut dirty, built.as_ref()) {
+                        // Put back now: until then the Envoy takes no update of the type.
+                        let now = Instant::now();
+                        due_now = true;
+                        pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
+                    }
+                    continue;
+                }
                 Some(review) = async { admission.as_mut()?.recv().await }, if admission.is_some() => {
-                    if synced {
+                    if let Some(message) = review.candidate.object.as_ref().and_then(|o| refusals.refused_shape(o)) {
+                        let _ = review.reply.send(crate::admission::Verdict::deny(
+                            format!("Envoy rejected the configuration built from an object of this shape before: {message}"),
+                            Vec::new(),
+                        ));
+                    } else if synced {
                         let waiting = Waiting { review, started: Instant::now() };
                         self.judge(&mut admissions, &objects, waiting, &mut waiting_reviews);
                     } else {
@@ -217,6 +244,7 @@ impl Runner {
             let mut changed = self.apply(
                 &mut objects,
                 &mut unreadable,
+                &mut refusals,
                 event,
                 &mut synced,
                 &mut dirty,
@@ -226,6 +254,7 @@ impl Runner {
                 changed |= self.apply(
                     &mut objects,
                     &mut unreadable,
+                    &mut refusals,
                     event,
                     &mut synced,
                     &mut dirty,
@@ -254,12 +283,16 @@ impl Runner {
                         "changed secrets no build uses; nothing to build"
                     );
                 }
+                let before = self.published_seq();
                 if services.len() > ENDPOINTS_INLINE_MAX {
                     tokio::task::block_in_place(|| {
                         self.publish_endpoints(&built.encoder, &objects, &services, arrived);
                     });
                 } else if !services.is_empty() {
                     self.publish_endpoints(&built.encoder, &objects, &services, arrived);
+                }
+                if let Some(seq) = self.published_seq().filter(|s| Some(*s) != before) {
+                    refusals.published(seq, false);
                 }
                 continue;
             }
@@ -278,6 +311,67 @@ impl Runner {
                 pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
             }
         }
+    }
+
+    /// The `seq` of the snapshot published last.
+    fn published_seq(&self) -> Option<u64> {
+        self.snapshots.borrow().as_ref().map(|s| s.seq)
+    }
+
+    /// Traces a refused update to the objects whose changes made it, puts their served
+    /// versions back (or takes them out, when new) and marks them refused; true when
+    /// anything was put back (it needs building).
+    #[allow(clippy::too_many_arguments)]
+    fn trace_rejection(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
+        rejection: &crate::xds::Rejection,
+        synced: &mut bool,
+        dirty: &mut Dirty,
+        built: Option<&Built>,
+    ) -> bool {
+        let blamed = match refusals.blame(rejection, objects) {
+            Blame::Objects(blamed) => blamed,
+            Blame::Known => return false,
+            Blame::Unknown => {
+                tracing::warn!(
+                    xds_type = rejection.xds_type.short(),
+                    error = %rejection.message,
+                    "envoy rejected an update that no object's change can be traced to"
+                );
+                return false;
+            }
+        };
+        let links = built.map(|b| &b.links);
+        refusals.pause();
+        for (key, previous) in blamed {
+            let Some(refused) = objects.object(&key).cloned() else {
+                continue;
+            };
+            let served = previous.is_some();
+            let event = match previous {
+                Some(previous) => Event::Apply(previous),
+                None => Event::Delete(key.clone()),
+            };
+            self.apply(objects, unreadable, refusals, event, synced, dirty, links);
+            refusals.refuse(refused, &rejection.message, served);
+            tracing::warn!(
+                kind = %key.kind,
+                ns = %key.namespace,
+                name = %key.name,
+                xds_type = rejection.xds_type.short(),
+                error = %rejection.message,
+                served_instead = if served { "the previous version" } else { "nothing" },
+                "envoy rejected the configuration built from this object"
+            );
+        }
+        refusals.resume();
+        self.metrics
+            .envoy_rejected_objects
+            .set(i64::try_from(refusals.refused.len()).unwrap_or(i64::MAX));
+        true
     }
 
     /// Answers a review, or, when it needs Secrets whose data was dropped and there is
@@ -315,25 +409,30 @@ impl Runner {
 
     /// Applies one event; returns whether anything changed, and records in `dirty`
     /// whether only EndpointSlices did (and of which Services).
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
         objects: &mut Objects,
         unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
         event: Event,
         synced: &mut bool,
         dirty: &mut Dirty,
         links: Option<&Links>,
     ) -> bool {
-        if dirty.full {
-            // Everything is rebuilt anyway: what each object reaches is neither worked out
-            // nor recorded (during the first list, tens of thousands of keys).
-            return self.apply_event(objects, unreadable, event, synced);
-        }
         let key = match &event {
             Event::Apply(object) => Some(object.key()),
             Event::Delete(key) => Some(key.clone()),
             _ => None,
         };
+        if let Some(key) = key.as_ref().filter(|k| self.pipeline.routes(k.kind)) {
+            refusals.before_change(objects, key);
+        }
+        if dirty.full {
+            // Everything is rebuilt anyway: what each object reaches is neither worked out
+            // nor recorded (during the first list, tens of thousands of keys).
+            return self.apply_event(objects, unreadable, refusals, event, synced);
+        }
         // For an EndpointSlice: its key, and the Services it belongs to before and after.
         let slice = match &event {
             Event::Apply(object) => object
@@ -362,13 +461,13 @@ impl Runner {
             .or(routing.as_ref())
             .or(secret.as_ref())
             .or(service.as_ref())
-            .is_some_and(|key| unreadable.contains_key(key));
-        let changed = self.apply_event(objects, unreadable, event, synced);
+            .is_some_and(|key| unreadable.contains_key(key) || refusals.refused.contains_key(key));
+        let changed = self.apply_event(objects, unreadable, refusals, event, synced);
         if !changed {
             return false;
         }
         match (slice, routing) {
-            // An object that was unreadable has a status to clear: a full build.
+            // An object that was unreadable or refused has a status to clear: a full build.
             _ if was_unreadable => dirty.full = true,
             (Some((key, new_service)), _) => {
                 for service in [old_service, new_service].into_iter().flatten() {
@@ -407,18 +506,26 @@ impl Runner {
         &self,
         objects: &mut Objects,
         unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
         event: Event,
         synced: &mut bool,
     ) -> bool {
         match event {
             Event::Apply(object) => {
-                let readable = unreadable.remove(&object.key()).is_some();
-                objects.apply(object) || readable
+                if refusals.is_refused_version(&object) {
+                    // What Envoy refused, sent again (a relist): the version served stays.
+                    return false;
+                }
+                let key = object.key();
+                let readable = unreadable.remove(&key).is_some();
+                let cleared = refusals.refused.remove(&key).is_some();
+                objects.apply(object) || readable || cleared
             }
             Event::Fetched(object) => objects.restore(object),
             Event::Delete(key) => {
                 let readable = unreadable.remove(&key).is_some();
-                objects.delete(&key) || readable
+                let cleared = refusals.refused.remove(&key).is_some();
+                objects.delete(&key) || readable || cleared
             }
             Event::Listed {
                 kind,
@@ -426,11 +533,17 @@ impl Runner {
                 keys,
             } => {
                 let gone = objects.keep_only(kind, namespace.as_deref(), &keys);
-                unreadable.retain(|key, _| {
+                let listed = |key: &ObjectKey| {
                     key.kind != kind
                         || namespace.as_ref().is_some_and(|ns| *ns != key.namespace)
                         || keys.contains(&(key.namespace.clone(), key.name.clone()))
-                });
+                };
+                unreadable.retain(|key, _| listed(key));
+                refusals.refused.retain(|key, _| listed(key));
+                if gone && self.pipeline.routes(kind) {
+                    // What went is not recorded one by one.
+                    refusals.forget_pending();
+                }
                 gone
             }
             Event::Unreadable(key, error) => {

@@ -17,14 +17,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tonic::Status;
 
 use super::resource::{Name, XdsType};
-use super::snapshot::{LogPosition, Snapshot, TypeSnapshot, hex};
+use super::snapshot::{LogPosition, Snapshot, hex};
 use super::stream::{Session, StreamCore};
 use super::wire::{self, Named, Wire};
-use crate::metrics::Metrics;
 
 #[derive(Debug, Default)]
 struct TypeState {
@@ -55,6 +54,12 @@ struct TypeState {
     /// so without this a new cluster on a Service's existing endpoint set waits out its
     /// 15-second fetch timeout.
     resend: BTreeSet<String>,
+    /// The snapshot (`Snapshot::seq`) the response in flight was made from, whether it
+    /// is a retry of part of a refused one, and the snapshot whose changes Envoy last
+    /// took: a NACK of a first send blames the builds between the two.
+    sent_seq: u64,
+    retrying: bool,
+    acked_seq: u64,
 }
 
 impl TypeState {
@@ -71,13 +76,9 @@ pub struct DeltaStream {
 }
 
 impl DeltaStream {
-    pub fn new(
-        snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
-        metrics: Arc<Metrics>,
-        tx: mpsc::Sender<Result<Wire, Status>>,
-    ) -> Self {
+    pub(super) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
         DeltaStream {
-            core: StreamCore::new(snapshots, metrics),
+            core,
             tx,
             types: XdsType::ORDER
                 .into_iter()
@@ -185,6 +186,11 @@ impl DeltaStream {
                 state.synced = None;
                 self.core.metrics.nack(t.short());
                 tracing::error!(node = %self.core.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
+                if !state.retrying {
+                    // A retry's refusal says nothing new about which change did it.
+                    self.core
+                        .rejected(t, state.acked_seq, state.sent_seq, &error.message);
+                }
                 let put: Vec<Name> = sent
                     .iter()
                     .filter(|(_, digest)| digest.is_some())
@@ -202,6 +208,9 @@ impl DeltaStream {
                 }
             }
             None => {
+                if !state.retrying {
+                    state.acked_seq = state.sent_seq;
+                }
                 for (name, digest) in sent {
                     match digest {
                         Some(digest) if state.wants(&name) => {
@@ -287,7 +296,7 @@ impl DeltaStream {
             for (name, _) in &again {
                 state.rejected.remove(*name);
             }
-            return self.respond(t, current, &again, &[], None);
+            return self.respond(t, snapshot, &again, &[], None, true);
         }
         let resend = std::mem::take(&mut state.resend);
         let state = &self.types[&t];
@@ -359,21 +368,24 @@ impl DeltaStream {
             let state = self.types.get_mut(&t)?;
             if basis.is_some() {
                 state.synced = basis;
+                state.acked_seq = snapshot.seq;
             }
             return None;
         }
-        self.respond(t, current, &changed, &removed, basis)
+        self.respond(t, snapshot, &changed, &removed, basis, false)
     }
 
     /// Sends `changed` and `removed` of type `t` (`basis`: see [`TypeState::basis`]).
     fn respond(
         &mut self,
         t: XdsType,
-        current: &TypeSnapshot,
+        snapshot: &Snapshot,
         changed: &[(&Name, u64)],
         removed: &[Name],
         basis: Option<LogPosition>,
+        retrying: bool,
     ) -> Option<Result<Wire, Status>> {
+        let current = snapshot.get(t);
         // Distinct names of the snapshot: as many as it has means all of them.
         let part = if changed.len() == current.resources.len() {
             current.all(t, true)
@@ -407,6 +419,7 @@ impl DeltaStream {
         let state = self.types.get_mut(&t)?;
         state.in_flight = Some((nonce.clone(), sent));
         state.basis = basis;
+        (state.sent_seq, state.retrying) = (snapshot.seq, retrying);
         tracing::debug!(node = %self.core.node, xds_type = t.short(), %nonce, resources = changed.len(), removed = removed.len(), "sending delta");
         Some(wire::delta(
             &current.version,

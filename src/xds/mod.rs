@@ -37,3 +37,4 @@ pub use settings::{
     RuntimeSettings, TlsSettings, UpstreamTlsSettings,
 };
 pub use snapshot::{ResourceMap, Snapshot};
+pub use stream::Rejection;

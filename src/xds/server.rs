@@ -13,7 +13,7 @@ use super::delta::DeltaStream;
 use super::request::SotwRequest;
 use super::snapshot::Snapshot;
 use super::sotw::AdsStream;
-use super::stream::{ResponseStream, Session, run};
+use super::stream::{Rejection, ResponseStream, Session, StreamCore, run};
 use super::wire::Wire;
 use crate::metrics::Metrics;
 
@@ -27,6 +27,8 @@ pub struct AdsService {
     /// `xds-server.vhds`: the routes served need delta xDS, so state-of-the-world
     /// streams are refused.
     delta_only: bool,
+    /// Where each stream reports what Envoy refused (the runner).
+    rejections: Option<mpsc::UnboundedSender<Rejection>>,
 }
 
 impl AdsService {
@@ -36,7 +38,21 @@ impl AdsService {
             metrics,
             closing: watch::channel(false).1,
             delta_only: false,
+            rejections: None,
         }
+    }
+
+    /// Reports every update Envoy refuses to `rejections` (the runner traces it to the
+    /// objects that caused it).
+    pub fn reporting(mut self, rejections: mpsc::UnboundedSender<Rejection>) -> Self {
+        self.rejections = Some(rejections);
+        self
+    }
+
+    fn core(&self) -> StreamCore {
+        let mut core = StreamCore::new(self.snapshots.clone(), self.metrics.clone());
+        core.rejections = self.rejections.clone();
+        core
     }
 
     /// Refuses state-of-the-world streams (with `FAILED_PRECONDITION`): for
@@ -67,7 +83,7 @@ impl AdsService {
             return Box::pin(tokio_stream::once(Err(status)));
         }
         let (tx, rx) = mpsc::channel(16);
-        let stream = AdsStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
+        let stream = AdsStream::new(self.core(), tx);
         self.spawn(stream, requests);
         Box::pin(ReceiverStream::new(rx))
     }
@@ -75,7 +91,7 @@ impl AdsService {
     /// Opens an incremental (delta) stream.
     pub(super) fn delta(&self, requests: Streaming<DeltaDiscoveryRequest>) -> ResponseStream<Wire> {
         let (tx, rx) = mpsc::channel(16);
-        let stream = DeltaStream::new(self.snapshots.clone(), self.metrics.clone(), tx);
+        let stream = DeltaStream::new(self.core(), tx);
         self.spawn(stream, requests);
         Box::pin(ReceiverStream::new(rx))
     }

@@ -174,6 +174,15 @@ pub struct Snapshot {
     /// When the earliest change this snapshot reflects arrived (for the event → xDS
     /// latency metric); not part of the content.
     pub changed_at: Option<std::time::Instant>,
+    /// Which snapshot this is: every snapshot made gets a higher one (in this process),
+    /// so a stream can say which builds Envoy took and which it refused.
+    pub seq: u64,
+}
+
+static SEQS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_seq() -> u64 {
+    SEQS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl PartialEq for Snapshot {
@@ -184,7 +193,10 @@ impl PartialEq for Snapshot {
 
 impl Snapshot {
     pub fn new(resources: Resources) -> Snapshot {
-        let mut snapshot = Snapshot::default();
+        let mut snapshot = Snapshot {
+            seq: next_seq(),
+            ..Snapshot::default()
+        };
         for (t, map) in [
             (XdsType::Cluster, resources.clusters),
             (XdsType::Endpoint, resources.endpoints),
@@ -207,6 +219,7 @@ impl Snapshot {
         changes: impl IntoIterator<Item = (String, Option<Encoded>)>,
     ) -> Snapshot {
         let mut out = self.clone();
+        out.seq = next_seq();
         out.types[t.index()].change(changes);
         out
     }
@@ -214,6 +227,7 @@ impl Snapshot {
     /// This snapshot with the resources of several types replaced or removed.
     pub fn with_all_changes(&self, changes: Changes) -> Snapshot {
         let mut out = self.clone();
+        out.seq = next_seq();
         for (t, resources) in changes.by_type {
             out.types[t.index()].change(resources);
         }

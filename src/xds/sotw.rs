@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tonic::Status;
 
 use super::request::{NamesDigest, SotwRequest};
@@ -24,7 +24,6 @@ use super::resource::{Encoded, Name, XdsType};
 use super::snapshot::{LogPosition, ResourceMap, Snapshot, TypeSnapshot, digest, version_of};
 use super::stream::{Session, StreamCore, eds_name};
 use super::wire::{self, Wire};
-use crate::metrics::Metrics;
 
 #[derive(Debug, Default)]
 struct TypeState {
@@ -38,6 +37,10 @@ struct TypeState {
     sent_version: Option<String>,
     acked_version: Option<String>,
     rejected_version: Option<String>,
+    /// The snapshot (`Snapshot::seq`) the last response was made from, and the one
+    /// whose content Envoy last took: a NACK blames the builds between the two.
+    sent_seq: u64,
+    acked_seq: u64,
     /// Clusters last sent (CDS only), to keep removed ones until routes move off them.
     sent_resources: ResourceMap<Encoded>,
     /// EDS, SDS, RDS: the digest of each resource Envoy has taken (ACKed), and of those in
@@ -67,13 +70,9 @@ pub(super) struct AdsStream {
 }
 
 impl AdsStream {
-    pub(super) fn new(
-        snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
-        metrics: Arc<Metrics>,
-        tx: mpsc::Sender<Result<Wire, Status>>,
-    ) -> Self {
+    pub(super) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
         AdsStream {
-            core: StreamCore::new(snapshots, metrics),
+            core,
             tx,
             types: XdsType::ORDER
                 .into_iter()
@@ -135,6 +134,8 @@ impl AdsStream {
                     state.rejected_version = state.sent_version.clone();
                     state.basis = None;
                     self.core.metrics.nack(t.short());
+                    self.core
+                        .rejected(t, state.acked_seq, state.sent_seq, &error.message);
                     tracing::error!(
                         node = %self.core.node,
                         xds_type = t.short(),
@@ -145,6 +146,7 @@ impl AdsStream {
                 }
                 None => {
                     state.acked_version = state.sent_version.clone();
+                    state.acked_seq = state.sent_seq;
                     let pending = std::mem::take(&mut state.pending);
                     state.held.extend(pending);
                 }
@@ -248,6 +250,7 @@ impl AdsStream {
         state.nonce = Some(nonce.clone());
         state.in_flight = true;
         state.sent_version = Some(version.clone());
+        state.sent_seq = snapshot.seq;
         let mut changed_clusters = Vec::new();
         if t == XdsType::Cluster {
             changed_clusters = resources
@@ -351,7 +354,7 @@ impl AdsStream {
     ) -> Option<(String, ResourceMap<Encoded>)> {
         let current = snapshot.get(t);
         let state = self.types.get_mut(&t)?;
-        if let Some(fast) = Self::partial_since_basis(state, current) {
+        if let Some(fast) = Self::partial_since_basis(state, current, snapshot.seq) {
             return fast;
         }
         let requested: Vec<(&Name, &u64)> = state
@@ -383,7 +386,7 @@ impl AdsStream {
             .collect();
         state.resend_all = false;
         state.resend.clear();
-        Self::answer(state, current, version, changed)
+        Self::answer(state, current, version, changed, snapshot.seq)
     }
 
     /// The resources of `changed`, now in flight; with none, the stream is caught up.
@@ -392,10 +395,12 @@ impl AdsStream {
         current: &TypeSnapshot,
         version: String,
         changed: BTreeMap<Name, u64>,
+        seq: u64,
     ) -> Option<(String, ResourceMap<Encoded>)> {
         if changed.is_empty() {
             state.sent_version = Some(version.clone());
             state.acked_version = Some(version);
+            (state.sent_seq, state.acked_seq) = (seq, seq);
             return None;
         }
         let resources = changed
@@ -414,6 +419,7 @@ impl AdsStream {
     fn partial_since_basis(
         state: &mut TypeState,
         current: &TypeSnapshot,
+        seq: u64,
     ) -> Option<Option<(String, ResourceMap<Encoded>)>> {
         if state.resend_all {
             return None;
@@ -445,6 +451,6 @@ impl AdsStream {
             .collect();
         state.resend.clear();
         state.basis = Some(current.position());
-        Some(Self::answer(state, current, version, changed))
+        Some(Self::answer(state, current, version, changed, seq))
     }
 }

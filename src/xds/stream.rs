@@ -44,6 +44,20 @@ pub(super) struct StreamCore {
     /// cleared when an EDS subscription changes.
     pub endpoints_subscribed: Option<LogPosition>,
     pub connected: std::time::Instant,
+    /// Where refusals go (the runner), to be traced to the objects that caused them.
+    pub rejections: Option<mpsc::UnboundedSender<Rejection>>,
+}
+
+/// Envoy refused an update of one type: made from snapshot `upto` (its `seq`), when it
+/// last took that type's content from snapshot `after` (0: none yet). The changes built
+/// between the two are what it refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub xds_type: XdsType,
+    pub after: u64,
+    pub upto: u64,
+    /// Envoy's error message.
+    pub message: String,
 }
 
 impl StreamCore {
@@ -55,6 +69,19 @@ impl StreamCore {
             holding_since: None,
             endpoints_subscribed: None,
             connected: std::time::Instant::now(),
+            rejections: None,
+        }
+    }
+
+    /// Reports a refusal (see [`Rejection`]).
+    pub fn rejected(&self, t: XdsType, after: u64, upto: u64, message: &str) {
+        if let Some(tx) = &self.rejections {
+            let _ = tx.send(Rejection {
+                xds_type: t,
+                after,
+                upto,
+                message: message.to_string(),
+            });
         }
     }
 

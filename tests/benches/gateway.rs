@@ -197,6 +197,7 @@ pub fn run(n: usize, changes: usize, vhds: bool) {
         debug: None,
         admission: None,
         hydrate: None,
+        rejections: None,
     };
     let runtime = super::runtime();
     runtime.block_on(async move {

@@ -701,6 +701,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         debug: None,
         admission: None,
         hydrate: None,
+        rejections: None,
     };
     let runtime = super::runtime();
     let figures = runtime.block_on(async move {

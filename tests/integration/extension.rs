@@ -60,14 +60,19 @@ fn config(ports: &ServePorts, mappings_port: u16, tcp_port: Option<u16>) -> Conf
     config
 }
 
-/// Serves ADS for `snapshots` on a free loopback port; returns the port.
-async fn serve_ads(snapshots: watch::Receiver<Option<Arc<Snapshot>>>) -> u16 {
+/// Serves ADS for `snapshots` on a free loopback port, reporting what Envoy refuses to
+/// `rejections`; returns the port.
+async fn serve_ads(
+    snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
+    rejections: tokio::sync::mpsc::UnboundedSender<isobar::xds::Rejection>,
+) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .unwrap_or_else(|e| panic!("bind: {e}"));
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-    let ads =
-        isobar::xds::server::AdsService::new(snapshots, Arc::new(Metrics::default())).into_server();
+    let ads = isobar::xds::server::AdsService::new(snapshots, Arc::new(Metrics::default()))
+        .reporting(rejections)
+        .into_server();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(ads)
@@ -145,7 +150,7 @@ async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let xds_port = serve_ads(controller.snapshots.clone()).await;
+    let xds_port = serve_ads(controller.snapshots.clone(), controller.rejections.clone()).await;
     let _envoy = envoy_on(dir.path(), xds_port, "sotw");
     // A connection kept open through the TCP proxy would keep its first upstream.
     let client = reqwest::Client::builder()
@@ -305,5 +310,135 @@ async fn a_plugin_kind_gets_status_per_parent_from_the_kubernetes_api() {
         "BackendNotFound"
     );
     assert_eq!(condition(&missing[0], "Accepted")["status"], "True");
+    controller.shutdown().await;
+}
+
+fn mapping_matching(name: &str, hostname: &str, service: &str, regex: &str) -> String {
+    format!(
+        "{}  regex: '{regex}'\n",
+        mapping(name, hostname, service, "mappings")
+    )
+}
+
+/// The `(reason, message)` of the `Accepted` condition of Mapping `name`'s first parent.
+fn accepted(server: &ApiServer, name: &str) -> (String, String) {
+    let parents = parents(server, name);
+    let c = condition(&parents[0], "Accepted");
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    (text(&c["reason"]), text(&c["message"]))
+}
+
+/// An edit whose configuration a real Envoy refuses (a regex only Envoy checks, which
+/// no real source lets through) is traced to the object: its previous version is
+/// served again, its status names Envoy's message, the metric counts it, later edits of
+/// other objects reach Envoy (the refusal does not freeze the routes), the admission
+/// webhook refuses the same shape, and a corrected edit is taken; over state of the
+/// world and over delta xDS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_envoy_rejects_is_put_back_and_named_on_the_object() {
+    a_refused_change_over("sotw").await;
+    a_refused_change_over("delta").await;
+}
+
+async fn a_refused_change_over(mode: &str) {
+    let server = ApiServer::start().await;
+    let (port_a, _) = backend_with("a", Behaviour::Echo).await;
+    let (port_b, _) = backend_with("b", Behaviour::Echo).await;
+    for (name, port) in [("echo-a", port_a), ("echo-b", port_b)] {
+        for document in service_yaml("default", name, port).split("\n---\n") {
+            server.put(document);
+        }
+    }
+    server.put(&mapping("m", "mapped.example.com", "echo-a", "mappings"));
+    server.put(&mapping("other", "other.example.com", "echo-a", "mappings"));
+    let ports = ServePorts::free();
+    let mappings_port = ServePorts::free().http;
+    let config = config(&ports, mappings_port, None);
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = server.kubeconfig(dir.path());
+    let controller = Controller::start(
+        &config,
+        pipeline,
+        ProviderChoice::Kubernetes {
+            kubeconfig: Some(kubeconfig.into()),
+            namespaces: Vec::new(),
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let xds_port = serve_ads(controller.snapshots.clone(), controller.rejections.clone()).await;
+    let _envoy = envoy_on(dir.path(), xds_port, mode);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    until_answer(&client, mappings_port, "mapped.example.com", (200, "a")).await;
+    until_answer(&client, mappings_port, "other.example.com", (200, "a")).await;
+
+    // RE2 refuses `**`; nothing in Isobar checks this field.
+    let refused = mapping_matching("m", "mapped.example.com", "echo-b", "/a**");
+    server.put(&refused);
+    let (reason, message) = eventually(WAIT, || async {
+        let got = accepted(&server, "m");
+        (got.0 == "EnvoyRejected").then_some(got)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{mode}: no EnvoyRejected on m: {:?}", parents(&server, "m")));
+    assert_eq!(reason, "EnvoyRejected");
+    let parent = &parents(&server, "m")[0];
+    assert_eq!(condition(parent, "Accepted")["observedGeneration"], 2);
+    assert!(
+        message.contains("bad repetition operator") && message.contains("previous version"),
+        "{message}"
+    );
+    assert_eq!(controller.metrics.envoy_rejected_objects.get(), 1);
+    assert!(controller.metrics.builds.get() > 0);
+    // The version before the edit is served, and Envoy takes later edits.
+    until_answer(&client, mappings_port, "mapped.example.com", (200, "a")).await;
+    server.put(&mapping("other", "other.example.com", "echo-b", "mappings"));
+    until_answer(&client, mappings_port, "other.example.com", (200, "b")).await;
+    until_answer(&client, mappings_port, "mapped.example.com", (200, "a")).await;
+
+    // The webhook refuses the same shape, under any name.
+    let same = mapping_matching("copy", "mapped.example.com", "echo-b", "/a**");
+    let object = isobar::provider::manifest::parse_file(std::path::Path::new("copy.yaml"), &same)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0);
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let candidate = isobar::admission::Candidate {
+        operation: isobar::admission::Operation::Create,
+        key: object.key(),
+        object: Some(object),
+        dry_run: false,
+    };
+    let sent = controller
+        .admission
+        .send(isobar::admission::Request { candidate, reply })
+        .await;
+    assert!(sent.is_ok());
+    let verdict = answer.await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(!verdict.allowed);
+    assert!(
+        verdict.message.contains("bad repetition operator"),
+        "{}",
+        verdict.message
+    );
+
+    // A corrected edit is taken, and the condition goes.
+    server.put(&mapping_matching(
+        "m",
+        "mapped.example.com",
+        "echo-b",
+        "/.*",
+    ));
+    until_answer(&client, mappings_port, "mapped.example.com", (200, "b")).await;
+    let cleared = eventually(WAIT, || async {
+        let got = accepted(&server, "m");
+        (got.0 == "Accepted").then_some(got)
+    })
+    .await;
+    assert!(cleared.is_some(), "{:?}", parents(&server, "m"));
+    assert_eq!(controller.metrics.envoy_rejected_objects.get(), 0);
     controller.shutdown().await;
 }

@@ -209,6 +209,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
             debug: None,
             admission: None,
             hydrate: None,
+            rejections: None,
         };
         let (events, rx) = mpsc::channel(1024);
         runtime.block_on(async {
@@ -422,6 +423,7 @@ fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
         debug: None,
         admission: None,
         hydrate: None,
+        rejections: None,
     };
     assert_eq!(runner.holdoff, Duration::from_millis(100));
     let proxy = |i: usize, prefix: &str| {

@@ -14,7 +14,11 @@
 //!   service: echo                  # a Service in the Mapping's namespace
 //!   port: 80                       # its port
 //!   parentRefs: [{name: mappings}] # the listener (by name) it attaches to
+//!   regex: /a.*                    # optional: matched instead of the prefix
 //! ```
+//!
+//! `regex` is passed to Envoy as it is, unchecked, unlike any regex a real source
+//! takes: it is how tests make Envoy refuse an update (`a**`).
 //!
 //! With `tcp-port` set, the plugin also adds a TCP listener named `<listener>-tcp`: a
 //! Mapping whose parent is that listener forwards every connection on it to its
@@ -67,6 +71,9 @@ pub struct MappingSpec {
     pub port: i32,
     #[serde(default)]
     pub parent_refs: Vec<ParentRef>,
+    /// Matched instead of `prefix`, and not checked (see the module comment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
 }
 
 fn root() -> String {
@@ -269,7 +276,10 @@ impl Source for MappingSource {
             let route = Route {
                 matcher: RouteMatch {
                     authority_regex: host.authority_regex,
-                    ..RouteMatch::path(PathMatch::Prefix(spec.prefix.clone()))
+                    ..RouteMatch::path(match &spec.regex {
+                        Some(regex) => PathMatch::Regex(regex.clone()),
+                        None => PathMatch::Prefix(spec.prefix.clone()),
+                    })
                 },
                 action,
                 source: key.clone(),

@@ -119,6 +119,8 @@ pub enum Reason {
     /// The API server returned a version of the object Isobar could not read (a CRD
     /// version skew, a field of the wrong type).
     ObjectNotReadable,
+    /// Envoy refused the configuration built from the object's latest version (a NACK).
+    EnvoyRejected,
     /// A secret that is missing, of the wrong type, or whose PEM Envoy could not load.
     SecretNotValid,
     /// A secret in another namespace with no TLSCertificateDelegation naming this one.
@@ -230,6 +232,7 @@ impl Reason {
             Reason::SlowStartInvalid => "SlowStartInvalid",
             Reason::CookieRewritePolicyNotValid => "CookieRewritePolicyNotValid",
             Reason::ObjectNotReadable => "ObjectNotReadable",
+            Reason::EnvoyRejected => "EnvoyRejected",
             Reason::SecretNotValid => "SecretNotValid",
             Reason::DelegationNotPermitted => "DelegationNotPermitted",
             Reason::TLSConfigNotValid => "TLSConfigNotValid",

@@ -1,0 +1,373 @@
+//! What Envoy refused, traced to the objects that caused it.
+//!
+//! Every published snapshot is recorded with the routing objects changed since the one
+//! before, and their versions before the change. When an Envoy refuses an update (a
+//! NACK: it then keeps its last good resources of that type and takes no later update of
+//! it), its stream reports which snapshot it last took and which it refused; the
+//! changes built between the two are what it refused. Those objects go back to the
+//! version served before (or out, when new), keep a condition naming Envoy's message,
+//! and the refused version is not taken again: a later edit is, and the admission
+//! webhook refuses the same shape from then on.
+//!
+//! Nothing is blamed when the changes cannot be known: a build of more than
+//! [`CAPTURE_MAX`] changes, one older than the last [`HISTORY_MAX`] snapshots, or a
+//! refusal before the Envoy took anything.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use isobar_sdk::condition::{Condition, ParentRef};
+use isobar_sdk::{ConditionType, Object, ObjectKey, Objects, Reason, StatusReport, StatusStyle};
+
+use crate::xds::Rejection;
+
+/// The most changes one build may carry and still be traced.
+pub const CAPTURE_MAX: usize = 256;
+/// How many published snapshots are remembered.
+const HISTORY_MAX: usize = 256;
+/// How many refused shapes the admission webhook remembers.
+const SHAPES_MAX: usize = 4096;
+
+/// An object whose latest version Envoy refused.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The refused version (what a relist sends again, and is not taken).
+    pub object: Object,
+    pub shape: u64,
+    pub message: String,
+    /// Whether an earlier version is served in its place.
+    pub previous_served: bool,
+}
+
+/// The versions, before the change, of the routing objects a build changed (`None`:
+/// it did not exist).
+type Changes = BTreeMap<ObjectKey, Option<Object>>;
+
+pub struct Rejections {
+    /// Published snapshots (`seq`), with what their build changed (`None`: not known).
+    history: VecDeque<(u64, Option<Changes>)>,
+    /// The newest snapshot no longer in `history`: a range starting before it is not
+    /// known.
+    floor: u64,
+    /// Changes applied since the last published snapshot (`None`: too many to trace).
+    pending: Option<Changes>,
+    /// Whether changes are recorded (not while putting refused objects back).
+    capturing: bool,
+    pub refused: BTreeMap<ObjectKey, Refused>,
+    /// Shapes refused so far, with Envoy's message, oldest first.
+    shapes: BTreeMap<u64, String>,
+    order: VecDeque<u64>,
+}
+
+impl Default for Rejections {
+    fn default() -> Self {
+        Rejections {
+            history: VecDeque::new(),
+            floor: 0,
+            pending: Some(Changes::new()),
+            capturing: true,
+            refused: BTreeMap::new(),
+            shapes: BTreeMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+/// What an object says, without what the API server or a writer adds: the kind, the
+/// spec (and anything else at the top level but `status`) and the annotations (an
+/// Ingress is configured by them).
+pub fn shape(object: &Object) -> u64 {
+    let mut value = object.to_json();
+    if let Some(map) = value.as_object_mut() {
+        let annotations = map
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .cloned()
+            .map(|mut a| {
+                if let Some(a) = a.as_object_mut() {
+                    a.remove("kubectl.kubernetes.io/last-applied-configuration");
+                }
+                a
+            });
+        map.remove("status");
+        map.remove("metadata");
+        map.insert("kind".to_string(), object.kind().as_str().into());
+        map.insert("annotations".to_string(), annotations.into());
+    }
+    crate::xds::snapshot::digest(value.to_string().as_bytes())
+}
+
+/// How a refusal was traced.
+#[derive(Debug)]
+pub enum Blame {
+    /// These objects (their key, the version to serve instead) made the refused update.
+    Objects(Vec<(ObjectKey, Option<Object>)>),
+    /// A change already traced is among them (another Envoy, or a later update still
+    /// carrying it).
+    Known,
+    /// The changes are not known, or none is a routing object's.
+    Unknown,
+}
+
+impl Rejections {
+    /// Notes that `key` is about to change (call before applying the change).
+    pub fn before_change(&mut self, objects: &Objects, key: &ObjectKey) {
+        if !self.capturing {
+            return;
+        }
+        if let Some(pending) = &mut self.pending {
+            if pending.len() >= CAPTURE_MAX && !pending.contains_key(key) {
+                self.pending = None;
+                return;
+            }
+            pending
+                .entry(key.clone())
+                .or_insert_with(|| objects.object(key).cloned());
+        }
+    }
+
+    /// Changes applied from here on are not recorded until [`Self::resume`].
+    pub fn pause(&mut self) {
+        self.capturing = false;
+    }
+
+    pub fn resume(&mut self) {
+        self.capturing = true;
+    }
+
+    /// Everything since the last record is no longer known (a full relist).
+    pub fn forget_pending(&mut self) {
+        self.pending = None;
+    }
+
+    /// Records a published snapshot: `built` when it holds the changes applied since
+    /// the last one, else (endpoints only) nothing of them.
+    pub fn published(&mut self, seq: u64, built: bool) {
+        let changes = if built {
+            self.pending.replace(Changes::new())
+        } else {
+            Some(Changes::new())
+        };
+        self.history.push_back((seq, changes));
+        while self.history.len() > HISTORY_MAX {
+            if let Some((seq, _)) = self.history.pop_front() {
+                self.floor = seq;
+            }
+        }
+    }
+
+    /// Which objects made the update `rejection` describes.
+    pub fn blame(&self, rejection: &Rejection, objects: &Objects) -> Blame {
+        if rejection.after == 0 || rejection.after < self.floor {
+            return Blame::Unknown;
+        }
+        let mut before = Changes::new();
+        for (seq, changes) in &self.history {
+            if *seq <= rejection.after || *seq > rejection.upto {
+                continue;
+            }
+            let Some(changes) = changes else {
+                return Blame::Unknown;
+            };
+            for (key, old) in changes {
+                before.entry(key.clone()).or_insert_with(|| old.clone());
+            }
+        }
+        if before.keys().any(|k| self.refused.contains_key(k)) {
+            return Blame::Known;
+        }
+        // A deletion cannot be refused back into existence, nor a change undone since.
+        let blamed: Vec<_> = before
+            .into_iter()
+            .filter(|(key, old)| {
+                objects
+                    .object(key)
+                    .is_some_and(|now| old.as_ref().is_none_or(|old| !old.same(now)))
+            })
+            .collect();
+        if blamed.is_empty() {
+            Blame::Unknown
+        } else {
+            Blame::Objects(blamed)
+        }
+    }
+
+    /// Records that Envoy refused `object` (the version now in the store) with
+    /// `message`.
+    pub fn refuse(&mut self, object: Object, message: &str, previous_served: bool) {
+        let shape = shape(&object);
+        if self.shapes.insert(shape, message.to_string()).is_none() {
+            self.order.push_back(shape);
+            while self.order.len() > SHAPES_MAX {
+                if let Some(old) = self.order.pop_front() {
+                    self.shapes.remove(&old);
+                }
+            }
+        }
+        self.refused.insert(
+            object.key(),
+            Refused {
+                object,
+                shape,
+                message: message.to_string(),
+                previous_served,
+            },
+        );
+    }
+
+    /// Envoy's message, when Envoy refused an object of this shape before.
+    pub fn refused_shape(&self, object: &Object) -> Option<&str> {
+        self.shapes.get(&shape(object)).map(String::as_str)
+    }
+
+    /// Whether `object` is the version of its key Envoy refused (not taken again).
+    pub fn is_refused_version(&self, object: &Object) -> bool {
+        self.refused
+            .get(&object.key())
+            .is_some_and(|r| r.shape == shape(object))
+    }
+}
+
+/// Says on each object Envoy refused why, and what is served instead: its previous
+/// version (a warning), or nothing (an error). Kinds of Gateway API's route shape get
+/// the same on each parent.
+pub fn report_refused(status: &mut StatusReport, refused: &BTreeMap<ObjectKey, Refused>) {
+    for (key, r) in refused {
+        let message = if r.previous_served {
+            format!(
+                "Envoy rejected the configuration built from the latest version ({}); the previous version is still served",
+                r.message
+            )
+        } else {
+            format!(
+                "Envoy rejected the configuration built from this object ({}); it is not served",
+                r.message
+            )
+        };
+        let style = key.kind.info().map(|i| i.status);
+        if matches!(style, Some(StatusStyle::Route | StatusStyle::Policy)) {
+            let gateway = status.gateway(key);
+            let mut parents: Vec<ParentRef> = gateway
+                .parents
+                .iter()
+                .map(|p| p.parent_ref.clone())
+                .collect();
+            if parents.is_empty() {
+                parents = parent_refs(&r.object);
+            }
+            for parent in &parents {
+                gateway.set_parent(
+                    parent,
+                    Condition::new("Accepted", false, "EnvoyRejected", message.clone()),
+                );
+            }
+        }
+        if r.previous_served {
+            status.warning(
+                key,
+                ConditionType::SpecError,
+                Reason::EnvoyRejected,
+                message,
+            );
+        } else {
+            status.error(
+                key,
+                ConditionType::SpecError,
+                Reason::EnvoyRejected,
+                message,
+            );
+        }
+    }
+}
+
+/// `spec.parentRefs` of a route-shaped object.
+fn parent_refs(object: &Object) -> Vec<ParentRef> {
+    let json = object.to_json();
+    json.get("spec")
+        .and_then(|s| s.get("parentRefs"))
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xds::XdsType;
+
+    fn proxy(name: &str, prefix: &str) -> Object {
+        let yaml = format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  virtualhost: {{fqdn: {name}.example.com}}\n  routes: [{{conditions: [{{prefix: {prefix}}}], services: [{{name: s, port: 80}}]}}]\n"
+        );
+        crate::provider::manifest::parse_file(std::path::Path::new("p.yaml"), &yaml)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .remove(0)
+    }
+
+    fn refused(after: u64, upto: u64) -> Rejection {
+        Rejection {
+            xds_type: XdsType::Route,
+            after,
+            upto,
+            message: "no".to_string(),
+        }
+    }
+
+    fn keys(blame: Blame) -> Vec<(String, bool)> {
+        match blame {
+            Blame::Objects(o) => o
+                .into_iter()
+                .map(|(k, old)| (k.name, old.is_some()))
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The builds between the snapshot an Envoy took and the one it refused are
+    /// blamed, with the version each object had before the first of them; nothing
+    /// when the Envoy took nothing yet, when a build's changes were too many to
+    /// record, or when a blamed change is already known.
+    #[test]
+    fn a_refusal_blames_the_changes_between_what_was_taken_and_what_was_refused() {
+        let mut objects = Objects::default();
+        let mut r = Rejections::default();
+        let (a1, a2, b) = (proxy("a", "/"), proxy("a", "/x"), proxy("b", "/"));
+        objects.apply(a1.clone());
+        r.published(10, true);
+        r.before_change(&objects, &a2.key());
+        objects.apply(a2.clone());
+        r.published(11, true);
+        r.before_change(&objects, &b.key());
+        objects.apply(b.clone());
+        r.published(12, true);
+
+        assert_eq!(
+            keys(r.blame(&refused(11, 12), &objects)),
+            [("b".into(), false)]
+        );
+        assert_eq!(
+            keys(r.blame(&refused(10, 12), &objects)),
+            [("a".into(), true), ("b".into(), false)]
+        );
+        assert!(matches!(r.blame(&refused(0, 12), &objects), Blame::Unknown));
+        r.refuse(b.clone(), "no", false);
+        assert!(matches!(r.blame(&refused(10, 12), &objects), Blame::Known));
+        assert!(r.is_refused_version(&b));
+        assert!(!r.is_refused_version(&proxy("b", "/y")));
+        // Same spec under another name: the same shape.
+        let mut copy = b.to_json();
+        copy["metadata"]["name"] = "c".into();
+        let copy =
+            crate::provider::manifest::decode(b.kind(), copy).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.refused_shape(&copy), Some("no"));
+
+        for i in 0..=CAPTURE_MAX {
+            let p = proxy(&format!("n{i}"), "/");
+            r.before_change(&objects, &p.key());
+            objects.apply(p);
+        }
+        r.published(13, true);
+        assert!(matches!(
+            r.blame(&refused(12, 13), &objects),
+            Blame::Unknown
+        ));
+    }
+}
