@@ -66,8 +66,18 @@ pub enum Command {
     Plugins(PluginsArgs),
     /// Print the HTTPProxy, TLSCertificateDelegation and ExtensionService CRDs (`deploy/crds.yaml`).
     Crds,
+    /// Print the CRDs Gatekeeper would install for some ConstraintTemplates (the
+    /// ConstraintTemplate CRD, and a Constraint CRD per template), for a cluster
+    /// without Gatekeeper.
+    GatekeeperCrds(GatekeeperCrdsArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct GatekeeperCrdsArgs {
+    /// Manifest files or directories holding ConstraintTemplates.
+    pub paths: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -609,6 +619,9 @@ pub fn main() -> ExitCode {
         Command::Crds => {
             print!("{}", crate::cli::crds::yaml());
             Ok(())
+        }
+        Command::GatekeeperCrds(args) => {
+            crate::cli::crds::gatekeeper_yaml(&args.paths).map(|text| print!("{text}"))
         }
     };
     match result {

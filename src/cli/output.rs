@@ -126,11 +126,19 @@ pub fn translation(
         status: status
             .objects
             .keys()
-            .map(|key| ObjectStatus {
-                kind: key.kind.to_string(),
-                namespace: key.namespace.clone(),
-                name: key.name.clone(),
-                status: rendered(status, key, controller),
+            .map(|key| {
+                // A kind defined at run time is stored under the namespace its kind
+                // names: shown as that kind, with no namespace.
+                let (kind, namespace) = match isobar_sdk::DynamicKinds::stored_as(key.kind) {
+                    Some(_) => (key.namespace.clone(), String::new()),
+                    None => (key.kind.to_string(), key.namespace.clone()),
+                };
+                ObjectStatus {
+                    kind,
+                    namespace,
+                    name: key.name.clone(),
+                    status: rendered(status, key, controller),
+                }
             })
             .collect(),
     };

@@ -209,6 +209,52 @@ struct WatchState {
     /// so it records no keys (tens of thousands of names, held until the list ends).
     delivered: bool,
     synced: bool,
+    /// For a kind of a group defined at run time (`DynamicKinds`): its name. Its objects
+    /// are stored as the group's kind, in the namespace of that name.
+    dynamic: Option<String>,
+    /// Whether the first build waits for this watch (it started before every watch had
+    /// listed once).
+    gates_sync: bool,
+}
+
+/// The watch of one kind of a group defined at run time, declared by `object`; `None`
+/// when it declares none.
+fn dynamic_resource(object: &isobar_sdk::Object) -> Option<(Kind, ApiResource)> {
+    let group = isobar_sdk::DynamicKinds::all().find(|d| d.declared_by == object.kind())?;
+    let (kind, plural) = (group.declares)(object)?;
+    let version = group
+        .kind
+        .info()
+        .and_then(|i| i.versions.first().copied())
+        .unwrap_or("v1");
+    Some((
+        group.kind,
+        ApiResource {
+            group: group.group.to_string(),
+            version: version.to_string(),
+            api_version: format!("{}/{version}", group.group),
+            kind,
+            plural,
+        },
+    ))
+}
+
+/// The API resource of a stored object of a dynamic group (its namespace names its
+/// kind; the plural is the kind in lower case, as Gatekeeper names it).
+pub fn dynamic_resource_of(key: &ObjectKey) -> Option<ApiResource> {
+    let group = isobar_sdk::DynamicKinds::stored_as(key.kind)?;
+    let version = key
+        .kind
+        .info()
+        .and_then(|i| i.versions.first().copied())
+        .unwrap_or("v1");
+    Some(ApiResource {
+        group: group.group.to_string(),
+        version: version.to_string(),
+        api_version: format!("{}/{version}", group.group),
+        kind: key.namespace.clone(),
+        plural: key.namespace.to_ascii_lowercase(),
+    })
 }
 
 #[async_trait::async_trait]
@@ -231,6 +277,15 @@ impl Provider for KubeProvider {
                 !off
             })
             .collect();
+        // A group of kinds defined at run time is watched kind by kind, as declared.
+        let dynamic: Vec<&'static isobar_sdk::DynamicKinds> = isobar_sdk::DynamicKinds::all()
+            .filter(|d| kinds.contains(&d.kind))
+            .collect();
+        let kinds: BTreeSet<Kind> = kinds
+            .into_iter()
+            .filter(|k| !dynamic.iter().any(|d| d.kind == *k))
+            .collect();
+        let mut declared: BTreeSet<String> = BTreeSet::new();
         self.versions.discover(&self.client, &kinds).await;
         let scopes: Vec<Option<String>> = if self.namespaces.is_empty() {
             vec![None]
@@ -261,6 +316,7 @@ impl Provider for KubeProvider {
                 states.push(WatchState {
                     namespace: scope.clone(),
                     api_version: resource.api_version.clone(),
+                    gates_sync: true,
                     ..Default::default()
                 });
                 tasks.spawn(watch(
@@ -273,7 +329,6 @@ impl Provider for KubeProvider {
                 ));
             }
         }
-        drop(watch_tx);
         let mut unsynced = states.len();
         if unsynced == 0 {
             let _ = events.send(Event::Synced).await;
@@ -300,8 +355,50 @@ impl Provider for KubeProvider {
                     continue;
                 }
             };
+            // An object declaring a kind of a dynamic group: watch that kind from now on.
+            let declares = match &event {
+                watcher::Event::InitApply(object) | watcher::Event::Apply(object)
+                    if dynamic.iter().any(|d| d.declared_by == kind) =>
+                {
+                    decode(kind, &states[id].api_version, object.clone(), &self.metrics)
+                        .ok()
+                        .and_then(|o| dynamic_resource(&o))
+                }
+                _ => None,
+            };
+            if let Some((stored, resource)) = declares
+                && dynamic.iter().any(|d| d.kind == stored)
+                && declared.insert(resource.kind.clone())
+            {
+                tracing::info!(kind = %resource.kind, group = %resource.group, "watching a kind declared at run time");
+                let gates_sync = unsynced > 0;
+                unsynced += usize::from(gates_sync);
+                states.push(WatchState {
+                    namespace: Some(resource.kind.clone()),
+                    api_version: resource.api_version.clone(),
+                    dynamic: Some(resource.kind.clone()),
+                    gates_sync,
+                    ..Default::default()
+                });
+                tasks.spawn(watch(
+                    states.len() - 1,
+                    stored,
+                    watcher(
+                        Api::all_with(self.client.clone(), &resource),
+                        watcher::Config::default(),
+                    )
+                    .boxed(),
+                    watch_tx.clone(),
+                    self.health.clone(),
+                    self.metrics.clone(),
+                ));
+            }
             let state = &mut states[id];
             let mut out = Vec::new();
+            let (event, dynamic_kind) = match &state.dynamic {
+                Some(name) => (place(event, name), Some(name.as_str())),
+                None => (event, None),
+            };
             match event {
                 watcher::Event::Init => {
                     state.relisting = state.delivered.then(BTreeSet::new);
@@ -312,7 +409,13 @@ impl Provider for KubeProvider {
                     if let Some(listed) = &mut state.relisting {
                         listed.insert((key.namespace, key.name));
                     }
-                    out.extend(event_for(kind, &state.api_version, object, &self.metrics));
+                    out.extend(event_for(
+                        kind,
+                        &state.api_version,
+                        dynamic_kind,
+                        object,
+                        &self.metrics,
+                    ));
                 }
                 watcher::Event::InitDone => {
                     // Whatever was stored but not listed again went away during the gap.
@@ -323,7 +426,7 @@ impl Provider for KubeProvider {
                             keys,
                         });
                     }
-                    if !state.synced {
+                    if !state.synced && state.gates_sync {
                         state.synced = true;
                         unsynced -= 1;
                         if unsynced == 0 {
@@ -334,7 +437,13 @@ impl Provider for KubeProvider {
                 }
                 watcher::Event::Apply(object) => {
                     state.delivered = true;
-                    out.extend(event_for(kind, &state.api_version, object, &self.metrics));
+                    out.extend(event_for(
+                        kind,
+                        &state.api_version,
+                        dynamic_kind,
+                        object,
+                        &self.metrics,
+                    ));
                 }
                 watcher::Event::Delete(object) => {
                     out.push(Event::Delete(object_key(kind, &object)));
@@ -463,6 +572,21 @@ impl KubeProvider {
     }
 }
 
+/// An object of a kind of a dynamic group, placed in the namespace its kind names (see
+/// `DynamicKinds`).
+fn place(event: watcher::Event<DynamicObject>, kind: &str) -> watcher::Event<DynamicObject> {
+    let placed = |mut object: DynamicObject| {
+        object.metadata.namespace = Some(kind.to_string());
+        object
+    };
+    match event {
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(placed(o)),
+        watcher::Event::Apply(o) => watcher::Event::Apply(placed(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(placed(o)),
+        other => other,
+    }
+}
+
 fn object_key(kind: Kind, object: &DynamicObject) -> ObjectKey {
     ObjectKey::new(
         kind,
@@ -476,11 +600,16 @@ fn object_key(kind: Kind, object: &DynamicObject) -> ObjectKey {
 fn event_for(
     kind: Kind,
     api_version: &str,
+    dynamic_kind: Option<&str>,
     object: DynamicObject,
     metrics: &Metrics,
 ) -> Option<Event> {
     let key = object_key(kind, &object);
-    match decode(kind, api_version, object, metrics) {
+    let decoded = match dynamic_kind {
+        Some(name) => decode_as(kind, name, api_version, object, metrics),
+        None => decode(kind, api_version, object, metrics),
+    };
+    match decoded {
         Ok(object) => Some(Event::Apply(object)),
         Err(Some(error)) => Some(Event::Unreadable(key, error)),
         Err(None) => None,
@@ -492,6 +621,18 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The typed object; `Err(Some(why))` when it does not decode (logged with its name).
 fn decode(
     kind: Kind,
+    api_version: &str,
+    object: DynamicObject,
+    metrics: &Metrics,
+) -> Result<isobar_sdk::Object, Option<String>> {
+    decode_as(kind, kind.as_str(), api_version, object, metrics)
+}
+
+/// [`decode`], for an object whose `kind` reads `name` (a kind of a dynamic group,
+/// stored as `kind`).
+fn decode_as(
+    kind: Kind,
+    name: &str,
     api_version: &str,
     mut object: DynamicObject,
     metrics: &Metrics,
@@ -531,7 +672,7 @@ fn decode(
     fields.insert("metadata".into(), metadata);
     // List items carry no apiVersion/kind; the watch says what they are.
     fields.insert("apiVersion".into(), api_version.into());
-    fields.insert("kind".into(), kind.as_str().into());
+    fields.insert("kind".into(), name.into());
     let value = serde_json::Value::Object(fields);
     match manifest::decode(kind, value) {
         Ok(object) => Ok(object),

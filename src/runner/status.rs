@@ -237,8 +237,12 @@ impl StatusWriter {
 
     /// Read, merge, compare, write; retried on conflict.
     async fn write(&self, key: &ObjectKey, status: &Value) -> Outcome {
+        let dynamic = crate::provider::kube::dynamic_resource_of(key);
         let resource = self.versions.resource(key.kind);
-        let api: Api<DynamicObject> = if key.kind.namespaced() {
+        let api: Api<DynamicObject> = if let Some(resource) = &dynamic {
+            // A kind of a dynamic group: cluster-scoped, named by the key's namespace.
+            Api::all_with(self.client.clone(), resource)
+        } else if key.kind.namespaced() {
             Api::namespaced_with(self.client.clone(), &key.namespace, &resource)
         } else {
             Api::all_with(self.client.clone(), &resource)
@@ -401,6 +405,11 @@ fn merge(kind: Kind, current: &Value, desired: &Value, controller: &str) -> Valu
             }
             if desired.get("supportedFeatures").is_some() {
                 out["supportedFeatures"] = desired["supportedFeatures"].clone();
+            }
+        }
+        StatusStyle::Fields => {
+            for (name, value) in desired.as_object().into_iter().flatten() {
+                out[name] = value.clone();
             }
         }
         style @ (StatusStyle::Route | StatusStyle::Policy) => {

@@ -84,10 +84,37 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "v1", "grpcroutes"),
     ("gateway.networking.k8s.io", "v1alpha2", "tcproutes"),
     ("projectcontour.io", "v1alpha1", "contourconfigurations"),
+    // Gatekeeper's templates, and the constraint kinds of the policies shipped in
+    // policies/gatekeeper (Gatekeeper makes one CRD per template).
+    ("templates.gatekeeper.sh", "v1", "constrainttemplates"),
+    ("constraints.gatekeeper.sh", "v1beta1", "k8shttpsonly"),
+    (
+        "constraints.gatekeeper.sh",
+        "v1beta1",
+        "k8suniqueingresshost",
+    ),
+    (
+        "constraints.gatekeeper.sh",
+        "v1beta1",
+        "k8sblockwildcardingress",
+    ),
+    (
+        "constraints.gatekeeper.sh",
+        "v1beta1",
+        "k8sallowedhostsuffixes",
+    ),
 ];
 
 /// The resources whose objects live in no namespace.
-const CLUSTER_SCOPED: &[&str] = &["namespaces", "gatewayclasses"];
+const CLUSTER_SCOPED: &[&str] = &[
+    "namespaces",
+    "gatewayclasses",
+    "constrainttemplates",
+    "k8shttpsonly",
+    "k8suniqueingresshost",
+    "k8sblockwildcardingress",
+    "k8sallowedhostsuffixes",
+];
 
 fn kind_of(plural: &str) -> &'static str {
     match plural {
@@ -108,6 +135,11 @@ fn kind_of(plural: &str) -> &'static str {
         "grpcroutes" => "GRPCRoute",
         "tcproutes" => "TCPRoute",
         "contourconfigurations" => "ContourConfiguration",
+        "constrainttemplates" => "ConstraintTemplate",
+        "k8shttpsonly" => "K8sHttpsOnly",
+        "k8suniqueingresshost" => "K8sUniqueIngressHost",
+        "k8sblockwildcardingress" => "K8sBlockWildcardIngress",
+        "k8sallowedhostsuffixes" => "K8sAllowedHostSuffixes",
         _ => "Unknown",
     }
 }

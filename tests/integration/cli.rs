@@ -649,7 +649,12 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
     // Every kind the `isobar` binary reads (this test binary also links the test plugin's).
     let kinds = isobar_sdk::Kind::all().map(|i| i.kind);
     for kind in kinds.filter(|k| *k != isobar_test_plugin::MAPPING) {
-        let resource = isobar::provider::kube::api_resource(kind);
+        let mut resource = isobar::provider::kube::api_resource(kind);
+        // A group of kinds defined at run time: every resource of the group.
+        if let Some(dynamic) = isobar_sdk::DynamicKinds::stored_as(kind) {
+            resource.group = dynamic.group.to_string();
+            resource.plural = "*".to_string();
+        }
         for verb in ["get", "list", "watch"] {
             wanted.push((resource.group.clone(), resource.plural.clone(), verb));
         }
@@ -660,7 +665,10 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
         .map(|i| i.kind)
         .filter(|k| *k != isobar_test_plugin::MAPPING);
     for kind in statused {
-        let resource = isobar::provider::kube::api_resource(kind);
+        let mut resource = isobar::provider::kube::api_resource(kind);
+        if isobar_sdk::DynamicKinds::stored_as(kind).is_some() {
+            resource.plural = "*".to_string();
+        }
         for verb in ["get", "update"] {
             wanted.push((
                 resource.group.clone(),

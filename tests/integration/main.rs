@@ -10,6 +10,7 @@ mod extension;
 mod extension_servers;
 mod extension_services;
 mod fuzz;
+mod gatekeeper;
 mod gateway_api;
 mod golden;
 mod incremental;

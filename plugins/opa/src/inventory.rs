@@ -146,13 +146,20 @@ pub fn hosts(object: &Object) -> Vec<String> {
     out
 }
 
-/// `input` for one object: `{kind, apiVersion, object, hosts}`.
+/// `input` for one object: `{kind, apiVersion, object, hosts}`, and the same object
+/// as Gatekeeper's policies read it (`review`, with empty `parameters`) and OPA's
+/// kube-mgmt's (`request`, an admission request).
 pub fn input_for(object: &Object) -> Value {
     let (api_version, kind) = type_of(object);
+    let manifest = manifest(object);
+    let review = crate::gatekeeper::review(object, &manifest);
     json!({
         "kind": kind,
         "apiVersion": api_version,
-        "object": manifest(object),
+        "object": manifest,
         "hosts": hosts(object),
+        "review": review,
+        "request": review,
+        "parameters": {},
     })
 }

@@ -6,13 +6,17 @@
 //! run. A `deny` message turns the object away with a `PolicyDenied` error (the admission
 //! webhook rejects it with the same message); a `warn` message becomes a `PolicyWarning`.
 //! The contract a policy is written against (`input`, `data.inventory`, `data.isobar`,
-//! `data.config`) is documented in `policies/README.md`.
+//! `data.config`) is documented in `policies/README.md`. Policies written for OPA
+//! Gatekeeper (`violation` over `input.review` and `input.parameters`) or for OPA's
+//! kube-mgmt (`deny` over `input.request`) are read as written; ConstraintTemplates and
+//! Constraints are enforced with Gatekeeper's semantics (`gatekeeper.rs`).
 
+pub mod gatekeeper;
 mod inventory;
 mod rego;
 mod wasm;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -71,6 +75,15 @@ pub struct OpaConfig {
     /// evaluating one object; past it the evaluation fails (`PolicyNotEvaluated`).
     #[serde(default = "default_max_memory_mb")]
     pub max_memory_mb: u32,
+    /// Enforce Gatekeeper's ConstraintTemplates and Constraints found among the objects
+    /// (the cluster's, or the manifest directory's). Their statuses count violations
+    /// over every object, so with this on every change rebuilds everything.
+    #[serde(default = "yes")]
+    pub gatekeeper: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_max_memory_mb() -> u32 {
@@ -93,6 +106,7 @@ impl Default for OpaConfig {
             enforcement: Enforcement::Deny,
             eval_timeout: default_timeout(),
             max_memory_mb: default_max_memory_mb(),
+            gatekeeper: true,
         }
     }
 }
@@ -169,6 +183,9 @@ pub struct Opa {
     policies: Vec<Box<dyn Policy>>,
     config: serde_json::Value,
     enforcement: Enforcement,
+    /// Gatekeeper's templates and constraints: enforced when on, their templates
+    /// compiled once each.
+    gatekeeper: Option<gatekeeper::Cache>,
 }
 
 impl std::fmt::Debug for Opa {
@@ -239,6 +256,7 @@ impl Opa {
                 config.data.clone()
             },
             enforcement: config.enforcement,
+            gatekeeper: config.gatekeeper.then(gatekeeper::Cache::default),
         })
     }
 
@@ -297,17 +315,38 @@ isobar_sdk::inventory::submit! {
 }
 
 impl Processor for Opa {
-    /// Local unless a policy reads `data.inventory` (every object of the cluster).
+    /// With Gatekeeper's constraints, the templates and constraints.
+    fn kinds(&self) -> &'static [isobar_sdk::Kind] {
+        if self.gatekeeper.is_some() {
+            &[gatekeeper::CONSTRAINT_TEMPLATE, gatekeeper::CONSTRAINT]
+        } else {
+            &[]
+        }
+    }
+
+    /// Local unless a policy reads `data.inventory` (every object of the cluster), or
+    /// Gatekeeper's constraints are enforced (their status counts every object).
     fn local(&self) -> bool {
-        !self.policies.iter().any(|p| p.reads_inventory())
+        self.gatekeeper.is_none() && !self.policies.iter().any(|p| p.reads_inventory())
     }
 
     fn reject(&self, ctx: &BuildContext<'_>, status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         let mut rejected = BTreeSet::new();
-        if self.policies.is_empty() {
+        let templates: gatekeeper::Templates = match &self.gatekeeper {
+            Some(cache) => gatekeeper::templates(ctx.store())
+                .into_iter()
+                .map(|(kind, (key, t))| (kind, (key, cache.compiled(&t))))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        let constraints = ctx.store().of_kind(gatekeeper::CONSTRAINT);
+        if self.policies.is_empty() && templates.is_empty() && constraints.is_empty() {
             return rejected;
         }
-        let full = self.policies.iter().any(|p| p.reads_inventory());
+        let full = self.policies.iter().any(|p| p.reads_inventory())
+            || templates
+                .values()
+                .any(|(_, c)| c.as_ref().as_ref().is_ok_and(|c| c.reads_inventory));
         // Judging one object, the host index needs only the hosts it claims.
         let focus_hosts = ctx
             .focus()
@@ -316,12 +355,27 @@ impl Processor for Opa {
         let inventory = Inventory::of(ctx.store(), full, focus_hosts.as_deref());
         let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
         let mut inputs = Vec::new();
+        let mut judged = Vec::new();
         for kind in inventory::judged() {
             for (key, object) in ctx.objects_of(kind) {
                 if wanted(&key) {
                     inputs.push((key, input_for(object)));
+                    judged.push(object);
                 }
             }
+        }
+        if self.gatekeeper.is_some() {
+            let data = Data::new(inventory.data(&self.config, full));
+            let judge = gatekeeper::Judge {
+                templates: &templates,
+                constraints: constraints.values().collect(),
+                data: &data,
+                report_status: ctx.focus().is_none(),
+            };
+            judge.enforce(&inputs, &judged, status, &mut rejected);
+        }
+        if self.policies.is_empty() {
+            return rejected;
         }
         for (key, verdict) in self.judge(&inventory, &inputs) {
             match verdict {

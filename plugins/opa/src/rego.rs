@@ -27,20 +27,35 @@ impl RegoPolicy {
             limit: timeout,
             check_interval: NonZeroU32::MIN,
         });
-        let package = engine
-            .add_policy(name.to_string(), text.to_string())
-            .map_err(|e| one_line(&e.to_string(), name))?;
+        // Rego v1 (OPA 1.0); a policy written before it (`deny[msg] { … }`, as
+        // kube-mgmt's and Gatekeeper's are) is read as v0.
+        let mut v0 = engine.clone();
+        let package = match engine.add_policy(name.to_string(), text.to_string()) {
+            Ok(package) => package,
+            Err(v1_error) => {
+                v0.set_rego_v0(true);
+                let package = v0
+                    .add_policy(name.to_string(), text.to_string())
+                    .map_err(|_| one_line(&v1_error.to_string(), name))?;
+                engine = v0;
+                package
+            }
+        };
         let rule = |rule: &str| -> Result<Option<String>, String> {
             let declared = engine
                 .has_declared_rule_rooted_at(name, rule)
                 .map_err(|e| format!("{name}: {e}"))?;
             Ok(declared.then(|| format!("{package}.{rule}")))
         };
-        let deny = rule("deny")?;
+        // Gatekeeper's shape: `violation` denies.
+        let deny = match rule("deny")? {
+            Some(deny) => Some(deny),
+            None => rule("violation")?,
+        };
         let warn = rule("warn")?;
         if deny.is_none() && warn.is_none() {
             return Err(format!(
-                "{name}: package {package} has neither a deny nor a warn rule"
+                "{name}: package {package} has neither a deny (or violation) nor a warn rule"
             ));
         }
         // A policy that never names `data.inventory` (nor indexes `data` by a variable)
@@ -114,7 +129,7 @@ impl Prepared for PreparedRego<'_> {
 
 /// regorus reports a parse error as a source excerpt (`--> file:line:col`, the line, a
 /// caret, `error: why`); start-up wants one line: `file:line:col: why`.
-fn one_line(text: &str, name: &str) -> String {
+pub(crate) fn one_line(text: &str, name: &str) -> String {
     let at = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("--> "))

@@ -50,7 +50,7 @@ impl WasmPolicy {
             found.sort();
             found.first().map(|e| e.to_string())
         };
-        let deny = pick("/deny");
+        let deny = pick("/deny").or_else(|| pick("/violation"));
         let warn = pick("/warn");
         if deny.is_none() && warn.is_none() {
             return Err(format!(

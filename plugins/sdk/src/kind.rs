@@ -97,17 +97,21 @@ impl Kind {
     }
 
     /// The kind a manifest's `apiVersion` and `kind` name, if a registered kind reads
-    /// that version.
+    /// that version; for a group of kinds defined at run time ([`DynamicKinds`]), the
+    /// kind its objects are stored as.
     pub fn from_type(api_version: &str, kind: &str) -> Option<Kind> {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        table()
-            .values()
-            .find(|info| {
-                info.kind.as_str() == kind
-                    && info.kind.group() == group
-                    && info.versions.contains(&version)
-            })
-            .map(|info| info.kind)
+        let exact = table().values().find(|info| {
+            info.kind.as_str() == kind
+                && info.kind.group() == group
+                && info.versions.contains(&version)
+        });
+        match exact {
+            Some(info) => Some(info.kind),
+            None => DynamicKinds::of_group(group)
+                .filter(|d| d.kind.info().is_some_and(|i| i.versions.contains(&version)))
+                .map(|d| d.kind),
+        }
     }
 
     /// Whether its objects live in namespaces (an unregistered kind is taken to).
@@ -217,6 +221,10 @@ pub enum StatusStyle {
     /// Gateway API's policy shape (BackendTLSPolicy): `status.ancestors[]`, one entry
     /// per ancestor (a Gateway) the policy reaches, as a route's parents.
     Policy,
+    /// Top-level fields a plugin sets as they are (`StatusReport::fields`), each
+    /// replacing the field of that name; other fields are kept (Gatekeeper's
+    /// Constraints: `totalViolations`, `violations`).
+    Fields,
 }
 
 /// One kind's entry in the table of kinds.
@@ -247,6 +255,42 @@ impl KindInfo {
 }
 
 inventory::collect!(KindInfo);
+
+/// A group of kinds defined at run time by objects of another kind: Gatekeeper's
+/// constraint kinds, one per ConstraintTemplate. Every object of the group is stored as
+/// one registered kind (`kind`, whose [`KindInfo`] decodes it), under the namespace
+/// named by its own kind (the group's kinds are cluster-scoped), so that two kinds may
+/// use one name. The Kubernetes provider watches each kind as it is declared, and the
+/// status writer writes to it.
+#[derive(Debug)]
+pub struct DynamicKinds {
+    pub kind: Kind,
+    /// The API group every kind of the group is in.
+    pub group: &'static str,
+    /// The kind whose objects declare them.
+    pub declared_by: Kind,
+    /// The kind (its name, and its plural) one of those declares, if any.
+    pub declares: fn(&Object) -> Option<(String, String)>,
+}
+
+inventory::collect!(DynamicKinds);
+
+impl DynamicKinds {
+    /// Every registered group.
+    pub fn all() -> impl Iterator<Item = &'static DynamicKinds> {
+        inventory::iter::<DynamicKinds>.into_iter()
+    }
+
+    /// The group of `group`, when registered.
+    pub fn of_group(group: &str) -> Option<&'static DynamicKinds> {
+        Self::all().find(|d| d.group == group)
+    }
+
+    /// The group whose objects are stored as `kind`, when it is one.
+    pub fn stored_as(kind: Kind) -> Option<&'static DynamicKinds> {
+        Self::all().find(|d| d.kind == kind)
+    }
+}
 
 fn table() -> &'static BTreeMap<Kind, &'static KindInfo> {
     static TABLE: OnceLock<BTreeMap<Kind, &'static KindInfo>> = OnceLock::new();

@@ -27,7 +27,7 @@ pub use condition::{
     SECRET_NOT_FOUND, StatusReport, SubCondition,
 };
 pub use ir::Ir;
-pub use kind::{Kind, KindId, KindInfo, Resource, StatusStyle};
+pub use kind::{DynamicKinds, Kind, KindId, KindInfo, Resource, StatusStyle};
 pub use object::{Object, ObjectKey, Objects};
 pub use plugin::{BuildContext, Claim, Filter, PluginKind, PluginRegistration, Processor, Source};
 pub use small_set::SmallSet;

@@ -333,6 +333,8 @@ pub struct ObjectStatus {
     pub orphaned: bool,
     /// Boxed: most objects are Contour's kinds and have none.
     pub gateway: Option<Box<GatewayStatus>>,
+    /// Top-level status fields set as they are ([`crate::StatusStyle::Fields`]).
+    pub fields: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl ObjectStatus {
@@ -393,6 +395,14 @@ impl StatusReport {
         self.touch(key).gateway.get_or_insert_default()
     }
 
+    /// Sets one top-level status field of an object of [`crate::StatusStyle::Fields`].
+    pub fn field(&mut self, key: &ObjectKey, name: &str, value: serde_json::Value) {
+        self.touch(key)
+            .fields
+            .get_or_insert_default()
+            .insert(name.to_string(), value);
+    }
+
     pub fn orphan(&mut self, key: &ObjectKey) {
         self.touch(key).orphaned = true;
     }
@@ -430,6 +440,13 @@ impl StatusReport {
             StatusStyle::Gateway => Some(gateway().render_object()),
             StatusStyle::Route => Some(gateway().render_route(controller)),
             StatusStyle::Policy => Some(gateway().render_policy(controller)),
+            StatusStyle::Fields => Some(serde_json::Value::Object(
+                self.objects
+                    .get(key)
+                    .and_then(|s| s.fields.as_deref())
+                    .cloned()
+                    .unwrap_or_default(),
+            )),
             StatusStyle::LoadBalancer | StatusStyle::None => None,
         }
     }

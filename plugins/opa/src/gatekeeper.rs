@@ -1,0 +1,631 @@
+//! OPA Gatekeeper's policies, enforced without Gatekeeper: ConstraintTemplates
+//! (`templates.gatekeeper.sh`) and their Constraints (`constraints.gatekeeper.sh`, one
+//! kind per template), read from the cluster or the manifest directory.
+//!
+//! A template's Rego (`spec.targets[0].rego` and `libs`, or `code[]` with
+//! `engine: Rego`) is evaluated by regorus, Gatekeeper's way: `violation[{"msg": …}]`
+//! over `input.review` (the object as an admission request carries it: `kind` as
+//! group/version/kind, `name`, `namespace`, `object`) and `input.parameters` (the
+//! Constraint's `spec.parameters`), with `data.inventory` in Gatekeeper's layout. Each
+//! Constraint applies to the HTTPProxies, Ingresses and routes its `spec.match` selects
+//! (`kinds`, `namespaces`, `excludedNamespaces`, `labelSelector`, `name`, `scope`), and
+//! acts on a violation as its `enforcementAction` says: `deny` (the default) makes the
+//! object invalid (`PolicyDenied`, not served; the webhook rejects it), `warn` gives a
+//! `PolicyWarning`, `dryrun` only counts it. The Constraint's status gets
+//! `totalViolations` and `violations` (the first 20, as Gatekeeper's audit writes
+//! them); the template's gets `created`, or the errors that kept it from compiling.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use isobar_sdk::api::ObjectMeta;
+use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::{
+    DynamicKinds, Kind, KindId, KindInfo, Object, ObjectKey, Objects, Resource, StatusReport,
+    StatusStyle,
+};
+
+/// How many violations a Constraint's status lists (Gatekeeper's audit default).
+pub const VIOLATIONS_MAX: usize = 20;
+
+const TEMPLATE_ID: KindId = KindId::new("templates.gatekeeper.sh", "ConstraintTemplate");
+pub const CONSTRAINT_TEMPLATE: Kind = Kind::new(&TEMPLATE_ID);
+
+const CONSTRAINT_ID: KindId = KindId::new("constraints.gatekeeper.sh", "Constraint");
+/// Every Constraint, whatever its kind, stored in the namespace its kind names.
+pub const CONSTRAINT: Kind = Kind::new(&CONSTRAINT_ID);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintTemplate {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Value,
+}
+
+impl Resource for ConstraintTemplate {
+    const KIND: Kind = CONSTRAINT_TEMPLATE;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Constraint {
+    /// Its own kind (`K8sHttpsOnly`): the template's `spec.crd.spec.names.kind`.
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Value,
+}
+
+impl Resource for Constraint {
+    const KIND: Kind = CONSTRAINT;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: CONSTRAINT_TEMPLATE,
+        versions: &["v1", "v1beta1", "v1alpha1"],
+        plural: "constrainttemplates",
+        namespaced: false,
+        decode: isobar_sdk::kind::decode_object::<ConstraintTemplate>,
+        status: StatusStyle::Fields,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: CONSTRAINT,
+        versions: &["v1beta1", "v1", "v1alpha1"],
+        plural: "constraints",
+        // Stored per kind: the namespace is the Constraint's kind.
+        namespaced: true,
+        decode: decode_constraint,
+        status: StatusStyle::Fields,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    DynamicKinds {
+        kind: CONSTRAINT,
+        group: "constraints.gatekeeper.sh",
+        declared_by: CONSTRAINT_TEMPLATE,
+        declares: declared_kind,
+    }
+}
+
+/// A Constraint, placed in the namespace its kind names (two kinds may share a name).
+fn decode_constraint(mut value: Value) -> Result<Object, String> {
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if kind.is_empty() {
+        return Err("a Constraint needs its kind".to_string());
+    }
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("namespace".into(), kind.into());
+    }
+    isobar_sdk::kind::decode_object::<Constraint>(value)
+}
+
+/// The Constraint kind a template declares, and its plural (the kind in lower case, as
+/// Gatekeeper names the resource).
+fn declared_kind(object: &Object) -> Option<(String, String)> {
+    let template = object.get::<ConstraintTemplate>()?;
+    let kind = template
+        .spec
+        .pointer("/crd/spec/names/kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())?;
+    Some((kind.to_string(), kind.to_ascii_lowercase()))
+}
+
+/// A template compiled: the engine with its Rego and libs, and the rule to ask.
+pub struct Compiled {
+    engine: regorus::Engine,
+    violation: String,
+    /// Whether its Rego reads `data.inventory`.
+    pub reads_inventory: bool,
+}
+
+/// Compiled templates, by the digest of their spec: a template is compiled once, not
+/// per build.
+#[derive(Default)]
+pub struct Cache(Mutex<HashMap<u64, Arc<Result<Compiled, String>>>>);
+
+impl Cache {
+    pub fn compiled(&self, template: &ConstraintTemplate) -> Arc<Result<Compiled, String>> {
+        let text = template.spec.to_string();
+        let digest = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            text.hash(&mut h);
+            h.finish()
+        };
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = cache.get(&digest) {
+            return found.clone();
+        }
+        let name = template.metadata.name.clone().unwrap_or_default();
+        let compiled = Arc::new(compile(&name, &template.spec));
+        // Templates edited away are not kept forever.
+        if cache.len() > 1024 {
+            cache.clear();
+        }
+        cache.insert(digest, compiled.clone());
+        compiled
+    }
+}
+
+/// The Rego sources of a template: (rego, libs, whether it is Rego v1).
+fn sources(spec: &Value) -> Result<(String, Vec<String>, bool), String> {
+    let target = spec
+        .pointer("/targets/0")
+        .ok_or("spec.targets is empty: a template needs a target with Rego")?;
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    if let Some(rego) = target.get("rego").and_then(Value::as_str) {
+        return Ok((rego.to_string(), strings(target.get("libs")), false));
+    }
+    let code = target.get("code").and_then(Value::as_array);
+    for entry in code.into_iter().flatten() {
+        if entry.get("engine").and_then(Value::as_str) != Some("Rego") {
+            continue;
+        }
+        let source = &entry["source"];
+        if let Some(rego) = source.get("rego").and_then(Value::as_str) {
+            let v1 = source.get("version").and_then(Value::as_str) == Some("v1");
+            return Ok((rego.to_string(), strings(source.get("libs")), v1));
+        }
+    }
+    Err("spec.targets[0] has no Rego (rego, or code with engine Rego); other engines (CEL) are not evaluated".to_string())
+}
+
+fn compile(name: &str, spec: &Value) -> Result<Compiled, String> {
+    let (rego, libs, v1) = sources(spec)?;
+    let mut engine = regorus::Engine::new();
+    engine.set_rego_v0(!v1);
+    engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
+        limit: std::time::Duration::from_millis(100),
+        check_interval: std::num::NonZeroU32::MIN,
+    });
+    add_builtins(&mut engine)?;
+    let file = format!("{name}.rego");
+    let package = engine
+        .add_policy(file.clone(), rego.clone())
+        .map_err(|e| crate::rego::one_line(&e.to_string(), &file))?;
+    for (i, lib) in libs.iter().enumerate() {
+        let lib_file = format!("{name}.lib{i}.rego");
+        engine
+            .add_policy(lib_file.clone(), lib.clone())
+            .map_err(|e| crate::rego::one_line(&e.to_string(), &lib_file))?;
+    }
+    let declared = engine
+        .has_declared_rule_rooted_at(&file, "violation")
+        .map_err(|e| format!("{file}: {e}"))?;
+    if !declared {
+        return Err(format!("{file}: package {package} has no violation rule"));
+    }
+    let reads_inventory = std::iter::once(&rego)
+        .chain(&libs)
+        .any(|t| t.contains("inventory") || t.contains("data["));
+    Ok(Compiled {
+        engine,
+        violation: format!("{package}.violation"),
+        reads_inventory,
+    })
+}
+
+/// Built-ins Gatekeeper's library still uses that OPA has deprecated (`re_match`).
+fn add_builtins(engine: &mut regorus::Engine) -> Result<(), String> {
+    engine
+        .add_extension(
+            "re_match".to_string(),
+            2,
+            Box::new(|args: Vec<regorus::Value>| {
+                let pattern = args[0].as_string()?;
+                let text = args[1].as_string()?;
+                let re = regex::Regex::new(pattern)?;
+                Ok(regorus::Value::from(re.is_match(text)))
+            }),
+        )
+        .map_err(|e| e.to_string())
+}
+
+impl Compiled {
+    /// The engine with the build's data loaded, to ask about objects one by one.
+    fn prepare(&self, data: &regorus::Value) -> Result<regorus::Engine, String> {
+        let mut engine = self.engine.clone();
+        engine.add_data(data.clone()).map_err(|e| e.to_string())?;
+        Ok(engine)
+    }
+
+    /// The violations' messages for one input.
+    fn violations(
+        &self,
+        engine: &mut regorus::Engine,
+        input: &Value,
+    ) -> Result<Vec<String>, String> {
+        engine.set_input(regorus::Value::from(input.clone()));
+        let value = engine
+            .eval_rule(self.violation.clone())
+            .map_err(|e| e.to_string())?;
+        if value == regorus::Value::Undefined {
+            return Ok(Vec::new());
+        }
+        let json: Value = serde_json::from_str(&value.to_json_str().map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        crate::messages(&json, &self.violation)
+    }
+}
+
+/// The templates of a build, compiled, by the Constraint kind each declares.
+pub type Templates = BTreeMap<String, (ObjectKey, Arc<Result<Compiled, String>>)>;
+
+/// One build's enforcement of every Constraint.
+pub struct Judge<'a> {
+    pub templates: &'a Templates,
+    pub constraints: Vec<&'a Object>,
+    pub data: &'a crate::Data,
+    /// Whether the templates' and constraints' statuses are reported (not in a dry
+    /// build judging one object).
+    pub report_status: bool,
+}
+
+impl Judge<'_> {
+    /// Asks each Constraint about the objects it matches (`inputs`, and `objects` in
+    /// the same order); a `deny` violation puts the object in `rejected`.
+    pub fn enforce(
+        &self,
+        inputs: &[(ObjectKey, Value)],
+        objects: &[&Object],
+        status: &mut StatusReport,
+        rejected: &mut BTreeSet<ObjectKey>,
+    ) {
+        if self.report_status {
+            for (key, compiled) in self.templates.values() {
+                let errors: Vec<Value> = match compiled.as_ref() {
+                    Ok(_) => Vec::new(),
+                    Err(e) => vec![json!({"code": "ingest_error", "message": e})],
+                };
+                status.field(key, "created", json!(errors.is_empty()));
+                status.field(key, "byPod", json!([{"id": "isobar", "errors": errors}]));
+            }
+        }
+        let data = self.data.rego();
+        for object in &self.constraints {
+            let Some(constraint) = object.get::<Constraint>() else {
+                continue;
+            };
+            let (errors, total, listed) =
+                self.constraint(constraint, &data, inputs, objects, status, rejected);
+            if self.report_status {
+                let key = object.key();
+                let errors: Vec<Value> = errors
+                    .iter()
+                    .map(|e| json!({"code": "isobar_error", "message": e}))
+                    .collect();
+                status.field(&key, "totalViolations", json!(total));
+                status.field(&key, "violations", Value::Array(listed));
+                status.field(
+                    &key,
+                    "byPod",
+                    json!([{"id": "isobar", "enforced": errors.is_empty(), "errors": errors}]),
+                );
+            }
+        }
+    }
+
+    /// One Constraint over the objects: its errors, how many violations, and the first
+    /// [`VIOLATIONS_MAX`] of them as its status lists them.
+    fn constraint(
+        &self,
+        constraint: &Constraint,
+        data: &regorus::Value,
+        inputs: &[(ObjectKey, Value)],
+        objects: &[&Object],
+        status: &mut StatusReport,
+        rejected: &mut BTreeSet<ObjectKey>,
+    ) -> (Vec<String>, usize, Vec<Value>) {
+        let name = constraint.metadata.name.clone().unwrap_or_default();
+        let compiled = match self.templates.get(&constraint.kind) {
+            None => {
+                return (
+                    vec![format!(
+                        "no ConstraintTemplate declares kind {}",
+                        constraint.kind
+                    )],
+                    0,
+                    Vec::new(),
+                );
+            }
+            Some((_, compiled)) => compiled.clone(),
+        };
+        let compiled = match compiled.as_ref() {
+            Ok(c) => c,
+            Err(e) => {
+                return (
+                    vec![format!("its template does not compile: {e}")],
+                    0,
+                    Vec::new(),
+                );
+            }
+        };
+        let action = match action(constraint) {
+            Ok(a) => a,
+            Err(e) => return (vec![e], 0, Vec::new()),
+        };
+        let mut engine = match compiled.prepare(data) {
+            Ok(e) => e,
+            Err(e) => return (vec![format!("loading data: {e}")], 0, Vec::new()),
+        };
+        let parameters = constraint
+            .spec
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let (mut total, mut listed) = (0, Vec::new());
+        for ((key, input), object) in inputs.iter().zip(objects) {
+            match matches(&constraint.spec, object) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => return (vec![e], 0, Vec::new()),
+            }
+            let input = json!({"review": input["review"], "parameters": parameters});
+            let messages = match compiled.violations(&mut engine, &input) {
+                Ok(m) => m,
+                Err(e) => {
+                    status.warning(
+                        key,
+                        ConditionType::PolicyError,
+                        Reason::PolicyNotEvaluated,
+                        format!(
+                            "constraint {}/{name}: {e}; the object was not checked by it",
+                            constraint.kind
+                        ),
+                    );
+                    continue;
+                }
+            };
+            for message in messages {
+                total += 1;
+                if listed.len() < VIOLATIONS_MAX {
+                    listed.push(violation(action, object, &message));
+                }
+                // Gatekeeper's admission message: the constraint's name, then the message.
+                let text = format!("[{name}] {message}");
+                match action {
+                    Action::Deny => {
+                        status.error(key, ConditionType::PolicyError, Reason::PolicyDenied, text);
+                        rejected.insert(key.clone());
+                    }
+                    Action::Warn => {
+                        status.warning(
+                            key,
+                            ConditionType::PolicyError,
+                            Reason::PolicyWarning,
+                            text,
+                        );
+                    }
+                    Action::DryRun => {}
+                }
+            }
+        }
+        (Vec::new(), total, listed)
+    }
+}
+
+/// What a Constraint does with a violation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Deny,
+    Warn,
+    DryRun,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Deny => "deny",
+            Action::Warn => "warn",
+            Action::DryRun => "dryrun",
+        }
+    }
+}
+
+/// A Constraint's `spec.enforcementAction`; an action Isobar does not know is an error
+/// (Gatekeeper's too).
+pub fn action(constraint: &Constraint) -> Result<Action, String> {
+    match constraint
+        .spec
+        .get("enforcementAction")
+        .and_then(Value::as_str)
+    {
+        None | Some("deny") => Ok(Action::Deny),
+        Some("warn") => Ok(Action::Warn),
+        Some("dryrun") => Ok(Action::DryRun),
+        Some(other) => Err(format!(
+            "enforcementAction {other:?} is not supported (deny, warn, dryrun)"
+        )),
+    }
+}
+
+/// `input.review` for one object: what an admission request carries of it.
+pub fn review(object: &Object, manifest: &Value) -> Value {
+    let kind = object.kind();
+    let version = kind
+        .info()
+        .and_then(|i| i.versions.first().copied())
+        .unwrap_or("v1");
+    let key = object.key();
+    json!({
+        "kind": {"group": kind.group(), "version": version, "kind": kind.as_str()},
+        "name": key.name,
+        "namespace": key.namespace,
+        "object": manifest,
+    })
+}
+
+/// Whether a Constraint's `spec.match` selects `object`. `Err` for a selector Isobar
+/// cannot evaluate (`namespaceSelector`: Namespaces are not read).
+pub fn matches(spec: &Value, object: &Object) -> Result<bool, String> {
+    let Some(m) = spec.get("match").filter(|m| !m.is_null()) else {
+        return Ok(true);
+    };
+    if m.get("namespaceSelector").is_some_and(|s| !s.is_null()) {
+        return Err(
+            "match.namespaceSelector is not supported (Isobar does not read Namespaces)"
+                .to_string(),
+        );
+    }
+    let kind = object.kind();
+    let key = object.key();
+    let list = |v: Option<&Value>| -> Option<Vec<String>> {
+        v.and_then(Value::as_array).map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+    };
+    if let Some(kinds) = m
+        .get("kinds")
+        .and_then(Value::as_array)
+        .filter(|k| !k.is_empty())
+    {
+        let any = |names: Option<Vec<String>>, wanted: &str| {
+            names.is_none_or(|n| n.is_empty() || n.iter().any(|x| x == "*" || x == wanted))
+        };
+        let selected = kinds.iter().any(|k| {
+            any(list(k.get("apiGroups")), kind.group()) && any(list(k.get("kinds")), kind.as_str())
+        });
+        if !selected {
+            return Ok(false);
+        }
+    }
+    match m.get("scope").and_then(Value::as_str) {
+        Some("Cluster") if kind.namespaced() => return Ok(false),
+        Some("Namespaced") if !kind.namespaced() => return Ok(false),
+        _ => {}
+    }
+    if let Some(namespaces) = list(m.get("namespaces")).filter(|n| !n.is_empty())
+        && !namespaces.iter().any(|n| glob(n, &key.namespace))
+    {
+        return Ok(false);
+    }
+    if list(m.get("excludedNamespaces"))
+        .unwrap_or_default()
+        .iter()
+        .any(|n| glob(n, &key.namespace))
+    {
+        return Ok(false);
+    }
+    if let Some(name) = m.get("name").and_then(Value::as_str)
+        && !glob(name, &key.name)
+    {
+        return Ok(false);
+    }
+    if let Some(selector) = m.get("labelSelector").filter(|s| !s.is_null()) {
+        let labels = object.metadata().labels.clone().unwrap_or_default();
+        return label_selector(selector, &labels);
+    }
+    Ok(true)
+}
+
+/// Gatekeeper's namespace and name patterns: exact, or one `*` at the start or end.
+fn glob(pattern: &str, value: &str) -> bool {
+    if let Some(prefix) = pattern.strip_suffix('*') {
+        value.starts_with(prefix)
+    } else if let Some(suffix) = pattern.strip_prefix('*') {
+        value.ends_with(suffix)
+    } else {
+        pattern == value
+    }
+}
+
+fn label_selector(selector: &Value, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+    for (k, v) in selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        if labels.get(k).map(String::as_str) != v.as_str() {
+            return Ok(false);
+        }
+    }
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+    for e in expressions.into_iter().flatten() {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let have = labels.get(key).map(String::as_str);
+        let ok = match e.get("operator").and_then(Value::as_str) {
+            Some("In") => have.is_some_and(|h| values.contains(&h)),
+            Some("NotIn") => have.is_none_or(|h| !values.contains(&h)),
+            Some("Exists") => have.is_some(),
+            Some("DoesNotExist") => have.is_none(),
+            other => return Err(format!("labelSelector operator {other:?} is not supported")),
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// One violation, as a Constraint's status lists it.
+pub fn violation(action: Action, object: &Object, message: &str) -> Value {
+    let kind = object.kind();
+    let key = object.key();
+    let version = kind
+        .info()
+        .and_then(|i| i.versions.first().copied())
+        .unwrap_or("v1");
+    json!({
+        "enforcementAction": action.as_str(),
+        "group": kind.group(),
+        "version": version,
+        "kind": kind.as_str(),
+        "namespace": key.namespace,
+        "name": key.name,
+        "message": message,
+    })
+}
+
+/// The templates by the Constraint kind they declare.
+pub fn templates(objects: &Objects) -> BTreeMap<String, (ObjectKey, Arc<ConstraintTemplate>)> {
+    let mut out = BTreeMap::new();
+    for object in objects.of_kind(CONSTRAINT_TEMPLATE).values() {
+        if let (Some(template), Some((kind, _))) =
+            (object.arc::<ConstraintTemplate>(), declared_kind(object))
+        {
+            out.insert(kind, (object.key(), template));
+        }
+    }
+    out
+}
