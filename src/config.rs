@@ -223,10 +223,10 @@ pub struct XdsServer {
     pub cert_file: String,
     /// Its private key (`--contour-key-file`).
     pub key_file: String,
-    /// Serve the plain HTTP listener's vhosts one by one over VHDS instead of all in the
-    /// `ingress_http` RouteConfiguration, so a change to one vhost sends that vhost only.
-    /// Envoy takes VHDS over ADS only when ADS is delta (`isobar bootstrap --xds-mode
-    /// delta`); state-of-the-world streams are refused while this is on.
+    /// Serve the plain HTTP listener's vhosts one by one over VHDS to Envoys on delta
+    /// xDS (`isobar bootstrap`'s default), so a change to one vhost sends that vhost only;
+    /// Envoys on state-of-the-world xDS (which cannot take VHDS) get every vhost in the
+    /// `ingress_http` RouteConfiguration, as with this off.
     pub vhds: bool,
 }
 
@@ -627,7 +627,7 @@ impl Default for XdsServer {
             ca_file: String::new(),
             cert_file: String::new(),
             key_file: String::new(),
-            vhds: false,
+            vhds: true,
         }
     }
 }

@@ -28,9 +28,10 @@ pub struct BootstrapArgs {
     /// The Envoy node id (Envoy's `--service-node` overrides it).
     #[arg(long, default_value = "envoy")]
     pub node_id: String,
-    /// The ADS flavour Envoy asks for: `sotw` (state of the world, whole responses) or
-    /// `delta` (incremental: only changed resources and removals).
-    #[arg(long, value_enum, default_value_t = XdsMode::Sotw)]
+    /// The ADS flavour Envoy asks for: `delta` (incremental: only changed resources and
+    /// removals, and each plain vhost on its own over VHDS) or `sotw` (state of the
+    /// world, whole responses; what Contour's bootstrap asks for).
+    #[arg(long, value_enum, default_value_t = XdsMode::Delta)]
     pub xds_mode: XdsMode,
     /// CA that signed Isobar's xDS certificate (xDS over mutual TLS; with the two below).
     #[arg(long, env = "ENVOY_CAFILE")]

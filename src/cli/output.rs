@@ -43,7 +43,10 @@ struct TypedResources {
     routes: Vec<serde_json::Value>,
     clusters: Vec<serde_json::Value>,
     endpoints: Vec<serde_json::Value>,
-    /// VHDS (`xds-server.vhds`): `ingress_http`'s vhosts.
+    /// VHDS (`xds-server.vhds`): the RouteConfigurations delta Envoys get instead of
+    /// those of `routes` (`ingress_http`'s shell), and `ingress_http`'s vhosts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    vhds_routes: Vec<serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     virtual_hosts: Vec<serde_json::Value>,
     /// SDS secrets, by name, with the certificate replaced by its fingerprint and the key
@@ -119,6 +122,7 @@ pub fn translation(
             routes: all(XdsType::Route)?,
             clusters: all(XdsType::Cluster)?,
             endpoints: all(XdsType::Endpoint)?,
+            vhds_routes: all(XdsType::VhdsRoute)?,
             virtual_hosts: all(XdsType::VirtualHost)?,
             secrets: all(XdsType::Secret)?.into_iter().map(redact).collect(),
             runtimes: all(XdsType::Runtime)?,

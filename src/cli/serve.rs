@@ -454,7 +454,6 @@ async fn serve(
     });
     let ads = AdsService::new(snapshot_rx, metrics)
         .reporting(controller.rejections.clone())
-        .delta_only(config.xds_server.vhds)
         .with_shutdown(closing.clone())
         .into_server();
     let listener = tokio::net::TcpListener::bind(xds_addr)

@@ -211,10 +211,11 @@ impl DeltaStream {
                 if !state.retrying {
                     state.acked_seq = state.sent_seq;
                 }
+                let mut new_routes = false;
                 for (name, digest) in sent {
                     match digest {
                         Some(digest) if state.wants(&name) => {
-                            state.held.insert(name, digest);
+                            new_routes |= state.held.insert(name, digest).is_none();
                         }
                         _ => {
                             state.held.remove(&*name);
@@ -226,8 +227,26 @@ impl DeltaStream {
                 if basis.is_some() {
                     state.synced = basis;
                 }
+                // A RouteConfiguration Envoy now holds may take vhosts held back for it.
+                if t == XdsType::Route
+                    && new_routes
+                    && let Some(vhds) = self.types.get_mut(&XdsType::VirtualHost)
+                {
+                    vhds.synced = None;
+                }
             }
         }
+    }
+
+    /// VHDS: whether Envoy holds the RouteConfiguration a vhost belongs to (its name up
+    /// to the last `/`). Envoy files a vhost only under a RouteConfiguration it holds:
+    /// one sent before (the listener and its routes arriving in the same change) is
+    /// dropped, and never asked for again.
+    fn vhost_placeable(&self, name: &str) -> bool {
+        let routes = name.rsplit_once('/').map_or("", |(routes, _)| routes);
+        self.types
+            .get(&XdsType::Route)
+            .is_some_and(|r| r.held.contains_key(routes))
     }
 
     /// Sends every type that has news, in warming order (see the module comment).
@@ -262,7 +281,7 @@ impl DeltaStream {
             .iter()
             .all(|t| {
                 let state = &self.types[t];
-                let of = snapshot.get(*t);
+                let of = snapshot.for_delta(*t);
                 !state.requested
                     || (state.in_flight.is_none() && state.synced == Some(of.position()))
                     || (state.in_flight.is_none()
@@ -280,7 +299,7 @@ impl DeltaStream {
         if !state.requested || state.in_flight.is_some() {
             return None;
         }
-        let current = snapshot.get(t);
+        let current = snapshot.for_delta(t);
         // Part of a refused response first, alone: what is still as it was refused.
         while let Some(group) = state.retry.pop() {
             let again: Vec<(&Name, u64)> = group
@@ -300,10 +319,12 @@ impl DeltaStream {
         }
         let resend = std::mem::take(&mut state.resend);
         let state = &self.types[&t];
+        let placeable = |name: &Name| t != XdsType::VirtualHost || self.vhost_placeable(name);
         let needs = |name: &Name, d: &u64| {
             state.wants(name)
                 && state.held.get(name) != Some(d)
                 && state.rejected.get(name) != Some(d)
+                && placeable(name)
         };
         let since = state.synced.and_then(|at| current.changed_since(at));
         let (changed, gone): (Vec<(&Name, u64)>, Vec<Name>) = match since {
@@ -385,7 +406,7 @@ impl DeltaStream {
         basis: Option<LogPosition>,
         retrying: bool,
     ) -> Option<Result<Wire, Status>> {
-        let current = snapshot.get(t);
+        let current = snapshot.for_delta(t);
         // Distinct names of the snapshot: as many as it has means all of them.
         let part = if changed.len() == current.resources.len() {
             current.all(t, true)

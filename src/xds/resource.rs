@@ -21,6 +21,11 @@ pub enum XdsType {
     /// RTDS: Contour's `dynamic` runtime layer (first to be sent: Envoy waits for it
     /// as it starts).
     Runtime,
+    /// RDS as delta streams are served it under `xds-server.vhds`: every
+    /// RouteConfiguration of [`XdsType::Route`], but an HTTP listener's is a shell whose
+    /// vhosts come over VHDS. Not a type of its own on the wire (its URL is RDS's), nor
+    /// pushed on its own: a delta stream answers RDS from it.
+    VhdsRoute,
 }
 
 impl XdsType {
@@ -44,7 +49,9 @@ impl XdsType {
                 "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
             }
             XdsType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
-            XdsType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            XdsType::Route | XdsType::VhdsRoute => {
+                "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+            }
             XdsType::VirtualHost => "type.googleapis.com/envoy.config.route.v3.VirtualHost",
             XdsType::Runtime => "type.googleapis.com/envoy.service.runtime.v3.Runtime",
         }
@@ -68,7 +75,7 @@ impl XdsType {
     pub fn is_downstream(self) -> bool {
         matches!(
             self,
-            XdsType::Listener | XdsType::Route | XdsType::VirtualHost
+            XdsType::Listener | XdsType::Route | XdsType::VirtualHost | XdsType::VhdsRoute
         )
     }
 
@@ -78,7 +85,7 @@ impl XdsType {
             XdsType::Endpoint => "eds",
             XdsType::Secret => "sds",
             XdsType::Listener => "lds",
-            XdsType::Route => "rds",
+            XdsType::Route | XdsType::VhdsRoute => "rds",
             XdsType::VirtualHost => "vhds",
             XdsType::Runtime => "rtds",
         }
@@ -109,6 +116,9 @@ pub struct Resources {
     pub virtual_hosts: BTreeMap<String, Encoded>,
     /// RTDS: the `dynamic` runtime layer.
     pub runtimes: BTreeMap<String, Encoded>,
+    /// `xds-server.vhds`: the RouteConfigurations delta streams get instead of those of
+    /// `routes` (an HTTP listener's shell; see [`XdsType::VhdsRoute`]).
+    pub vhds_routes: BTreeMap<String, Encoded>,
 }
 
 impl Resources {
@@ -122,6 +132,7 @@ impl Resources {
             XdsType::Route => &self.routes,
             XdsType::VirtualHost => &self.virtual_hosts,
             XdsType::Runtime => &self.runtimes,
+            XdsType::VhdsRoute => &self.vhds_routes,
         }
     }
 }
@@ -154,6 +165,7 @@ impl Resources {
             XdsType::Route => &mut self.routes,
             XdsType::VirtualHost => &mut self.virtual_hosts,
             XdsType::Runtime => &mut self.runtimes,
+            XdsType::VhdsRoute => &mut self.vhds_routes,
         }
     }
 }

@@ -45,6 +45,24 @@ pub(super) fn vhds_name(routes: &str, fqdn: &str) -> String {
     )
 }
 
+/// A vhost's `VirtualHost` as [`virtual_host`] encodes it for RDS, named instead as its
+/// VHDS resource of RouteConfiguration `routes` (the same bytes but the name, which
+/// prost writes first: fields go in number order).
+pub(super) fn vhds_virtual_host(routes: &str, fqdn: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut rest = bytes;
+    if rest.first() == Some(&0x0a) {
+        rest = &rest[1..];
+        let len = prost::encoding::decode_varint(&mut rest).unwrap_or_default();
+        let len = usize::try_from(len).unwrap_or(usize::MAX).min(rest.len());
+        rest = &rest[len..];
+    }
+    let name = vhds_name(routes, fqdn);
+    let mut out = Vec::with_capacity(bytes.len() + name.len());
+    prost::encoding::string::encode(1, &name, &mut out);
+    out.extend_from_slice(rest);
+    out
+}
+
 /// A RouteConfiguration with the given encoded vhosts, encoded canonically.
 ///
 /// prost encodes protobuf map fields (the `Struct` of route metadata) in `HashMap` order,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Status, Streaming};
+use tonic::Streaming;
 
 use super::delta::DeltaStream;
 use super::request::SotwRequest;
@@ -24,9 +24,6 @@ pub struct AdsService {
     metrics: Arc<Metrics>,
     /// Turns true on shutdown: every stream ends cleanly (Envoy reconnects elsewhere).
     closing: watch::Receiver<bool>,
-    /// `xds-server.vhds`: the routes served need delta xDS, so state-of-the-world
-    /// streams are refused.
-    delta_only: bool,
     /// Where each stream reports what Envoy refused (the runner).
     rejections: Option<mpsc::UnboundedSender<Rejection>>,
 }
@@ -37,7 +34,6 @@ impl AdsService {
             snapshots,
             metrics,
             closing: watch::channel(false).1,
-            delta_only: false,
             rejections: None,
         }
     }
@@ -55,13 +51,6 @@ impl AdsService {
         core
     }
 
-    /// Refuses state-of-the-world streams (with `FAILED_PRECONDITION`): for
-    /// `xds-server.vhds`, whose `ingress_http` Envoy accepts only over delta ADS.
-    pub fn delta_only(mut self, delta_only: bool) -> Self {
-        self.delta_only = delta_only;
-        self
-    }
-
     /// Ends every stream once `closing` turns true.
     pub fn with_shutdown(mut self, closing: watch::Receiver<bool>) -> Self {
         self.closing = closing;
@@ -72,16 +61,6 @@ impl AdsService {
 impl AdsService {
     /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
     pub(super) fn sotw(&self, requests: Streaming<SotwRequest>) -> ResponseStream<Wire> {
-        if self.delta_only {
-            let status = Status::failed_precondition(
-                "xds-server.vhds is on: this Envoy must use delta xDS (isobar bootstrap --xds-mode delta)",
-            );
-            tracing::error!(
-                reason = status.message(),
-                "refused a state-of-the-world xDS stream"
-            );
-            return Box::pin(tokio_stream::once(Err(status)));
-        }
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.core(), tx);
         self.spawn(stream, requests);

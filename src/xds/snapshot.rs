@@ -76,6 +76,16 @@ impl TypeSnapshot {
         out
     }
 
+    /// The same resources, as a type of their own: a new epoch, nothing logged yet.
+    fn fork(&self) -> TypeSnapshot {
+        TypeSnapshot {
+            epoch: next_epoch(),
+            log: imbl::Vector::new(),
+            all: AllEncoded::default(),
+            ..self.clone()
+        }
+    }
+
     /// Adds or replaces a resource (the version, and taking a replaced resource's
     /// share out of `combined`, are left to the caller).
     fn insert(&mut self, name: Name, digest: u64, resource: Encoded) {
@@ -170,7 +180,11 @@ impl TypeSnapshot {
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    types: [TypeSnapshot; 7],
+    types: [TypeSnapshot; 8],
+    /// `xds-server.vhds`: the RouteConfigurations of [`XdsType::VhdsRoute`] that are not
+    /// [`XdsType::Route`]'s (HTTP listeners' shells); `None` when delta streams get
+    /// `Route` as it is.
+    shells: Option<Arc<BTreeSet<Name>>>,
     /// When the earliest change this snapshot reflects arrived (for the event → xDS
     /// latency metric); not part of the content.
     pub changed_at: Option<std::time::Instant>,
@@ -197,6 +211,13 @@ impl Snapshot {
             seq: next_seq(),
             ..Snapshot::default()
         };
+        if !resources.vhds_routes.is_empty() {
+            let mut routes = resources.routes.clone();
+            let shells = resources.vhds_routes.keys().map(|n| Name::from(n.as_str()));
+            snapshot.shells = Some(Arc::new(shells.collect()));
+            routes.extend(resources.vhds_routes);
+            snapshot.types[XdsType::VhdsRoute.index()] = TypeSnapshot::of(routes);
+        }
         for (t, map) in [
             (XdsType::Cluster, resources.clusters),
             (XdsType::Endpoint, resources.endpoints),
@@ -218,24 +239,75 @@ impl Snapshot {
         t: XdsType,
         changes: impl IntoIterator<Item = (String, Option<Encoded>)>,
     ) -> Snapshot {
+        if matches!(t, XdsType::Route | XdsType::VhdsRoute) {
+            let mut all = Changes::default();
+            all.by_type.insert(t, changes.into_iter().collect());
+            return self.with_all_changes(all);
+        }
         let mut out = self.clone();
         out.seq = next_seq();
         out.types[t.index()].change(changes);
         out
     }
 
-    /// This snapshot with the resources of several types replaced or removed.
-    pub fn with_all_changes(&self, changes: Changes) -> Snapshot {
+    /// This snapshot with the resources of several types replaced or removed. A
+    /// RouteConfiguration changed is changed for delta streams too, unless they get a
+    /// shell of their own for it ([`XdsType::VhdsRoute`]).
+    pub fn with_all_changes(&self, mut changes: Changes) -> Snapshot {
         let mut out = self.clone();
         out.seq = next_seq();
+        let shells = changes.by_type.remove(&XdsType::VhdsRoute);
+        let mirror: Vec<(String, Option<Encoded>)> = match (&out.shells, &shells) {
+            (None, None) => Vec::new(),
+            _ => changes
+                .by_type
+                .get(&XdsType::Route)
+                .map(|m| m.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+        };
         for (t, resources) in changes.by_type {
             out.types[t.index()].change(resources);
+        }
+        match &out.shells {
+            // The first shells: delta streams' routes start as everyone's.
+            None if shells.is_some() => {
+                out.types[XdsType::VhdsRoute.index()] = out.types[XdsType::Route.index()].fork();
+                out.shells = Some(Arc::default());
+            }
+            None => return out,
+            Some(own) => {
+                let own = own.clone();
+                let mirrored = mirror
+                    .into_iter()
+                    .filter(|(name, _)| !own.contains(name.as_str()));
+                out.types[XdsType::VhdsRoute.index()].change(mirrored);
+            }
+        }
+        if let Some(shells) = shells {
+            let mut own: BTreeSet<Name> = out.shells.as_deref().cloned().unwrap_or_default();
+            for (name, shell) in &shells {
+                match shell {
+                    Some(_) => own.insert(Name::from(name.as_str())),
+                    None => own.remove(name.as_str()),
+                };
+            }
+            out.shells = Some(Arc::new(own));
+            out.types[XdsType::VhdsRoute.index()].change(shells);
         }
         out
     }
 
     pub fn get(&self, t: XdsType) -> &TypeSnapshot {
         &self.types[t.index()]
+    }
+
+    /// Type `t` as a delta stream is served it: RDS under `xds-server.vhds` is
+    /// [`XdsType::VhdsRoute`].
+    pub fn for_delta(&self, t: XdsType) -> &TypeSnapshot {
+        match t {
+            XdsType::Route if self.shells.is_some() => self.get(XdsType::VhdsRoute),
+            _ => self.get(t),
+        }
     }
 }
 

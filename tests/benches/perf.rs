@@ -277,7 +277,7 @@ fn resource_name(t: XdsType, value: &[u8]) -> String {
         XdsType::Endpoint => ClusterLoadAssignment::decode(value).map(|r| r.cluster_name),
         XdsType::Secret => Secret::decode(value).map(|r| r.name),
         XdsType::Listener => Listener::decode(value).map(|r| r.name),
-        XdsType::Route => RouteConfiguration::decode(value).map(|r| r.name),
+        XdsType::Route | XdsType::VhdsRoute => RouteConfiguration::decode(value).map(|r| r.name),
         XdsType::VirtualHost => VirtualHost::decode(value).map(|r| r.name),
         XdsType::Runtime => {
             envoy_types::pb::envoy::service::runtime::v3::Runtime::decode(value).map(|r| r.name)

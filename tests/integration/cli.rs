@@ -741,8 +741,9 @@ async fn a_quiet_manifest_directory_costs_no_cpu() {
     );
 }
 
-/// `xds-server.vhds`: `translate` shows `ingress_http` without vhosts, asking for them
-/// over ADS, and each plain vhost as a `VirtualHost` resource of its own.
+/// `xds-server.vhds`: `translate` shows `ingress_http` as delta Envoys get it (without
+/// vhosts, asking for them over ADS), as state-of-the-world Envoys get it (every vhost),
+/// and each plain vhost as a `VirtualHost` resource of its own.
 #[test]
 fn translate_with_vhds_shows_each_plain_vhost_on_its_own() {
     let dir = tempdir();
@@ -763,13 +764,24 @@ fn translate_with_vhds_shows_each_plain_vhost_on_its_own() {
     let doc: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     let resources = &doc["resources"];
-    let routes = resources["routes"].as_array().cloned().unwrap_or_default();
-    let http = routes
-        .iter()
-        .find(|r| r["name"] == "ingress_http")
-        .unwrap_or_else(|| panic!("no ingress_http in {out}"));
-    assert!(http["virtual_hosts"].is_null(), "{http}");
-    assert!(http["vhds"]["config_source"]["ads"].is_object(), "{http}");
+    let http = |list: &str| {
+        let routes = resources[list].as_array().cloned().unwrap_or_default();
+        routes
+            .into_iter()
+            .find(|r| r["name"] == "ingress_http")
+            .unwrap_or_else(|| panic!("no ingress_http in {list}: {out}"))
+    };
+    // Delta Envoys get the shell; state-of-the-world Envoys every vhost in it.
+    let shell = http("vhds_routes");
+    assert!(shell["virtual_hosts"].is_null(), "{shell}");
+    assert!(shell["vhds"]["config_source"]["ads"].is_object(), "{shell}");
+    let whole = http("routes");
+    assert!(whole["vhds"].is_null(), "{whole}");
+    assert_eq!(
+        whole["virtual_hosts"].as_array().map(Vec::len),
+        Some(3),
+        "{whole}"
+    );
     let vhosts: Vec<(String, String)> = resources["virtual_hosts"]
         .as_array()
         .cloned()
@@ -790,6 +802,7 @@ fn translate_with_vhds_shows_each_plain_vhost_on_its_own() {
         "{vhosts:?}"
     );
     // The HTTPS vhost keeps its own RouteConfiguration, with its vhosts in it.
+    let routes = resources["routes"].as_array().cloned().unwrap_or_default();
     assert!(
         routes
             .iter()

@@ -306,8 +306,20 @@ pub(crate) async fn start(files: &[(&str, &str)], ready: (&str, &str, &str)) -> 
     start_with(None, files, ready).await
 }
 
-/// [`start`], with `contour.yaml` given to `isobar serve -c` when set.
+/// [`start`], with `contour.yaml` given to `isobar serve -c` when set. Envoy is
+/// bootstrapped as `isobar bootstrap` does by default: delta ADS, so plain vhosts come
+/// over VHDS (`xds-server.vhds` is on by default).
 pub(crate) async fn start_with(
+    config: Option<&str>,
+    files: &[(&str, &str)],
+    ready: (&str, &str, &str),
+) -> Stack {
+    start_from(config, files, None, ready, "delta").await
+}
+
+/// [`start_with`], with Envoy on state-of-the-world ADS (Contour's bootstrap): every
+/// plain vhost in the one `ingress_http` RouteConfiguration.
+pub(crate) async fn start_sotw(
     config: Option<&str>,
     files: &[(&str, &str)],
     ready: (&str, &str, &str),
@@ -331,7 +343,7 @@ pub(crate) async fn start_on_api(
     objects: &[&str],
     ready: (&str, &str, &str),
 ) -> Stack {
-    start_from(None, &[], Some((api, objects)), ready, "sotw").await
+    start_from(None, &[], Some((api, objects)), ready, "delta").await
 }
 
 async fn start_from(
@@ -627,16 +639,40 @@ async fn a_new_cluster_warms_on_endpoints_envoy_holds(stack: &Stack) {
     );
 }
 
+/// Delta xDS with `xds-server.vhds` off: `ingress_http` whole, sent again per change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_over_delta_xds() {
-    delta_changes(None).await;
+    delta_changes(Some("xds-server:\n  vhds: false\n"), "delta").await;
+}
+
+/// An Envoy on state-of-the-world xDS (Contour's bootstrap) against the defaults, where
+/// delta Envoys get VHDS: it gets every plain vhost in `ingress_http`, sent again whole
+/// per change, and the same changes reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_envoy_over_state_of_the_world_gets_whole_routes() {
+    let stack = delta_changes(None, "sotw").await;
+    let stats = stack.envoy_stats().await;
+    let updates = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("http.ingress_http.rds.ingress_http.update_success: "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_default();
+    assert!(
+        updates >= 3,
+        "ingress_http updated {updates} times\n{stats}"
+    );
+    assert!(
+        !stats.contains("rds.vhds."),
+        "VHDS over state of the world\n{stats}"
+    );
 }
 
 /// `xds-server.vhds`: the same changes reach Envoy as vhosts of their own; the
-/// `ingress_http` RouteConfiguration is sent once.
+/// `ingress_http` RouteConfiguration is sent once. A state-of-the-world stream on the same
+/// server gets `ingress_http` whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_envoy_over_vhds() {
-    let stack = delta_changes(Some("xds-server:\n  vhds: true\n")).await;
+    let stack = delta_changes(None, "delta").await;
     let stats = stack.envoy_stats().await;
     let stat = |name: &str| {
         stats
@@ -664,48 +700,110 @@ async fn real_envoy_over_vhds() {
         "{}",
         stack.logs()
     );
-    // An Envoy on state-of-the-world xDS is refused, saying why.
+    // An Envoy on state-of-the-world xDS is served too: `ingress_http` whole, every vhost
+    // in it, once it has taken the clusters and subscribed to their endpoints.
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
     use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
     use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+    use prost::Message;
     let mut ads =
         AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{}", stack.xds_port))
             .await
             .unwrap_or_else(|e| panic!("connect: {e}"));
-    let requests = tokio_stream::iter([DiscoveryRequest {
-        type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".to_string(),
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let url = |t: &str| format!("type.googleapis.com/envoy.config.{t}");
+    let request = |t: &str, names: Vec<String>, nonce: &str| DiscoveryRequest {
+        type_url: url(t),
+        resource_names: names,
+        response_nonce: nonce.to_string(),
         ..Default::default()
-    }]);
-    let refused = match ads.stream_aggregated_resources(requests).await {
-        Err(status) => status,
-        Ok(stream) => match stream.into_inner().message().await {
-            Err(status) => status,
-            Ok(other) => panic!("a state-of-the-world stream was served: {other:?}"),
-        },
     };
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused}");
-    assert!(refused.message().contains("--xds-mode delta"), "{refused}");
+    let _ = tx.send(request("cluster.v3.Cluster", Vec::new(), "")).await;
+    let mut responses = ads
+        .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap_or_else(|e| panic!("a state-of-the-world stream: {e}"))
+        .into_inner();
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(30), responses.message())
+            .await
+            .ok()
+            .and_then(|r| r.ok().flatten())
+            .unwrap_or_else(|| panic!("no response on the state-of-the-world stream"))
+    };
+    let cds = next().await;
+    let clusters: Vec<String> = cds
+        .resources
+        .iter()
+        .filter_map(|a| Cluster::decode(&a.value[..]).ok())
+        .map(|c| match c.eds_cluster_config {
+            Some(eds) if !eds.service_name.is_empty() => eds.service_name,
+            _ => c.name,
+        })
+        .collect();
+    let _ = tx
+        .send(request("cluster.v3.Cluster", Vec::new(), &cds.nonce))
+        .await;
+    let _ = tx
+        .send(request(
+            "endpoint.v3.ClusterLoadAssignment",
+            clusters.clone(),
+            "",
+        ))
+        .await;
+    let eds = next().await;
+    let _ = tx
+        .send(request(
+            "endpoint.v3.ClusterLoadAssignment",
+            clusters,
+            &eds.nonce,
+        ))
+        .await;
+    let _ = tx
+        .send(request(
+            "route.v3.RouteConfiguration",
+            vec!["ingress_http".into()],
+            "",
+        ))
+        .await;
+    let rds = loop {
+        let r = next().await;
+        if r.type_url == url("route.v3.RouteConfiguration") {
+            break r;
+        }
+    };
+    let routes =
+        RouteConfiguration::decode(&rds.resources[0].value[..]).unwrap_or_else(|e| panic!("{e}"));
+    let domains: Vec<&str> = routes
+        .virtual_hosts
+        .iter()
+        .flat_map(|v| v.domains.iter().map(String::as_str))
+        .collect();
+    assert!(routes.vhds.is_none(), "{routes:?}");
+    assert!(domains.contains(&"other.example.com"), "{domains:?}");
 }
 
 /// Changes a route, adds a site and removes one over delta xDS, checking each through
 /// Envoy; `config` is the `contour.yaml`.
-async fn delta_changes(config: Option<&str>) -> Stack {
+async fn delta_changes(config: Option<&str>, mode: &str) -> Stack {
     let demo = proxy_yaml(
         "demo",
         "demo.example.com",
         &[("/", &[("echo-a", 1)]), ("/b", &[("echo-b", 1)])],
     );
-    let stack = start_delta(
-        config,
-        &[("demo.yaml", &demo), ("shop.yaml", SHOP_INGRESS)],
-        ("demo.example.com", "/", "a"),
-    )
-    .await;
+    let files = [("demo.yaml", demo.as_str()), ("shop.yaml", SHOP_INGRESS)];
+    let ready = ("demo.example.com", "/", "a");
+    let stack = match mode {
+        "sotw" => start_sotw(config, &files, ready).await,
+        _ => start_delta(config, &files, ready).await,
+    };
     let log = std::fs::read_to_string(stack.dir.path().join("isobar.log")).unwrap_or_default();
-    assert!(
-        log.contains("envoy connected (delta xds)"),
-        "{}",
-        stack.logs()
-    );
+    let connected = match mode {
+        "sotw" => "envoy connected node",
+        _ => "envoy connected (delta xds)",
+    };
+    assert!(log.contains(connected), "{}", stack.logs());
     assert_eq!(stack.body("shop.example.com", "/b/x").await, "b");
 
     // A changed route, a new site, a removed site (its route and cluster go away).
@@ -735,7 +833,7 @@ async fn delta_changes(config: Option<&str>) -> Stack {
     );
     assert_eq!(stack.body("demo.example.com", "/").await, "b");
     assert_eq!(stack.body("other.example.com", "/").await, "mirror");
-    if config.is_none() {
+    if config.is_none() && mode == "delta" {
         a_new_cluster_warms_on_endpoints_envoy_holds(&stack).await;
     }
     stack.assert_nothing_rejected().await;

@@ -456,7 +456,7 @@ async fn serve_from_the_kubernetes_api_through_envoy() {
     };
     let metrics = text(format!("http://127.0.0.1:{}/metrics", stack.metrics_port)).await;
     for expected in [
-        "isobar_event_to_xds_seconds_count{xds_type=\"rds\"}",
+        "isobar_event_to_xds_seconds_count{xds_type=\"vhds\"}",
         "isobar_xds_bytes_total{xds_type=\"rds\"}",
         "isobar_xds_resources_total{xds_type=\"cds\"}",
     ] {

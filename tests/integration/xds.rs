@@ -727,27 +727,109 @@ async fn delta_vhosts_are_served_to_a_wildcard_subscription_after_their_clusters
     assert_eq!(vhds.removed_resources, ["ingress_http/a"]);
 }
 
+/// Under `xds-server.vhds`, a snapshot with `ingress_http` whole (content `tag`), its
+/// shell for delta streams, another RouteConfiguration and one VHDS vhost.
+fn with_shells(tag: &str) -> Arc<Snapshot> {
+    Arc::new(Snapshot::new(Resources {
+        clusters: map(&["a"], "c"),
+        endpoints: map(&["a"], "e"),
+        listeners: map(&["ingress_http"], "l"),
+        routes: map(&["ingress_http", "https/x"], tag),
+        vhds_routes: map(&["ingress_http"], "shell"),
+        virtual_hosts: map(&["ingress_http/a"], tag),
+        ..Default::default()
+    }))
+}
+
+/// Under `xds-server.vhds` one snapshot serves both kinds of Envoy: a state-of-the-world
+/// stream gets `ingress_http` whole, a delta stream its shell (the vhosts come over
+/// VHDS); a change reaches both, the delta stream's shell staying as it was.
 #[tokio::test]
-async fn a_delta_only_service_refuses_state_of_the_world_streams() {
-    let (_tx, rx) = watch::channel(Some(snapshot(&["a"], "r1")));
-    let mut client =
-        ads_client(AdsService::new(rx, Arc::new(Metrics::default())).delta_only(true)).await;
-    let (_req_tx, req_rx) = mpsc::channel::<DiscoveryRequest>(1);
-    let refused = match client
-        .stream_aggregated_resources(ReceiverStream::new(req_rx))
-        .await
-    {
-        Err(status) => status,
-        Ok(stream) => {
-            let mut stream = stream.into_inner();
-            match tokio::time::timeout(WAIT, stream.message()).await {
-                Ok(Err(status)) => status,
-                other => panic!("not refused: {other:?}"),
-            }
-        }
+async fn under_vhds_sotw_streams_get_whole_routes_and_delta_streams_the_shell() {
+    let (tx, _, mut envoy) = server(Some(with_shells("v1"))).await;
+    envoy.send(XdsType::Cluster, &[], "", "", false).await;
+    let cds = envoy.expect(XdsType::Cluster).await;
+    envoy.ack(XdsType::Cluster, &[], &cds).await;
+    envoy.send(XdsType::Endpoint, &["a"], "", "", false).await;
+    let eds = envoy.expect(XdsType::Endpoint).await;
+    envoy.ack(XdsType::Endpoint, &["a"], &eds).await;
+    envoy.send(XdsType::Listener, &[], "", "", false).await;
+    let lds = envoy.expect(XdsType::Listener).await;
+    envoy.ack(XdsType::Listener, &[], &lds).await;
+    let both = ["https/x", "ingress_http"];
+    envoy.send(XdsType::Route, &both, "", "", false).await;
+    let rds = envoy.expect(XdsType::Route).await;
+    let bodies = |r: &DiscoveryResponse| -> Vec<String> {
+        r.resources
+            .iter()
+            .map(|a| String::from_utf8_lossy(&a.value).to_string())
+            .collect()
     };
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-    assert!(refused.message().contains("delta"), "{}", refused.message());
+    assert_eq!(bodies(&rds), ["https/x:v1", "ingress_http:v1"]);
+    envoy.ack(XdsType::Route, &both, &rds).await;
+
+    let (delta_tx, mut delta) = delta_server(Some(with_shells("v1")), &[]).await;
+    let cds = delta.expect(XdsType::Cluster).await;
+    delta.ack(&cds, false).await;
+    delta.subscribe(XdsType::Endpoint, &["a"]).await;
+    let eds = delta.expect(XdsType::Endpoint).await;
+    delta.ack(&eds, false).await;
+    let lds = delta.expect(XdsType::Listener).await;
+    delta.ack(&lds, false).await;
+    delta.subscribe(XdsType::Route, &both).await;
+    let rds = delta.expect(XdsType::Route).await;
+    let delta_bodies = |r: &DeltaDiscoveryResponse| -> Vec<String> {
+        r.resources
+            .iter()
+            .filter_map(|r| r.resource.as_ref())
+            .map(|a| String::from_utf8_lossy(&a.value).to_string())
+            .collect()
+    };
+    assert_eq!(delta_bodies(&rds), ["https/x:v1", "ingress_http:shell"]);
+    delta.ack(&rds, false).await;
+    delta.subscribe(XdsType::VirtualHost, &[]).await;
+    let vhds = delta.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_bodies(&vhds), ["ingress_http/a:v1"]);
+    delta.ack(&vhds, false).await;
+    delta.quiet().await;
+
+    // Both RouteConfigurations change: the state-of-the-world stream gets both, the
+    // delta stream the other one and the vhost, its shell unchanged.
+    let next = with_shells("v1").with_all_changes({
+        let mut changes = isobar::xds::Changes::default();
+        changes.by_type.insert(
+            XdsType::Route,
+            [
+                (
+                    "ingress_http".to_string(),
+                    Some(resource("ingress_http:v2")),
+                ),
+                ("https/x".to_string(), Some(resource("https/x:v2"))),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        changes.by_type.insert(
+            XdsType::VirtualHost,
+            [(
+                "ingress_http/a".to_string(),
+                Some(resource("ingress_http/a:v2")),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        changes
+    });
+    let next = Arc::new(next);
+    tx.send_replace(Some(next.clone()));
+    let rds = envoy.expect(XdsType::Route).await;
+    assert_eq!(bodies(&rds), ["https/x:v2", "ingress_http:v2"]);
+    delta_tx.send_replace(Some(next));
+    let rds = delta.expect(XdsType::Route).await;
+    assert_eq!(delta_bodies(&rds), ["https/x:v2"]);
+    delta.ack(&rds, false).await;
+    let vhds = delta.expect(XdsType::VirtualHost).await;
+    assert_eq!(delta_bodies(&vhds), ["ingress_http/a:v2"]);
 }
 
 /// Envoy refuses a delta response as a whole: the resources of a refused response are

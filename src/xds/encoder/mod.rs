@@ -24,7 +24,7 @@ use super::listener::{
 use super::resource::{Changes, Encoded, Resources, XdsType, encoded};
 use super::route::{
     ROUTE_CONFIGURATION_VIRTUAL_HOSTS, route_configuration, vhds_name, vhds_route_configuration,
-    virtual_host,
+    vhds_virtual_host, virtual_host,
 };
 use super::secret::secret;
 use super::settings::EnvoySettings;
@@ -481,10 +481,8 @@ impl Encoder {
                 let listener = listeners[*li];
                 let (placed, entry) = match vhost {
                     Vhost::Plain(vhost) => {
-                        let vhds = (settings.vhds && listener.protocol == Protocol::Http)
-                            .then_some(listener.name.as_str());
                         clusters.extend(vhost.cluster_names().map(str::to_string));
-                        let range = arena.push(|b| b.extend_from_slice(&virtual_host(vhost, vhds)));
+                        let range = arena.push(|b| b.extend_from_slice(&virtual_host(vhost, None)));
                         let placed = Placed {
                             listener: *li,
                             share: arena.get(Some(&range)).map_or(Share::of(&[]), Share::of),
@@ -589,7 +587,9 @@ impl Encoder {
         touch.table |= !same;
         match listener.protocol {
             Protocol::Http if vhds && !same => {
-                let vhost = bytes.filter(|_| now.is_some()).map(Encoded::from);
+                let vhost = bytes
+                    .filter(|_| now.is_some())
+                    .map(|b| Encoded::from(vhds_virtual_host(&listener.name, fqdn, b)));
                 changes.put(XdsType::VirtualHost, vhds_name(&listener.name, fqdn), vhost);
             }
             Protocol::Https => {
@@ -675,19 +675,24 @@ impl Encoder {
         }
         match listener.protocol {
             Protocol::Http => {
-                let any = if settings.vhds {
-                    vhds_route_configuration(name)
-                } else {
-                    let shell = route_configuration(name, std::iter::empty(), false);
-                    table.splice(
-                        &shell,
-                        (XdsType::Route, name),
-                        ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
-                        li,
-                        None,
-                    )?
-                };
+                // Every vhost in one RouteConfiguration (state-of-the-world streams);
+                // under VHDS delta streams get a shell instead, and the vhosts apart.
+                let shell = route_configuration(name, std::iter::empty(), false);
+                let any = table.splice(
+                    &shell,
+                    (XdsType::Route, name),
+                    ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+                    li,
+                    None,
+                )?;
                 changes.put(XdsType::Route, name.clone(), Some(any));
+                if settings.vhds {
+                    changes.put(
+                        XdsType::VhdsRoute,
+                        name.clone(),
+                        Some(vhds_route_configuration(name)),
+                    );
+                }
                 let served =
                     (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings)));
                 changes.put(XdsType::Listener, name.clone(), served);
