@@ -244,7 +244,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-vhds,envoy-gateway,envoy-gateway-vhds,webhook,wasm".into()
+        "build,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-vhds,envoy-gateway,envoy-gateway-vhds,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -282,6 +282,10 @@ fn main() {
         envoy::run(n, if benching { 100 } else { 5 }, false, false, false);
     }
     if profiles.contains(&"envoy-defaults") {
+        envoy::run(n, if benching { 100 } else { 5 }, true, false, true);
+    }
+    // The defaults with an Envoy on Contour's bootstrap (state of the world).
+    if profiles.contains(&"envoy-defaults-sotw") {
         envoy::run(n, if benching { 100 } else { 5 }, false, false, true);
     }
     if profiles.contains(&"envoy-vhds") {

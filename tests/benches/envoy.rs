@@ -4,7 +4,10 @@
 //! file rewritten with a new route → the first request through Envoy that the new route
 //! answers (polled every 2 ms). The hold-off is 0 (`pipeline.holdoff-delay: 0s`); the
 //! file watcher's settle time (10 ms) is part of every figure. With `vhds`, Isobar runs
-//! with `xds-server.vhds` and Envoy on delta xDS: a change reaches Envoy as one vhost.
+//! with `xds-server.vhds` and Envoy on delta xDS: a change reaches Envoy as one vhost;
+//! without, `xds-server.vhds` is off and Envoy on state of the world. With `defaults`,
+//! Isobar runs with its default settings instead, then takes a burst and route edits
+//! under traffic.
 //! With `gateway`, each tenant has an HTTPRoute instead of the HTTPProxy, on one Gateway
 //! whose listener is the HTTP port.
 
@@ -55,8 +58,10 @@ fn gateway_manifest(http: u16) -> String {
     )
 }
 
-/// `defaults`: Isobar with its default settings (hold-off, state of the world), as a
-/// user meets it, instead of hold-off 0.
+/// `defaults`: Isobar with its default settings (adaptive hold-off, VHDS to delta
+/// Envoys), as a user meets it, instead of hold-off 0; then `vhds` says whether Envoy is
+/// bootstrapped as `isobar bootstrap` does by default (delta) or as Contour's bootstrap
+/// does (state of the world, served whole route tables).
 pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) {
     let runtime = super::runtime();
     runtime.block_on(async {
@@ -70,11 +75,8 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
         let mut text = if defaults {
             String::new()
         } else {
-            "pipeline:\n  holdoff-delay: 0s\n".to_string()
+            format!("pipeline:\n  holdoff-delay: 0s\nxds-server:\n  vhds: {vhds}\n")
         };
-        if vhds {
-            text.push_str("xds-server:\n  vhds: true\n");
-        }
         let ports = ServePorts::free();
         if gateway {
             text.push_str("gateway:\n  controllerName: projectcontour.io/gateway-controller\n");
@@ -129,6 +131,11 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
             let host = format!("site-{i}.example.com");
             let path = format!("/v{k}");
             assert_eq!(status(&client, http, &host, &path).await, 404);
+            if defaults {
+                // One change as a user makes it, not the next of a burst: a change within
+                // a quarter of the hold-off of the last build waits the hold-off out.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             let since = Instant::now();
             write(Path::new(&manifests), &format!("ns-{i}.yaml"), &tenant(i, backend, Some(&path), gateway));
             loop {
@@ -208,8 +215,83 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
         if defaults {
             let ports = (http, ports.metrics);
             burst(&client, ports, _isobar.0.id(), &manifests, backend, n, gateway).await;
+            under_load(http, &manifests, backend, n, gateway, changes * 10).await;
         }
     });
+}
+
+/// Route edits under traffic: 200 requests a second to each of 5 vhosts (their `/ok`
+/// route, which every edit keeps) while `edits` rewrites of those vhosts' files land,
+/// 50 a second, each adding or dropping another route. Every request must answer 2xx.
+async fn under_load(
+    http: u16,
+    manifests: &Path,
+    backend: u16,
+    n: usize,
+    gateway: bool,
+    edits: usize,
+) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let hosts: Vec<usize> = (0..5).map(|j| (j * 2_003 + 11) % n).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sent, bad) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let statuses = Arc::new(std::sync::Mutex::new(
+        std::collections::BTreeMap::<u16, u64>::new(),
+    ));
+    let mut load = Vec::new();
+    for i in hosts.clone() {
+        let (stop, sent, bad, statuses) =
+            (stop.clone(), sent.clone(), bad.clone(), statuses.clone());
+        load.push(tokio::spawn(async move {
+            let client = reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let host = format!("site-{i}.example.com");
+            let mut ticker = tokio::time::interval(Duration::from_millis(5));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while !stop.load(Ordering::Relaxed) {
+                ticker.tick().await;
+                let code = status(&client, http, &host, "/ok").await;
+                sent.fetch_add(1, Ordering::Relaxed);
+                if !(200..300).contains(&code) {
+                    bad.fetch_add(1, Ordering::Relaxed);
+                    *statuses
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .entry(code)
+                        .or_default() += 1;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_millis(20));
+    for k in 0..edits {
+        ticker.tick().await;
+        let i = hosts[k % hosts.len()];
+        let extra = (k % 2 == 0).then(|| format!("/edit{k}"));
+        write(
+            manifests,
+            &format!("ns-{i}.yaml"),
+            &tenant(i, backend, extra.as_deref(), gateway),
+        );
+    }
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in load {
+        let _ = task.await;
+    }
+    let (sent, bad) = (sent.load(Ordering::Relaxed), bad.load(Ordering::Relaxed));
+    println!(
+        "  under load: {edits} route edits to 5 vhosts in {:.1} s while each took 200 requests/s: {sent} requests, {bad} not 2xx {:?}",
+        took.as_secs_f64(),
+        statuses.lock().unwrap_or_else(|p| p.into_inner())
+    );
+    assert_eq!(bad, 0, "requests failed while routes changed");
 }
 
 /// A burst as a deploy pipeline makes one: 200 file rewrites a second for 2 s, each
