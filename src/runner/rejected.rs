@@ -216,6 +216,9 @@ impl Rejections {
 
     /// Envoy's message, when Envoy refused an object of this shape before.
     pub fn refused_shape(&self, object: &Object) -> Option<&str> {
+        if self.shapes.is_empty() {
+            return None;
+        }
         self.shapes.get(&shape(object)).map(String::as_str)
     }
 

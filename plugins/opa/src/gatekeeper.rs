@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -141,23 +142,37 @@ pub struct Compiled {
     pub reads_inventory: bool,
 }
 
-/// Compiled templates, by the digest of their spec: a template is compiled once, not
-/// per build.
+/// How long one build may spend on templates that read `data.inventory`. Such a template
+/// judges each object against every other one (at 10,000 Ingresses, unique ingress host
+/// takes about half a second per object in regorus); the objects left over are judged
+/// by later builds.
+pub const INVENTORY_BUDGET: Duration = Duration::from_secs(1);
+
+/// What Gatekeeper's enforcement keeps between builds: each template compiled (by the
+/// digest of its spec), and each Constraint's messages for each object version it judged,
+/// so a build judges only the objects that changed.
 #[derive(Default)]
-pub struct Cache(Mutex<HashMap<u64, Arc<Result<Compiled, String>>>>);
+pub struct Cache {
+    compiled: Mutex<HashMap<u64, Arc<Result<Compiled, String>>>>,
+    /// (Constraint, with its template's digest; the object's address) → the object,
+    /// held so that its address is not reused, and its messages.
+    verdicts: Mutex<HashMap<(u64, usize), (Object, Vec<String>)>>,
+}
+
+fn digest_of(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
 
 impl Cache {
-    pub fn compiled(&self, template: &ConstraintTemplate) -> Arc<Result<Compiled, String>> {
-        let text = template.spec.to_string();
-        let digest = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            text.hash(&mut h);
-            h.finish()
-        };
-        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+    /// The template compiled, and the digest of its spec.
+    pub fn compiled(&self, template: &ConstraintTemplate) -> (u64, Arc<Result<Compiled, String>>) {
+        let digest = digest_of(&template.spec.to_string());
+        let mut cache = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(found) = cache.get(&digest) {
-            return found.clone();
+            return (digest, found.clone());
         }
         let name = template.metadata.name.clone().unwrap_or_default();
         let compiled = Arc::new(compile(&name, &template.spec));
@@ -166,7 +181,7 @@ impl Cache {
             cache.clear();
         }
         cache.insert(digest, compiled.clone());
-        compiled
+        (digest, compiled)
     }
 }
 
@@ -278,31 +293,40 @@ impl Compiled {
     }
 }
 
-/// The templates of a build, compiled, by the Constraint kind each declares.
-pub type Templates = BTreeMap<String, (ObjectKey, Arc<Result<Compiled, String>>)>;
+/// The templates of a build, compiled, by the Constraint kind each declares: the
+/// template's key, the digest of its spec, and what it compiled to.
+pub type Templates = BTreeMap<String, (ObjectKey, u64, Arc<Result<Compiled, String>>)>;
 
 /// One build's enforcement of every Constraint.
 pub struct Judge<'a> {
     pub templates: &'a Templates,
     pub constraints: Vec<&'a Object>,
     pub data: &'a crate::Data,
-    /// Whether the templates' and constraints' statuses are reported (not in a dry
-    /// build judging one object).
-    pub report_status: bool,
+    /// Whether this build judges every object (not a dry build judging one): then the
+    /// templates' and Constraints' statuses are reported, and what was judged is kept.
+    pub whole: bool,
+    pub cache: &'a Cache,
+}
+
+/// One Constraint's outcome in a build.
+#[derive(Default)]
+struct Outcome {
+    errors: Vec<String>,
+    total: usize,
+    listed: Vec<Value>,
 }
 
 impl Judge<'_> {
-    /// Asks each Constraint about the objects it matches (`inputs`, and `objects` in
-    /// the same order); a `deny` violation puts the object in `rejected`.
+    /// Asks each Constraint about the objects it matches; a `deny` violation puts the
+    /// object in `rejected`.
     pub fn enforce(
         &self,
-        inputs: &[(ObjectKey, Value)],
-        objects: &[&Object],
+        objects: &[(ObjectKey, &Object)],
         status: &mut StatusReport,
         rejected: &mut BTreeSet<ObjectKey>,
     ) {
-        if self.report_status {
-            for (key, compiled) in self.templates.values() {
+        if self.whole {
+            for (key, _, compiled) in self.templates.values() {
                 let errors: Vec<Value> = match compiled.as_ref() {
                     Ok(_) => Vec::new(),
                     Err(e) => vec![json!({"code": "ingest_error", "message": e})],
@@ -311,21 +335,23 @@ impl Judge<'_> {
                 status.field(key, "byPod", json!([{"id": "isobar", "errors": errors}]));
             }
         }
-        let data = self.data.rego();
+        let mut kept = HashMap::new();
+        let mut spent = Duration::ZERO;
         for object in &self.constraints {
             let Some(constraint) = object.get::<Constraint>() else {
                 continue;
             };
-            let (errors, total, listed) =
-                self.constraint(constraint, &data, inputs, objects, status, rejected);
-            if self.report_status {
+            let outcome =
+                self.constraint(constraint, objects, status, rejected, &mut kept, &mut spent);
+            if self.whole {
                 let key = object.key();
-                let errors: Vec<Value> = errors
+                let errors: Vec<Value> = outcome
+                    .errors
                     .iter()
                     .map(|e| json!({"code": "isobar_error", "message": e}))
                     .collect();
-                status.field(&key, "totalViolations", json!(total));
-                status.field(&key, "violations", Value::Array(listed));
+                status.field(&key, "totalViolations", json!(outcome.total));
+                status.field(&key, "violations", Value::Array(outcome.listed));
                 status.field(
                     &key,
                     "byPod",
@@ -333,83 +359,126 @@ impl Judge<'_> {
                 );
             }
         }
+        if self.whole {
+            // Only what this build judged or reused: objects and Constraints that went
+            // away are forgotten.
+            *self
+                .cache
+                .verdicts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = kept;
+        }
     }
 
-    /// One Constraint over the objects: its errors, how many violations, and the first
-    /// [`VIOLATIONS_MAX`] of them as its status lists them.
+    /// One Constraint over the objects, reusing the messages of object versions it
+    /// judged before. `kept` collects what the next build may reuse; `spent` is the
+    /// build's time on templates reading the inventory so far.
     fn constraint(
         &self,
         constraint: &Constraint,
-        data: &regorus::Value,
-        inputs: &[(ObjectKey, Value)],
-        objects: &[&Object],
+        objects: &[(ObjectKey, &Object)],
         status: &mut StatusReport,
         rejected: &mut BTreeSet<ObjectKey>,
-    ) -> (Vec<String>, usize, Vec<Value>) {
+        kept: &mut HashMap<(u64, usize), (Object, Vec<String>)>,
+        spent: &mut Duration,
+    ) -> Outcome {
+        let fail = |e: String| Outcome {
+            errors: vec![e],
+            ..Outcome::default()
+        };
         let name = constraint.metadata.name.clone().unwrap_or_default();
-        let compiled = match self.templates.get(&constraint.kind) {
-            None => {
-                return (
-                    vec![format!(
-                        "no ConstraintTemplate declares kind {}",
-                        constraint.kind
-                    )],
-                    0,
-                    Vec::new(),
-                );
-            }
-            Some((_, compiled)) => compiled.clone(),
+        let Some((_, template_digest, compiled)) = self.templates.get(&constraint.kind) else {
+            return fail(format!(
+                "no ConstraintTemplate declares kind {}",
+                constraint.kind
+            ));
         };
         let compiled = match compiled.as_ref() {
             Ok(c) => c,
-            Err(e) => {
-                return (
-                    vec![format!("its template does not compile: {e}")],
-                    0,
-                    Vec::new(),
-                );
-            }
+            Err(e) => return fail(format!("its template does not compile: {e}")),
         };
         let action = match action(constraint) {
             Ok(a) => a,
-            Err(e) => return (vec![e], 0, Vec::new()),
-        };
-        let mut engine = match compiled.prepare(data) {
-            Ok(e) => e,
-            Err(e) => return (vec![format!("loading data: {e}")], 0, Vec::new()),
+            Err(e) => return fail(e),
         };
         let parameters = constraint
             .spec
             .get("parameters")
             .cloned()
             .unwrap_or_else(|| json!({}));
-        let (mut total, mut listed) = (0, Vec::new());
-        for ((key, input), object) in inputs.iter().zip(objects) {
+        let id = digest_of(&format!(
+            "{}/{name}/{}/{template_digest}",
+            constraint.kind, constraint.spec
+        ));
+        let mut engine: Option<regorus::Engine> = None;
+        let mut outcome = Outcome::default();
+        let mut deferred = 0;
+        for (key, object) in objects {
             match matches(&constraint.spec, object) {
                 Ok(true) => {}
                 Ok(false) => continue,
-                Err(e) => return (vec![e], 0, Vec::new()),
+                Err(e) => return fail(e),
             }
-            let input = json!({"review": input["review"], "parameters": parameters});
-            let messages = match compiled.violations(&mut engine, &input) {
-                Ok(m) => m,
-                Err(e) => {
+            let slot = (id, object.address());
+            let cached = self
+                .cache
+                .verdicts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&slot)
+                .filter(|(held, _)| held.ptr_eq(object))
+                .map(|(_, messages)| messages.clone());
+            let messages = match cached {
+                Some(messages) => messages,
+                None if compiled.reads_inventory && self.whole && *spent >= INVENTORY_BUDGET => {
+                    deferred += 1;
                     status.warning(
                         key,
                         ConditionType::PolicyError,
                         Reason::PolicyNotEvaluated,
                         format!(
-                            "constraint {}/{name}: {e}; the object was not checked by it",
+                            "constraint {}/{name}: not judged yet (this build's time for constraints reading data.inventory ran out); a later build judges it",
                             constraint.kind
                         ),
                     );
                     continue;
                 }
+                None => {
+                    let started = std::time::Instant::now();
+                    let engine = match &mut engine {
+                        Some(engine) => engine,
+                        None => match compiled.prepare(&self.data.rego()) {
+                            Ok(prepared) => engine.insert(prepared),
+                            Err(e) => return fail(format!("loading data: {e}")),
+                        },
+                    };
+                    let review = review(object, &crate::inventory::manifest(object));
+                    let input = json!({"review": review, "parameters": parameters});
+                    let judged = compiled.violations(engine, &input);
+                    if compiled.reads_inventory {
+                        *spent += started.elapsed();
+                    }
+                    match judged {
+                        Ok(messages) => messages,
+                        Err(e) => {
+                            status.warning(
+                                key,
+                                ConditionType::PolicyError,
+                                Reason::PolicyNotEvaluated,
+                                format!(
+                                    "constraint {}/{name}: {e}; the object was not checked by it",
+                                    constraint.kind
+                                ),
+                            );
+                            continue;
+                        }
+                    }
+                }
             };
-            for message in messages {
-                total += 1;
-                if listed.len() < VIOLATIONS_MAX {
-                    listed.push(violation(action, object, &message));
+            for message in &messages {
+                outcome.total += 1;
+                if outcome.listed.len() < VIOLATIONS_MAX {
+                    outcome.listed.push(violation(action, object, message));
                 }
                 // Gatekeeper's admission message: the constraint's name, then the message.
                 let text = format!("[{name}] {message}");
@@ -429,8 +498,16 @@ impl Judge<'_> {
                     Action::DryRun => {}
                 }
             }
+            if self.whole {
+                kept.insert(slot, ((*object).clone(), messages));
+            }
         }
-        (Vec::new(), total, listed)
+        if deferred > 0 {
+            outcome.errors.push(format!(
+                "{deferred} objects not judged yet: this build's time for constraints reading data.inventory ran out; later builds judge them"
+            ));
+        }
+        outcome
     }
 }
 

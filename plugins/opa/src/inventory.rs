@@ -91,7 +91,7 @@ fn type_of(object: &Object) -> (String, &'static str) {
 }
 
 /// The object as its manifest reads, with `apiVersion` and `kind`.
-fn manifest(object: &Object) -> Value {
+pub(crate) fn manifest(object: &Object) -> Value {
     let (api_version, kind) = type_of(object);
     let mut value = object.to_json();
     if let Value::Object(map) = &mut value {

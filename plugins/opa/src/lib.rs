@@ -335,7 +335,10 @@ impl Processor for Opa {
         let templates: gatekeeper::Templates = match &self.gatekeeper {
             Some(cache) => gatekeeper::templates(ctx.store())
                 .into_iter()
-                .map(|(kind, (key, t))| (kind, (key, cache.compiled(&t))))
+                .map(|(kind, (key, t))| {
+                    let (digest, compiled) = cache.compiled(&t);
+                    (kind, (key, digest, compiled))
+                })
                 .collect(),
             None => BTreeMap::new(),
         };
@@ -346,7 +349,7 @@ impl Processor for Opa {
         let full = self.policies.iter().any(|p| p.reads_inventory())
             || templates
                 .values()
-                .any(|(_, c)| c.as_ref().as_ref().is_ok_and(|c| c.reads_inventory));
+                .any(|(_, _, c)| c.as_ref().as_ref().is_ok_and(|c| c.reads_inventory));
         // Judging one object, the host index needs only the hosts it claims.
         let focus_hosts = ctx
             .focus()
@@ -354,29 +357,32 @@ impl Processor for Opa {
             .map(|o| inventory::hosts(&o));
         let inventory = Inventory::of(ctx.store(), full, focus_hosts.as_deref());
         let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
-        let mut inputs = Vec::new();
         let mut judged = Vec::new();
         for kind in inventory::judged() {
             for (key, object) in ctx.objects_of(kind) {
                 if wanted(&key) {
-                    inputs.push((key, input_for(object)));
-                    judged.push(object);
+                    judged.push((key, object));
                 }
             }
         }
-        if self.gatekeeper.is_some() {
+        if let Some(cache) = &self.gatekeeper {
             let data = Data::new(inventory.data(&self.config, full));
             let judge = gatekeeper::Judge {
                 templates: &templates,
                 constraints: constraints.values().collect(),
                 data: &data,
-                report_status: ctx.focus().is_none(),
+                whole: ctx.focus().is_none(),
+                cache,
             };
-            judge.enforce(&inputs, &judged, status, &mut rejected);
+            judge.enforce(&judged, status, &mut rejected);
         }
         if self.policies.is_empty() {
             return rejected;
         }
+        let inputs: Vec<(ObjectKey, serde_json::Value)> = judged
+            .into_iter()
+            .map(|(key, object)| (key, input_for(object)))
+            .collect();
         for (key, verdict) in self.judge(&inventory, &inputs) {
             match verdict {
                 Ok(verdict) => {
