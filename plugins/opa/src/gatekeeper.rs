@@ -154,10 +154,12 @@ pub const INVENTORY_BUDGET: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub struct Cache {
     compiled: Mutex<HashMap<u64, Arc<Result<Compiled, String>>>>,
-    /// (Constraint, with its template's digest; the object's address) → the object,
-    /// held so that its address is not reused, and its messages.
-    verdicts: Mutex<HashMap<(u64, usize), (Object, Vec<String>)>>,
+    verdicts: Mutex<Verdicts>,
 }
+
+/// (Constraint, with its template's digest; the object's address) → the object, held so
+/// that its address is not reused, and its messages.
+type Verdicts = HashMap<(u64, usize), (Object, Vec<String>)>;
 
 fn digest_of(text: &str) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -379,7 +381,7 @@ impl Judge<'_> {
         objects: &[(ObjectKey, &Object)],
         status: &mut StatusReport,
         rejected: &mut BTreeSet<ObjectKey>,
-        kept: &mut HashMap<(u64, usize), (Object, Vec<String>)>,
+        kept: &mut Verdicts,
         spent: &mut Duration,
     ) -> Outcome {
         let fail = |e: String| Outcome {
