@@ -197,6 +197,24 @@ impl ApiServer {
         path.display().to_string()
     }
 
+    /// `isobar serve`'s controller with `config` on this server (its kubeconfig written
+    /// into `dir`), reading every namespace.
+    pub async fn controller(
+        &self,
+        config: &isobar::config::Config,
+        dir: &Path,
+    ) -> isobar::cli::serve::Controller {
+        let pipeline = isobar::runner::pipeline::Pipeline::for_config(config)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let choice = isobar::cli::serve::ProviderChoice::Kubernetes {
+            kubeconfig: Some(self.kubeconfig(dir).into()),
+            namespaces: Vec::new(),
+        };
+        isobar::cli::serve::Controller::start(config, pipeline, choice)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Creates or replaces the object given as YAML or JSON (one document).
     pub fn put(&self, text: &str) {
         let mut object: Value = serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{e}"));

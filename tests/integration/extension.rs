@@ -253,19 +253,8 @@ async fn a_plugin_kind_gets_status_per_parent_from_the_kubernetes_api() {
     ));
     let ports = ServePorts::free();
     let config = config(&ports, ServePorts::free().http, None);
-    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = server.kubeconfig(dir.path());
-    let controller = Controller::start(
-        &config,
-        pipeline,
-        ProviderChoice::Kubernetes {
-            kubeconfig: Some(kubeconfig.into()),
-            namespaces: Vec::new(),
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let controller = server.controller(&config, dir.path()).await;
 
     let written = eventually(WAIT, || async {
         let p = parents(&server, "m");
@@ -354,19 +343,8 @@ async fn a_refused_change_over(mode: &str) {
     let ports = ServePorts::free();
     let mappings_port = ServePorts::free().http;
     let config = config(&ports, mappings_port, None);
-    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = server.kubeconfig(dir.path());
-    let controller = Controller::start(
-        &config,
-        pipeline,
-        ProviderChoice::Kubernetes {
-            kubeconfig: Some(kubeconfig.into()),
-            namespaces: Vec::new(),
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let controller = server.controller(&config, dir.path()).await;
     let xds_port = serve_ads(controller.snapshots.clone(), controller.rejections.clone()).await;
     let _envoy = envoy_on(dir.path(), xds_port, mode);
     let client = reqwest::Client::builder()

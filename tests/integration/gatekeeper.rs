@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use isobar::cli::serve::{Controller, ProviderChoice};
 use isobar::config::Config;
 use isobar::provider::manifest::parse_file;
 use isobar::runner::pipeline::Pipeline;
@@ -365,18 +364,8 @@ async fn constraints_from_the_cluster_are_enforced_and_their_status_written() {
     config.leader_election.disabled = true;
     config.pipeline.holdoff_delay.0 = Duration::ZERO;
     config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
-    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let controller = Controller::start(
-        &config,
-        pipeline,
-        ProviderChoice::Kubernetes {
-            kubeconfig: Some(server.kubeconfig(dir.path()).into()),
-            namespaces: Vec::new(),
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let controller = server.controller(&config, dir.path()).await;
     let wait = Duration::from_secs(30);
     let status = |server: &ApiServer| {
         server

@@ -792,7 +792,6 @@ status:
 "#
     ));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = server.kubeconfig(dir.path());
     let mut config = isobar::config::Config {
         gateway: Some(
             serde_json::json!({"controllerName": "projectcontour.io/gateway-controller"}),
@@ -802,18 +801,7 @@ status:
     config.leader_election.disabled = true;
     config.pipeline.holdoff_delay.0 = Duration::ZERO;
     config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
-    let pipeline =
-        isobar::runner::pipeline::Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
-    let controller = isobar::cli::serve::Controller::start(
-        &config,
-        pipeline,
-        isobar::cli::serve::ProviderChoice::Kubernetes {
-            kubeconfig: Some(kubeconfig.into()),
-            namespaces: Vec::new(),
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let controller = server.controller(&config, dir.path()).await;
 
     let object = |kind: &str, ns: &str, name: &str| server.get(GW, kind, ns, name);
     let route = eventually(WAIT, || async {
@@ -953,24 +941,12 @@ async fn older_gateway_api_versions_are_read_where_the_api_serves_them() {
         "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: routes, namespace: backends}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: TLSRoute, namespace: default}]\n  to: [{group: '', kind: Service}]\n",
     );
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = server.kubeconfig(dir.path());
     let mut config = isobar::config::Config::default();
     config.leader_election.disabled = true;
     config.pipeline.holdoff_delay.0 = Duration::ZERO;
     config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
     config.gateway = Some(serde_json::json!({"controllerName": "isobar.dev/gateway"}));
-    let pipeline =
-        isobar::runner::pipeline::Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
-    let controller = isobar::cli::serve::Controller::start(
-        &config,
-        pipeline,
-        isobar::cli::serve::ProviderChoice::Kubernetes {
-            kubeconfig: Some(kubeconfig.into()),
-            namespaces: Vec::new(),
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let controller = server.controller(&config, dir.path()).await;
     let parent = eventually(WAIT, || async {
         let route = server.get(
             "gateway.networking.k8s.io/v1alpha2",
