@@ -355,44 +355,6 @@ impl Provider for KubeProvider {
                     continue;
                 }
             };
-            // An object declaring a kind of a dynamic group: watch that kind from now on.
-            let declares = match &event {
-                watcher::Event::InitApply(object) | watcher::Event::Apply(object)
-                    if dynamic.iter().any(|d| d.declared_by == kind) =>
-                {
-                    decode(kind, &states[id].api_version, object.clone(), &self.metrics)
-                        .ok()
-                        .and_then(|o| dynamic_resource(&o))
-                }
-                _ => None,
-            };
-            if let Some((stored, resource)) = declares
-                && dynamic.iter().any(|d| d.kind == stored)
-                && declared.insert(resource.kind.clone())
-            {
-                tracing::info!(kind = %resource.kind, group = %resource.group, "watching a kind declared at run time");
-                let gates_sync = unsynced > 0;
-                unsynced += usize::from(gates_sync);
-                states.push(WatchState {
-                    namespace: Some(resource.kind.clone()),
-                    api_version: resource.api_version.clone(),
-                    dynamic: Some(resource.kind.clone()),
-                    gates_sync,
-                    ..Default::default()
-                });
-                tasks.spawn(watch(
-                    states.len() - 1,
-                    stored,
-                    watcher(
-                        Api::all_with(self.client.clone(), &resource),
-                        watcher::Config::default(),
-                    )
-                    .boxed(),
-                    watch_tx.clone(),
-                    self.health.clone(),
-                    self.metrics.clone(),
-                ));
-            }
             let state = &mut states[id];
             let mut out = Vec::new();
             let (event, dynamic_kind) = match &state.dynamic {
@@ -448,6 +410,44 @@ impl Provider for KubeProvider {
                 watcher::Event::Delete(object) => {
                     out.push(Event::Delete(object_key(kind, &object)));
                 }
+            }
+            // An object declaring a kind of a dynamic group (as decoded for the store):
+            // watch that kind from now on.
+            let declares = out.iter().filter_map(|event| match event {
+                Event::Apply(object) if dynamic.iter().any(|d| d.declared_by == kind) => {
+                    dynamic_resource(object)
+                }
+                _ => None,
+            });
+            let declares: Vec<_> = declares.collect();
+            for (stored, resource) in declares {
+                if !dynamic.iter().any(|d| d.kind == stored)
+                    || !declared.insert(resource.kind.clone())
+                {
+                    continue;
+                }
+                tracing::info!(kind = %resource.kind, group = %resource.group, "watching a kind declared at run time");
+                let gates_sync = unsynced > 0;
+                unsynced += usize::from(gates_sync);
+                states.push(WatchState {
+                    namespace: Some(resource.kind.clone()),
+                    api_version: resource.api_version.clone(),
+                    dynamic: Some(resource.kind.clone()),
+                    gates_sync,
+                    ..Default::default()
+                });
+                tasks.spawn(watch(
+                    states.len() - 1,
+                    stored,
+                    watcher(
+                        Api::all_with(self.client.clone(), &resource),
+                        watcher::Config::default(),
+                    )
+                    .boxed(),
+                    watch_tx.clone(),
+                    self.health.clone(),
+                    self.metrics.clone(),
+                ));
             }
             for event in out {
                 if events.send(event).await.is_err() {
