@@ -60,6 +60,10 @@ struct TypeState {
     sent_seq: u64,
     retrying: bool,
     acked_seq: u64,
+    /// Whether a response of this type went out on the stream: Envoy waits for the
+    /// first answer to its wildcard request (up to its `initial_fetch_timeout`) even
+    /// when there is nothing to send, so that one goes out empty.
+    answered: bool,
 }
 
 impl TypeState {
@@ -320,11 +324,18 @@ impl DeltaStream {
         let resend = std::mem::take(&mut state.resend);
         let state = &self.types[&t];
         let placeable = |name: &Name| t != XdsType::VirtualHost || self.vhost_placeable(name);
+        // A vhost held back (its RouteConfiguration is not Envoy's yet) leaves this
+        // stream out of step: no basis, so it is compared again.
+        let held_back = std::cell::Cell::new(false);
         let needs = |name: &Name, d: &u64| {
-            state.wants(name)
+            let wanted = state.wants(name)
                 && state.held.get(name) != Some(d)
-                && state.rejected.get(name) != Some(d)
-                && placeable(name)
+                && state.rejected.get(name) != Some(d);
+            if wanted && !placeable(name) {
+                held_back.set(true);
+                return false;
+            }
+            wanted
         };
         let since = state.synced.and_then(|at| current.changed_since(at));
         let (changed, gone): (Vec<(&Name, u64)>, Vec<Name>) = match since {
@@ -384,8 +395,8 @@ impl DeltaStream {
             || self.routes_settled(snapshot);
         let deferred = !settled && !gone.is_empty();
         let removed = if settled { gone } else { Vec::new() };
-        let basis = (!deferred).then(|| current.position());
-        if changed.is_empty() && removed.is_empty() {
+        let basis = (!deferred && !held_back.get()).then(|| current.position());
+        if changed.is_empty() && removed.is_empty() && (state.answered || !state.wildcard) {
             let state = self.types.get_mut(&t)?;
             if basis.is_some() {
                 state.synced = basis;
@@ -439,6 +450,7 @@ impl DeltaStream {
         let nonce = self.nonce.to_string();
         let state = self.types.get_mut(&t)?;
         state.in_flight = Some((nonce.clone(), sent));
+        state.answered = true;
         state.basis = basis;
         (state.sent_seq, state.retrying) = (snapshot.seq, retrying);
         tracing::debug!(node = %self.core.node, xds_type = t.short(), %nonce, resources = changed.len(), removed = removed.len(), "sending delta");
