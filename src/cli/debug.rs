@@ -122,6 +122,10 @@ pub fn dot(ir: &Ir) -> String {
                 (Some(_), None) => format!("https {fqdn}"),
             };
             vhost(&mut out, &format!("{name}/{fqdn}"), &label, &secure.http);
+            for (host, http) in &secure.hosts {
+                let label = format!("https {fqdn} host {host}");
+                vhost(&mut out, &format!("{name}/{fqdn}/{host}"), &label, http);
+            }
         }
     }
     for (name, cluster) in &ir.clusters {

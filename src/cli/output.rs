@@ -92,14 +92,18 @@ struct ObjectStatus {
 /// writes conditions, else in Contour's (what an Ingress would carry).
 fn rendered(
     status: &StatusReport,
+    objects: &isobar_sdk::Objects,
     key: &isobar_sdk::ObjectKey,
     controller: &str,
 ) -> serde_json::Value {
     let style = key.kind.info().map_or(StatusStyle::None, |i| i.status);
-    status
-        .render_as(style, key, controller)
-        .or_else(|| serde_json::to_value(status.render(key)).ok())
-        .unwrap_or_default()
+    match status.render_as(style, key, controller) {
+        Some(rendered) => {
+            let generation = objects.object(key).and_then(|o| o.metadata().generation);
+            crate::runner::status::as_written(key.kind, &rendered, generation)
+        }
+        None => serde_json::to_value(status.render(key)).unwrap_or_default(),
+    }
 }
 
 /// The full `translate` document.
@@ -107,6 +111,7 @@ fn rendered(
 pub fn translation(
     resources: &Resources,
     status: &StatusReport,
+    objects: &isobar_sdk::Objects,
     controller: &str,
 ) -> Result<serde_json::Value, String> {
     let all = |t: XdsType| {
@@ -141,7 +146,7 @@ pub fn translation(
                     kind,
                     namespace,
                     name: key.name.clone(),
-                    status: rendered(status, key, controller),
+                    status: rendered(status, objects, key, controller),
                 }
             })
             .collect(),

@@ -22,8 +22,13 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
     let (objects, errors) = load_dir(&args.manifests);
     let output = pipeline.build(&objects);
     let resources = translate(&output.ir, &objects, &envoy_settings(&config));
-    let doc = translation(&resources, &output.status, pipeline.controller_name())
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let doc = translation(
+        &resources,
+        &output.status,
+        &objects,
+        pipeline.controller_name(),
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
     let text = match args.output {
         Format::Yaml => serde_yaml::to_string(&doc)?,
         Format::Json => serde_json::to_string_pretty(&doc)? + "\n",

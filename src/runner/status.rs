@@ -298,6 +298,31 @@ fn style(kind: Kind) -> StatusStyle {
     kind.info().map_or(StatusStyle::None, |i| i.status)
 }
 
+/// The status the writer would write for an object of `kind` with `rendered` conditions
+/// and `generation` (an API server gives a new object generation 1), where no load
+/// balancer address is known: what `isobar translate` shows.
+pub fn as_written(kind: Kind, rendered: &Value, generation: Option<i64>) -> Value {
+    let mut status = desired_status(
+        kind,
+        &rendered.to_string(),
+        Some(generation.unwrap_or(1)),
+        &json!({}),
+    );
+    // Without a load balancer address nothing of one is written.
+    if let Some(o) = status.as_object_mut() {
+        for field in ["addresses", "loadBalancer"] {
+            let empty = o.get(field).is_some_and(|v| {
+                v.as_array().is_some_and(Vec::is_empty)
+                    || v.as_object().is_some_and(|m| m.is_empty())
+            });
+            if empty {
+                o.remove(field);
+            }
+        }
+    }
+    status
+}
+
 /// The status a build wants for an object of `kind`: its rendered conditions (JSON
 /// text) with the generation they were computed from, and where it is served:
 /// `status.loadBalancer` (Contour's style), `addresses` (a Gateway).
@@ -325,7 +350,7 @@ fn desired_status(
     match style(kind) {
         StatusStyle::Contour => status["loadBalancer"] = load_balancer.clone(),
         // Gateways have addresses; GatewayClasses and ListenerSets do not.
-        StatusStyle::Gateway if kind.as_str() == "Gateway" => {
+        StatusStyle::Gateway if kind.as_str() == "Gateway" && status.get("addresses").is_none() => {
             status["addresses"] = addresses(load_balancer);
         }
         _ => {}

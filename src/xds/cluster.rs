@@ -369,7 +369,10 @@ pub fn upstream_transport_socket(
                 Vec::new()
             },
             validation_context_type: validation,
-            tls_certificate_sds_secret_configs: client_certificate
+            tls_certificate_sds_secret_configs: options
+                .client_certificate
+                .as_deref()
+                .or(client_certificate)
                 .map(|name| SdsSecretConfig {
                     name: name.to_string(),
                     sds_config: Some(ads()),

@@ -72,13 +72,8 @@ pub(super) fn vhds_virtual_host(routes: &str, fqdn: &str, bytes: &[u8]) -> Vec<u
 pub(super) fn route_configuration<'a>(
     name: &str,
     vhosts: impl Iterator<Item = &'a [u8]>,
-    misdirected: bool,
 ) -> Vec<u8> {
-    // A request whose Host is not the vhost its SNI chose is answered 421, as Contour's
-    // Lua filter does, without any code: a catch-all vhost.
-    let misdirected = misdirected.then(|| misdirected_vhost().encode_to_vec());
-    let mut vhosts: Vec<&[u8]> = vhosts.collect();
-    vhosts.extend(misdirected.as_deref());
+    let vhosts: Vec<&[u8]> = vhosts.collect();
     let shell = route_configuration_shell(name);
     // Allocated at its exact size (the caller makes it the snapshot's block, or the
     // shell of a spliced table).
@@ -93,6 +88,41 @@ pub(super) fn route_configuration<'a>(
         append_field(&mut bytes, ROUTE_CONFIGURATION_VIRTUAL_HOSTS, vhost);
     }
     bytes
+}
+
+/// The RouteConfiguration of a secure vhost's filter chain: its own virtual host, those
+/// of the other hosts it routes, and a virtual host answering 421 for a Host another
+/// chain serves (the domains `misdirected` names, and with `rest` every Host none of its
+/// vhosts has), without any code: Contour's Lua filter does the same.
+pub(super) fn secure_route_configuration(
+    name: &str,
+    vhost: &ir::SecureVirtualHost,
+    own: &[u8],
+) -> Vec<u8> {
+    let hosts: Vec<Vec<u8>> = vhost
+        .hosts
+        .values()
+        .map(|v| virtual_host(v, None))
+        .collect();
+    let served: std::collections::BTreeSet<&str> =
+        vhost.http_hosts().map(|v| v.fqdn.as_str()).collect();
+    let mut domains: Vec<String> = vhost
+        .misdirected
+        .domains
+        .iter()
+        .filter(|d| !served.contains(d.as_str()))
+        .cloned()
+        .collect();
+    if vhost.misdirected.rest && !served.contains("*") {
+        domains.push("*".to_string());
+    }
+    domains.sort();
+    domains.dedup();
+    let misdirected = (!domains.is_empty()).then(|| misdirected_vhost(domains).encode_to_vec());
+    let all = std::iter::once(own)
+        .chain(hosts.iter().map(Vec::as_slice))
+        .chain(misdirected.as_deref());
+    route_configuration(name, all)
 }
 
 /// Every RouteConfiguration's settings, without vhosts.
@@ -242,10 +272,11 @@ pub(super) fn source_metadata(source: &isobar_sdk::ObjectKey) -> Vec<u8> {
     metadata
 }
 
-pub fn misdirected_vhost() -> VirtualHost {
+/// A virtual host answering 421 to every request for `domains`.
+pub fn misdirected_vhost(domains: Vec<String>) -> VirtualHost {
     VirtualHost {
         name: "misdirected".to_string(),
-        domains: vec!["*".to_string()],
+        domains,
         routes: vec![route::Route {
             r#match: Some(route::RouteMatch {
                 path_specifier: Some(route::route_match::PathSpecifier::Prefix("/".to_string())),

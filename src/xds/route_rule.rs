@@ -180,10 +180,11 @@ pub(super) fn redirect_action(r: &ir::Redirect) -> route::RedirectAction {
     use route::redirect_action::{
         PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier,
     };
-    let path = match (&r.path, &r.prefix) {
-        (Some(path), _) => Some(PathRewriteSpecifier::PathRedirect(path.clone())),
-        (None, Some(prefix)) => Some(PathRewriteSpecifier::PrefixRewrite(prefix.clone())),
-        (None, None) => None,
+    let path = match (&r.path, &r.prefix, &r.regex) {
+        (Some(path), _, _) => Some(PathRewriteSpecifier::PathRedirect(path.clone())),
+        (None, Some(prefix), _) => Some(PathRewriteSpecifier::PrefixRewrite(prefix.clone())),
+        (None, None, Some(regex)) => Some(PathRewriteSpecifier::RegexRewrite(regex_rewrite(regex))),
+        (None, None, None) => None,
     };
     let code = match r.status {
         302 => RedirectResponseCode::Found,
@@ -248,16 +249,7 @@ pub(super) fn forward(
     route::RouteAction {
         cluster_specifier: Some(specifier),
         prefix_rewrite: policy.prefix_rewrite.clone().unwrap_or_default(),
-        regex_rewrite: policy
-            .regex_rewrite
-            .as_ref()
-            .map(|r| RegexMatchAndSubstitute {
-                pattern: Some(RegexMatcher {
-                    regex: r.pattern.clone(),
-                    ..Default::default()
-                }),
-                substitution: r.substitution.clone(),
-            }),
+        regex_rewrite: policy.regex_rewrite.as_ref().map(regex_rewrite),
         cluster_not_found_response_code: if policy.missing_cluster_500 {
             route::route_action::ClusterNotFoundResponseCode::InternalServerError as i32
         } else {
@@ -347,5 +339,16 @@ pub(super) fn internal_redirect_policy(r: &ir::InternalRedirect) -> route::Inter
         predicates,
         allow_cross_scheme_redirect: r.allow_cross_scheme,
         ..Default::default()
+    }
+}
+
+/// A path rewrite by regex, as Envoy spells it.
+fn regex_rewrite(r: &isobar_sdk::ir::RegexRewrite) -> RegexMatchAndSubstitute {
+    RegexMatchAndSubstitute {
+        pattern: Some(RegexMatcher {
+            regex: r.pattern.clone(),
+            ..Default::default()
+        }),
+        substitution: r.substitution.clone(),
     }
 }

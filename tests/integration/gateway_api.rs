@@ -328,7 +328,8 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
     );
 
     // HTTPS: terminated with the listener's certificate for a name under its wildcard;
-    // another host on that connection is misdirected.
+    // another host of the same listener on that connection is that listener's (404: no
+    // route has it), not misdirected.
     let client = Client::new(&[&ca]);
     let secure = client
         .get(stack.https_port, host, host, "/")
@@ -339,7 +340,7 @@ async fn httproutes_answer_through_envoy_as_the_spec_says() {
         .get(stack.https_port, host, "other.gw.example.com", "/")
         .await
         .unwrap_or_else(|e| panic!("https: {e}"));
-    assert_eq!(misdirected.status, 421);
+    assert_eq!(misdirected.status, 404);
     // The listener's certificate rotated: SDS alone carries it, the listener stays.
     let lds = |stats: &str| crate::tls::stat(stats, "listener_manager.lds.update_success");
     let lds_before = lds(&stack.envoy_stats().await);
@@ -746,6 +747,8 @@ fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
 }
 
 const GW: &str = "gateway.networking.k8s.io/v1";
+/// Gateway API's group, as status spells parent references.
+const GW_GROUP: &str = "gateway.networking.k8s.io";
 
 /// Read from the Kubernetes API: the GatewayClass and Gateway of this controller get
 /// Gateway API status (listeners with their attached routes), a route's parent entry
@@ -826,7 +829,7 @@ status:
         .unwrap_or_default();
     assert_eq!(
         ours["parentRef"],
-        serde_json::json!({"name": "gw"}),
+        serde_json::json!({"group": GW_GROUP, "kind": "Gateway", "name": "gw"}),
         "{parents}"
     );
     assert_eq!(condition(&ours["conditions"], "Accepted")["status"], "True");

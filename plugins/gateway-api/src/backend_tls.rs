@@ -282,3 +282,18 @@ fn judge(ctx: &BuildContext<'_>, key: &ObjectKey, policy: &BackendTlsPolicy) -> 
         conditions: vec![Condition::new("Accepted", true, "Accepted", ""), resolved],
     }
 }
+
+/// How a route's backends are spoken to over TLS: the BackendTLSPolicies, and the
+/// certificate Envoy presents to them (its Gateway's `tls.backend`).
+pub struct Upstream<'a> {
+    pub policies: &'a BackendTls,
+    pub client_certificate: Option<&'a str>,
+}
+
+impl std::ops::Deref for Upstream<'_> {
+    type Target = BackendTls;
+
+    fn deref(&self) -> &BackendTls {
+        self.policies
+    }
+}

@@ -24,28 +24,32 @@ fn hosts(
             continue;
         }
         let namespace = p.namespace.as_deref().unwrap_or(&key.namespace);
-        // (name, port, hostname) of the parent's listeners.
-        let listeners: Vec<(&str, i32, Option<&str>)> = match p.kind.as_deref().unwrap_or("Gateway")
-        {
-            "Gateway" => objects
-                .get::<Gateway>(namespace, &p.name)
-                .into_iter()
-                .flat_map(|g| &g.spec.listeners)
-                .map(|l| (l.name.as_str(), l.port, l.hostname.as_deref()))
-                .collect(),
-            "ListenerSet" => objects
-                .get::<ListenerSet>(namespace, &p.name)
-                .into_iter()
-                .flat_map(|s| &s.spec.listeners)
-                .map(|l| (l.name.as_str(), l.port, l.hostname.as_deref()))
-                .collect(),
-            _ => continue,
-        };
-        for (name, port, hostname) in listeners {
+        // (name, port, hostname, protocol) of the parent's listeners.
+        let listeners: Vec<(&str, i32, Option<&str>, &str)> =
+            match p.kind.as_deref().unwrap_or("Gateway") {
+                "Gateway" => objects
+                    .get::<Gateway>(namespace, &p.name)
+                    .into_iter()
+                    .flat_map(|g| &g.spec.listeners)
+                    .map(|l| (l.name.as_str(), l.port, l.hostname.as_deref(), &*l.protocol))
+                    .collect(),
+                "ListenerSet" => objects
+                    .get::<ListenerSet>(namespace, &p.name)
+                    .into_iter()
+                    .flat_map(|s| &s.spec.listeners)
+                    .map(|l| (l.name.as_str(), l.port, l.hostname.as_deref(), &*l.protocol))
+                    .collect(),
+                _ => continue,
+            };
+        for (name, port, hostname, protocol) in listeners {
             if p.section_name.as_ref().is_some_and(|s| s != name)
                 || p.port.is_some_and(|p| p != port)
             {
                 continue;
+            }
+            // On an HTTPS listener routes go to the filter chain of its hostname.
+            if protocol == "HTTPS" {
+                hosts.push(hostname.map_or_else(|| "*".to_string(), str::to_ascii_lowercase));
             }
             hosts.extend(intersect(hostname, hostnames));
         }

@@ -8,10 +8,13 @@ use gateway_api::apis::standard::gateways::{
     GatewayTlsFrontend,
 };
 use isobar_sdk::condition::{Condition, RouteGroupKind};
-use isobar_sdk::ir::{HTTP_LISTENER, HTTPS_LISTENER, Listener, Protocol, RouteNames};
+use isobar_sdk::ir::{HTTP_LISTENER, HTTPS_LISTENER, Listener, Misdirected, Protocol, RouteNames};
 use isobar_sdk::{BuildContext, ObjectKey, StatusReport};
 
+use std::net::IpAddr;
+
 use crate::GatewayApiConfig;
+use crate::addresses::{Asked, Assigner, Placement, Pool};
 use crate::grants::Grants;
 use crate::hosts;
 use crate::kinds::{GROUP, Gateway, GatewayClass, Namespace, every};
@@ -184,6 +187,48 @@ type Port = (Protocol, String, Vec<Option<String>>);
 pub struct Gateways {
     /// By Gateway: its served listeners.
     pub listeners: BTreeMap<ObjectKey, Vec<Served>>,
+    /// By Gateway (and ListenerSet of one): the SDS name of the certificate Envoy
+    /// presents to TLS backends of its routes.
+    pub client_certificates: BTreeMap<ObjectKey, String>,
+}
+
+impl Gateways {
+    /// What the filter chain of the HTTPS listener `listener` answers 421: a Host that
+    /// would choose another HTTPS listener on its Envoy listener. A listener without a
+    /// hostname (any SNI) sends the hostnames of the others there and answers 404 for
+    /// the rest; one with a hostname sends there the more specific hostnames its own
+    /// covers, and every Host it does not serve.
+    pub fn misdirected(&self, listener: &Served) -> Misdirected {
+        let own = listener.hostname.as_deref().map(str::to_ascii_lowercase);
+        let mut domains: Vec<String> = self
+            .listeners
+            .values()
+            .flatten()
+            .filter(|l| {
+                l.envoy == listener.envoy
+                    && l.family == Family::Https
+                    && l.programmed
+                    && !(l.gateway == listener.gateway && l.name == listener.name)
+            })
+            .filter_map(|l| l.hostname.as_deref().map(str::to_ascii_lowercase))
+            .filter(|h| own.as_deref().is_none_or(|o| o != h && hosts::covers(o, h)))
+            .collect();
+        domains.sort();
+        domains.dedup();
+        Misdirected {
+            domains,
+            rest: own.is_some(),
+        }
+    }
+}
+
+/// The filter chain an HTTPS listener's routes are served on: its hostname (an SNI
+/// name or `*.suffix` pattern), or `*` (any SNI) without one.
+pub fn chain_name(listener: &Served) -> String {
+    listener
+        .hostname
+        .as_deref()
+        .map_or_else(|| "*".to_string(), str::to_ascii_lowercase)
 }
 
 /// The classes this controller owns, by name (their status set in `status`).
@@ -238,10 +283,12 @@ fn selected<'a>(
 }
 
 /// Serves the Gateways this controller owns, each with the ListenerSets it allows: an
-/// Envoy listener per port and family, listener status, and the routes' view of them.
+/// Envoy listener per port and family (and per address, for Gateways with one of their
+/// own), listener status, and the routes' view of them.
 pub fn serve(
     ctx: &BuildContext<'_>,
     config: &GatewayApiConfig,
+    pool: &Pool,
     grants: &Grants<'_>,
     ir: &mut isobar_sdk::Ir,
     status: &mut StatusReport,
@@ -251,10 +298,10 @@ pub fn serve(
     // By Envoy port: what is there (its family, `None` for neither HTTP nor HTTPS), its
     // Envoy listener and the hostnames Gateway listeners claim on it. A listener the
     // configuration made (`ingress_http` on 8080, …) is shared as any other.
-    let ports: BTreeMap<u16, Port> = ir
+    let ports: BTreeMap<(Option<IpAddr>, u16), Port> = ir
         .listeners
         .values()
-        .map(|l| (l.port, (l.protocol, l.name.clone(), Vec::new())))
+        .map(|l| ((None, l.port), (l.protocol, l.name.clone(), Vec::new())))
         .collect();
     // Contour's addresses: the configured HTTP listener's for HTTP, the HTTPS one's for
     // HTTPS.
@@ -267,11 +314,74 @@ pub fn serve(
         ports,
         http_address: address(HTTP_LISTENER),
         https_address: address(HTTPS_LISTENER),
+        site: Site::Shared,
     };
+    let mut assigner = Assigner::new(pool);
     let sets = crate::listener_sets::by_gateway(ctx);
     for (key, gateway) in selected(ctx, config, &classes) {
+        let asked: Vec<Asked<'_>> = gateway
+            .spec
+            .addresses
+            .iter()
+            .flatten()
+            .map(|a| Asked {
+                type_: a.r#type.as_deref(),
+                value: a.value.as_deref(),
+            })
+            .collect();
+        envoy.site = match assigner.place(&key, &asked) {
+            Placement::Shared => Site::Shared,
+            Placement::Own(ip) => {
+                status.gateway(&key).addresses = vec![("IPAddress".to_string(), ip.to_string())];
+                Site::Own(ip)
+            }
+            Placement::NotUsable(message) => Site::Nowhere(message),
+            Placement::Unsupported(message) => {
+                let gw = status.gateway(&key);
+                gw.set(Condition::new(
+                    "Accepted",
+                    false,
+                    "UnsupportedAddress",
+                    message,
+                ));
+                gw.set(Condition::new(
+                    "Programmed",
+                    false,
+                    "Invalid",
+                    "the Gateway is not accepted",
+                ));
+                continue;
+            }
+        };
+        if let Some(p) = gateway
+            .spec
+            .infrastructure
+            .as_ref()
+            .and_then(|i| i.parameters_ref.as_ref())
+        {
+            // One Envoy fleet serves every Gateway: no parameters kind configures it.
+            let gw = status.gateway(&key);
+            gw.set(Condition::new(
+                "Accepted",
+                false,
+                "InvalidParameters",
+                format!(
+                    "infrastructure.parametersRef {} {:?} of group {:?} is not supported",
+                    p.kind, p.name, p.group
+                ),
+            ));
+            gw.set(Condition::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "the Gateway is not accepted",
+            ));
+            continue;
+        }
+        let client_certificate =
+            crate::backend_client::certificate(ctx, grants, &key, gateway, ir, status);
         let frontend = gateway.spec.tls.as_ref().and_then(|t| t.frontend.as_ref());
-        let (served, programmed) = serve_listeners(
+        let (served, _) = serve_listeners(
             ctx,
             grants,
             (&key, &key, frontend),
@@ -280,7 +390,16 @@ pub fn serve(
             ir,
             status,
         );
-        report_gateway(&key, &gateway.spec.listeners, &served, programmed, status);
+        let placed = !matches!(envoy.site, Site::Nowhere(_));
+        report_gateway(&key, &gateway.spec.listeners, &served, placed, status);
+        if let Site::Nowhere(message) = &envoy.site {
+            status.gateway(&key).set(Condition::new(
+                "Programmed",
+                false,
+                "AddressNotUsable",
+                message.clone(),
+            ));
+        }
         if frontend.is_some_and(crate::frontend::insecure) {
             status.gateway(&key).set(Condition::new(
                 "InsecureFrontendValidationMode",
@@ -290,6 +409,9 @@ pub fn serve(
             ));
         }
         out.listeners.insert(key.clone(), served);
+        if let Some(sds) = &client_certificate {
+            out.client_certificates.insert(key.clone(), sds.clone());
+        }
         // Its ListenerSets, oldest first, after its own listeners.
         let mut attached_sets = 0;
         for (set_key, listeners) in sets.get(&key).into_iter().flatten() {
@@ -310,6 +432,9 @@ pub fn serve(
                 attached_sets += 1;
             }
             out.listeners.insert(set_key.clone(), served);
+            if let Some(sds) = &client_certificate {
+                out.client_certificates.insert(set_key.clone(), sds.clone());
+            }
         }
         if sets.contains_key(&key) || gateway.spec.allowed_listeners.is_some() {
             status.gateway(&key).attached_listener_sets = Some(attached_sets);
@@ -319,19 +444,24 @@ pub fn serve(
 }
 
 /// A Gateway's own conditions once its listeners are served: accepted while any of its
-/// listeners is (`ListenersNotValid` naming those that are not), programmed while
-/// Envoy serves any.
+/// listeners is (`ListenersNotValid` naming those that are not, or not programmed for
+/// their own reasons), and programmed while accepted: it has its address (the fleet's,
+/// or its own when `placed`), and each listener says whether Envoy serves it.
 fn report_gateway(
     key: &ObjectKey,
     listeners: &[GatewayListeners],
     served: &[Served],
-    programmed: usize,
+    placed: bool,
     status: &mut StatusReport,
 ) {
     let not_valid: Vec<&str> = listeners
         .iter()
         .map(|l| l.name.as_str())
-        .filter(|name| !served.iter().any(|s| s.name == *name && s.programmed))
+        .filter(|name| {
+            !served
+                .iter()
+                .any(|s| s.name == *name && (s.programmed || !placed))
+        })
         .collect();
     let gw = status.gateway(key);
     let accepted = listeners.is_empty() || !served.is_empty();
@@ -345,18 +475,30 @@ fn report_gateway(
             format!("listeners not valid: {}", not_valid.join(", ")),
         )
     });
-    gw.set(if programmed > 0 || listeners.is_empty() {
+    gw.set(if accepted {
         Condition::new("Programmed", true, "Programmed", "Valid Gateway")
     } else {
         Condition::new("Programmed", false, "Invalid", "no listener can be served")
     });
 }
 
-/// The Envoy ports Gateway listeners have claimed so far, and where new ones listen.
+/// Where the listeners of the Gateway being served go.
+enum Site {
+    /// The fleet's shared listeners.
+    Shared,
+    /// Listeners of its own at this address.
+    Own(IpAddr),
+    /// Nowhere: its address cannot be its own (why).
+    Nowhere(String),
+}
+
+/// The Envoy ports Gateway listeners have claimed so far (by address for Gateways with
+/// one of their own), and where new ones listen.
 struct Envoy {
-    ports: BTreeMap<u16, Port>,
+    ports: BTreeMap<(Option<IpAddr>, u16), Port>,
     http_address: String,
     https_address: String,
+    site: Site,
 }
 
 /// Serves the listeners of `owner` (a Gateway or a ListenerSet): their Envoy listeners,
@@ -380,7 +522,15 @@ fn serve_listeners(
         let Some((family, resolved, kinds, from)) = checked else {
             continue;
         };
-        let port = container_port(listener.port);
+        let own = match &envoy.site {
+            Site::Own(ip) => Some(*ip),
+            Site::Shared | Site::Nowhere(_) => None,
+        };
+        // A Gateway with an address of its own listens at its listeners' own ports.
+        let port = match own {
+            Some(_) => u16::try_from(listener.port).unwrap_or(u16::MAX),
+            None => container_port(listener.port),
+        };
         let prefix = match family.protocol() {
             Protocol::Http => "http",
             Protocol::Tcp => "tcp",
@@ -388,7 +538,8 @@ fn serve_listeners(
         };
         let hostname = listener.hostname.clone();
         let gw = status.gateway(owner);
-        let conflict = match envoy.ports.get(&port) {
+        let conflict = match envoy.ports.get(&(own, port)) {
+            _ if matches!(envoy.site, Site::Nowhere(_)) => None,
             Some((f, name, _)) if *f != family.protocol() => Some((
                 "ProtocolConflict",
                 format!("port {} is taken by listener {name}", listener.port),
@@ -423,18 +574,23 @@ fn serve_listeners(
         );
         let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
             == Some(&GatewayListenersTlsMode::Passthrough);
-        let client_validation = match family {
-            Family::Https => {
-                crate::frontend::validation(ctx, grants, gateway, frontend, listener.port)
-            }
-            _ => Ok(None),
-        };
         let secret = match family {
             Family::Http | Family::Tcp => Ok(None),
             Family::Tls if passthrough => Ok(None),
             Family::Https | Family::Tls => certificate(ctx, grants, owner, listener).map(Some),
         };
-        let secured = secret.and_then(|s| client_validation.map(|v| (s, v)));
+        // The client certificates it asks for: a CA reference that does not resolve
+        // leaves no valid CA, and the listener is not accepted (never served open).
+        let client_validation = match family {
+            Family::Https => {
+                crate::frontend::validation(ctx, grants, gateway, frontend, listener.port)
+                    .map_err(|e| (e, true))
+            }
+            _ => Ok(None),
+        };
+        let secured = secret
+            .map_err(|e| (e, false))
+            .and_then(|s| client_validation.map(|v| (s, v)));
         let (secret, client_validation) = match secured {
             Ok((secret, validation)) => {
                 let sds = secret.map(|(sds, secret)| {
@@ -443,8 +599,19 @@ fn serve_listeners(
                 });
                 (sds, validation)
             }
-            Err((reason, message)) => {
+            Err(((reason, message), frontend_ca)) => {
                 let gw = status.gateway(owner);
+                if frontend_ca {
+                    gw.set_listener(
+                        &listener.name,
+                        Condition::new(
+                            "Accepted",
+                            false,
+                            "NoValidCACertificate",
+                            "no valid CA certificate to validate clients with",
+                        ),
+                    );
+                }
                 gw.set_listener(
                     &listener.name,
                     Condition::new("ResolvedRefs", false, reason, message),
@@ -453,33 +620,58 @@ fn serve_listeners(
                     &listener.name,
                     Condition::new("Programmed", false, "Invalid", message_of(reason)),
                 );
-                served.push(Served {
-                    gateway: owner.clone(),
-                    name: listener.name.clone(),
-                    port: listener.port,
-                    hostname,
-                    envoy: String::new(),
-                    family,
-                    secret: None,
-                    from,
-                    kinds,
-                    programmed: false,
-                    client_validation: None,
-                });
+                if !frontend_ca {
+                    served.push(Served {
+                        gateway: owner.clone(),
+                        name: listener.name.clone(),
+                        port: listener.port,
+                        hostname,
+                        envoy: String::new(),
+                        family,
+                        secret: None,
+                        from,
+                        kinds,
+                        programmed: false,
+                        client_validation: None,
+                    });
+                }
                 continue;
             }
         };
         let gw = status.gateway(owner);
         gw.set_listener(&listener.name, resolved);
-        let name = match envoy.ports.get_mut(&port) {
+        if let Site::Nowhere(message) = &envoy.site {
+            gw.set_listener(
+                &listener.name,
+                Condition::new("Programmed", false, "AddressNotUsable", message.clone()),
+            );
+            served.push(Served {
+                gateway: owner.clone(),
+                name: listener.name.clone(),
+                port: listener.port,
+                hostname,
+                envoy: String::new(),
+                family,
+                secret,
+                from,
+                kinds,
+                programmed: false,
+                client_validation,
+            });
+            continue;
+        }
+        let name = match envoy.ports.get_mut(&(own, port)) {
             Some((_, name, hostnames)) => {
                 hostnames.push(hostname.clone());
                 name.clone()
             }
             None => {
-                let name = format!("{prefix}-{}", listener.port);
+                let name = match own {
+                    Some(ip) => format!("{prefix}-{}-{ip}", listener.port),
+                    None => format!("{prefix}-{}", listener.port),
+                };
                 envoy.ports.insert(
-                    port,
+                    (own, port),
                     (family.protocol(), name.clone(), vec![hostname.clone()]),
                 );
                 name
@@ -491,12 +683,16 @@ fn serve_listeners(
         );
         programmed += 1;
         if !ir.listeners.contains_key(&name) {
+            let (http_address, https_address) = match own {
+                Some(ip) => (ip.to_string(), ip.to_string()),
+                None => (envoy.http_address.clone(), envoy.https_address.clone()),
+            };
             let l = match family {
-                Family::Http => Listener::http(&name, &envoy.http_address, port),
-                Family::Tcp => Listener::tcp(&name, &envoy.http_address, port),
+                Family::Http => Listener::http(&name, &http_address, port),
+                Family::Tcp => Listener::tcp(&name, &http_address, port),
                 Family::Https | Family::Tls => Listener::https(
                     &name,
-                    &envoy.https_address,
+                    &https_address,
                     port,
                     RouteNames {
                         prefix: name.clone(),

@@ -17,19 +17,28 @@
 //! the `parents[]` entries of routes attached to them, nothing else.
 
 /// A route's parent reference as the SDK spells it, from any route kind's generated
-/// `…ParentRefs` type (they share their fields).
+/// `…ParentRefs` type (they share their fields), with the group and kind an API server
+/// defaults (`status.parents[].parentRef` carries them).
 macro_rules! parent_ref {
     ($p:expr) => {{
         let p = $p;
-        isobar_sdk::ParentRef {
+        $crate::defaulted(isobar_sdk::ParentRef {
             group: p.group.clone(),
             kind: p.kind.clone(),
             namespace: p.namespace.clone(),
             name: p.name.clone(),
             section_name: p.section_name.clone(),
             port: p.port,
-        }
+        })
     }};
+}
+
+/// A parent reference with the CRD's defaults: group `gateway.networking.k8s.io`, kind
+/// `Gateway`.
+fn defaulted(mut parent: isobar_sdk::ParentRef) -> isobar_sdk::ParentRef {
+    parent.group.get_or_insert_with(|| kinds::GROUP.to_string());
+    parent.kind.get_or_insert_with(|| "Gateway".to_string());
+    parent
 }
 
 /// A backend reference, from any route kind's generated `…BackendRefs` type.
@@ -67,6 +76,8 @@ macro_rules! label_selector {
     }};
 }
 
+mod addresses;
+mod backend_client;
 mod backend_tls;
 mod claims;
 mod frontend;
@@ -114,6 +125,12 @@ pub struct GatewayApiConfig {
     /// Serve this one Gateway, whatever its class (Contour's static mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gateway_ref: Option<GatewayRef>,
+    /// Isobar's own: IP addresses (`10.0.0.5`) and ranges (`10.0.1.0/24`) Gateways may
+    /// have for themselves. Each Gateway then gets one (the one its `spec.addresses`
+    /// asks for, or one chosen for it) and Envoy listens for its listeners there, at
+    /// their own ports. Empty: every Gateway shares the fleet's listeners.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub address_pool: Vec<String>,
 }
 
 impl Default for GatewayApiConfig {
@@ -121,14 +138,17 @@ impl Default for GatewayApiConfig {
         GatewayApiConfig {
             controller_name: CONTOUR_CONTROLLER.to_string(),
             gateway_ref: None,
+            address_pool: Vec::new(),
         }
     }
 }
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
     let config: GatewayApiConfig = parse_config(config)?;
+    let pool = addresses::Pool::parse(&config.address_pool).map_err(ConfigError)?;
     Ok(Box::new(GatewayApiSource {
         config,
+        pool,
         attached: Mutex::new(Attached::default()),
     }))
 }
@@ -144,6 +164,8 @@ isobar_sdk::inventory::submit! {
 
 pub struct GatewayApiSource {
     config: GatewayApiConfig,
+    /// `address_pool`, read.
+    pool: addresses::Pool,
     /// The listeners every route is attached to, as the builds so far found them: a
     /// build of part of the routes updates theirs, and every build reports each
     /// listener's `attachedRoutes` from all of them.
@@ -274,7 +296,7 @@ impl Source for GatewayApiSource {
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
         let grants = grants::Grants::new(ctx);
-        let served = gateways::serve(ctx, &self.config, &grants, ir, status);
+        let served = gateways::serve(ctx, &self.config, &self.pool, &grants, ir, status);
         let tls = backend_tls::BackendTls::new(ctx);
         let routes::Outcome {
             attached,

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
 
 use isobar_sdk::condition::Condition;
-use isobar_sdk::ir::{DownstreamTls, Redirect, Route, RouteAction, RouteTie, SecureVirtualHost};
+use isobar_sdk::ir::{
+    DownstreamTls, Redirect, Route, RouteAction, RouteTie, SecureVirtualHost, VirtualHost,
+};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
 use crate::backend_tls::BackendTls;
@@ -15,7 +17,7 @@ use crate::gateways::{Family, Gateways, Served};
 use crate::grants::Grants;
 use crate::hosts::intersect;
 use crate::kinds::{GATEWAY, GROUP, GRPC_ROUTE, GrpcRoute, HttpRoute};
-use crate::rules::{policy_for, rules};
+use crate::rules::{policy_for, redirect_for, rules};
 
 /// The Gateway listeners (`(gateway, listener name)`) a route is attached to.
 pub type Attachments = BTreeSet<(ObjectKey, String)>;
@@ -122,7 +124,7 @@ fn refused(ctx: &BuildContext<'_>, gateways: &Gateways, status: &mut StatusRepor
             .cloned()
             .and_then(|p| serde_json::from_value(p).ok())
             .unwrap_or_default();
-        for parent in parents {
+        for parent in parents.into_iter().map(crate::defaulted) {
             if ours(gateways, &key, &parent).is_some() {
                 status.gateway(&key).set_parent(
                     &parent,
@@ -284,7 +286,24 @@ fn serve_route(
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
     let mut translated = None;
     let mut placed = false;
-    let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
+    let parents: Vec<ParentRef> = spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .map(|p| parent_ref!(p))
+        .collect();
+    // The certificate presented to TLS backends: its (first) Gateway's that has one.
+    let client_certificate = parents.iter().find_map(|p| {
+        let (gateway, _) = ours(gateways, key, p)?;
+        gateways
+            .client_certificates
+            .get(&gateway)
+            .map(String::as_str)
+    });
+    let upstream = crate::backend_tls::Upstream {
+        policies: tls,
+        client_certificate,
+    };
     let bad_host = invalid_hostname(&hostnames);
     for parent in parents {
         // Another controller's Gateway (or none): not this controller's to report.
@@ -299,7 +318,7 @@ fn serve_route(
                 key,
                 spec.rules.as_deref().unwrap_or_default(),
                 grpc,
-                tls,
+                &upstream,
             )
         });
         let verdict = accept(
@@ -338,7 +357,7 @@ fn serve_route(
         for (listener, hosts) in hosted {
             attached.insert((gateway.clone(), listener.name.clone()));
             for host in hosts {
-                place(ir, (key, created), listener, &host, done);
+                place(ir, (key, created, gateways), listener, &host, done);
             }
         }
         placed = true;
@@ -419,12 +438,15 @@ pub fn resolved_refs(unresolved: Option<&crate::rules::Unresolved>) -> Condition
 }
 
 /// Adds the rules to vhost `host` of the listener's Envoy listener; a match already
-/// there (from an older route, or an earlier rule) is kept.
+/// there (from an older route, or an earlier rule) is kept. On an HTTPS listener the
+/// vhost is one of the filter chain of its Gateway listener (chosen by SNI: the
+/// listener's hostname, or any name for a listener without one); a request on that
+/// chain whose Host another Gateway listener of the port serves answers 421.
 /// HTTPRoutes reach only HTTP and HTTPS listeners; on an SNI name a TLSRoute already
 /// forwards, they are not placed.
 fn place(
     ir: &mut Ir,
-    (key, created): (&ObjectKey, Option<i64>),
+    (key, created, gateways): (&ObjectKey, Option<i64>, &Gateways),
     listener: &Served,
     host: &str,
     done: &crate::rules::Rules,
@@ -437,34 +459,32 @@ fn place(
         let Some(vhosts) = ir.secure_virtual_hosts_mut(&listener.envoy) else {
             return;
         };
-        if vhosts.get(host).is_some_and(|v| v.tcp_proxy.is_some()) {
+        let chain = crate::gateways::chain_name(listener);
+        if vhosts.get(&chain).is_some_and(|v| v.tcp_proxy.is_some()) {
             return;
         }
-        vhosts.entry(host.to_string()).or_insert_with(|| {
-            SecureVirtualHost::new(
-                host,
-                Some(DownstreamTls {
-                    secret: listener.secret.clone().unwrap_or_default(),
-                    min_version: None,
-                    max_version: None,
-                    alpn_http: true,
-                    client_validation: listener.client_validation.clone(),
-                }),
-            )
-        });
+        vhosts
+            .entry(chain.clone())
+            .or_insert_with(|| SecureVirtualHost {
+                misdirected: gateways.misdirected(listener),
+                ..SecureVirtualHost::new(
+                    &chain,
+                    Some(DownstreamTls {
+                        secret: listener.secret.clone().unwrap_or_default(),
+                        min_version: None,
+                        max_version: None,
+                        alpn_http: true,
+                        client_validation: listener.client_validation.clone(),
+                    }),
+                )
+            });
     }
+    let Some(vhost) = vhost_mut(ir, listener, host) else {
+        return;
+    };
     for (index, rule) in done.rules.iter().enumerate() {
         for matcher in &rule.matches {
-            let exists = if secure {
-                ir.secure_virtual_hosts(&listener.envoy)
-                    .get(host)
-                    .is_some_and(|v| v.http.routes.get(matcher).is_some())
-            } else {
-                ir.virtual_hosts(&listener.envoy)
-                    .get(host)
-                    .is_some_and(|v| v.routes.get(matcher).is_some())
-            };
-            if exists {
+            if vhost.routes.get(matcher).is_some() {
                 continue;
             }
             let policy = match rule.policy.as_deref().and_then(|p| policy_for(p, matcher)) {
@@ -473,11 +493,13 @@ fn place(
             };
             let action = match &rule.action {
                 RouteAction::Redirect(r) => {
+                    let by_match = redirect_for(r, matcher);
+                    let r = by_match.as_ref().unwrap_or(r);
                     RouteAction::Redirect(Box::new(redirect_on(listener, r)))
                 }
                 other => other.clone(),
             };
-            let route = Route {
+            vhost.routes.insert(Route {
                 matcher: matcher.clone(),
                 action,
                 source: key.clone(),
@@ -486,14 +508,34 @@ fn place(
                     created,
                     rule: u32::try_from(index).unwrap_or(u32::MAX),
                 })),
-            };
-            if secure {
-                ir.add_secure_route(&listener.envoy, host, route);
-            } else {
-                ir.add_route(&listener.envoy, host, route);
-            }
+            });
         }
     }
+}
+
+/// The HTTP virtual host of `host` on `listener` (made on first use): on an HTTP
+/// listener one of its Envoy listener's, on an HTTPS one a host of its filter chain.
+fn vhost_mut<'i>(ir: &'i mut Ir, listener: &Served, host: &str) -> Option<&'i mut VirtualHost> {
+    if listener.family == Family::Http {
+        let vhosts = ir.virtual_hosts_mut(&listener.envoy)?;
+        return Some(
+            vhosts
+                .entry(host.to_string())
+                .or_insert_with(|| VirtualHost::new(host)),
+        );
+    }
+    let chain = ir
+        .secure_virtual_hosts_mut(&listener.envoy)?
+        .get_mut(&crate::gateways::chain_name(listener))?;
+    if chain.http.fqdn == host {
+        return Some(&mut chain.http);
+    }
+    Some(
+        chain
+            .hosts
+            .entry(host.to_string())
+            .or_insert_with(|| VirtualHost::new(host)),
+    )
 }
 
 /// A RequestRedirect as served on `listener`: without a port, the redirect goes to the

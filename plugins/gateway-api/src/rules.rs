@@ -22,7 +22,7 @@ use isobar_sdk::{BuildContext, ObjectKey};
 
 use std::collections::BTreeSet;
 
-use crate::backend_tls::BackendTls;
+use crate::backend_tls::{BackendTls, Upstream};
 use crate::grants::Grants;
 
 /// Applies a generated `…HeaderModifier` (its `set`, `add` and `remove`) to a
@@ -85,7 +85,7 @@ pub fn rules(
     key: &ObjectKey,
     rules: &[HttpRouteRules],
     h2c: bool,
-    tls: &BackendTls,
+    tls: &Upstream<'_>,
 ) -> Rules {
     let mut out = Rules::default();
     for (i, rule) in rules.iter().enumerate() {
@@ -103,7 +103,7 @@ fn one_rule(
     key: &ObjectKey,
     rule: &HttpRouteRules,
     h2c: bool,
-    tls: &BackendTls,
+    tls: &Upstream<'_>,
     out: &mut Rules,
 ) -> Result<Rule, String> {
     let default_match = [HttpRouteRulesMatches::default()];
@@ -184,7 +184,7 @@ fn forward(
     backends: &[HttpRouteRulesBackendRefs],
     policy: &mut RoutePolicy,
     h2c: bool,
-    tls: &BackendTls,
+    tls: &Upstream<'_>,
     out: &mut Rules,
 ) -> Result<RouteAction, String> {
     let mut weighted = Vec::new();
@@ -313,7 +313,7 @@ pub fn resolve(
     key: &ObjectKey,
     backend: &BackendRef<'_>,
     h2c: bool,
-    tls: Option<&BackendTls>,
+    tls: Option<&Upstream<'_>>,
 ) -> Result<Cluster, Unresolved> {
     let group = backend.group.unwrap_or("");
     let kind = backend.kind.unwrap_or("Service");
@@ -373,6 +373,7 @@ pub fn resolve(
                 });
                 options.sni = Some(t.hostname.clone());
                 options.upstream_validation = Some(Box::new(t.validation.clone()));
+                options.client_certificate = tls.client_certificate.map(str::to_string);
             }
             Some((policy, None)) => {
                 return Err((
@@ -592,7 +593,7 @@ fn apply_filter(
     redirect: &mut Option<Redirect>,
     out: &mut Rules,
     h2c: bool,
-    tls: &BackendTls,
+    tls: &Upstream<'_>,
 ) -> Result<(), String> {
     let missing = || format!("filter {:?} has no configuration", filter.r#type);
     match filter.r#type {
@@ -625,6 +626,7 @@ fn apply_filter(
                 port: r.port.and_then(|p| u32::try_from(p).ok()),
                 path: None,
                 prefix: None,
+                regex: None,
                 status,
             };
             if let Some(host) = &out.host
@@ -639,7 +641,7 @@ fn apply_filter(
                     }
                     HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch => {
                         prefix_only(matches)?;
-                        out.prefix = Some(rewrite_path(p.replace_prefix_match.as_deref())?);
+                        out.prefix = Some(prefix_replacement(p.replace_prefix_match.as_deref())?);
                     }
                 }
             }
@@ -665,7 +667,7 @@ fn apply_filter(
                     HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
                         prefix_only(matches)?;
                         policy.prefix_rewrite =
-                            Some(rewrite_path(p.replace_prefix_match.as_deref())?);
+                            Some(prefix_replacement(p.replace_prefix_match.as_deref())?);
                     }
                 }
             }
@@ -798,11 +800,43 @@ fn prefix_only(matches: &[RouteMatch]) -> Result<(), String> {
     }
 }
 
+/// What replaces a matched prefix: as written, or `/` for an empty replacement (the
+/// spec's table: prefix `/foo` replaced by "" turns `/foo/bar` into `/bar`).
+fn prefix_replacement(path: Option<&str>) -> Result<String, String> {
+    match path {
+        Some("") | None => Ok("/".to_string()),
+        Some(p) => rewrite_path(Some(p)),
+    }
+}
+
 /// The policy of a rule for one of its matches: a prefix replacement Envoy's
-/// `prefix_rewrite` would get wrong (after `/`, or ending in `/`, where the request's
-/// path goes on after the prefix) becomes a regex rewrite of that match's prefix.
+/// `prefix_rewrite` would get wrong becomes a regex rewrite of that match's prefix
+/// (see [`prefix_regex`]).
 pub fn policy_for(policy: &RoutePolicy, matcher: &RouteMatch) -> Option<RoutePolicy> {
-    let replacement = policy.prefix_rewrite.as_deref()?;
+    let regex = prefix_regex(matcher, policy.prefix_rewrite.as_deref()?)?;
+    Some(RoutePolicy {
+        prefix_rewrite: None,
+        regex_rewrite: Some(regex),
+        ..policy.clone()
+    })
+}
+
+/// A redirect for one of a rule's matches, its prefix replacement made a regex where
+/// Envoy's `prefix_rewrite` would get it wrong.
+pub fn redirect_for(redirect: &Redirect, matcher: &RouteMatch) -> Option<Redirect> {
+    let regex = prefix_regex(matcher, redirect.prefix.as_deref()?)?;
+    Some(Redirect {
+        prefix: None,
+        regex: Some(regex),
+        ..redirect.clone()
+    })
+}
+
+/// The regex rewrite replacing `matcher`'s path prefix by `replacement`, where Envoy's
+/// `prefix_rewrite` would get it wrong: after the prefix `/`, or with a replacement
+/// ending in `/` (the request's path goes on after the prefix: `/foo/bar` with `/foo`
+/// replaced by `/` is `/bar`, not `//bar`).
+fn prefix_regex(matcher: &RouteMatch, replacement: &str) -> Option<RegexRewrite> {
     let pattern = match &matcher.path {
         PathMatch::Prefix(p) if p == "/" => "^/".to_string(),
         PathMatch::SegmentPrefix(p) | PathMatch::Prefix(p) if replacement.ends_with('/') => {
@@ -815,13 +849,9 @@ pub fn policy_for(policy: &RoutePolicy, matcher: &RouteMatch) -> Option<RoutePol
     } else {
         format!("{replacement}/")
     };
-    Some(RoutePolicy {
-        prefix_rewrite: None,
-        regex_rewrite: Some(RegexRewrite {
-            pattern,
-            substitution,
-        }),
-        ..policy.clone()
+    Some(RegexRewrite {
+        pattern,
+        substitution,
     })
 }
 

@@ -165,10 +165,12 @@ fn serve_stream(
         let mut taken = false;
         let mut served = false;
         for (listener, hosts) in &hosted {
-            if weighted.is_empty() || !listener.programmed {
+            if !listener.programmed {
                 served = true;
                 continue;
             }
+            // A route none of whose backends resolves still holds its names: each of its
+            // connections is accepted and closed (no cluster), not refused at the port.
             let proxy = TcpProxy {
                 clusters: weighted.clone(),
                 source: key.clone(),

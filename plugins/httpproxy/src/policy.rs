@@ -234,6 +234,7 @@ pub(crate) fn redirect(policy: &RedirectPolicy) -> Result<Redirect, PolicyError>
         port,
         path: policy.path.clone(),
         prefix: policy.prefix.clone(),
+        regex: None,
         status,
     })
 }

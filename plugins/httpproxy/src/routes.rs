@@ -199,6 +199,7 @@ impl Walk<'_, '_> {
                 port: None,
                 path: None,
                 prefix: None,
+                regex: None,
                 status: 301,
             })),
             source: route.source.clone(),

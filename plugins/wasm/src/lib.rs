@@ -165,7 +165,10 @@ impl Processor for Wasm {
 fn owners(ir: &Ir, fqdn: Option<&str>) -> Vec<ObjectKey> {
     let mut out: BTreeMap<ObjectKey, ()> = BTreeMap::new();
     let vhosts = ir.listeners.values().flat_map(|l| {
-        let secure = l.secure_virtual_hosts.values().map(|s| &s.http);
+        let secure = l
+            .secure_virtual_hosts
+            .values()
+            .flat_map(isobar_sdk::ir::SecureVirtualHost::http_hosts);
         l.virtual_hosts.values().chain(secure)
     });
     for vhost in vhosts {

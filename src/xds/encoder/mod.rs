@@ -23,8 +23,8 @@ use super::listener::{
 };
 use super::resource::{Changes, Encoded, Resources, XdsType, encoded};
 use super::route::{
-    ROUTE_CONFIGURATION_VIRTUAL_HOSTS, route_configuration, vhds_name, vhds_route_configuration,
-    vhds_virtual_host, virtual_host,
+    ROUTE_CONFIGURATION_VIRTUAL_HOSTS, route_configuration, secure_route_configuration, vhds_name,
+    vhds_route_configuration, vhds_virtual_host, virtual_host,
 };
 use super::secret::secret;
 use super::settings::EnvoySettings;
@@ -81,6 +81,8 @@ pub struct Stale;
 /// A cluster in use, by how many vhosts.
 struct Used {
     vhosts: usize,
+    /// Its own client certificate (SDS name), counted in use while it is.
+    secret: Option<String>,
     eds_name: String,
     service: (String, String),
     port_name: String,
@@ -533,10 +535,15 @@ impl Encoder {
         let chain = arena.push(|b| encode_vhost_chain(on, vhost, settings, b));
         let routes = virtual_host(&vhost.http, None);
         let rds = vhost.tcp_proxy.is_none();
+        // Its own RouteConfiguration: its vhost, its other hosts' and the 421 answers.
+        let own = rds.then(|| {
+            let name = on.route_config_name(fqdn);
+            secure_route_configuration(&name, vhost, &routes)
+        });
         let placed = Placed {
             listener: li,
             share: arena.get(Some(&chain)).map_or(Share::of(&[]), Share::of),
-            routes: Some(Share::of(&routes)),
+            routes: Some(Share::of(own.as_deref().unwrap_or(&routes))),
             fallback_routes: vhost.fallback.then(|| routes.as_slice().into()),
             rds,
             secret: vhost
@@ -545,14 +552,7 @@ impl Encoder {
                 .map(|t| t.secret.clone())
                 .filter(|s| ir.secrets.contains_key(s)),
         };
-        let own = rds.then(|| {
-            let name = on.route_config_name(fqdn);
-            Encoded::from(route_configuration(
-                &name,
-                std::iter::once(&routes[..]),
-                true,
-            ))
-        });
+        let own = own.map(Encoded::from);
         let entry = FreshEntry {
             listener: li,
             bytes: chain,
@@ -667,7 +667,7 @@ impl Encoder {
             let routes_name = fallback_routes(listener);
             let any = state
                 .fallback_counted
-                .then(|| Encoded::from(route_configuration(&routes_name, routes, false)));
+                .then(|| Encoded::from(route_configuration(&routes_name, routes)));
             changes.put(XdsType::Route, routes_name, any);
         }
         if !touch.table {
@@ -677,7 +677,7 @@ impl Encoder {
             Protocol::Http => {
                 // Every vhost in one RouteConfiguration (state-of-the-world streams);
                 // under VHDS delta streams get a shell instead, and the vhosts apart.
-                let shell = route_configuration(name, std::iter::empty(), false);
+                let shell = route_configuration(name, std::iter::empty());
                 let any = table.splice(
                     &shell,
                     (XdsType::Route, name),

@@ -39,6 +39,7 @@ impl Encoder {
             };
             let moved = Used {
                 vhosts: used.vhosts,
+                secret: used.secret.clone(),
                 eds_name: c.eds_name.clone(),
                 service: (c.namespace.clone(), c.service.clone()),
                 port_name: c.port_name.clone(),
@@ -60,10 +61,15 @@ impl Encoder {
         ));
         changes.put(XdsType::Cluster, name.to_string(), Some(cluster));
         self.use_endpoints(c, objects, changes);
+        let secret = c.options.client_certificate.clone();
+        if let Some(sds) = &secret {
+            self.use_secret(ir, sds, changes);
+        }
         self.clusters.insert(
             name.to_string(),
             Used {
                 vhosts: 1,
+                secret,
                 eds_name: c.eds_name.clone(),
                 service: (c.namespace.clone(), c.service.clone()),
                 port_name: c.port_name.clone(),
@@ -83,6 +89,9 @@ impl Encoder {
             return;
         };
         changes.put(XdsType::Cluster, name.to_string(), None);
+        if let Some(sds) = &used.secret {
+            self.release_secret(sds, changes);
+        }
         self.release_endpoints(used, changes);
     }
 

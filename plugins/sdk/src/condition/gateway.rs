@@ -109,6 +109,9 @@ pub struct GatewayStatus {
     /// A Gateway's `attachedListenerSets` (when it takes ListenerSets or is named by
     /// one).
     pub attached_listener_sets: Option<i32>,
+    /// A Gateway's `addresses` (type, value), when it has addresses of its own; without
+    /// them the status writer gives it the Envoy Service's.
+    pub addresses: Vec<(String, String)>,
 }
 
 /// Replaces the condition of the same type, or adds it.
@@ -172,6 +175,14 @@ impl GatewayStatus {
         }
         if let Some(n) = self.attached_listener_sets {
             out["attachedListenerSets"] = serde_json::json!(n);
+        }
+        if !self.addresses.is_empty() {
+            let addresses: Vec<serde_json::Value> = self
+                .addresses
+                .iter()
+                .map(|(type_, value)| serde_json::json!({ "type": type_, "value": value }))
+                .collect();
+            out["addresses"] = serde_json::Value::Array(addresses);
         }
         if !self.supported_features.is_empty() {
             let features: Vec<serde_json::Value> = self

@@ -65,6 +65,11 @@ pub struct ClusterOptions {
     pub sni: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_validation: Option<Box<UpstreamValidation>>,
+    /// The SDS name of the certificate Envoy presents to the upstream over TLS (a
+    /// Gateway's `tls.backend.clientCertificateRef`), instead of the configured
+    /// `tls.envoy-client-certificate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<String>,
     /// How a DNS cluster (`external_name`) looks its name up; `None`: the configured
     /// `cluster.dns-lookup-family`.
     #[serde(skip_serializing_if = "Option::is_none")]

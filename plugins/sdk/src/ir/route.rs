@@ -577,6 +577,10 @@ pub struct Redirect {
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// The path rewritten by a regex (a prefix replacement Envoy's `prefix_rewrite`
+    /// would get wrong).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<RegexRewrite>,
     /// 301, 302, 303, 307 or 308.
     pub status: u32,
 }

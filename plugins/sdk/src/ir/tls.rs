@@ -1,6 +1,8 @@
 //! The TLS side of the IR: vhosts served by SNI on an HTTPS listener, how TLS is
 //! terminated for them, and the certificates Envoy gets over SDS.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::VirtualHost;
@@ -19,19 +21,63 @@ pub struct SecureVirtualHost {
     pub tcp_proxy: Option<TcpProxy>,
     /// The HTTP routes and vhost policies (unused with `tcp_proxy`).
     pub http: VirtualHost,
+    /// Other hosts routed on this filter chain, by domain (a Gateway HTTPS listener's
+    /// route hosts besides its own hostname): virtual hosts of its RouteConfiguration
+    /// beside `http`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, VirtualHost>,
+    /// Which requests the chain answers 421 (Misdirected Request): a Host that another
+    /// filter chain of the listener serves.
+    #[serde(skip_serializing_if = "Misdirected::is_default")]
+    pub misdirected: Misdirected,
     /// Also served to clients without SNI, with the fallback certificate.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fallback: bool,
 }
 
+/// The requests a filter chain answers 421, because their Host is not one it serves but
+/// one another chain (chosen by another SNI) does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Misdirected {
+    /// These domains (exact, or `*.suffix`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<String>,
+    /// Every Host none of the chain's virtual hosts serves. Without it such a request
+    /// answers 404.
+    pub rest: bool,
+}
+
+impl Default for Misdirected {
+    /// A chain serving one host: any other Host is another chain's.
+    fn default() -> Self {
+        Misdirected {
+            domains: Vec::new(),
+            rest: true,
+        }
+    }
+}
+
+impl Misdirected {
+    pub fn is_default(&self) -> bool {
+        *self == Misdirected::default()
+    }
+}
+
 impl SecureVirtualHost {
-    /// The clusters this vhost sends to: its routes', or its TCP proxy's.
+    /// The clusters this vhost sends to: its routes' (of every host), or its TCP
+    /// proxy's.
     pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
-        self.http.cluster_names().chain(
+        let hosts = self.hosts.values().flat_map(VirtualHost::cluster_names);
+        self.http.cluster_names().chain(hosts).chain(
             self.tcp_proxy
                 .iter()
                 .flat_map(|t| t.clusters.iter().map(|c| c.cluster.as_str())),
         )
+    }
+
+    /// Its HTTP virtual hosts: its own, then the other hosts'.
+    pub fn http_hosts(&self) -> impl Iterator<Item = &VirtualHost> {
+        std::iter::once(&self.http).chain(self.hosts.values())
     }
 
     pub fn new(fqdn: &str, tls: Option<DownstreamTls>) -> SecureVirtualHost {
@@ -40,6 +86,8 @@ impl SecureVirtualHost {
             tls,
             tcp_proxy: None,
             http: VirtualHost::new(fqdn),
+            hosts: BTreeMap::new(),
+            misdirected: Misdirected::default(),
             fallback: false,
         }
     }
