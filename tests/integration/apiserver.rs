@@ -83,6 +83,12 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "v1beta1", "referencegrants"),
     ("gateway.networking.k8s.io", "v1", "grpcroutes"),
     ("gateway.networking.k8s.io", "v1alpha2", "tcproutes"),
+    ("gateway.networking.k8s.io", "v1", "tcproutes"),
+    ("gateway.networking.k8s.io", "v1", "udproutes"),
+    ("gateway.networking.k8s.io", "v1alpha2", "udproutes"),
+    ("gateway.networking.k8s.io", "v1", "listenersets"),
+    ("gateway.networking.k8s.io", "v1", "backendtlspolicies"),
+    ("", "v1", "configmaps"),
     ("projectcontour.io", "v1alpha1", "contourconfigurations"),
     // Gatekeeper's templates, and the constraint kinds of the policies shipped in
     // policies/gatekeeper (Gatekeeper makes one CRD per template).
@@ -134,6 +140,10 @@ fn kind_of(plural: &str) -> &'static str {
         "tlsroutes" => "TLSRoute",
         "grpcroutes" => "GRPCRoute",
         "tcproutes" => "TCPRoute",
+        "udproutes" => "UDPRoute",
+        "listenersets" => "ListenerSet",
+        "backendtlspolicies" => "BackendTLSPolicy",
+        "configmaps" => "ConfigMap",
         "contourconfigurations" => "ContourConfiguration",
         "constrainttemplates" => "ConstraintTemplate",
         "k8shttpsonly" => "K8sHttpsOnly",

@@ -62,7 +62,7 @@ fn config(ports: &ServePorts, mappings_port: u16, tcp_port: Option<u16>) -> Conf
 
 /// Serves ADS for `snapshots` on a free loopback port, reporting what Envoy refuses to
 /// `rejections`; returns the port.
-async fn serve_ads(
+pub(crate) async fn serve_ads(
     snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
     rejections: tokio::sync::mpsc::UnboundedSender<isobar::xds::Rejection>,
 ) -> u16 {

@@ -3,6 +3,7 @@
 mod admission;
 mod apiserver;
 mod cli;
+mod conformance;
 mod contour_config;
 mod deploy;
 mod e2e;

@@ -308,3 +308,39 @@ pub fn envoy_on(dir: &Path, xds_port: u16, xds_mode: &str) -> Proc {
         &dir.join("envoy.log"),
     )
 }
+
+/// GET `path` from the Envoy admin on unix socket `socket` (HTTP/1.1, read to the end).
+pub async fn admin_get(socket: &Path, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::UnixStream::connect(socket).await else {
+        return String::new();
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return String::new();
+    };
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return body.to_string();
+    }
+    // Chunked: `<hex size>\r\n<data>\r\n`, until a zero-size chunk.
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || tail.len() < size {
+            break;
+        }
+        out.push_str(&tail[..size]);
+        rest = tail[size..].trim_start_matches("\r\n");
+    }
+    out
+}

@@ -1,0 +1,17 @@
+//! Gateway API conformance (v1.6.1), as Isobar's own tests: one test per test of the
+//! suite's GATEWAY-HTTP, -TLS, -GRPC, -TCP and -UDP profiles, named after it, with the
+//! suite's objects, requests and expectations, through a real Envoy, and the status it
+//! reads from the Kubernetes API. `docs/gateway-api.md` maps each suite test to its test
+//! here.
+
+mod certs;
+mod client;
+mod echo;
+mod gateway;
+mod http_route;
+mod http_route_filters;
+mod http_route_matching;
+mod http_route_refs;
+mod suite;
+mod tls_route;
+mod ws;
