@@ -8,6 +8,8 @@ mod certs;
 mod client;
 mod echo;
 mod gateway;
+mod grpc;
+mod grpc_route;
 mod http_route;
 mod http_route_filters;
 mod http_route_matching;

@@ -14,6 +14,7 @@ use crate::apiserver::ApiServer;
 use crate::conformance::certs::Certs;
 use crate::conformance::client::{self, Expect, Protocol, Tls};
 use crate::conformance::echo::{self, Logs, PodInfo};
+use crate::conformance::grpc;
 use crate::support::{Proc, ServePorts, envoy_on};
 
 pub const INFRA: &str = "gateway-conformance-infra";
@@ -98,6 +99,8 @@ enum Runs {
     HttpTls(&'static str),
     /// The TCP line server (with TLS on 8443).
     Tcp(&'static str),
+    /// The gRPC echo service (h2c on 3000).
+    Grpc,
 }
 
 /// A base Service and its pods: namespace, name, pods, ports (name, port, target,
@@ -182,6 +185,27 @@ const BACKENDS: &[Backend] = &[
         Runs::Http,
     ),
     (WEB, "web-backend", 2, &[("", 8080, 3000, "")], Runs::Http),
+    (
+        INFRA,
+        "grpc-infra-backend-v1",
+        2,
+        &[("", 8080, 3000, "kubernetes.io/h2c")],
+        Runs::Grpc,
+    ),
+    (
+        INFRA,
+        "grpc-infra-backend-v2",
+        2,
+        &[("", 8080, 3000, "kubernetes.io/h2c")],
+        Runs::Grpc,
+    ),
+    (
+        INFRA,
+        "grpc-infra-backend-v3",
+        2,
+        &[("", 8080, 3000, "kubernetes.io/h2c")],
+        Runs::Grpc,
+    ),
 ];
 
 /// A running conformance set-up.
@@ -332,6 +356,7 @@ impl Suite {
                     echo::http_pod(ip, info, Some(tls(secret)), self.logs.clone()).await;
                 }
                 Runs::Tcp(secret) => echo::tcp_pod(ip, info, Some(tls(secret))).await,
+                Runs::Grpc => grpc::grpc_pod(ip, info).await,
             }
             ips.push(ip);
         }
