@@ -178,6 +178,7 @@ impl Certs {
                 "fourth-example.org",
                 "unknown-example.org",
                 "*.wildcard.org",
+                "https-listener.org",
             ]),
             web_cert: validity.server(&["web.example.org"]),
             validity,

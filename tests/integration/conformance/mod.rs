@@ -4,6 +4,7 @@
 //! reads from the Kubernetes API. `docs/gateway-api.md` maps each suite test to its test
 //! here.
 
+mod backend_tls;
 mod certs;
 mod client;
 mod echo;
