@@ -15,6 +15,7 @@ mod http_route;
 mod http_route_filters;
 mod http_route_matching;
 mod http_route_refs;
+mod listener_set;
 mod suite;
 mod tls_route;
 mod ws;
