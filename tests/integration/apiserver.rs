@@ -266,6 +266,17 @@ impl ApiServer {
             None => json!(1),
         };
         object["metadata"]["generation"] = generation;
+        // metadata.creationTimestamp is set once, when the object is created (seconds).
+        if object["metadata"]["creationTimestamp"].is_null() {
+            object["metadata"]["creationTimestamp"] = match store.objects.get(&key) {
+                Some(old) if !old["metadata"]["creationTimestamp"].is_null() => {
+                    old["metadata"]["creationTimestamp"].clone()
+                }
+                _ => json!(
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+                ),
+            };
+        }
         // The status subresource survives updates of the object, as on a real API server.
         if object.get("status").is_none()
             && let Some(old) = store.objects.get(&key)

@@ -95,7 +95,7 @@ wrapped!(
     TLS_ROUTE
 );
 wrapped!(
-    /// A `TCPRoute` (`v1alpha2`).
+    /// A `TCPRoute` (`v1`; `v1alpha2`, as Contour's users have it, read the same way).
     TcpRoute,
     tcproutes::TcpRoute,
     TCP_ROUTE
@@ -189,7 +189,7 @@ isobar_sdk::inventory::submit! {
 isobar_sdk::inventory::submit! {
     KindInfo {
         kind: TCP_ROUTE,
-        versions: &["v1alpha2"],
+        versions: &["v1", "v1alpha2"],
         plural: "tcproutes",
         namespaced: true,
         decode: decode_object::<TcpRoute>,

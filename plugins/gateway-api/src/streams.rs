@@ -161,7 +161,7 @@ fn serve_stream(
                 continue;
             }
         };
-        // Whether an older route holds every SNI name (or the TCP listener) it would get.
+        // Whether an older route holds every SNI name it would get.
         let mut taken = false;
         let mut served = false;
         for (listener, hosts) in &hosted {
@@ -175,14 +175,13 @@ fn serve_stream(
                 clusters: weighted.clone(),
                 source: key.clone(),
             };
+            // A TCP listener forwards to its oldest route; a newer one is accepted and
+            // counted all the same (the suite's TCPRouteMultipleRoutesAttachment), and
+            // takes over once the older one goes.
             if listener.family == Family::Tcp {
                 if let Some(l) = ir.listeners.get_mut(&listener.envoy) {
-                    let held = l.tcp_proxy.get_or_insert(proxy);
-                    if held.source == *key {
-                        served = true;
-                    } else {
-                        taken = true;
-                    }
+                    l.tcp_proxy.get_or_insert(proxy);
+                    served = true;
                 }
                 continue;
             }
@@ -211,18 +210,13 @@ fn serve_stream(
             }
         }
         if taken && !served {
-            let what = if stream.kind == "TCPRoute" {
-                "its listener"
-            } else {
-                "each of its SNI names"
-            };
             gw.set_parent(
                 parent,
                 Condition::new(
                     "Accepted",
                     false,
                     "HostnameConflict",
-                    format!("a route created before it holds {what}"),
+                    "a route created before it holds each of its SNI names",
                 ),
             );
             gw.set_parent(parent, resolved_refs(unresolved.as_ref()));

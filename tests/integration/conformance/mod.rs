@@ -17,5 +17,6 @@ mod http_route_matching;
 mod http_route_refs;
 mod listener_set;
 mod suite;
+mod tcp_route;
 mod tls_route;
 mod ws;
