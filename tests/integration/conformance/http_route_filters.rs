@@ -446,6 +446,34 @@ async fn http_route_redirect_host_and_status() {
     suite.assert_nothing_rejected().await;
 }
 
+/// HTTPRoute303Redirect, HTTPRoute307Redirect, HTTPRoute308Redirect: a redirect with
+/// status 303, 307 or 308 answers that status (a POST for 303, as the suite sends it).
+async fn redirect_status(name: &str, path: &str, status: u16, method: &str) {
+    let suite = Suite::start().await;
+    let rules = redirect_rule(path, &format!("statusCode: {status}"));
+    let addr = accepted(&suite, name, &on_same(name, "", &rules), true).await;
+    let to = location(None, None, None, Some(path));
+    suite
+        .expect(addr, &get(path).method(method).redirect(status, to))
+        .await;
+    suite.assert_nothing_rejected().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_303_redirect() {
+    redirect_status("303-redirect", "/see-other", 303, "POST").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_307_redirect() {
+    redirect_status("307-redirect", "/temporary", 307, "GET").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_308_redirect() {
+    redirect_status("308-redirect", "/permanent", 308, "GET").await;
+}
+
 /// HTTPRouteRedirectPath: a redirect replacing the path or its matched prefix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_path() {
