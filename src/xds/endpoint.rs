@@ -23,12 +23,18 @@ pub(super) fn load_assignment_of(
         .localities
         .iter()
         .filter_map(|l| {
-            let found =
-                load_assignment(&c.eds_name, objects, &c.namespace, &l.service, &l.port_name);
+            let found = load_assignment(
+                &c.eds_name,
+                objects,
+                l.namespace_in(c),
+                &l.service,
+                &l.port_name,
+            );
             let lb_endpoints = found.endpoints.into_iter().next()?.lb_endpoints;
             Some(LocalityLbEndpoints {
                 // Localities must differ: each is named after its Service.
                 locality: Some(envoy_types::pb::envoy::config::core::v3::Locality {
+                    zone: l.namespace.clone(),
                     sub_zone: l.service.clone(),
                     ..Default::default()
                 }),

@@ -569,6 +569,53 @@ pub(super) fn tcp_listener(
     }
 }
 
+/// A UDP listener: Envoy's UDP proxy forwards each session (source address and port)
+/// to the proxy's one cluster (a route's several weighted backends are one cluster of
+/// weighted localities).
+pub(super) fn udp_listener(on: &ir::Listener, proxy: &ir::TcpProxy) -> Listener {
+    use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3 as udp;
+    use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher};
+    let cluster = proxy
+        .clusters
+        .first()
+        .map_or_else(|| "udp/no-service".to_string(), |c| c.cluster.clone());
+    let route = matcher::OnMatch {
+        keep_matching: false,
+        on_match: Some(matcher::on_match::OnMatch::Action(
+            envoy_types::pb::xds::core::v3::TypedExtensionConfig {
+                name: "route".to_string(),
+                typed_config: Some(pack_any(udp::Route { cluster })),
+            },
+        )),
+    };
+    let mut address = socket_address(&on.address, on.port);
+    if let Some(core::address::Address::SocketAddress(a)) = address.address.as_mut() {
+        a.protocol = core::socket_address::Protocol::Udp as i32;
+    }
+    Listener {
+        name: on.name.clone(),
+        address: Some(address),
+        udp_listener_config: Some(listener::UdpListenerConfig::default()),
+        listener_filters: vec![ListenerFilter {
+            name: "envoy.filters.udp_listener.udp_proxy".to_string(),
+            config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
+                pack_any(udp::UdpProxyConfig {
+                    stat_prefix: on.name.clone(),
+                    route_specifier: Some(udp::udp_proxy_config::RouteSpecifier::Matcher(
+                        Matcher {
+                            on_no_match: Some(Box::new(route)),
+                            matcher_type: None,
+                        },
+                    )),
+                    ..Default::default()
+                }),
+            )),
+            filter_disabled: None,
+        }],
+        ..Default::default()
+    }
+}
+
 /// A listener onto Envoy's admin (Contour's `stats-health`, `envoy-admin`,
 /// `health-om-enforced`): GET on its admin paths, and nothing else of it.
 pub(super) fn stats_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {

@@ -9,7 +9,9 @@ use crate::hosts::intersect;
 use crate::rules::BackendRef;
 use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
 
-use crate::kinds::{GROUP, Gateway, GrpcRoute, HttpRoute, ListenerSet, TcpRoute, TlsRoute};
+use crate::kinds::{
+    GROUP, Gateway, GrpcRoute, HttpRoute, ListenerSet, TcpRoute, TlsRoute, UdpRoute,
+};
 
 /// The hosts a route with `hostnames` can get on the listeners `parents` name.
 fn hosts(
@@ -94,6 +96,16 @@ pub fn tls_route(objects: &Objects, key: &ObjectKey, route: &TlsRoute) -> Claim 
 }
 
 pub fn tcp_route(key: &ObjectKey, route: &TcpRoute) -> Claim {
+    let rules = route.spec.rules.iter();
+    let backends = rules.flat_map(|r| &r.backend_refs).map(|b| backend_ref!(b));
+    Claim {
+        hosts: Vec::new(),
+        includes: Vec::new(),
+        services: services(key, backends),
+    }
+}
+
+pub fn udp_route(key: &ObjectKey, route: &UdpRoute) -> Claim {
     let rules = route.spec.rules.iter();
     let backends = rules.flat_map(|r| &r.backend_refs).map(|b| backend_ref!(b));
     Claim {

@@ -20,18 +20,22 @@ use crate::hosts;
 use crate::kinds::{GROUP, Gateway, GatewayClass, Namespace, every};
 
 /// The Gateway API features this controller supports, as GatewayClass
-/// `status.supportedFeatures` names them (sorted); README's Gateway API section lists the
-/// tests covering each.
+/// `status.supportedFeatures` names them (sorted): those whose conformance tests (v1.6.1)
+/// pass; `docs/gateway-api.md` maps each test to Isobar's.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "BackendTLSPolicy",
     "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
+    "GatewayAddressEmpty",
+    "GatewayBackendClientCertificate",
     "GatewayFrontendClientCertificateValidation",
     "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPListenerIsolation",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
+    "GatewayStaticAddresses",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
@@ -41,6 +45,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
     "HTTPRouteCORS",
+    "HTTPRouteDestinationPortMatching",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
@@ -54,12 +59,15 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRequestPercentageMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    "HTTPRouteRetry",
     "HTTPRouteSchemeRedirect",
     "ListenerSet",
     "ReferenceGrant",
+    "TCPRoute",
     "TLSRoute",
     "TLSRouteModeMixed",
     "TLSRouteModeTerminate",
+    "UDPRoute",
 ];
 
 /// Contour's container port for a Gateway listener port: 8000 above it, wrapping past
@@ -83,6 +91,8 @@ pub enum Family {
     /// TLS by SNI to TLSRoutes: passed through, or terminated with a certificate.
     Tls,
     Tcp,
+    /// UDP datagrams to UDPRoutes.
+    Udp,
 }
 
 impl Family {
@@ -93,6 +103,7 @@ impl Family {
             Family::Http => Protocol::Http,
             Family::Https | Family::Tls => Protocol::Https,
             Family::Tcp => Protocol::Tcp,
+            Family::Udp => Protocol::Udp,
         }
     }
 
@@ -102,6 +113,7 @@ impl Family {
             Family::Http | Family::Https => &["HTTPRoute", "GRPCRoute"],
             Family::Tls => &["TLSRoute"],
             Family::Tcp => &["TCPRoute"],
+            Family::Udp => &["UDPRoute"],
         }
     }
 }
@@ -181,6 +193,10 @@ pub(crate) fn selects(
 /// What is on an Envoy port: its family (`None` for neither HTTP nor HTTPS), its Envoy
 /// listener and the hostnames Gateway listeners claim on it.
 type Port = (Protocol, String, Vec<Option<String>>);
+
+/// An Envoy port: its address (a Gateway's own, or the shared one), number and whether
+/// it is UDP's (a UDP listener and a TCP one may share a number).
+type PortKey = (Option<IpAddr>, u16, bool);
 
 /// The Gateways served and their listeners.
 #[derive(Debug, Default)]
@@ -298,10 +314,16 @@ pub fn serve(
     // By Envoy port: what is there (its family, `None` for neither HTTP nor HTTPS), its
     // Envoy listener and the hostnames Gateway listeners claim on it. A listener the
     // configuration made (`ingress_http` on 8080, …) is shared as any other.
-    let ports: BTreeMap<(Option<IpAddr>, u16), Port> = ir
+    let ports: BTreeMap<PortKey, Port> = ir
         .listeners
         .values()
-        .map(|l| ((None, l.port), (l.protocol, l.name.clone(), Vec::new())))
+        .map(|l| {
+            let udp = l.protocol == Protocol::Udp;
+            (
+                (None, l.port, udp),
+                (l.protocol, l.name.clone(), Vec::new()),
+            )
+        })
         .collect();
     // Contour's addresses: the configured HTTP listener's for HTTP, the HTTPS one's for
     // HTTPS.
@@ -495,7 +517,7 @@ enum Site {
 /// The Envoy ports Gateway listeners have claimed so far (by address for Gateways with
 /// one of their own), and where new ones listen.
 struct Envoy {
-    ports: BTreeMap<(Option<IpAddr>, u16), Port>,
+    ports: BTreeMap<PortKey, Port>,
     http_address: String,
     https_address: String,
     site: Site,
@@ -534,11 +556,13 @@ fn serve_listeners(
         let prefix = match family.protocol() {
             Protocol::Http => "http",
             Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
             _ => "https",
         };
         let hostname = listener.hostname.clone();
         let gw = status.gateway(owner);
-        let conflict = match envoy.ports.get(&(own, port)) {
+        let udp = family == Family::Udp;
+        let conflict = match envoy.ports.get(&(own, port, udp)) {
             _ if matches!(envoy.site, Site::Nowhere(_)) => None,
             Some((f, name, _)) if *f != family.protocol() => Some((
                 "ProtocolConflict",
@@ -575,7 +599,7 @@ fn serve_listeners(
         let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
             == Some(&GatewayListenersTlsMode::Passthrough);
         let secret = match family {
-            Family::Http | Family::Tcp => Ok(None),
+            Family::Http | Family::Tcp | Family::Udp => Ok(None),
             Family::Tls if passthrough => Ok(None),
             Family::Https | Family::Tls => certificate(ctx, grants, owner, listener).map(Some),
         };
@@ -660,7 +684,7 @@ fn serve_listeners(
             });
             continue;
         }
-        let name = match envoy.ports.get_mut(&(own, port)) {
+        let name = match envoy.ports.get_mut(&(own, port, udp)) {
             Some((_, name, hostnames)) => {
                 hostnames.push(hostname.clone());
                 name.clone()
@@ -671,7 +695,7 @@ fn serve_listeners(
                     None => format!("{prefix}-{}", listener.port),
                 };
                 envoy.ports.insert(
-                    (own, port),
+                    (own, port, udp),
                     (family.protocol(), name.clone(), vec![hostname.clone()]),
                 );
                 name
@@ -690,6 +714,7 @@ fn serve_listeners(
             let l = match family {
                 Family::Http => Listener::http(&name, &http_address, port),
                 Family::Tcp => Listener::tcp(&name, &http_address, port),
+                Family::Udp => Listener::udp(&name, &http_address, port),
                 Family::Https | Family::Tls => Listener::https(
                     &name,
                     &https_address,
@@ -743,6 +768,7 @@ fn check_listener(
         "HTTPS" => Family::Https,
         "TLS" => Family::Tls,
         "TCP" => Family::Tcp,
+        "UDP" => Family::Udp,
         other => {
             gw.set_listener(
                 name,

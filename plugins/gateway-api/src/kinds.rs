@@ -2,7 +2,7 @@
 //! (Gateway API v1.5), each wrapped so that it can be an Isobar [`Resource`], plus the
 //! core `Namespace` (for `allowedRoutes.namespaces.selector`).
 
-use gateway_api::apis::experimental::{httproutes, tcproutes};
+use gateway_api::apis::experimental::{httproutes, tcproutes, udproutes};
 use gateway_api::apis::standard::{
     backendtlspolicies, gatewayclasses, gateways, grpcroutes, listenersets, referencegrants,
     tlsroutes,
@@ -22,6 +22,7 @@ const REFERENCE_GRANT_ID: KindId = KindId::new(GROUP, "ReferenceGrant");
 const GRPC_ROUTE_ID: KindId = KindId::new(GROUP, "GRPCRoute");
 const TLS_ROUTE_ID: KindId = KindId::new(GROUP, "TLSRoute");
 const TCP_ROUTE_ID: KindId = KindId::new(GROUP, "TCPRoute");
+const UDP_ROUTE_ID: KindId = KindId::new(GROUP, "UDPRoute");
 const NAMESPACE_ID: KindId = KindId::new("", "Namespace");
 const BACKEND_TLS_POLICY_ID: KindId = KindId::new(GROUP, "BackendTLSPolicy");
 const CONFIG_MAP_ID: KindId = KindId::new("", "ConfigMap");
@@ -34,6 +35,7 @@ pub const REFERENCE_GRANT: Kind = Kind::new(&REFERENCE_GRANT_ID);
 pub const GRPC_ROUTE: Kind = Kind::new(&GRPC_ROUTE_ID);
 pub const TLS_ROUTE: Kind = Kind::new(&TLS_ROUTE_ID);
 pub const TCP_ROUTE: Kind = Kind::new(&TCP_ROUTE_ID);
+pub const UDP_ROUTE: Kind = Kind::new(&UDP_ROUTE_ID);
 pub const NAMESPACE: Kind = Kind::new(&NAMESPACE_ID);
 pub const BACKEND_TLS_POLICY: Kind = Kind::new(&BACKEND_TLS_POLICY_ID);
 pub const CONFIG_MAP: Kind = Kind::new(&CONFIG_MAP_ID);
@@ -99,6 +101,12 @@ wrapped!(
     TcpRoute,
     tcproutes::TcpRoute,
     TCP_ROUTE
+);
+wrapped!(
+    /// A `UDPRoute` (`v1`; `v1alpha2` read the same way).
+    UdpRoute,
+    udproutes::UdpRoute,
+    UDP_ROUTE
 );
 wrapped!(
     /// A `ReferenceGrant`.
@@ -193,6 +201,17 @@ isobar_sdk::inventory::submit! {
         plural: "tcproutes",
         namespaced: true,
         decode: decode_object::<TcpRoute>,
+        status: StatusStyle::Route,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: UDP_ROUTE,
+        versions: &["v1", "v1alpha2"],
+        plural: "udproutes",
+        namespaced: true,
+        decode: decode_object::<UdpRoute>,
         status: StatusStyle::Route,
     }
 }

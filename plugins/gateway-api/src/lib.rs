@@ -91,6 +91,8 @@ mod routes;
 mod rules;
 mod streams;
 
+pub use gateways::SUPPORTED_FEATURES;
+
 use serde::{Deserialize, Serialize};
 
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, Settings, parse_config};
@@ -227,6 +229,7 @@ impl Source for GatewayApiSource {
             kinds::GRPC_ROUTE,
             kinds::TLS_ROUTE,
             kinds::TCP_ROUTE,
+            kinds::UDP_ROUTE,
             kinds::BACKEND_TLS_POLICY,
             kinds::LISTENER_SET,
         ]
@@ -265,7 +268,8 @@ impl Source for GatewayApiSource {
     }
 
     /// A route claims the hosts (SNI names) it can have on the listeners its parents
-    /// name and names its backends' (and mirrors') Services; a TCPRoute claims no host.
+    /// name and names its backends' (and mirrors') Services; a TCPRoute or UDPRoute claims
+    /// no host.
     fn claim(&self, objects: &Objects, key: &ObjectKey) -> Claim {
         let (ns, name) = (&key.namespace, &key.name);
         let found = if key.kind == kinds::HTTP_ROUTE {
@@ -284,6 +288,10 @@ impl Source for GatewayApiSource {
             objects
                 .get::<kinds::TcpRoute>(ns, name)
                 .map(|r| claims::tcp_route(key, r))
+        } else if key.kind == kinds::UDP_ROUTE {
+            objects
+                .get::<kinds::UdpRoute>(ns, name)
+                .map(|r| claims::udp_route(key, r))
         } else {
             None
         };

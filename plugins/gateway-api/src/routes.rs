@@ -82,11 +82,12 @@ pub fn serve(
 }
 
 /// The kinds of route this plugin serves.
-pub const ROUTE_KINDS: [isobar_sdk::Kind; 4] = [
+pub const ROUTE_KINDS: [isobar_sdk::Kind; 5] = [
     crate::kinds::HTTP_ROUTE,
     GRPC_ROUTE,
     crate::kinds::TLS_ROUTE,
     crate::kinds::TCP_ROUTE,
+    crate::kinds::UDP_ROUTE,
 ];
 
 /// Routes (of the build's scope) a filter or processor turned away before the sources

@@ -192,7 +192,14 @@ fn forward(
         let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
         let reference = backend_ref!(backend);
         out.tls_policies.extend(reference.tls_policies(key, tls));
-        match resolve(ctx, grants, key, &reference, h2c, Some(tls)) {
+        match resolve(
+            ctx,
+            grants,
+            key,
+            &reference,
+            h2c.then_some(UpstreamProtocol::H2c),
+            Some(tls),
+        ) {
             Ok(cluster) => {
                 // A Service port of appProtocol `kubernetes.io/ws(s)` takes WebSocket
                 // upgrades.
@@ -312,9 +319,10 @@ pub fn resolve(
     grants: &Grants<'_>,
     key: &ObjectKey,
     backend: &BackendRef<'_>,
-    h2c: bool,
+    protocol: Option<UpstreamProtocol>,
     tls: Option<&Upstream<'_>>,
 ) -> Result<Cluster, Unresolved> {
+    let h2c = protocol == Some(UpstreamProtocol::H2c);
     let group = backend.group.unwrap_or("");
     let kind = backend.kind.unwrap_or("Service");
     if !group.is_empty() || kind != "Service" {
@@ -352,7 +360,7 @@ pub fn resolve(
         ));
     };
     let mut options = ClusterOptions {
-        protocol: h2c.then_some(UpstreamProtocol::H2c),
+        protocol,
         ..ClusterOptions::default()
     };
     if let Some(tls) = tls.filter(|t| !t.is_empty()) {
@@ -677,8 +685,15 @@ fn apply_filter(
             let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
             let reference = backend_ref!(&m.backend_ref);
             out.tls_policies.extend(reference.tls_policies(key, tls));
-            let cluster =
-                resolve(ctx, grants, key, &reference, h2c, Some(tls)).map_err(|(_, m)| m)?;
+            let cluster = resolve(
+                ctx,
+                grants,
+                key,
+                &reference,
+                h2c.then_some(UpstreamProtocol::H2c),
+                Some(tls),
+            )
+            .map_err(|(_, m)| m)?;
             // A percent, or a fraction (of 100 unless said), in millionths.
             let per_million = match (&m.percent, &m.fraction) {
                 (Some(p), _) => i64::from(*p) * 10_000,

@@ -6,12 +6,15 @@
 use std::collections::BTreeMap;
 
 use isobar_sdk::condition::Condition;
-use isobar_sdk::ir::{Cluster, DownstreamTls, SecureVirtualHost, TcpProxy, WeightedCluster};
+use isobar_sdk::ir::{
+    Cluster, DownstreamTls, Locality, SecureVirtualHost, TcpProxy, UpstreamProtocol,
+    WeightedCluster,
+};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
 use crate::gateways::{Family, Gateways};
 use crate::grants::Grants;
-use crate::kinds::{TcpRoute, TlsRoute};
+use crate::kinds::{TcpRoute, TlsRoute, UdpRoute};
 use crate::routes::{Attachments, attach, invalid_hostname, ours, resolved_refs};
 use crate::rules::{BackendRef, Unresolved, resolve};
 
@@ -35,6 +38,27 @@ fn tls_stream(route: &TlsRoute) -> Stream<'_> {
             .map(|p| parent_ref!(p))
             .collect(),
         hostnames: spec.hostnames.clone(),
+        backends: spec
+            .rules
+            .iter()
+            .flat_map(|r| &r.backend_refs)
+            .map(|b| (backend_ref!(b), b.weight))
+            .collect(),
+        created: route.metadata.creation_timestamp.as_ref(),
+    }
+}
+
+fn udp_stream(route: &UdpRoute) -> Stream<'_> {
+    let spec = &route.spec;
+    Stream {
+        kind: "UDPRoute",
+        parents: spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(|p| parent_ref!(p))
+            .collect(),
+        hostnames: Vec::new(),
         backends: spec
             .rules
             .iter()
@@ -80,6 +104,7 @@ pub fn serve(
         .all::<TlsRoute>()
         .map(|(k, r)| (k, tls_stream(r)))
         .chain(ctx.all::<TcpRoute>().map(|(k, r)| (k, tcp_stream(r))))
+        .chain(ctx.all::<UdpRoute>().map(|(k, r)| (k, udp_stream(r))))
         .collect();
     streams.sort_by(|(ka, a), (kb, b)| a.created.cmp(&b.created).then_with(|| ka.cmp(kb)));
     for (key, stream) in streams {
@@ -99,7 +124,8 @@ fn backends(
 ) -> (Vec<WeightedCluster>, Vec<Cluster>, Option<Unresolved>) {
     let (mut weighted, mut clusters, mut unresolved) = (Vec::new(), Vec::new(), None);
     for (reference, weight) in &stream.backends {
-        match resolve(ctx, grants, key, reference, false, None) {
+        let protocol = (stream.kind == "UDPRoute").then_some(UpstreamProtocol::Udp);
+        match resolve(ctx, grants, key, reference, protocol, None) {
             Ok(cluster) => {
                 let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
                 if weight > 0 {
@@ -117,7 +143,64 @@ fn backends(
         }
     }
     WeightedCluster::fit_weights(&mut weighted);
+    if stream.kind == "UDPRoute"
+        && weighted.len() > 1
+        && let Some(one) = localities(key, &weighted, &clusters)
+    {
+        weighted = vec![WeightedCluster {
+            cluster: one.name.clone(),
+            weight: 1,
+            ..Default::default()
+        }];
+        clusters = vec![one];
+    }
     (weighted, clusters, unresolved)
+}
+
+/// A UDPRoute's weighted backends as one cluster (Envoy's UDP proxy sends to one): each
+/// backend's Service a locality with its weight. Named after the route and what it
+/// holds, so that a change of backends or weights is a new cluster.
+fn localities(
+    key: &ObjectKey,
+    weighted: &[WeightedCluster],
+    clusters: &[Cluster],
+) -> Option<Cluster> {
+    let mut first: Option<&Cluster> = None;
+    let mut localities = Vec::new();
+    for w in weighted {
+        let Some(c) = clusters.iter().find(|c| c.name == w.cluster) else {
+            continue;
+        };
+        let first = *first.get_or_insert(c);
+        localities.push(Locality {
+            namespace: if c.namespace == first.namespace {
+                String::new()
+            } else {
+                c.namespace.clone()
+            },
+            service: c.service.clone(),
+            port_name: c.port_name.clone(),
+            weight: w.weight,
+        });
+    }
+    let first = first?.clone();
+    let held = serde_json::to_string(&localities).unwrap_or_default();
+    let name = isobar_sdk::names::hashname(
+        60,
+        &[
+            "udproute",
+            &key.namespace,
+            &key.name,
+            &isobar_sdk::names::short_hash(&held),
+        ],
+    );
+    Some(Cluster {
+        alt_stat_name: name.replace('/', "_"),
+        eds_name: name.clone(),
+        name,
+        localities,
+        ..first
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -178,7 +261,7 @@ fn serve_stream(
             // A TCP listener forwards to its oldest route; a newer one is accepted and
             // counted all the same (the suite's TCPRouteMultipleRoutesAttachment), and
             // takes over once the older one goes.
-            if listener.family == Family::Tcp {
+            if matches!(listener.family, Family::Tcp | Family::Udp) {
                 if let Some(l) = ir.listeners.get_mut(&listener.envoy) {
                     l.tcp_proxy.get_or_insert(proxy);
                     served = true;

@@ -313,6 +313,7 @@ pub fn resolve(
         let port_name = port.name.as_deref().unwrap_or_default().to_string();
         first.get_or_insert((target.name.clone(), port.port, port_name.clone()));
         localities.push(ir::Locality {
+            namespace: String::new(),
             service: target.name.clone(),
             port_name,
             weight,

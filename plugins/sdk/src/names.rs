@@ -28,6 +28,12 @@ pub fn hashname(limit: usize, parts: &[&str]) -> String {
     format!("{}-{hash}", &joined[..cut])
 }
 
+/// The first 10 hex digits of sha1(`data`): a short, stable tag of what a name stands
+/// for.
+pub fn short_hash(data: &str) -> String {
+    sha1_hex(data.as_bytes())[..10].to_string()
+}
+
 /// `ns/svc/port/<10 hex of sha1(options)>`; options that change the cluster's Envoy
 /// config go into `options`, so two routes needing different clusters never share one.
 pub fn cluster_name(namespace: &str, service: &str, port: i32, options: &str) -> String {

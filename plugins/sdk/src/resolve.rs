@@ -74,6 +74,15 @@ impl std::fmt::Display for Unresolved {
                 name,
                 port,
                 protocol,
+            } if protocol == "TCP" => write!(
+                f,
+                "port \"{port}\" on Service \"{namespace}/{name}\" is TCP; datagrams need a UDP port"
+            ),
+            Unresolved::NotTcp {
+                namespace,
+                name,
+                port,
+                protocol,
             } => write!(
                 f,
                 "port \"{port}\" on Service \"{namespace}/{name}\" is {protocol}; only TCP ports carry HTTP"
@@ -165,18 +174,23 @@ pub fn service_cluster(
         PortRef::Number(n) => n.to_string(),
         PortRef::Name(s) => s.to_string(),
     };
-    // A number may name a UDP port and a TCP one (DNS's 53): the TCP one carries HTTP.
+    // A number may name a UDP port and a TCP one (DNS's 53): the TCP one carries HTTP,
+    // the UDP one datagrams.
+    let udp = options.protocol == Some(UpstreamProtocol::Udp);
     let tcp = service
         .ports
         .iter()
-        .filter(|p| p.not_tcp.is_none())
+        .filter(|p| match &p.not_tcp {
+            None => !udp,
+            Some(protocol) => udp && &**protocol == "UDP",
+        })
         .find(matches);
     let found = tcp.ok_or_else(|| match service.ports.iter().find(matches) {
         Some(other) => Unresolved::NotTcp {
             namespace: namespace.to_string(),
             name: name.to_string(),
             port: port_text(),
-            protocol: other.not_tcp.as_deref().unwrap_or_default().to_string(),
+            protocol: other.not_tcp.as_deref().unwrap_or("TCP").to_string(),
         },
         None => Unresolved::PortNotFound {
             namespace: namespace.to_string(),
@@ -290,8 +304,15 @@ pub fn ready_endpoints(
 ) -> Vec<(String, u16)> {
     let mut out = Vec::new();
     for slice in objects.slices_for_service(namespace, service) {
-        let Some((_, Some(port))) = slice.ports.iter().find(|(name, _)| **name == *port_name)
-        else {
+        // A Service's port names are its own: the one named is TCP's, or UDP's (a
+        // TCP port of the name first, should a slice list both).
+        let named = |udp: bool| {
+            slice
+                .ports
+                .iter()
+                .find(move |(name, _, u)| **name == *port_name && *u == udp)
+        };
+        let Some((_, Some(port), _)) = named(false).or_else(|| named(true)) else {
             continue;
         };
         out.extend(

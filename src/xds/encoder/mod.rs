@@ -19,7 +19,7 @@ use isobar_sdk::{Ir, Objects, SmallSet};
 
 use super::listener::{
     LISTENER_FILTER_CHAINS, encode_vhost_chain, fallback_chain_bytes, fallback_routes,
-    http_listener, https_listener_shell, stats_listener, tcp_listener,
+    http_listener, https_listener_shell, stats_listener, tcp_listener, udp_listener,
 };
 use super::resource::{Changes, Encoded, Resources, XdsType, encoded};
 use super::route::{
@@ -420,6 +420,10 @@ impl Encoder {
                         let tcp = encoded(&tcp_listener(&state.shape, proxy, settings));
                         changes.put(XdsType::Listener, state.shape.name.clone(), Some(tcp));
                     }
+                    (Protocol::Udp, Some(proxy)) if !proxy.clusters.is_empty() => {
+                        let udp = encoded(&udp_listener(&state.shape, proxy));
+                        changes.put(XdsType::Listener, state.shape.name.clone(), Some(udp));
+                    }
                     _ => {}
                 }
             }
@@ -607,7 +611,7 @@ impl Encoder {
                     _ => {}
                 }
             }
-            Protocol::Http | Protocol::Tcp | Protocol::Stats => {}
+            Protocol::Http | Protocol::Tcp | Protocol::Udp | Protocol::Stats => {}
         }
     }
 
@@ -715,7 +719,7 @@ impl Encoder {
                 };
                 changes.put(XdsType::Listener, name.clone(), served);
             }
-            Protocol::Tcp | Protocol::Stats => {}
+            Protocol::Tcp | Protocol::Udp | Protocol::Stats => {}
         }
         Ok(())
     }

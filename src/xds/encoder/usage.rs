@@ -121,7 +121,7 @@ impl Encoder {
             // as this encoder lives): recomputed whole when any of them changes.
             for l in &c.localities {
                 self.by_service
-                    .entry((c.namespace.clone(), l.service.clone()))
+                    .entry((l.namespace_in(c).to_string(), l.service.clone()))
                     .or_default()
                     .insert((c.eds_name.clone(), l.port_name.clone()));
                 self.multi_service.insert(c.eds_name.clone(), c.clone());
@@ -139,10 +139,24 @@ impl Encoder {
         if *users == 0 {
             self.endpoints.remove(&used.eds_name);
             changes.put(XdsType::Endpoint, used.eds_name.clone(), None);
-            if let Some(sets) = self.by_service.get_mut(&used.service) {
-                sets.remove(&(used.eds_name, used.port_name));
-                if sets.is_empty() {
-                    self.by_service.remove(&used.service);
+            // A cluster of several Services: each of them leads to it no more.
+            let mut services = vec![(used.service.clone(), used.port_name.clone())];
+            if let Some(c) = self.multi_service.remove(&used.eds_name) {
+                services = c
+                    .localities
+                    .iter()
+                    .map(|l| {
+                        let service = (l.namespace_in(&c).to_string(), l.service.clone());
+                        (service, l.port_name.clone())
+                    })
+                    .collect();
+            }
+            for (service, port_name) in services {
+                if let Some(sets) = self.by_service.get_mut(&service) {
+                    sets.remove(&(used.eds_name.clone(), port_name));
+                    if sets.is_empty() {
+                        self.by_service.remove(&service);
+                    }
                 }
             }
         }

@@ -10,7 +10,10 @@ use crate::conformance::suite::{GW, INFRA, Suite, has};
 
 /// Services of the test selecting the `tls-backend` pods: name, ports (name, port,
 /// appProtocol), each to the pods' 8443.
-fn tls_services(suite: &Suite, services: &[(&str, &[(&str, u16, &str)])]) {
+/// A Service's ports for [`tls_services`]: name, port, appProtocol.
+type Ports<'a> = &'a [(&'a str, u16, &'a str)];
+
+fn tls_services(suite: &Suite, services: &[(&str, Ports<'_>)]) {
     let pods = suite.pods_of(INFRA, "tls-backend");
     for (name, ports) in services {
         let ports: Vec<(&str, u16, u16, &str)> = ports

@@ -451,3 +451,50 @@ where
         .map_err(|e| e.to_string())?;
     serde_json::from_str(&line).map_err(|e| format!("{line:?}: {e}"))
 }
+
+/// A UDP echo pod on `ip:8080`: each datagram is answered with a JSON account of it
+/// (`request`, as received) and of the pod (`namespace`, `service`, `pod`).
+pub async fn udp_pod(ip: IpAddr, info: PodInfo, service: &str) {
+    let addr = SocketAddr::new(ip, 8080);
+    let socket = tokio::net::UdpSocket::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("bind udp {addr}: {e}"));
+    let service = service.to_string();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+            let reply = json!({
+                "request": String::from_utf8_lossy(&buf[..n]),
+                "namespace": info.namespace,
+                "ingress": "",
+                "service": service,
+                "pod": info.pod,
+            });
+            let _ = socket.send_to(reply.to_string().as_bytes(), from).await;
+        }
+    });
+}
+
+/// A DNS pod on `ip:port` (UDP) standing in for the suite's CoreDNS: every query is
+/// answered, with its question and no records (`NOERROR`).
+pub async fn dns_pod(ip: IpAddr, port: u16) {
+    let addr = SocketAddr::new(ip, port);
+    let socket = tokio::net::UdpSocket::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("bind udp {addr}: {e}"));
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+            // A header (12 bytes) at least; the reply is the query with QR and RA set,
+            // no answer, authority or additional records.
+            if n < 12 {
+                continue;
+            }
+            let mut reply = buf[..n].to_vec();
+            reply[2] |= 0x80;
+            reply[3] = 0x80;
+            reply[6..12].fill(0);
+            let _ = socket.send_to(&reply, from).await;
+        }
+    });
+}

@@ -407,22 +407,62 @@ async fn listener_set_allowed_routes_namespaces() {
     );
     let to_ls = format!("[{}]", ls_parent(INFRA, ls, None));
     let to_cross = format!("[{}]", ls_parent(cross_ns, cross, None));
+    let grant = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: ReferenceGrant\nmetadata: {{name: listenerset-test-allowed-routes-namespaces-reference-grant, namespace: gateway-conformance-infra}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {allowed_ns}}}, {{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {not_allowed_ns}}}, {{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {cross_ns}}}]\n  to: [{{group: '', kind: Service}}]\n"
+    );
     suite.apply(&format!(
         "{}{}{}{}{}{}{}{}{}{}{}{}",
-        gateway(gw, "{from: All}", &http("gateway-listener", "gateway-listener.com", "All")),
+        gateway(
+            gw,
+            "{from: All}",
+            &http("gateway-listener", "gateway-listener.com", "All")
+        ),
         listener_set(INFRA, ls, gw, &listeners),
         namespace(allowed_ns, "allowed: ns"),
         namespace(not_allowed_ns, ""),
         namespace(cross_ns, ""),
-        listener_set(cross_ns, cross, gw, &http(cross_listener, &format!("{cross_listener}.com"), "Same")),
-        route(INFRA, "route-in-same-namespace", &to_ls, "/route-in-same-namespace", "infra-backend-v1"),
-        route(allowed_ns, "route-in-selected-namespace", &to_ls, "/route-in-selected-namespace", "infra-backend-v2"),
-        route(not_allowed_ns, "route-not-in-selected-namespace", &to_ls, "/route-not-in-selected-namespace", "infra-backend-v3"),
-        route(cross_ns, "route-in-listenerset-namespace", &to_cross, "/route-in-listenerset-namespace", "infra-backend-v1"),
-        route(INFRA, "route-in-gateway-namespace", &to_cross, "/route-in-gateway-namespace", "infra-backend-v2"),
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: ReferenceGrant\nmetadata: {{name: listenerset-test-allowed-routes-namespaces-reference-grant, namespace: gateway-conformance-infra}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {allowed_ns}}}, {{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {not_allowed_ns}}}, {{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {cross_ns}}}]\n  to: [{{group: '', kind: Service}}]\n"
+        listener_set(
+            cross_ns,
+            cross,
+            gw,
+            &http(cross_listener, &format!("{cross_listener}.com"), "Same")
         ),
+        route(
+            INFRA,
+            "route-in-same-namespace",
+            &to_ls,
+            "/route-in-same-namespace",
+            "infra-backend-v1"
+        ),
+        route(
+            allowed_ns,
+            "route-in-selected-namespace",
+            &to_ls,
+            "/route-in-selected-namespace",
+            "infra-backend-v2"
+        ),
+        route(
+            not_allowed_ns,
+            "route-not-in-selected-namespace",
+            &to_ls,
+            "/route-not-in-selected-namespace",
+            "infra-backend-v3"
+        ),
+        route(
+            cross_ns,
+            "route-in-listenerset-namespace",
+            &to_cross,
+            "/route-in-listenerset-namespace",
+            "infra-backend-v1"
+        ),
+        route(
+            INFRA,
+            "route-in-gateway-namespace",
+            &to_cross,
+            "/route-in-gateway-namespace",
+            "infra-backend-v2"
+        ),
+        grant,
     ));
     let addr = suite
         .gateway_address(INFRA, gw, Some("gateway-listener"))

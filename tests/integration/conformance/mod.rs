@@ -7,6 +7,7 @@
 mod backend_tls;
 mod certs;
 mod client;
+mod docs;
 mod echo;
 mod gateway;
 mod grpc;
@@ -19,4 +20,5 @@ mod listener_set;
 mod suite;
 mod tcp_route;
 mod tls_route;
+mod udp_route;
 mod ws;

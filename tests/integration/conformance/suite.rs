@@ -287,8 +287,11 @@ impl Suite {
             })),
             ..isobar::config::Config::default()
         };
+        // Envoy's own listeners on an address of this run: a port another run (or
+        // test) takes between choosing and binding cannot collide with them.
+        let own = format!("127.{}.{}.253", suite.net.0, suite.net.1);
         let local = |port| isobar::config::Endpoint {
-            address: "127.0.0.1".to_string(),
+            address: own.clone(),
             port,
         };
         config.envoy.http = local(ports.http);
@@ -419,10 +422,22 @@ impl Suite {
     /// A Service `ns/name` with `ports` (name, port, target port, appProtocol) and an
     /// EndpointSlice of `ips` ready at the target ports.
     pub fn service(&self, ns: &str, name: &str, ports: &[(&str, u16, u16, &str)], ips: &[IpAddr]) {
+        self.service_of("TCP", ns, name, ports, ips);
+    }
+
+    /// [`Suite::service`] with ports of `protocol` (`TCP`, `UDP`).
+    pub fn service_of(
+        &self,
+        protocol: &str,
+        ns: &str,
+        name: &str,
+        ports: &[(&str, u16, u16, &str)],
+        ips: &[IpAddr],
+    ) {
         let service_ports: Vec<Value> = ports
             .iter()
             .map(|(port_name, port, target, app)| {
-                let mut p = json!({"protocol": "TCP", "port": port, "targetPort": target});
+                let mut p = json!({"protocol": protocol, "port": port, "targetPort": target});
                 if !port_name.is_empty() {
                     p["name"] = json!(port_name);
                 }
@@ -442,7 +457,7 @@ impl Suite {
         );
         let slice_ports: Vec<Value> = ports
             .iter()
-            .map(|(port_name, _, target, _)| json!({"name": port_name, "port": target, "protocol": "TCP"}))
+            .map(|(port_name, _, target, _)| json!({"name": port_name, "port": target, "protocol": protocol}))
             .collect();
         let endpoints: Vec<Value> = ips
             .iter()

@@ -450,7 +450,7 @@ async fn distribution(addr: SocketAddr, n: usize) -> Result<BTreeMap<String, usi
 
 /// Why `counts` of `n` miss the weights (0.05 either way, exactly the backends of
 /// non-zero weight reached); `None` when they match.
-pub fn off_weights(
+pub(crate) fn off_weights(
     counts: &BTreeMap<String, usize>,
     weights: &[(&str, f64)],
     n: usize,

@@ -21,9 +21,10 @@ pub struct Cluster {
     /// Settings that change the Envoy cluster; they are part of its name's hash.
     #[serde(skip_serializing_if = "ClusterOptions::is_default")]
     pub options: ClusterOptions,
-    /// Several Services (of `namespace`) sharing the endpoint set `eds_name`, each a
-    /// locality with its weight: an ExtensionService's `services`. Empty: the cluster's
-    /// own Service and port alone.
+    /// Several Services (of `namespace`, unless a locality names another) sharing the
+    /// endpoint set `eds_name`, each a locality with its weight: an ExtensionService's
+    /// `services`, a UDPRoute's backends. Empty: the cluster's own Service and port
+    /// alone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub localities: Vec<Locality>,
 }
@@ -31,6 +32,9 @@ pub struct Cluster {
 /// One Service's ready endpoints in a cluster of several (see [`Cluster::localities`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Locality {
+    /// The Service's namespace; `""`: the cluster's.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
     pub service: String,
     /// The Service port's name (`""` when unnamed): endpoints are matched by it.
     pub port_name: String,
@@ -129,6 +133,19 @@ pub enum UpstreamProtocol {
     H2c,
     /// HTTP/1.1 over TLS.
     Tls,
+    /// Datagrams: the Service's UDP port (a UDPRoute's backends).
+    Udp,
+}
+
+impl Locality {
+    /// The namespace of its Service, in cluster `c`.
+    pub fn namespace_in<'a>(&'a self, c: &'a Cluster) -> &'a str {
+        if self.namespace.is_empty() {
+            &c.namespace
+        } else {
+            &self.namespace
+        }
+    }
 }
 
 impl UpstreamProtocol {

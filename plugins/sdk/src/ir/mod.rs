@@ -64,6 +64,10 @@ pub enum Protocol {
     Https,
     /// Plain TCP: every connection forwarded to the listener's `tcp_proxy`.
     Tcp,
+    /// UDP: every datagram forwarded, by session (source address and port), to the
+    /// listener's `tcp_proxy` (its one cluster: Envoy's UDP proxy takes no weights, so
+    /// several weighted backends are one cluster of weighted localities).
+    Udp,
     /// Envoy's readiness and stats (`GET /ready`, `/stats`, `/stats/prometheus` of its
     /// admin) and nothing else of the admin, as Contour's `stats-health`.
     Stats,
@@ -133,7 +137,8 @@ pub struct Listener {
     /// virtual host enables it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_secret: Option<String>,
-    /// TCP: where connections go; the listener is not served without it.
+    /// TCP and UDP: where connections (datagrams) go; the listener is not served
+    /// without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_proxy: Option<TcpProxy>,
     /// The HTTP filters of every connection manager on this listener, in order.
@@ -192,6 +197,11 @@ impl Listener {
     /// A plain TCP listener; a source sets its `tcp_proxy`.
     pub fn tcp(name: &str, address: &str, port: u16) -> Listener {
         Listener::new(name, address, port, Protocol::Tcp)
+    }
+
+    /// A UDP listener; a source sets its `tcp_proxy` (where datagrams go).
+    pub fn udp(name: &str, address: &str, port: u16) -> Listener {
+        Listener::new(name, address, port, Protocol::Udp)
     }
 
     /// A plain HTTP listener with Contour's filters.

@@ -78,17 +78,18 @@ impl ServiceSummary {
     }
 }
 
-/// What Isobar keeps of an EndpointSlice: the Service it belongs to, its TCP ports and
-/// the addresses of its ready endpoints. A decoded slice (pods, nodes, zones, conditions
-/// and Kubernetes' object model around them) is about ten times larger, and none of the
-/// rest moves traffic: two slices with equal `SliceEndpoints` route the same.
+/// What Isobar keeps of an EndpointSlice: the Service it belongs to, its TCP and UDP
+/// ports and the addresses of its ready endpoints. A decoded slice (pods, nodes, zones,
+/// conditions and Kubernetes' object model around them) is about ten times larger, and
+/// none of the rest moves traffic: two slices with equal `SliceEndpoints` route the
+/// same.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SliceEndpoints {
     /// The `kubernetes.io/service-name` label.
     pub service: Option<Box<str>>,
-    /// TCP ports in the slice's order: name (`""` when unnamed) and number (`None` when
-    /// unset or not a port number).
-    pub ports: Box<[(Box<str>, Option<u16>)]>,
+    /// TCP and UDP ports in the slice's order: name (`""` when unnamed), number (`None`
+    /// when unset or not a port number) and whether it is UDP's.
+    pub ports: Box<[(Box<str>, Option<u16>, bool)]>,
     /// The first address of each ready endpoint (`ready` unset counts as ready, as
     /// Kubernetes documents), in the slice's order, written canonically; an address
     /// that is not an IP (`0x7f.0.0.1`, `2130706433`, a name) is left out, as Envoy would
@@ -105,7 +106,7 @@ impl SliceEndpoints {
             .ports
             .iter()
             .flatten()
-            .filter(|p| p.protocol.as_deref().unwrap_or("TCP") == "TCP");
+            .filter(|p| matches!(p.protocol.as_deref().unwrap_or("TCP"), "TCP" | "UDP"));
         let ready = slice
             .endpoints
             .iter()
@@ -115,7 +116,8 @@ impl SliceEndpoints {
             ports: ports
                 .map(|p| {
                     let number = p.port.and_then(|n| u16::try_from(n).ok());
-                    (p.name.as_deref().unwrap_or_default().into(), number)
+                    let udp = p.protocol.as_deref() == Some("UDP");
+                    (p.name.as_deref().unwrap_or_default().into(), number, udp)
                 })
                 .collect(),
             ready: ready
