@@ -416,7 +416,11 @@ async fn spawn_isobar(dir: &Path, config: &Path, source: &[String]) -> (ServePor
                 .args(["serve", "-c", &config.to_string_lossy(), "--insecure"])
                 .args(source)
                 .args(ports.args())
-                .envs(ports.envs()),
+                .envs(ports.envs())
+                // The fuzz tests' own settings are not isobar's (which refuses them).
+                .env_remove("ISOBAR_FUZZ_CASES")
+                .env_remove("ISOBAR_FUZZ_SEED")
+                .env_remove("ISOBAR_FUZZ_DEBUG"),
             &log,
         );
         let listening = [ports.xds, ports.health, ports.metrics, ports.debug];

@@ -443,7 +443,7 @@ pub(crate) fn base() -> String {
 const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: fuzz}\nspec: {controllerName: projectcontour.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: default}\nspec:\n  gatewayClassName: fuzz\n  listeners:\n    - {name: http, protocol: HTTP, port: 10080}\n    - {name: https, protocol: HTTPS, port: 10443, hostname: '*.gateway.example.com', tls: {certificateRefs: [{name: secure-cert}]}}\n";
 
 /// The configuration the sets are built with: the defaults, with Gateway API on.
-fn fuzz_config() -> Config {
+pub(crate) fn fuzz_config() -> Config {
     let mut config = Config::default();
     config.pipeline.sources.push("gateway-api".to_string());
     config
@@ -458,13 +458,17 @@ pub(crate) fn manifest(set: &[Value]) -> String {
 }
 
 /// How many objects decoded (the rest exercise the provider's error path).
-static DECODED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub(crate) static DECODED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// How many virtual hosts the sets built.
-static VHOSTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub(crate) static VHOSTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Everything Envoy would refuse in what Isobar builds from `text`, or the panic.
-fn violations(pipeline: &Pipeline, config: &Config, text: &str) -> Result<Vec<String>, String> {
+pub(crate) fn violations(
+    pipeline: &Pipeline,
+    config: &Config,
+    text: &str,
+) -> Result<Vec<String>, String> {
     let mut objects = Objects::default();
     let base = parse_file(Path::new("base.yaml"), &base()).map_err(|e| e.to_string())?;
     // Each object is decoded alone, as the API server hands them over; one that fails

@@ -11,6 +11,7 @@ mod extension;
 mod extension_servers;
 mod extension_services;
 mod fuzz;
+mod fuzz_gateway;
 mod gatekeeper;
 mod gateway_api;
 mod golden;

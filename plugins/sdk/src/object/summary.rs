@@ -78,6 +78,10 @@ impl ServiceSummary {
     }
 }
 
+/// A port of an EndpointSlice: its name (`""` when unnamed), number (`None` when unset or
+/// not a port number) and whether it is UDP's.
+pub type SlicePort = (Box<str>, Option<u16>, bool);
+
 /// What Isobar keeps of an EndpointSlice: the Service it belongs to, its TCP and UDP
 /// ports and the addresses of its ready endpoints. A decoded slice (pods, nodes, zones,
 /// conditions and Kubernetes' object model around them) is about ten times larger, and
@@ -89,7 +93,7 @@ pub struct SliceEndpoints {
     pub service: Option<Box<str>>,
     /// TCP and UDP ports in the slice's order: name (`""` when unnamed), number (`None`
     /// when unset or not a port number) and whether it is UDP's.
-    pub ports: Box<[(Box<str>, Option<u16>, bool)]>,
+    pub ports: Box<[SlicePort]>,
     /// The first address of each ready endpoint (`ready` unset counts as ready, as
     /// Kubernetes documents), in the slice's order, written canonically; an address
     /// that is not an IP (`0x7f.0.0.1`, `2130706433`, a name) is left out, as Envoy would
