@@ -60,6 +60,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteRetry",
+    "HTTPRouteRetryBackendTimeout",
+    "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
     "ListenerSet",
     "ReferenceGrant",

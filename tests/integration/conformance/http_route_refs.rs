@@ -508,7 +508,6 @@ async fn http_route_retry() {
         .routes_accepted(SAME, "HTTPRoute", &[(INFRA, name)])
         .await;
     suite.route_resolved(("HTTPRoute", INFRA, name), SAME).await;
-    let mut probe = 0u32;
     for (path, code, after, status) in [
         ("/retry/code-500-attempts-3", 500, 2, 200),
         ("/retry/code-500-attempts-3", 500, 4, 500),
@@ -522,35 +521,122 @@ async fn http_route_retry() {
         ("/retry/code-all-attempts-2", 504, 1, 200),
         ("/retry/code-all-attempts-2", 504, 3, 504),
     ] {
-        // Each probe a fresh simulation (uuid): three in a row, as the suite asks.
-        let mut in_a_row = 0;
-        let start = std::time::Instant::now();
-        while in_a_row < 3 {
-            probe += 1;
-            let uri = format!("{path}?responseCode={code}&succeedAfter={after}&uuid=probe-{probe}");
-            let mut expect = get(&uri).status(status);
-            if status == 200 {
-                expect = expect.backend("infra-backend-v3");
-            }
-            let outcome =
-                crate::conformance::client::send(addr, &Protocol::Http, &expect.request, &[])
-                    .await
-                    .and_then(|answer| {
-                        crate::conformance::client::compare(&expect, addr, false, &answer)
-                    });
-            match outcome {
-                Ok(()) => in_a_row += 1,
-                Err(e) => {
-                    in_a_row = 0;
-                    assert!(
-                        start.elapsed() < crate::conformance::client::CONSISTENCY,
-                        "{uri}: {e}\n{}",
-                        suite.logs()
-                    );
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                }
+        retries(
+            &suite,
+            addr,
+            path,
+            &format!("responseCode={code}&succeedAfter={after}"),
+            &[status],
+        )
+        .await;
+    }
+    suite.assert_nothing_rejected().await;
+}
+
+/// The suite's `assertConsistentRetryBehaviour`: `path?query&uuid=…` (a fresh simulation
+/// each time) answered with one of `statuses` (from `infra-backend-v3` when 200) three
+/// times in a row, within 30 s.
+async fn retries(
+    suite: &Suite,
+    addr: std::net::SocketAddr,
+    path: &str,
+    query: &str,
+    statuses: &[u16],
+) {
+    static PROBE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let mut in_a_row = 0;
+    let start = std::time::Instant::now();
+    while in_a_row < 3 {
+        let probe = PROBE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let uri = format!("{path}?{query}&uuid=probe-{probe}");
+        let mut expect = get(&uri);
+        expect.statuses = statuses.to_vec();
+        if statuses == [200] {
+            expect = expect.backend("infra-backend-v3");
+        }
+        let outcome = crate::conformance::client::send(addr, &Protocol::Http, &expect.request, &[])
+            .await
+            .and_then(|answer| crate::conformance::client::compare(&expect, addr, false, &answer));
+        match outcome {
+            Ok(()) => in_a_row += 1,
+            Err(e) => {
+                in_a_row = 0;
+                assert!(
+                    start.elapsed() < crate::conformance::client::CONSISTENCY,
+                    "{uri}: {e}\n{}",
+                    suite.logs()
+                );
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         }
     }
+}
+
+/// HTTPRouteRetryConnectionError (the suite after v1.6.1): connections the backend
+/// resets are retried, `attempts` times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_retry_connection_error() {
+    let suite = Suite::start().await;
+    let name = "retries-connection-error";
+    let rules = "    - matches: [{path: {type: PathPrefix, value: /retry/no-status-code-attempts-3}}]\n      retry: {attempts: 3}\n      backendRefs: [{name: infra-backend-v3, port: 8080}]\n";
+    suite.apply(&route(INFRA, name, "[{name: same-namespace}]", rules));
+    let addr = suite
+        .routes_accepted(SAME, "HTTPRoute", &[(INFRA, name)])
+        .await;
+    suite.route_resolved(("HTTPRoute", INFRA, name), SAME).await;
+    let path = "/retry/no-status-code-attempts-3";
+    retries(&suite, addr, path, "succeedAfter=2", &[200]).await;
+    retries(&suite, addr, path, "succeedAfter=4", &[500, 503]).await;
+    suite.assert_nothing_rejected().await;
+}
+
+/// HTTPRouteRetryWithTimeouts (the suite after v1.6.1): an attempt past
+/// `timeouts.backendRequest` is retried like a failure; `timeouts.request` bounds the
+/// attempts together (504 past it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_retry_with_timeouts() {
+    let suite = Suite::start().await;
+    let name = "retries-with-timeouts";
+    let rules = "    - matches: [{path: {type: PathPrefix, value: /retry/backend-request-timeout-200ms}}]\n      retry: {attempts: 2}\n      timeouts: {backendRequest: 200ms}\n      backendRefs: [{name: infra-backend-v3, port: 8080}]\n    - matches: [{path: {type: PathPrefix, value: /retry/request-timeout-200ms}}]\n      retry: {codes: [500], attempts: 5}\n      timeouts: {backendRequest: 200ms, request: 400ms}\n      backendRefs: [{name: infra-backend-v3, port: 8080}]\n";
+    suite.apply(&route(INFRA, name, "[{name: same-namespace}]", rules));
+    let addr = suite
+        .routes_accepted(SAME, "HTTPRoute", &[(INFRA, name)])
+        .await;
+    suite.route_resolved(("HTTPRoute", INFRA, name), SAME).await;
+    let backend = "/retry/backend-request-timeout-200ms";
+    let request = "/retry/request-timeout-200ms";
+    let slow = "responseCode=500&delayRetry=300ms";
+    retries(
+        &suite,
+        addr,
+        backend,
+        &format!("{slow}&succeedAfter=2"),
+        &[200],
+    )
+    .await;
+    retries(
+        &suite,
+        addr,
+        backend,
+        &format!("{slow}&succeedAfter=3"),
+        &[504],
+    )
+    .await;
+    retries(
+        &suite,
+        addr,
+        request,
+        "responseCode=500&succeedAfter=1",
+        &[200],
+    )
+    .await;
+    retries(
+        &suite,
+        addr,
+        request,
+        "responseCode=500&succeedAfter=4&delayRetry=100ms",
+        &[504],
+    )
+    .await;
     suite.assert_nothing_rejected().await;
 }
