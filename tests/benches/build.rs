@@ -8,7 +8,8 @@
 //! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
 //! `envoy`, `envoy-defaults` (with Isobar's default settings), `envoy-vhds` (the same over
 //! VHDS), `envoy-gateway` and `envoy-gateway-vhds`
-//! (the same with HTTPRoutes), `webhook` and `wasm`; all by default;
+//! (the same with HTTPRoutes), `envoy-streams` (TCPRoute and UDPRoute edits beside
+//! HTTPRoute ones, default settings), `webhook` and `wasm`; all by default;
 //! the last two at 1,000 objects unless `ISOBAR_BENCH_N` says otherwise). Figures go in BENCHMARKS.md.
 //! `symbols`, never by default, records which functions run at start (see `kube.rs`).
 
@@ -30,6 +31,7 @@ mod extend;
 mod gateway;
 mod kube;
 mod perf;
+mod streams;
 #[path = "../integration/support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -244,7 +246,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-vhds,envoy-gateway,envoy-gateway-vhds,webhook,wasm".into()
+        "build,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-streams,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -296,6 +298,9 @@ fn main() {
     }
     if profiles.contains(&"envoy-gateway-vhds") {
         envoy::run(n, if benching { 100 } else { 5 }, true, true, false);
+    }
+    if profiles.contains(&"envoy-streams") {
+        streams::run(n, if benching { 90 } else { 6 });
     }
     // Issue 6's figures are stated at 1,000 objects.
     let small = env_usize("ISOBAR_BENCH_N", if benching { 1_000 } else { 50 });

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::support::{Behaviour, ISOBAR, ServePorts, backend_with, envoy_on, spawn, write};
 
-fn tenant(i: usize, port: u16, extra: Option<&str>, gateway: bool) -> String {
+pub fn tenant(i: usize, port: u16, extra: Option<&str>, gateway: bool) -> String {
     let service = super::support::service_yaml(&format!("ns-{i}"), "app", port);
     if gateway {
         let extra = extra
