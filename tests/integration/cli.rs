@@ -277,11 +277,11 @@ fn flags_beat_environment_beat_file_beat_defaults() {
 }
 
 /// Every reason Isobar writes into an HTTPProxy's, Ingress's or ExtensionService's
-/// status is listed in the README, for users to look up.
+/// status is listed in `docs/status.md`, for users to look up.
 #[test]
-fn every_status_reason_is_in_the_readme() {
-    let readme = std::fs::read_to_string(format!("{REPO}/README.md"))
-        .unwrap_or_else(|e| panic!("README.md: {e}"));
+fn every_status_reason_is_documented() {
+    let readme = std::fs::read_to_string(format!("{REPO}/docs/status.md"))
+        .unwrap_or_else(|e| panic!("docs/status.md: {e}"));
     let source = std::fs::read_to_string(format!("{REPO}/plugins/sdk/src/condition/mod.rs"))
         .unwrap_or_else(|e| panic!("{e}"));
     let names = source
@@ -299,7 +299,10 @@ fn every_status_reason_is_in_the_readme() {
         .iter()
         .filter(|r| !readme.contains(&format!("`{r}`")))
         .collect();
-    assert!(missing.is_empty(), "reasons not in the README: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "reasons not in docs/status.md: {missing:?}"
+    );
 }
 
 /// `isobar translate` of an example directory (its `manifests/` and `contour.yaml`) as

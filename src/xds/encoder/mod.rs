@@ -98,8 +98,10 @@ struct ListenerState {
     /// The fallback certificate, once a build named it, and whether it is counted in use.
     fallback_secret: Option<String>,
     fallback_counted: bool,
-    /// TCP: the proxy of the first build and its clusters, pinned like extension
-    /// clusters (a change to either is a change of shape).
+    /// TCP and UDP: the proxy last sent and its clusters, counted in use like a vhost's.
+    /// A change of the route that made it is spliced in (the listener sent again); one
+    /// of whose route holds the listener, or of a cluster's definition, is a change of
+    /// shape.
     proxy: Option<ir::TcpProxy>,
     proxy_clusters: BTreeMap<String, ir::Cluster>,
 }
@@ -219,6 +221,8 @@ impl Encoder {
 
     /// Whether `ir` has the listeners this encoder has, in the same shape, and the same
     /// extension clusters (a change spliced in cannot add, remove or reshape a listener).
+    /// A TCP or UDP listener's proxy may change when the route that made it still makes
+    /// it (its backends changed): the listener is then sent again.
     pub fn same_listeners(&self, ir: &Ir) -> bool {
         self.listeners.len() == ir.listeners.len()
             && self
@@ -226,11 +230,57 @@ impl Encoder {
                 .iter()
                 .zip(ir.listeners.values())
                 .all(|(known, l)| {
-                    known.shape.same_shape(l)
-                        && known.proxy == l.tcp_proxy
-                        && known.proxy_clusters == proxy_clusters(ir, l)
+                    let same_proxy =
+                        known.proxy == l.tcp_proxy && known.proxy_clusters == proxy_clusters(ir, l);
+                    let same_source = match (&known.proxy, &l.tcp_proxy) {
+                        (Some(was), Some(now)) => was.source == now.source,
+                        _ => false,
+                    };
+                    known.shape.same_shape(l) && (same_proxy || same_source)
                 })
             && self.extension_clusters == ir.extension_clusters
+    }
+
+    /// Sends again each TCP or UDP listener whose proxy changed (see
+    /// [`Encoder::same_listeners`]), its new clusters counted in use before its old
+    /// ones are released.
+    fn replace_proxies(
+        &mut self,
+        ir: &Ir,
+        objects: &Objects,
+        settings: &EnvoySettings,
+        changes: &mut Changes,
+    ) {
+        for (li, l) in ir.listeners.values().enumerate() {
+            let now = proxy_clusters(ir, l);
+            let state = &self.listeners[li];
+            if state.proxy == l.tcp_proxy && state.proxy_clusters == now {
+                continue;
+            }
+            for name in now.keys() {
+                self.use_cluster(ir, objects, settings, name, changes);
+            }
+            let old = std::mem::replace(&mut self.listeners[li].proxy_clusters, now);
+            for name in old.keys() {
+                self.release_cluster(name, changes);
+            }
+            let state = &mut self.listeners[li];
+            state.proxy.clone_from(&l.tcp_proxy);
+            let encoded_listener = match (state.shape.protocol, &state.proxy) {
+                (Protocol::Tcp, Some(proxy)) if !proxy.clusters.is_empty() => {
+                    Some(encoded(&tcp_listener(&state.shape, proxy, settings)))
+                }
+                (Protocol::Udp, Some(proxy)) if !proxy.clusters.is_empty() => {
+                    Some(encoded(&udp_listener(&state.shape, proxy)))
+                }
+                _ => None,
+            };
+            changes.put(
+                XdsType::Listener,
+                state.shape.name.clone(),
+                encoded_listener,
+            );
+        }
     }
 
     /// Gives the TCP listeners of `ir` that a scoped build left without a proxy the
@@ -289,6 +339,9 @@ impl Encoder {
             return Err(Stale);
         }
         let mut changes = Changes::default();
+        if self.started {
+            self.replace_proxies(ir, objects, settings, &mut changes);
+        }
         if !self.started {
             self.extension_clusters.clone_from(&ir.extension_clusters);
             for name in ir.extension_clusters.keys() {
