@@ -1528,3 +1528,69 @@ spec:
     );
     stack.assert_nothing_rejected().await;
 }
+
+/// A TLSRoute on a listener that terminates TLS, to a Service a BackendTLSPolicy covers:
+/// Envoy speaks TLS to the backend again, with the policy's SNI, and checks the
+/// backend's certificate against the policy's CA; the policy reports the Gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_tls_route_reencrypts_to_a_backend_as_its_policy_says() {
+    use crate::conformance::client::Tls;
+    use crate::conformance::suite::{GW, INFRA, Suite, has};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let suite = Suite::start().await;
+    let gw = "reencrypting";
+    suite.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: gateway-conformance-infra}}\nspec:\n  gatewayClassName: gateway-conformance\n  listeners:\n    - {{name: tls, port: 443, protocol: TLS, hostname: tls.example.com, tls: {{mode: Terminate, certificateRefs: [{{name: tls-terminate-checks-certificate}}]}}, allowedRoutes: {{namespaces: {{from: Same}}}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: TLSRoute\nmetadata: {{name: reencrypted, namespace: gateway-conformance-infra}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: [tls.example.com]\n  rules: [{{backendRefs: [{{name: tls-backend, port: 443}}]}}]\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {{name: tls-backend, namespace: gateway-conformance-infra}}\nspec:\n  targetRefs: [{{group: '', kind: Service, name: tls-backend}}]\n  validation:\n    caCertificateRefs: [{{group: '', kind: ConfigMap, name: tls-checks-ca-certificate}}]\n    hostname: abc.example.com\n"
+    ));
+    let addr = suite.gateway_address(INFRA, gw, None).await;
+    suite
+        .wait_for(
+            (GW, "BackendTLSPolicy", INFRA, "tls-backend"),
+            "Accepted on the Gateway",
+            |p| {
+                p["status"]["ancestors"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|a| {
+                        a["ancestorRef"]["name"] == gw
+                            && has(&a["conditions"], "Accepted", "True", "Accepted")
+                    })
+            },
+        )
+        .await;
+    let tls = Tls::new("tls.example.com", &[suite.certs.checks.der()]);
+    let started = std::time::Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < Duration::from_secs(30) {
+        let answer = async {
+            let mut stream = tls.connect(addr, &[]).await?;
+            stream
+                .write_all(b"GET /reencrypted HTTP/1.1\r\nHost: tls.example.com\r\nConnection: close\r\n\r\n")
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await;
+            Ok::<String, String>(String::from_utf8_lossy(&out).to_string())
+        }
+        .await;
+        match answer {
+            Ok(text) if text.starts_with("HTTP/1.1 200") => {
+                let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+                let echo: Value =
+                    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+                assert_eq!(echo["tls"]["serverName"], "abc.example.com", "{echo}");
+                assert_eq!(echo["path"], "/reencrypted", "{echo}");
+                suite.assert_nothing_rejected().await;
+                return;
+            }
+            Ok(text) => last = text,
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!(
+        "no answer re-encrypted to the backend: {last}\n{}",
+        suite.logs()
+    );
+}

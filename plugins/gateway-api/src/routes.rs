@@ -76,7 +76,14 @@ pub fn serve(
         }
         outcome.attached.insert(key, to);
     }
-    crate::streams::serve(ctx, grants, gateways, ir, status, &mut outcome.attached);
+    crate::streams::serve(
+        ctx,
+        grants,
+        (gateways, tls),
+        ir,
+        status,
+        (&mut outcome.attached, &mut outcome.tls_policies),
+    );
     refused(ctx, gateways, status);
     outcome
 }

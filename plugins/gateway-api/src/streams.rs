@@ -3,7 +3,7 @@
 //! takes no share (a TCP connection has no 500 to answer); with none left the route
 //! forwards nothing, and `ResolvedRefs` says why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::{
@@ -12,6 +12,7 @@ use isobar_sdk::ir::{
 };
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
+use crate::backend_tls::{BackendTls, Upstream};
 use crate::gateways::{Family, Gateways};
 use crate::grants::Grants;
 use crate::kinds::{TcpRoute, TlsRoute, UdpRoute};
@@ -95,10 +96,13 @@ fn tcp_stream(route: &TcpRoute) -> Stream<'_> {
 pub fn serve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
-    gateways: &Gateways,
+    (gateways, tls): (&Gateways, &BackendTls),
     ir: &mut Ir,
     status: &mut StatusReport,
-    attached: &mut BTreeMap<ObjectKey, Attachments>,
+    (attached, tls_policies): (
+        &mut BTreeMap<ObjectKey, Attachments>,
+        &mut BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    ),
 ) {
     let mut streams: Vec<(ObjectKey, Stream<'_>)> = ctx
         .all::<TlsRoute>()
@@ -109,23 +113,40 @@ pub fn serve(
     streams.sort_by(|(ka, a), (kb, b)| a.created.cmp(&b.created).then_with(|| ka.cmp(kb)));
     for (key, stream) in streams {
         let mut to = Attachments::new();
-        serve_stream(ctx, grants, gateways, &key, &stream, ir, status, &mut to);
+        let used = serve_stream(
+            ctx,
+            grants,
+            (gateways, tls),
+            &key,
+            &stream,
+            ir,
+            status,
+            &mut to,
+        );
+        if !used.is_empty() {
+            tls_policies.insert(key.clone(), used);
+        }
         attached.insert(key, to);
     }
 }
 
 /// The weighted clusters of a route's backends, those clusters, and the first backend
 /// that did not resolve.
+type Backends = (Vec<WeightedCluster>, Vec<Cluster>, Option<Unresolved>);
+
+/// [`Backends`] of a route's backends: in clear, or (with `tls`) over TLS where a
+/// BackendTLSPolicy says so.
 fn backends(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
     key: &ObjectKey,
     stream: &Stream<'_>,
-) -> (Vec<WeightedCluster>, Vec<Cluster>, Option<Unresolved>) {
+    tls: Option<&Upstream<'_>>,
+) -> Backends {
     let (mut weighted, mut clusters, mut unresolved) = (Vec::new(), Vec::new(), None);
     for (reference, weight) in &stream.backends {
         let protocol = (stream.kind == "UDPRoute").then_some(UpstreamProtocol::Udp);
-        match resolve(ctx, grants, key, reference, protocol, None) {
+        match resolve(ctx, grants, key, reference, protocol, tls) {
             Ok(cluster) => {
                 let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
                 if weight > 0 {
@@ -203,18 +224,24 @@ fn localities(
     })
 }
 
+/// Serves one route on each of its parents; the BackendTLSPolicies its backends were
+/// spoken to under (a TLSRoute's on listeners that terminate TLS: Envoy speaks TLS to
+/// the backend again as the policy says).
 #[allow(clippy::too_many_arguments)]
 fn serve_stream(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
-    gateways: &Gateways,
+    (gateways, tls): (&Gateways, &BackendTls),
     key: &ObjectKey,
     stream: &Stream<'_>,
     ir: &mut Ir,
     status: &mut StatusReport,
     attached: &mut Attachments,
-) {
+) -> BTreeSet<ObjectKey> {
     let mut resolved = None;
+    // Over TLS where a policy says so, for listeners that terminate: once, if any does.
+    let mut reencrypted: Option<Backends> = None;
+    let mut used_policies = BTreeSet::new();
     let mut forwarded = false;
     let bad_host = invalid_hostname(&stream.hostnames);
     for parent in &stream.parents {
@@ -223,7 +250,7 @@ fn serve_stream(
         };
         // References resolve (or not) whether or not the parent takes the route.
         let (weighted, _, unresolved) =
-            resolved.get_or_insert_with(|| backends(ctx, grants, key, stream));
+            resolved.get_or_insert_with(|| backends(ctx, grants, key, stream, None));
         let verdict = match &bad_host {
             Some(condition) => Err(condition.clone()),
             None => attach(
@@ -252,10 +279,32 @@ fn serve_stream(
                 served = true;
                 continue;
             }
+            let terminates = stream.kind == "TLSRoute" && listener.secret.is_some();
+            let clusters = if terminates && !tls.is_empty() {
+                let client_certificate = gateways
+                    .client_certificates
+                    .get(&gateway)
+                    .map(String::as_str);
+                let upstream = Upstream {
+                    policies: tls,
+                    client_certificate,
+                };
+                used_policies.extend(
+                    stream
+                        .backends
+                        .iter()
+                        .flat_map(|(reference, _)| reference.tls_policies(key, tls)),
+                );
+                let (weighted, _, _) = reencrypted
+                    .get_or_insert_with(|| backends(ctx, grants, key, stream, Some(&upstream)));
+                weighted.clone()
+            } else {
+                weighted.clone()
+            };
             // A route none of whose backends resolves still holds its names: each of its
             // connections is accepted and closed (no cluster), not refused at the port.
             let proxy = TcpProxy {
-                clusters: weighted.clone(),
+                clusters,
                 source: key.clone(),
             };
             // A TCP listener forwards to its oldest route; a newer one is accepted and
@@ -312,9 +361,12 @@ fn serve_stream(
             attached.insert((gateway.clone(), listener.name.clone()));
         }
     }
-    if let Some((_, clusters, _)) = resolved.filter(|_| forwarded) {
-        for cluster in clusters {
-            ir.add_cluster(cluster);
+    if forwarded {
+        for (_, clusters, _) in resolved.into_iter().chain(reencrypted) {
+            for cluster in clusters {
+                ir.add_cluster(cluster);
+            }
         }
     }
+    used_policies
 }

@@ -5,10 +5,10 @@
 //! here.
 
 mod backend_tls;
-mod certs;
-mod client;
+pub(crate) mod certs;
+pub(crate) mod client;
 mod docs;
-mod echo;
+pub(crate) mod echo;
 mod gateway;
 mod grpc;
 mod grpc_route;
@@ -17,7 +17,7 @@ mod http_route_filters;
 mod http_route_matching;
 mod http_route_refs;
 mod listener_set;
-mod suite;
+pub(crate) mod suite;
 mod tcp_route;
 mod tls_route;
 mod udp_route;
