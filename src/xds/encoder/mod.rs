@@ -99,11 +99,27 @@ struct ListenerState {
     fallback_secret: Option<String>,
     fallback_counted: bool,
     /// TCP and UDP: the proxy last sent and its clusters, counted in use like a vhost's.
-    /// A change of the route that made it is spliced in (the listener sent again); one
-    /// of whose route holds the listener, or of a cluster's definition, is a change of
-    /// shape.
+    /// A change of the route that made it is spliced in (the listener sent again); a
+    /// change of which route holds the listener, or of a cluster's definition, is a
+    /// change of shape.
     proxy: Option<ir::TcpProxy>,
     proxy_clusters: BTreeMap<String, ir::Cluster>,
+}
+
+impl ListenerState {
+    /// A TCP or UDP listener with a proxy to some cluster, encoded; `None` for any other
+    /// (such a listener is not served).
+    fn proxy_listener(&self, settings: &EnvoySettings) -> Option<Encoded> {
+        match (self.shape.protocol, &self.proxy) {
+            (Protocol::Tcp, Some(proxy)) if !proxy.clusters.is_empty() => {
+                Some(encoded(&tcp_listener(&self.shape, proxy, settings)))
+            }
+            (Protocol::Udp, Some(proxy)) if !proxy.clusters.is_empty() => {
+                Some(encoded(&udp_listener(&self.shape, proxy)))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What a change does to one listener's tables.
@@ -266,25 +282,16 @@ impl Encoder {
             }
             let state = &mut self.listeners[li];
             state.proxy.clone_from(&l.tcp_proxy);
-            let encoded_listener = match (state.shape.protocol, &state.proxy) {
-                (Protocol::Tcp, Some(proxy)) if !proxy.clusters.is_empty() => {
-                    Some(encoded(&tcp_listener(&state.shape, proxy, settings)))
-                }
-                (Protocol::Udp, Some(proxy)) if !proxy.clusters.is_empty() => {
-                    Some(encoded(&udp_listener(&state.shape, proxy)))
-                }
-                _ => None,
-            };
             changes.put(
                 XdsType::Listener,
                 state.shape.name.clone(),
-                encoded_listener,
+                state.proxy_listener(settings),
             );
         }
     }
 
-    /// Gives the TCP listeners of `ir` that a scoped build left without a proxy the
-    /// proxy (and clusters) of the first build, unless the object that made it is among
+    /// Gives the TCP and UDP listeners of `ir` that a scoped build left without a proxy
+    /// the proxy (and clusters) last sent, unless the object that made it is among
     /// `rebuilt` (then it is gone or changed, and the listener changed shape).
     pub fn carry_tcp_proxies(&self, ir: &mut Ir, rebuilt: &BTreeSet<isobar_sdk::ObjectKey>) {
         for known in &self.listeners {
@@ -464,20 +471,11 @@ impl Encoder {
         }
         if !self.started {
             for state in &self.listeners {
-                match (state.shape.protocol, &state.proxy) {
-                    (Protocol::Stats, _) => {
-                        let stats = encoded(&stats_listener(&state.shape, settings));
-                        changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
-                    }
-                    (Protocol::Tcp, Some(proxy)) if !proxy.clusters.is_empty() => {
-                        let tcp = encoded(&tcp_listener(&state.shape, proxy, settings));
-                        changes.put(XdsType::Listener, state.shape.name.clone(), Some(tcp));
-                    }
-                    (Protocol::Udp, Some(proxy)) if !proxy.clusters.is_empty() => {
-                        let udp = encoded(&udp_listener(&state.shape, proxy));
-                        changes.put(XdsType::Listener, state.shape.name.clone(), Some(udp));
-                    }
-                    _ => {}
+                if state.shape.protocol == Protocol::Stats {
+                    let stats = encoded(&stats_listener(&state.shape, settings));
+                    changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
+                } else if let Some(proxied) = state.proxy_listener(settings) {
+                    changes.put(XdsType::Listener, state.shape.name.clone(), Some(proxied));
                 }
             }
             self.started = true;
