@@ -30,6 +30,15 @@ pub(super) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy
             }),
             false,
         ),
+        ir::HashPolicy::NamedCookie { name, ttl } => (
+            PolicySpecifier::Cookie(hash_policy::Cookie {
+                name: name.clone(),
+                ttl: Some(duration(*ttl)),
+                path: "/".to_string(),
+                ..Default::default()
+            }),
+            true,
+        ),
         ir::HashPolicy::Header { name, terminal } => (
             PolicySpecifier::Header(hash_policy::Header {
                 header_name: name.clone(),

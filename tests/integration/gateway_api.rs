@@ -1594,3 +1594,56 @@ async fn a_terminated_tls_route_reencrypts_to_a_backend_as_its_policy_says() {
         suite.logs()
     );
 }
+
+/// An HTTPRoute rule's `sessionPersistence` (experimental): the first answer sets the
+/// session cookie, and requests carrying it all reach the one pod it chose; requests
+/// without one are spread over the pods as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_cookie_keeps_requests_on_one_pod() {
+    use crate::conformance::client::{Protocol, get, send};
+    use crate::conformance::suite::{INFRA, Suite};
+    let suite = Suite::start().await;
+    suite.apply("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: sticky, namespace: gateway-conformance-infra}\nspec:\n  parentRefs: [{name: same-namespace}]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: /sticky}}]\n      sessionPersistence: {sessionName: Sticky-Session, type: Cookie}\n      backendRefs: [{name: infra-backend-v1, port: 8080}]\n");
+    let addr = suite
+        .routes_accepted((INFRA, "same-namespace"), "HTTPRoute", &[(INFRA, "sticky")])
+        .await;
+    suite
+        .expect(addr, &get("/sticky").backend("infra-backend-v1"))
+        .await;
+    let pod = |answer: &crate::conformance::client::Answer| {
+        answer
+            .echo
+            .as_ref()
+            .and_then(|e| e["pod"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = send(addr, &Protocol::Http, &get("/sticky").request, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cookie = first
+        .header("set-cookie")
+        .and_then(|c| c.split(';').next().map(str::to_string))
+        .unwrap_or_else(|| panic!("no session cookie: {:?}", first.headers));
+    assert!(cookie.starts_with("Sticky-Session="), "{cookie}");
+    let mut with = get("/sticky").request;
+    with.headers.push(("Cookie".to_string(), cookie.clone()));
+    let mut pods = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let answer = send(addr, &Protocol::Http, &with, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        pods.insert(pod(&answer));
+    }
+    assert_eq!(pods.len(), 1, "one session reached {pods:?}");
+    let mut without = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let answer = send(addr, &Protocol::Http, &get("/sticky").request, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        without.insert(pod(&answer));
+    }
+    assert_eq!(without.len(), 2, "new sessions reached {without:?}");
+    suite.assert_nothing_rejected().await;
+}

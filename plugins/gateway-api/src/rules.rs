@@ -8,13 +8,14 @@ use gateway_api::apis::experimental::httproutes::{
     HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
     HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry,
+    HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry, HttpRouteRulesSessionPersistence,
+    HttpRouteRulesSessionPersistenceCookieConfigLifetimeType, HttpRouteRulesSessionPersistenceType,
 };
 use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir::{
-    Cluster, ClusterOptions, Cors, HeaderMatch, HeadersPolicy, Mirror, PathMatch, QueryMatch,
-    Redirect, RegexRewrite, Retry, RouteAction, RouteMatch, RoutePolicy, StringMatch,
-    UpstreamProtocol, WeightedCluster,
+    Cluster, ClusterOptions, Cors, HashPolicy, HeaderMatch, HeadersPolicy, LbPolicy, Mirror,
+    PathMatch, QueryMatch, Redirect, RegexRewrite, Retry, RouteAction, RouteMatch, RoutePolicy,
+    StringMatch, UpstreamProtocol, WeightedCluster,
 };
 use isobar_sdk::regex::check_re2;
 use isobar_sdk::resolve::{PortRef, service_cluster};
@@ -153,6 +154,9 @@ fn one_rule(
     if let Some(r) = &rule.retry {
         policy.retry = retry(r, per_try)?;
     }
+    if let Some(s) = &rule.session_persistence {
+        policy.hash_policies = vec![session(s)?];
+    }
     let action = match redirect {
         Some(r) => RouteAction::Redirect(Box::new(r)),
         None => forward(
@@ -192,14 +196,17 @@ fn forward(
         let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
         let reference = backend_ref!(backend);
         out.tls_policies.extend(reference.tls_policies(key, tls));
-        match resolve(
-            ctx,
-            grants,
-            key,
-            &reference,
-            h2c.then_some(UpstreamProtocol::H2c),
-            Some(tls),
-        ) {
+        // Sessions kept by hashing need clusters that hash.
+        let base = ClusterOptions {
+            protocol: h2c.then_some(UpstreamProtocol::H2c),
+            lb_policy: if policy.hash_policies.is_empty() {
+                LbPolicy::default()
+            } else {
+                LbPolicy::RingHash
+            },
+            ..ClusterOptions::default()
+        };
+        match resolve(ctx, grants, key, &reference, base, Some(tls)) {
             Ok(cluster) => {
                 // A Service port of appProtocol `kubernetes.io/ws(s)` takes WebSocket
                 // upgrades.
@@ -319,10 +326,10 @@ pub fn resolve(
     grants: &Grants<'_>,
     key: &ObjectKey,
     backend: &BackendRef<'_>,
-    protocol: Option<UpstreamProtocol>,
+    base: ClusterOptions,
     tls: Option<&Upstream<'_>>,
 ) -> Result<Cluster, Unresolved> {
-    let h2c = protocol == Some(UpstreamProtocol::H2c);
+    let h2c = base.protocol == Some(UpstreamProtocol::H2c);
     let group = backend.group.unwrap_or("");
     let kind = backend.kind.unwrap_or("Service");
     if !group.is_empty() || kind != "Service" {
@@ -359,10 +366,7 @@ pub fn resolve(
             ),
         ));
     };
-    let mut options = ClusterOptions {
-        protocol,
-        ..ClusterOptions::default()
-    };
+    let mut options = base;
     if let Some(tls) = tls.filter(|t| !t.is_empty()) {
         let port_name = ctx.objects.service(namespace, backend.name).and_then(|s| {
             let found = s
@@ -410,6 +414,40 @@ fn duration(value: &str) -> Result<std::time::Duration, String> {
     u64::try_from(d.as_nanos())
         .map(std::time::Duration::from_nanos)
         .map_err(|_| format!("duration {value:?} is too long"))
+}
+
+/// A rule's `sessionPersistence` as a hash policy on its clusters (which then hash):
+/// a cookie (made by Envoy when a request has none; Permanent lives `absoluteTimeout`,
+/// Session, the default, the browser's session) or a header, named `sessionName`.
+fn session(s: &HttpRouteRulesSessionPersistence) -> Result<HashPolicy, String> {
+    let name = s
+        .session_name
+        .clone()
+        .unwrap_or_else(|| "Session-Persistence".to_string());
+    if !is_header_name(&name) {
+        return Err(format!(
+            "sessionName {name:?} is not a cookie or header name"
+        ));
+    }
+    if s.r#type == Some(HttpRouteRulesSessionPersistenceType::Header) {
+        return Ok(HashPolicy::Header {
+            name,
+            terminal: true,
+        });
+    }
+    let permanent = s
+        .cookie_config
+        .as_ref()
+        .and_then(|c| c.lifetime_type.as_ref())
+        == Some(&HttpRouteRulesSessionPersistenceCookieConfigLifetimeType::Permanent);
+    let ttl = match (&s.absolute_timeout, permanent) {
+        (Some(t), true) => duration(t)?,
+        (None, true) => {
+            return Err("a Permanent session cookie needs an absoluteTimeout".into());
+        }
+        (_, false) => std::time::Duration::ZERO,
+    };
+    Ok(HashPolicy::NamedCookie { name, ttl })
 }
 
 /// A rule's `retry` as Envoy's retry policy: connection failures and resets (which a
@@ -685,15 +723,12 @@ fn apply_filter(
             let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
             let reference = backend_ref!(&m.backend_ref);
             out.tls_policies.extend(reference.tls_policies(key, tls));
-            let cluster = resolve(
-                ctx,
-                grants,
-                key,
-                &reference,
-                h2c.then_some(UpstreamProtocol::H2c),
-                Some(tls),
-            )
-            .map_err(|(_, m)| m)?;
+            let base = ClusterOptions {
+                protocol: h2c.then_some(UpstreamProtocol::H2c),
+                ..ClusterOptions::default()
+            };
+            let cluster =
+                resolve(ctx, grants, key, &reference, base, Some(tls)).map_err(|(_, m)| m)?;
             // A percent, or a fraction (of 100 unless said), in millionths.
             let per_million = match (&m.percent, &m.fraction) {
                 (Some(p), _) => i64::from(*p) * 10_000,

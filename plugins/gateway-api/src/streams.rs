@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::{
-    Cluster, DownstreamTls, Locality, SecureVirtualHost, TcpProxy, UpstreamProtocol,
-    WeightedCluster,
+    Cluster, ClusterOptions, DownstreamTls, Locality, SecureVirtualHost, TcpProxy,
+    UpstreamProtocol, WeightedCluster,
 };
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
@@ -145,8 +145,11 @@ fn backends(
 ) -> Backends {
     let (mut weighted, mut clusters, mut unresolved) = (Vec::new(), Vec::new(), None);
     for (reference, weight) in &stream.backends {
-        let protocol = (stream.kind == "UDPRoute").then_some(UpstreamProtocol::Udp);
-        match resolve(ctx, grants, key, reference, protocol, tls) {
+        let base = ClusterOptions {
+            protocol: (stream.kind == "UDPRoute").then_some(UpstreamProtocol::Udp),
+            ..ClusterOptions::default()
+        };
+        match resolve(ctx, grants, key, reference, base, tls) {
             Ok(cluster) => {
                 let weight = u32::try_from(weight.unwrap_or(1)).unwrap_or(0);
                 if weight > 0 {

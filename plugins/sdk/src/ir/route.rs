@@ -591,6 +591,13 @@ pub struct Redirect {
 pub enum HashPolicy {
     /// Contour's session affinity cookie `X-Contour-Session-Affinity`.
     Cookie,
+    /// A session cookie of this name (for the whole site), made when a request has
+    /// none: living `ttl`, or for the browser's session when zero (Gateway API's
+    /// `sessionPersistence`).
+    NamedCookie {
+        name: String,
+        ttl: std::time::Duration,
+    },
     Header {
         name: String,
         terminal: bool,
