@@ -302,7 +302,7 @@ fn main() {
     if profiles.contains(&"envoy-streams") {
         streams::run(n, if benching { 90 } else { 6 });
     }
-    // Issue 6's figures are stated at 1,000 objects.
+    // The webhook and wasm figures are stated at 1,000 objects.
     let small = env_usize("ISOBAR_BENCH_N", if benching { 1_000 } else { 50 });
     if profiles.contains(&"webhook") {
         extend::webhook(small, if benching { 300 } else { 30 });

@@ -1,4 +1,4 @@
-//! Issue 6's figures: the admission webhook's latency with 1,000 existing objects and
+//! The extension figures: the admission webhook's latency with 1,000 existing objects and
 //! the shipped policies loaded (real HTTPS, real AdmissionReviews, a new TLS connection
 //! per review, as the API server may open), and what a WebAssembly processor adds to a
 //! build of 1,000 vhosts.

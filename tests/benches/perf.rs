@@ -636,7 +636,7 @@ struct Figures {
 /// `vhds`: with `xds-server.vhds` (delta streams only; a plain vhost's change is awaited
 /// as its `VirtualHost`, not as `ingress_http`).
 pub fn run(n: usize, benching: bool, vhds: bool) {
-    // 200 of each kind of change when benching (the issue asks for ≥ 200 per figure);
+    // 200 of each kind of change when benching (at least 200 per figure);
     // `ISOBAR_BENCH_CHANGES` sets another count.
     let each = std::env::var("ISOBAR_BENCH_CHANGES")
         .ok()

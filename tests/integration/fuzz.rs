@@ -603,9 +603,17 @@ async fn a_fixed_corpus_reaches_a_real_envoy_without_a_rejection() {
                 .unwrap_or_default()
         })
         .collect();
+    serve_corpus(&sets, None).await;
+}
+
+/// Serves `sets` one after another (one file per object, as the API server hands them
+/// over) to a real Envoy beside a canary site, with `config` as `contour.yaml`: Envoy
+/// rejects nothing and the canary keeps answering.
+pub(crate) async fn serve_corpus(sets: &[Vec<Value>], config: Option<&str>) {
     let canary = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: canary, namespace: default}\nspec:\n  virtualhost: {fqdn: canary.example.com}\n  routes: [{services: [{name: echo-a, port: 80}]}]\n";
     let base = base();
-    let stack = crate::e2e::start(
+    let stack = crate::e2e::start_with(
+        config,
         &[("canary.yaml", canary), ("base.yaml", &base)],
         ("canary.example.com", "/", "a"),
     )

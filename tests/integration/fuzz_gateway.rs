@@ -13,7 +13,6 @@
 //! `ISOBAR_FUZZ_CASES` (300 by default here) and `ISOBAR_FUZZ_SEED` as in `fuzz.rs`.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use rand::{Rng, RngExt};
@@ -442,40 +441,8 @@ async fn schema_shaped_objects_reach_a_real_envoy_without_a_rejection() {
     let generator = Generator::new();
     let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[11; 32]);
     let sets: Vec<Vec<Value>> = (0..16).map(|_| generator.set(&mut rng)).collect();
-    let canary = "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: canary, namespace: default}\nspec:\n  virtualhost: {fqdn: canary.example.com}\n  routes: [{services: [{name: echo-a, port: 80}]}]\n";
-    let base = crate::fuzz::base();
     let config = "gateway:\n  controllerName: projectcontour.io/gateway-controller\n";
-    let stack = crate::e2e::start_with(
-        Some(config),
-        &[("canary.yaml", canary), ("base.yaml", &base)],
-        ("canary.example.com", "/", "a"),
-    )
-    .await;
-    for (i, set) in sets.iter().enumerate() {
-        let before = stack.builds().await.unwrap_or_default();
-        let dir = stack.manifests().join("set");
-        let _ = std::fs::remove_dir_all(&dir);
-        for (k, object) in set.iter().enumerate() {
-            let text = serde_json::to_string(object).unwrap_or_default();
-            crate::support::write(&dir, &format!("{k}.json"), &text);
-        }
-        let text = crate::fuzz::manifest(set);
-        let built = crate::support::eventually(Duration::from_secs(10), || async {
-            stack.builds().await.filter(|b| *b > before)
-        })
-        .await;
-        assert!(built.is_some(), "set {i} was never built\n{}", stack.logs());
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        stack
-            .wait_for("canary.example.com", "/", "a", Duration::from_secs(10))
-            .await;
-        let rejected = stack.rejected_updates().await;
-        assert!(
-            rejected.is_empty(),
-            "set {i} was rejected: {rejected:?}\n{text}\n{}",
-            stack.logs()
-        );
-    }
+    crate::fuzz::serve_corpus(&sets, Some(config)).await;
 }
 
 /// An object of `schema` with every property it allows, one item per list, each enum's

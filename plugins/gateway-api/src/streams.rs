@@ -1,7 +1,7 @@
-//! TLSRoutes and TCPRoutes: connections forwarded by SNI (passed through, or terminated
-//! by the listener) or by port, to weighted Services. A backend that does not resolve
-//! takes no share (a TCP connection has no 500 to answer); with none left the route
-//! forwards nothing, and `ResolvedRefs` says why.
+//! TLSRoutes, TCPRoutes and UDPRoutes: connections forwarded by SNI (passed through, or
+//! terminated by the listener) or by port, and datagrams by port, to weighted Services. A
+//! backend that does not resolve takes no share (a TCP connection has no 500 to answer);
+//! with none left the route forwards nothing, and `ResolvedRefs` says why.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,71 +28,46 @@ struct Stream<'a> {
     created: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
-fn tls_stream(route: &TlsRoute) -> Stream<'_> {
-    let spec = &route.spec;
-    Stream {
-        kind: "TLSRoute",
-        parents: spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(|p| parent_ref!(p))
-            .collect(),
-        hostnames: spec.hostnames.clone(),
-        backends: spec
-            .rules
-            .iter()
-            .flat_map(|r| &r.backend_refs)
-            .map(|b| (backend_ref!(b), b.weight))
-            .collect(),
-        created: route.metadata.creation_timestamp.as_ref(),
-    }
+/// The [`Stream`] of a TLS, TCP or UDP route (their specs share these fields).
+macro_rules! stream {
+    ($route:expr, $kind:literal, $hostnames:expr) => {{
+        let route = $route;
+        let spec = &route.spec;
+        Stream {
+            kind: $kind,
+            parents: spec
+                .parent_refs
+                .iter()
+                .flatten()
+                .map(|p| parent_ref!(p))
+                .collect(),
+            hostnames: $hostnames,
+            backends: spec
+                .rules
+                .iter()
+                .flat_map(|r| &r.backend_refs)
+                .map(|b| (backend_ref!(b), b.weight))
+                .collect(),
+            created: route.metadata.creation_timestamp.as_ref(),
+        }
+    }};
 }
 
-fn udp_stream(route: &UdpRoute) -> Stream<'_> {
-    let spec = &route.spec;
-    Stream {
-        kind: "UDPRoute",
-        parents: spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(|p| parent_ref!(p))
-            .collect(),
-        hostnames: Vec::new(),
-        backends: spec
-            .rules
-            .iter()
-            .flat_map(|r| &r.backend_refs)
-            .map(|b| (backend_ref!(b), b.weight))
-            .collect(),
-        created: route.metadata.creation_timestamp.as_ref(),
-    }
+fn tls_stream(route: &TlsRoute) -> Stream<'_> {
+    stream!(route, "TLSRoute", route.spec.hostnames.clone())
 }
 
 fn tcp_stream(route: &TcpRoute) -> Stream<'_> {
-    let spec = &route.spec;
-    Stream {
-        kind: "TCPRoute",
-        parents: spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(|p| parent_ref!(p))
-            .collect(),
-        hostnames: Vec::new(),
-        backends: spec
-            .rules
-            .iter()
-            .flat_map(|r| &r.backend_refs)
-            .map(|b| (backend_ref!(b), b.weight))
-            .collect(),
-        created: route.metadata.creation_timestamp.as_ref(),
-    }
+    stream!(route, "TCPRoute", Vec::new())
 }
 
-/// Serves the TLSRoutes and TCPRoutes of the build's scope, oldest first (an older route
-/// keeps an SNI name or a TCP listener a newer one names too).
+fn udp_stream(route: &UdpRoute) -> Stream<'_> {
+    stream!(route, "UDPRoute", Vec::new())
+}
+
+/// Serves the TLSRoutes, TCPRoutes and UDPRoutes of the build's scope, oldest first (an
+/// older route keeps an SNI name, or a TCP or UDP listener's traffic, a newer one names
+/// too).
 pub fn serve(
     ctx: &BuildContext<'_>,
     grants: &Grants<'_>,
