@@ -40,8 +40,19 @@ pub async fn post(
     tls.write_all(request.as_bytes())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    // The webhook answers within its review timeout (4 s); a connection left open
+    // without an answer fails the test instead of stalling it.
     let mut raw = Vec::new();
-    let _ = tls.read_to_end(&mut raw).await;
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tls.read_to_end(&mut raw),
+    )
+    .await;
+    assert!(
+        read.is_ok(),
+        "no answer (or the connection left open) within 20 s; read so far: {:?}",
+        String::from_utf8_lossy(&raw)
+    );
     let text = String::from_utf8_lossy(&raw).to_string();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
