@@ -249,33 +249,9 @@ async fn grpc_route_weight() {
         ("grpc-infra-backend-v2", 0.3),
         ("grpc-infra-backend-v3", 0.0),
     ];
-    let mut last = String::new();
-    for _ in 0..10 {
-        match grpc::distribution(addr, &call("Echo"), 500).await {
-            Ok(counts) => {
-                let off: Vec<String> = weights
-                    .iter()
-                    .filter_map(|(backend, weight)| {
-                        let share = counts.get(*backend).copied().unwrap_or(0) as f64 / 500.0;
-                        let bad =
-                            (share - weight).abs() > 0.05 || (*weight == 0.0) != (share == 0.0);
-                        bad.then(|| format!("{backend}: {share} (weight {weight})"))
-                    })
-                    .chain(
-                        counts
-                            .keys()
-                            .filter(|b| !weights.iter().any(|(w, _)| w == b))
-                            .map(|b| format!("unexpected backend {b}")),
-                    )
-                    .collect();
-                if off.is_empty() {
-                    suite.assert_nothing_rejected().await;
-                    return;
-                }
-                last = off.join("; ");
-            }
-            Err(e) => last = e,
-        }
-    }
-    panic!("no attempt matched the weights: {last}\n{}", suite.logs());
+    let echo = call("Echo");
+    suite
+        .weights_hold(&weights, || grpc::distribution(addr, &echo, 500))
+        .await;
+    suite.assert_nothing_rejected().await;
 }

@@ -149,36 +149,7 @@ async fn ls_listeners_exactly(suite: &Suite, (ns, name): (&str, &str), expected:
         })
         .collect();
     suite
-        .wait_for(
-            (GW, "ListenerSet", ns, name),
-            &format!("listeners {expected:?}"),
-            |l| {
-                let listeners = l["status"]["listeners"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                fresh(l)
-                    && listeners.len() == expected.len()
-                    && expected.iter().all(|e| {
-                        listeners
-                            .iter()
-                            .find(|x| x["name"] == e.name)
-                            .is_some_and(|x| {
-                                let kinds: Vec<&str> = x["supportedKinds"]
-                                    .as_array()
-                                    .into_iter()
-                                    .flatten()
-                                    .filter_map(|k| k["kind"].as_str())
-                                    .collect();
-                                e.kinds.iter().all(|k| kinds.contains(k))
-                                    && x["attachedRoutes"] == e.attached
-                                    && e.conditions
-                                        .iter()
-                                        .all(|(t, s, r)| has(&x["conditions"], t, s, r))
-                            })
-                    })
-            },
-        )
+        .listeners_exactly_of("ListenerSet", (ns, name), &expected)
         .await;
 }
 

@@ -4,6 +4,7 @@
 //! own (`gateway.addressPool`) at its listeners' own ports, as the suite reaches them.
 //! The status helpers wait for what the suite's helpers wait for.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -717,9 +718,20 @@ impl Suite {
     /// The suite's `GatewayStatusMustHaveListeners`: exactly these listeners, each with
     /// (at least) these route kinds (none when empty), this many attached routes and
     /// these conditions.
-    pub async fn listeners_exactly(&self, (ns, name): (&str, &str), expected: &[Listener<'_>]) {
+    pub async fn listeners_exactly(&self, gateway: (&str, &str), expected: &[Listener<'_>]) {
+        self.listeners_exactly_of("Gateway", gateway, expected)
+            .await;
+    }
+
+    /// [`Suite::listeners_exactly`] of a Gateway or a ListenerSet (`kind`).
+    pub async fn listeners_exactly_of(
+        &self,
+        kind: &str,
+        (ns, name): (&str, &str),
+        expected: &[Listener<'_>],
+    ) {
         self.wait_for(
-            (GW, "Gateway", ns, name),
+            (GW, kind, ns, name),
             &format!("listeners {expected:?}"),
             |g| {
                 let listeners = g["status"]["listeners"]
@@ -754,6 +766,26 @@ impl Suite {
             },
         )
         .await;
+    }
+
+    /// The suite's `TestWeightedDistribution`: up to ten attempts, each 500 requests
+    /// (what `attempt` sends and counts by backend), until one splits as `weights` say.
+    pub async fn weights_hold<F, Fut>(&self, weights: &[(&str, f64)], mut attempt: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<BTreeMap<String, usize>, String>>,
+    {
+        let mut last = String::new();
+        for _ in 0..10 {
+            match attempt().await {
+                Ok(counts) => match off_weights(&counts, weights, 500) {
+                    None => return,
+                    Some(off) => last = off,
+                },
+                Err(e) => last = e,
+            }
+        }
+        panic!("no attempt matched the weights: {last}\n{}", self.logs());
     }
 
     /// Requests through Envoy until `expect` holds three times in a row (plain HTTP).
@@ -802,6 +834,48 @@ impl Drop for Suite {
             drop(controller);
         }
     }
+}
+
+/// Why `counts` of `n` miss the weights (0.05 either way, exactly the backends of
+/// non-zero weight reached); `None` when they match.
+pub fn off_weights(
+    counts: &BTreeMap<String, usize>,
+    weights: &[(&str, f64)],
+    n: usize,
+) -> Option<String> {
+    let mut off = Vec::new();
+    for (backend, weight) in weights {
+        let share = counts.get(*backend).copied().unwrap_or(0) as f64 / n as f64;
+        if (share - weight).abs() > 0.05 || (*weight == 0.0) != (share == 0.0) {
+            off.push(format!("{backend}: {share} (weight {weight})"));
+        }
+    }
+    for backend in counts.keys() {
+        if !weights.iter().any(|(w, _)| w == backend) {
+            off.push(format!("unexpected backend {backend}"));
+        }
+    }
+    (!off.is_empty()).then(|| off.join("; "))
+}
+
+/// How many of `n` answers (ten sent at a time by `send`, each naming its backend) each
+/// backend gave; the first failure otherwise.
+pub async fn backend_counts<F, Fut>(
+    n: usize,
+    mut send: F,
+) -> Result<BTreeMap<String, usize>, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
+    let mut counts = BTreeMap::new();
+    for batch in 0..n.div_ceil(10) {
+        let sends: Vec<Fut> = (0..10.min(n - batch * 10)).map(|_| send()).collect();
+        for backend in futures::future::join_all(sends).await {
+            *counts.entry(backend?).or_insert(0) += 1;
+        }
+    }
+    Ok(counts)
 }
 
 /// A listener as [`Suite::listeners_exactly`] expects it.

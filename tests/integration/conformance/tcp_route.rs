@@ -2,7 +2,6 @@
 //! backends (the suite's line protocol: greeting, PING, IS_TLS, TEST), by section name
 //! and port, weights, reference grants and refused attachments.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::conformance::echo::{self, PodInfo};
-use crate::conformance::suite::{GW, INFRA, Listener, Suite, WEB, has, parent_of};
+use crate::conformance::suite::{GW, INFRA, Listener, Suite, WEB, backend_counts, has, parent_of};
 
 /// A Gateway of the infra namespace with TCP listeners (name, port) for TCPRoutes.
 fn tcp_gateway(name: &str, listeners: &[(&str, u16)]) -> String {
@@ -420,52 +419,8 @@ async fn tcp_route_weighted_routing() {
         ("tcp-backend-v2", 0.3),
         ("tcp-backend-v3", 0.0),
     ];
-    let mut last = String::new();
-    for _ in 0..10 {
-        match distribution(addr, 500).await {
-            Ok(counts) => match off_weights(&counts, &weights, 500) {
-                None => {
-                    suite.assert_nothing_rejected().await;
-                    return;
-                }
-                Some(off) => last = off,
-            },
-            Err(e) => last = e,
-        }
-    }
-    panic!("no attempt matched the weights: {last}\n{}", suite.logs());
-}
-
-/// How many of `n` new connections (ten at a time) each backend took.
-async fn distribution(addr: SocketAddr, n: usize) -> Result<BTreeMap<String, usize>, String> {
-    let mut counts = BTreeMap::new();
-    for batch in 0..n.div_ceil(10) {
-        let sends = (0..10.min(n - batch * 10)).map(|_| backend_of(addr));
-        for backend in futures::future::join_all(sends).await {
-            *counts.entry(backend?).or_insert(0) += 1;
-        }
-    }
-    Ok(counts)
-}
-
-/// Why `counts` of `n` miss the weights (0.05 either way, exactly the backends of
-/// non-zero weight reached); `None` when they match.
-pub(crate) fn off_weights(
-    counts: &BTreeMap<String, usize>,
-    weights: &[(&str, f64)],
-    n: usize,
-) -> Option<String> {
-    let mut off = Vec::new();
-    for (backend, weight) in weights {
-        let share = counts.get(*backend).copied().unwrap_or(0) as f64 / n as f64;
-        if (share - weight).abs() > 0.05 || (*weight == 0.0) != (share == 0.0) {
-            off.push(format!("{backend}: {share} (weight {weight})"));
-        }
-    }
-    for backend in counts.keys() {
-        if !weights.iter().any(|(w, _)| w == backend) {
-            off.push(format!("unexpected backend {backend}"));
-        }
-    }
-    (!off.is_empty()).then(|| off.join("; "))
+    suite
+        .weights_hold(&weights, || backend_counts(500, || backend_of(addr)))
+        .await;
+    suite.assert_nothing_rejected().await;
 }

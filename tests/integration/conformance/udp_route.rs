@@ -2,15 +2,13 @@
 //! routes' backends, UDP echo pods answering with who they are, a DNS query through the
 //! Gateway, weights, reference grants and refused attachments.
 
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::conformance::echo::{self, PodInfo};
-use crate::conformance::suite::{APP, GW, INFRA, Listener, Suite, has, parent_of};
-use crate::conformance::tcp_route::off_weights;
+use crate::conformance::suite::{APP, GW, INFRA, Listener, Suite, backend_counts, has, parent_of};
 
 /// A Gateway of the infra namespace with UDP listeners (name, port) for UDPRoutes.
 fn udp_gateway(name: &str, listeners: &[(&str, u16)]) -> String {
@@ -499,26 +497,8 @@ async fn udp_route_weighted_routing() {
         ("udp-backend-v2", 0.3),
         ("udp-backend-v3", 0.0),
     ];
-    let mut last = String::new();
-    for _ in 0..10 {
-        let mut counts = BTreeMap::new();
-        let mut failed = None;
-        for _ in 0..50 {
-            let sends = (0..10).map(|_| backend_of(addr));
-            for backend in futures::future::join_all(sends).await {
-                match backend {
-                    Ok(b) => *counts.entry(b).or_insert(0) += 1,
-                    Err(e) => failed = Some(e),
-                }
-            }
-        }
-        match failed.or_else(|| off_weights(&counts, &weights, 500)) {
-            None => {
-                suite.assert_nothing_rejected().await;
-                return;
-            }
-            Some(off) => last = off,
-        }
-    }
-    panic!("no attempt matched the weights: {last}\n{}", suite.logs());
+    suite
+        .weights_hold(&weights, || backend_counts(500, || backend_of(addr)))
+        .await;
+    suite.assert_nothing_rejected().await;
 }
