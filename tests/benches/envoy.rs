@@ -58,6 +58,35 @@ fn gateway_manifest(http: u16) -> String {
     )
 }
 
+/// The release `isobar serve` on `manifests` with `config`, on `ports`, logging warnings
+/// to `dir/isobar.log`.
+pub fn serve(
+    dir: &Path,
+    config: &Path,
+    manifests: &Path,
+    ports: &ServePorts,
+) -> super::support::Proc {
+    spawn(
+        "isobar",
+        Command::new(ISOBAR)
+            .args([
+                "serve",
+                "-c",
+                &config.to_string_lossy(),
+                "--insecure",
+                "--manifests",
+                &manifests.to_string_lossy(),
+            ])
+            .args(ports.args())
+            .envs(ports.envs())
+            .env("ISOBAR_LOG", "warn")
+            .env_remove("ISOBAR_BENCH_PROFILES")
+            .env_remove("ISOBAR_BENCH_N")
+            .env_remove("ISOBAR_BENCH_RUNS"),
+        &dir.join("isobar.log"),
+    )
+}
+
 /// `defaults`: Isobar with its default settings (adaptive hold-off, VHDS to delta
 /// Envoys), as a user meets it, instead of hold-off 0; then `vhds` says whether Envoy is
 /// bootstrapped as `isobar bootstrap` does by default (delta) or as Contour's bootstrap
@@ -85,25 +114,7 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
         let (xds, http) = (ports.xds, ports.http);
         let started = Instant::now();
-        let _isobar = spawn(
-            "isobar",
-            Command::new(ISOBAR)
-                .args([
-                    "serve",
-                    "-c",
-                    &config.to_string_lossy(),
-                    "--insecure",
-                    "--manifests",
-                    &manifests.to_string_lossy(),
-                ])
-                .args(ports.args())
-            .envs(ports.envs())
-                .env("ISOBAR_LOG", "warn")
-                .env_remove("ISOBAR_BENCH_PROFILES")
-                .env_remove("ISOBAR_BENCH_N")
-                .env_remove("ISOBAR_BENCH_RUNS"),
-            &dir.path().join("isobar.log"),
-        );
+        let _isobar = serve(dir.path(), &config, &manifests, &ports);
         let _envoy = envoy_on(dir.path(), xds, if vhds { "delta" } else { "sotw" });
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))

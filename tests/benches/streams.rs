@@ -8,10 +8,9 @@
 //! the other backend answers). Polled every 2 ms.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::support::{Behaviour, ISOBAR, ServePorts, backend_with, envoy_on, spawn, write};
+use super::support::{Behaviour, ServePorts, backend_with, envoy_on, write};
 
 /// A TCP backend that writes its name on every connection.
 async fn tcp_backend(name: &'static str) -> u16 {
@@ -144,25 +143,7 @@ pub fn run(n: usize, changes: usize) {
         std::fs::write(&config, "gateway:\n  controllerName: projectcontour.io/gateway-controller\n")
             .unwrap_or_else(|e| panic!("{e}"));
         let started = Instant::now();
-        let _isobar = spawn(
-            "isobar",
-            Command::new(ISOBAR)
-                .args([
-                    "serve",
-                    "-c",
-                    &config.to_string_lossy(),
-                    "--insecure",
-                    "--manifests",
-                    &manifests.to_string_lossy(),
-                ])
-                .args(ports.args())
-                .envs(ports.envs())
-                .env("ISOBAR_LOG", "warn")
-                .env_remove("ISOBAR_BENCH_PROFILES")
-                .env_remove("ISOBAR_BENCH_N")
-                .env_remove("ISOBAR_BENCH_RUNS"),
-            &dir.path().join("isobar.log"),
-        );
+        let _isobar = super::envoy::serve(dir.path(), &config, &manifests, &ports);
         let _envoy = envoy_on(dir.path(), ports.xds, "delta");
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
