@@ -242,7 +242,7 @@ pub struct ServeArgs {
     pub kubernetes_debug: Option<u32>,
     /// Watch none of these kinds, as if their CRDs were not installed (Contour's;
     /// repeatable).
-    #[arg(long, value_parser = ["extensionservices", "tlsroutes", "grpcroutes", "tcproutes", "udproutes", "backendtlspolicies"])]
+    #[arg(long, value_parser = ["extensionservices", "tlsroutes", "grpcroutes", "tcproutes", "udproutes", "backendtlspolicies", "xbackendtrafficpolicies"])]
     pub disable_feature: Vec<String>,
     /// Debug logging.
     #[arg(short = 'd', long)]

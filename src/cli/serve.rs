@@ -72,6 +72,7 @@ fn cluster_settings(config: &Config) -> crate::xds::ClusterSettings {
                 max_requests: nonzero(b.max_requests),
                 max_retries: nonzero(b.max_retries),
                 per_host_max_connections: nonzero(b.per_host_max_connections),
+                retry_budget: None,
             }),
         dns_lookup_family: match c.dns_lookup_family {
             crate::config::sections::DnsLookupFamily::Auto => 0,

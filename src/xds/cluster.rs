@@ -241,6 +241,7 @@ pub(super) fn breakers_with_defaults(
             max_requests: own.max_requests.or(d.max_requests),
             max_retries: own.max_retries.or(d.max_retries),
             per_host_max_connections: own.per_host_max_connections.or(d.per_host_max_connections),
+            retry_budget: own.retry_budget.or(d.retry_budget),
         }),
     }
 }
@@ -253,6 +254,17 @@ pub(super) fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreak
             max_pending_requests: limit(b.max_pending_requests),
             max_requests: limit(b.max_requests),
             max_retries: limit(b.max_retries),
+            retry_budget: b.retry_budget.map(|r| {
+                cluster::circuit_breakers::thresholds::RetryBudget {
+                    budget_percent: Some(Percent {
+                        value: f64::from(r.percent),
+                    }),
+                    budget_interval: (!r.interval.is_zero()).then(|| duration(r.interval)),
+                    min_retry_concurrency: Some(UInt32Value {
+                        value: r.min_concurrency,
+                    }),
+                }
+            }),
             ..Default::default()
         }],
         per_host_thresholds: b

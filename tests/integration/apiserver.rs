@@ -88,6 +88,11 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("gateway.networking.k8s.io", "v1alpha2", "udproutes"),
     ("gateway.networking.k8s.io", "v1", "listenersets"),
     ("gateway.networking.k8s.io", "v1", "backendtlspolicies"),
+    (
+        "gateway.networking.x-k8s.io",
+        "v1alpha1",
+        "xbackendtrafficpolicies",
+    ),
     ("", "v1", "configmaps"),
     ("projectcontour.io", "v1alpha1", "contourconfigurations"),
     // Gatekeeper's templates, and the constraint kinds of the policies shipped in
@@ -143,6 +148,7 @@ fn kind_of(plural: &str) -> &'static str {
         "udproutes" => "UDPRoute",
         "listenersets" => "ListenerSet",
         "backendtlspolicies" => "BackendTLSPolicy",
+        "xbackendtrafficpolicies" => "XBackendTrafficPolicy",
         "configmaps" => "ConfigMap",
         "contourconfigurations" => "ContourConfiguration",
         "constrainttemplates" => "ConstraintTemplate",

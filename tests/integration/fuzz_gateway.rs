@@ -4,7 +4,8 @@
 //! at and past their bounds, strings from pools of good and edge values chosen by what
 //! the property is (hostnames, paths, header names, durations, references) — and
 //! references pointed, mostly, at objects that exist. Sets of a Gateway, its
-//! ListenerSet, routes of every kind, a BackendTLSPolicy and a ReferenceGrant go through
+//! ListenerSet, routes of every kind, a BackendTLSPolicy, an XBackendTrafficPolicy and a
+//! ReferenceGrant go through
 //! decoding, the Gateway API source, the pipeline and the translator: no panic, nothing
 //! breaking Envoy's rules. A fixed corpus is served to a real Envoy, which must reject
 //! nothing. The schemas' CEL rules are not applied: objects an API server would refuse
@@ -36,7 +37,8 @@ fn schema(plural: &str, version: &str) -> Value {
 
 /// [`schema`] from the CRD of `channel`.
 fn schema_in(channel: &str, plural: &str, version: &str) -> Value {
-    let path = crd_dir(channel).join(format!("gateway.networking.k8s.io_{plural}.yaml"));
+    let group = group_of(plural);
+    let path = crd_dir(channel).join(format!("{group}_{plural}.yaml"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e} (the Gateway API v1.6.1 CRDs are read from there)",
@@ -288,7 +290,7 @@ fn object<R: Rng>(kind: &str, version: &str, name: &str, spec: &Value, rng: &mut
                 generated["parentRef"] = json!({"name": "fz"});
             }
         }
-        "BackendTLSPolicy" => {
+        "BackendTLSPolicy" | "XBackendTrafficPolicy" => {
             if mostly(rng) {
                 generated["targetRefs"] =
                     json!([{"group": "", "kind": "Service", "name": pick(rng, &["web", "api"])}]);
@@ -315,11 +317,21 @@ fn object<R: Rng>(kind: &str, version: &str, name: &str, spec: &Value, rng: &mut
         }
     }
     json!({
-        "apiVersion": format!("gateway.networking.k8s.io/{version}"),
+        "apiVersion": format!("{}/{version}", group_of(kind)),
         "kind": kind,
         "metadata": {"name": name, "namespace": "default"},
         "spec": generated,
     })
+}
+
+/// The API group of a kind, by its name or plural (the `X…` kinds are the experimental
+/// group's).
+fn group_of(kind_or_plural: &str) -> &'static str {
+    if kind_or_plural.starts_with(['x', 'X']) {
+        "gateway.networking.x-k8s.io"
+    } else {
+        "gateway.networking.k8s.io"
+    }
 }
 
 /// The kinds generated: kind, version, plural, how many per set at most.
@@ -332,6 +344,12 @@ const KINDS_GENERATED: &[(&str, &str, &str, usize)] = &[
     ("TCPRoute", "v1", "tcproutes", 1),
     ("UDPRoute", "v1", "udproutes", 1),
     ("BackendTLSPolicy", "v1", "backendtlspolicies", 1),
+    (
+        "XBackendTrafficPolicy",
+        "v1alpha1",
+        "xbackendtrafficpolicies",
+        1,
+    ),
     ("ReferenceGrant", "v1", "referencegrants", 1),
 ];
 
@@ -511,14 +529,14 @@ fn every_field_of_the_v1_6_1_schemas_survives_decoding() {
     }
     let mut dropped = Vec::new();
     for (kind, version, plural, _) in KINDS_GENERATED {
-        let channel = if *kind == "HTTPRoute" {
+        let channel = if *kind == "HTTPRoute" || group_of(kind) != "gateway.networking.k8s.io" {
             "experimental"
         } else {
             "standard"
         };
         let spec = maximal(&schema_in(channel, plural, version), "spec");
         let object = json!({
-            "apiVersion": format!("gateway.networking.k8s.io/{version}"),
+            "apiVersion": format!("{}/{version}", group_of(kind)),
             "kind": kind,
             "metadata": {"name": "m", "namespace": "default"},
             "spec": spec,
@@ -532,6 +550,7 @@ fn every_field_of_the_v1_6_1_schemas_survives_decoding() {
             "TCPRoute" => round_trip::<kinds::TcpRoute>(object.clone()),
             "UDPRoute" => round_trip::<kinds::UdpRoute>(object.clone()),
             "BackendTLSPolicy" => round_trip::<kinds::BackendTlsPolicy>(object.clone()),
+            "XBackendTrafficPolicy" => round_trip::<kinds::BackendTrafficPolicy>(object.clone()),
             "ReferenceGrant" => round_trip::<kinds::ReferenceGrant>(object.clone()),
             other => panic!("no type for {other}"),
         }

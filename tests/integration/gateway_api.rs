@@ -1600,7 +1600,7 @@ async fn a_terminated_tls_route_reencrypts_to_a_backend_as_its_policy_says() {
 /// without one are spread over the pods as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_cookie_keeps_requests_on_one_pod() {
-    use crate::conformance::client::{Protocol, get, send};
+    use crate::conformance::client::get;
     use crate::conformance::suite::{INFRA, Suite};
     let suite = Suite::start().await;
     suite.apply("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: sticky, namespace: gateway-conformance-infra}\nspec:\n  parentRefs: [{name: same-namespace}]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: /sticky}}]\n      sessionPersistence: {sessionName: Sticky-Session, type: Cookie}\n      backendRefs: [{name: infra-backend-v1, port: 8080}]\n");
@@ -1610,7 +1610,20 @@ async fn a_session_cookie_keeps_requests_on_one_pod() {
     suite
         .expect(addr, &get("/sticky").backend("infra-backend-v1"))
         .await;
-    let pod = |answer: &crate::conformance::client::Answer| {
+    one_pod_per_session(&suite, addr, "/sticky", "Sticky-Session").await;
+    suite.assert_nothing_rejected().await;
+}
+
+/// `path`'s first answer sets session cookie `name`; 20 requests carrying it reach one
+/// pod, 40 without it reach both of infra-backend-v1's.
+async fn one_pod_per_session(
+    suite: &crate::conformance::suite::Suite,
+    addr: std::net::SocketAddr,
+    path: &str,
+    name: &str,
+) {
+    use crate::conformance::client::{Answer, Protocol, get, send};
+    let pod = |answer: &Answer| {
         answer
             .echo
             .as_ref()
@@ -1618,15 +1631,15 @@ async fn a_session_cookie_keeps_requests_on_one_pod() {
             .unwrap_or_default()
             .to_string()
     };
-    let first = send(addr, &Protocol::Http, &get("/sticky").request, &[])
+    let first = send(addr, &Protocol::Http, &get(path).request, &[])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let cookie = first
         .header("set-cookie")
         .and_then(|c| c.split(';').next().map(str::to_string))
-        .unwrap_or_else(|| panic!("no session cookie: {:?}", first.headers));
-    assert!(cookie.starts_with("Sticky-Session="), "{cookie}");
-    let mut with = get("/sticky").request;
+        .unwrap_or_else(|| panic!("no session cookie: {:?}\n{}", first.headers, suite.logs()));
+    assert!(cookie.starts_with(&format!("{name}=")), "{cookie}");
+    let mut with = get(path).request;
     with.headers.push(("Cookie".to_string(), cookie.clone()));
     let mut pods = std::collections::BTreeSet::new();
     for _ in 0..20 {
@@ -1639,11 +1652,145 @@ async fn a_session_cookie_keeps_requests_on_one_pod() {
     assert_eq!(pods.len(), 1, "one session reached {pods:?}");
     let mut without = std::collections::BTreeSet::new();
     for _ in 0..40 {
-        let answer = send(addr, &Protocol::Http, &get("/sticky").request, &[])
+        let answer = send(addr, &Protocol::Http, &get(path).request, &[])
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         without.insert(pod(&answer));
     }
     assert_eq!(without.len(), 2, "new sessions reached {without:?}");
+}
+
+/// An XBackendTrafficPolicy's `sessionPersistence` (experimental): every rule sending to
+/// its Service without a session of its own keeps the policy's; a rule's own wins. The
+/// policy is Accepted under the route's Gateway; a newer one naming the same Service is
+/// Conflicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_traffic_policy_keeps_sessions_for_every_route_to_its_service() {
+    use crate::conformance::client::get;
+    use crate::conformance::suite::{INFRA, Suite};
+    const X: &str = "gateway.networking.x-k8s.io/v1alpha1";
+    let suite = Suite::start().await;
+    suite.apply("apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackendTrafficPolicy\nmetadata: {name: sessions, namespace: gateway-conformance-infra}\nspec:\n  targetRefs: [{group: '', kind: Service, name: infra-backend-v1}]\n  sessionPersistence: {sessionName: Policy-Session}\n");
+    suite.apply("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: policy-sticky, namespace: gateway-conformance-infra}\nspec:\n  parentRefs: [{name: same-namespace}]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: /by-policy}}]\n      backendRefs: [{name: infra-backend-v1, port: 8080}]\n    - matches: [{path: {type: PathPrefix, value: /by-rule}}]\n      sessionPersistence: {sessionName: Rule-Session}\n      backendRefs: [{name: infra-backend-v1, port: 8080}]\n");
+    let addr = suite
+        .routes_accepted(
+            (INFRA, "same-namespace"),
+            "HTTPRoute",
+            &[(INFRA, "policy-sticky")],
+        )
+        .await;
+    suite
+        .policy_condition(
+            (X, "XBackendTrafficPolicy", "sessions"),
+            "same-namespace",
+            ("Accepted", "True", "Accepted"),
+        )
+        .await;
+    suite
+        .expect(addr, &get("/by-policy").backend("infra-backend-v1"))
+        .await;
+    one_pod_per_session(&suite, addr, "/by-policy", "Policy-Session").await;
+    one_pod_per_session(&suite, addr, "/by-rule", "Rule-Session").await;
+    suite.apply("apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackendTrafficPolicy\nmetadata: {name: sessions-later, namespace: gateway-conformance-infra}\nspec:\n  targetRefs: [{group: '', kind: Service, name: infra-backend-v1}]\n  sessionPersistence: {sessionName: Later-Session}\n");
+    suite
+        .policy_condition(
+            (X, "XBackendTrafficPolicy", "sessions-later"),
+            "same-namespace",
+            ("Accepted", "False", "Conflicted"),
+        )
+        .await;
+    one_pod_per_session(&suite, addr, "/by-policy", "Policy-Session").await;
+    suite.assert_nothing_rejected().await;
+}
+
+/// An XBackendTrafficPolicy's `retryConstraint` (experimental) is Envoy's retry budget on
+/// its Service: ten requests at once, each failing twice (400 ms apiece) before it
+/// succeeds, all succeed under a budget of 100 % (Envoy's default alone lets 3 retries be
+/// in flight); under a budget of 0 % with a minimum of 1, one retry is in flight at a
+/// time and the other requests get the backend's 500 (Envoy counts the overflow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_traffic_policy_retry_budget_bounds_the_retries_in_flight() {
+    use crate::conformance::client::{Protocol, get, send};
+    use crate::conformance::suite::{INFRA, Suite};
+    const X: &str = "gateway.networking.x-k8s.io/v1alpha1";
+    let suite = Suite::start().await;
+    suite.apply("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: budget, namespace: gateway-conformance-infra}\nspec:\n  parentRefs: [{name: same-namespace}]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: /retry/budget}}]\n      retry: {codes: [500], attempts: 3}\n      backendRefs: [{name: infra-backend-v3, port: 8080}]\n");
+    let addr = suite
+        .routes_accepted((INFRA, "same-namespace"), "HTTPRoute", &[(INFRA, "budget")])
+        .await;
+    static ROUND: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    // The statuses of ten requests at once, each failing twice before it succeeds.
+    let round = || async {
+        let round = ROUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let requests = (0..10).map(|i| {
+            let uri = format!(
+                "/retry/budget?responseCode=500&succeedAfter=2&delayRetry=400ms&uuid=r{round}-{i}"
+            );
+            async move {
+                send(addr, &Protocol::Http, &get(&uri).request, &[])
+                    .await
+                    .map_or(0, |a| a.status)
+            }
+        });
+        futures::future::join_all(requests).await
+    };
+    let ok = |statuses: &[u16]| statuses.iter().filter(|s| **s == 200).count();
+    suite
+        .expect(
+            addr,
+            &get("/retry/budget?succeedAfter=0&uuid=ready").backend("infra-backend-v3"),
+        )
+        .await;
+    let unbudgeted = round().await;
+    assert!(ok(&unbudgeted) < 10, "without a budget: {unbudgeted:?}");
+    let policy = |percent: u32, count: u32| {
+        format!(
+            "apiVersion: gateway.networking.x-k8s.io/v1alpha1\nkind: XBackendTrafficPolicy\nmetadata: {{name: budget, namespace: gateway-conformance-infra}}\nspec:\n  targetRefs: [{{group: '', kind: Service, name: infra-backend-v3}}]\n  retryConstraint:\n    budget: {{percent: {percent}, interval: 10s}}\n    minRetryRate: {{count: {count}, interval: 1s}}\n"
+        )
+    };
+    let until = |want: fn(usize) -> bool, what: &'static str| {
+        let round = &round;
+        let suite = &suite;
+        async move {
+            let start = std::time::Instant::now();
+            loop {
+                let statuses = round().await;
+                if want(ok(&statuses)) {
+                    return;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "{what}: {statuses:?}\n{}",
+                    suite.logs()
+                );
+            }
+        }
+    };
+    suite.apply(&policy(100, 20));
+    suite
+        .policy_condition(
+            (X, "XBackendTrafficPolicy", "budget"),
+            "same-namespace",
+            ("Accepted", "True", "Accepted"),
+        )
+        .await;
+    until(|n| n == 10, "a budget of 100 % retries every request").await;
+    let overflow = || async {
+        let stats = suite.admin("/stats?filter=infra-backend-v3").await;
+        stats
+            .lines()
+            .filter(|l| l.contains(".upstream_rq_retry_overflow: "))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let before = overflow().await;
+    suite.apply(&policy(0, 1));
+    until(
+        |n| n == 1,
+        "a budget of 0 %, at least 1, retries one request",
+    )
+    .await;
+    let after = overflow().await;
+    assert!(after >= before + 9, "retry overflow {before} → {after}");
     suite.assert_nothing_rejected().await;
 }

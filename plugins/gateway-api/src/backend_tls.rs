@@ -150,24 +150,34 @@ impl BackendTls {
         status: &mut StatusReport,
     ) {
         for (key, judged) in &self.judged {
-            let gw = status.gateway(key);
-            for gateway in ancestors.get(key).into_iter().flatten() {
-                let ancestor = ParentRef {
-                    group: Some(GROUP.to_string()),
-                    kind: Some(gateway.kind.as_str().to_string()),
-                    namespace: Some(gateway.namespace.clone()),
-                    name: gateway.name.clone(),
-                    section_name: None,
-                    port: None,
-                };
-                // The first condition of a type is the one that counts.
-                let mut seen = Vec::new();
-                for condition in &judged.conditions {
-                    if !seen.contains(&condition.type_) {
-                        seen.push(condition.type_.clone());
-                        gw.set_parent(&ancestor, condition.clone());
-                    }
-                }
+            report_ancestors(key, &judged.conditions, ancestors, status);
+        }
+    }
+}
+
+/// Writes policy `key`'s `conditions` (the first of each type counts) under each Gateway
+/// `ancestors` gives it.
+pub fn report_ancestors(
+    key: &ObjectKey,
+    conditions: &[Condition],
+    ancestors: &BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    status: &mut StatusReport,
+) {
+    let gw = status.gateway(key);
+    for gateway in ancestors.get(key).into_iter().flatten() {
+        let ancestor = ParentRef {
+            group: Some(GROUP.to_string()),
+            kind: Some(gateway.kind.as_str().to_string()),
+            namespace: Some(gateway.namespace.clone()),
+            name: gateway.name.clone(),
+            section_name: None,
+            port: None,
+        };
+        let mut seen = Vec::new();
+        for condition in conditions {
+            if !seen.contains(&condition.type_) {
+                seen.push(condition.type_.clone());
+                gw.set_parent(&ancestor, condition.clone());
             }
         }
     }
@@ -283,11 +293,14 @@ fn judge(ctx: &BuildContext<'_>, key: &ObjectKey, policy: &BackendTlsPolicy) -> 
     }
 }
 
-/// How a route's backends are spoken to over TLS: the BackendTLSPolicies, and the
-/// certificate Envoy presents to them (its Gateway's `tls.backend`).
+/// The policies of a route's backends: how they are spoken to over TLS (the
+/// BackendTLSPolicies, and the certificate Envoy presents to them, its Gateway's
+/// `tls.backend`) and how traffic to them is shaped (XBackendTrafficPolicies).
 pub struct Upstream<'a> {
     pub policies: &'a BackendTls,
     pub client_certificate: Option<&'a str>,
+    /// The XBackendTrafficPolicies (HTTP and gRPC routes' backends).
+    pub traffic: Option<&'a crate::backend_traffic::BackendTraffic>,
 }
 
 impl std::ops::Deref for Upstream<'_> {

@@ -2,7 +2,7 @@
 //! (Gateway API v1.5), each wrapped so that it can be an Isobar [`Resource`], plus the
 //! core `Namespace` (for `allowedRoutes.namespaces.selector`).
 
-use gateway_api::apis::experimental::{httproutes, tcproutes, udproutes};
+use gateway_api::apis::experimental::{httproutes, tcproutes, udproutes, xbackendtrafficpolicies};
 use gateway_api::apis::standard::{
     backendtlspolicies, gatewayclasses, gateways, grpcroutes, listenersets, referencegrants,
     tlsroutes,
@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 /// Gateway API's group.
 pub const GROUP: &str = "gateway.networking.k8s.io";
+/// Gateway API's group of experimental kinds not yet in [`GROUP`].
+pub const X_GROUP: &str = "gateway.networking.x-k8s.io";
 
 const GATEWAY_CLASS_ID: KindId = KindId::new(GROUP, "GatewayClass");
 const GATEWAY_ID: KindId = KindId::new(GROUP, "Gateway");
@@ -27,6 +29,7 @@ const NAMESPACE_ID: KindId = KindId::new("", "Namespace");
 const BACKEND_TLS_POLICY_ID: KindId = KindId::new(GROUP, "BackendTLSPolicy");
 const CONFIG_MAP_ID: KindId = KindId::new("", "ConfigMap");
 const LISTENER_SET_ID: KindId = KindId::new(GROUP, "ListenerSet");
+const BACKEND_TRAFFIC_POLICY_ID: KindId = KindId::new(X_GROUP, "XBackendTrafficPolicy");
 
 pub const GATEWAY_CLASS: Kind = Kind::new(&GATEWAY_CLASS_ID);
 pub const GATEWAY: Kind = Kind::new(&GATEWAY_ID);
@@ -40,6 +43,7 @@ pub const NAMESPACE: Kind = Kind::new(&NAMESPACE_ID);
 pub const BACKEND_TLS_POLICY: Kind = Kind::new(&BACKEND_TLS_POLICY_ID);
 pub const CONFIG_MAP: Kind = Kind::new(&CONFIG_MAP_ID);
 pub const LISTENER_SET: Kind = Kind::new(&LISTENER_SET_ID);
+pub const BACKEND_TRAFFIC_POLICY: Kind = Kind::new(&BACKEND_TRAFFIC_POLICY_ID);
 
 macro_rules! wrapped {
     ($(#[$doc:meta])* $name:ident, $inner:ty, $kind:expr) => {
@@ -125,6 +129,12 @@ wrapped!(
     BackendTlsPolicy,
     backendtlspolicies::BackendTlsPolicy,
     BACKEND_TLS_POLICY
+);
+wrapped!(
+    /// An `XBackendTrafficPolicy`.
+    BackendTrafficPolicy,
+    xbackendtrafficpolicies::XBackendTrafficPolicy,
+    BACKEND_TRAFFIC_POLICY
 );
 wrapped!(
     /// A `ConfigMap`: only its `ca.crt` is kept (BackendTLSPolicy's CA certificates).
@@ -256,6 +266,17 @@ isobar_sdk::inventory::submit! {
         plural: "backendtlspolicies",
         namespaced: true,
         decode: decode_object::<BackendTlsPolicy>,
+        status: StatusStyle::Policy,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: BACKEND_TRAFFIC_POLICY,
+        versions: &["v1alpha1"],
+        plural: "xbackendtrafficpolicies",
+        namespaced: true,
+        decode: decode_object::<BackendTrafficPolicy>,
         status: StatusStyle::Policy,
     }
 }

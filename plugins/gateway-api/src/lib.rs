@@ -11,7 +11,7 @@
 //! the intersected hosts; an older route keeps a match a newer one repeats.
 //!
 //! Reads: GatewayClass, Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
-//! BackendTLSPolicy, ReferenceGrant (`v1`, `v1beta1`), ConfigMap (CA certificates),
+//! UDPRoute, BackendTLSPolicy, XBackendTrafficPolicy, ReferenceGrant (`v1`, `v1beta1`), ConfigMap (CA certificates),
 //! Namespace (labels, for `allowedRoutes.namespaces.selector`), Service,
 //! EndpointSlice, Secret. Writes status to GatewayClasses and Gateways it owns and to
 //! the `parents[]` entries of routes attached to them, nothing else.
@@ -79,6 +79,7 @@ macro_rules! label_selector {
 mod addresses;
 mod backend_client;
 mod backend_tls;
+mod backend_traffic;
 mod claims;
 mod frontend;
 mod gateways;
@@ -158,7 +159,7 @@ fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
 isobar_sdk::inventory::submit! {
     PluginRegistration {
         name: NAME,
-        summary: "Gateway API (gateway.networking.k8s.io): GatewayClasses, Gateways, ListenerSets, HTTP/GRPC/TLS/TCP routes, ReferenceGrants, BackendTLSPolicies",
+        summary: "Gateway API (gateway.networking.k8s.io): GatewayClasses, Gateways, ListenerSets, HTTP/GRPC/TLS/TCP/UDP routes, ReferenceGrants, BackendTLSPolicies, XBackendTrafficPolicies",
         factory: Factory::Source(build),
         settings: Some(Settings::of::<GatewayApiConfig>()),
     }
@@ -179,16 +180,15 @@ pub struct GatewayApiSource {
 struct Attached {
     by_route: HashMap<ObjectKey, routes::Attachments>,
     counts: HashMap<(ObjectKey, String), i32>,
-    /// The BackendTLSPolicies naming the Services each route sends to.
-    tls_policies: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
+    /// The policies (BackendTLS, XBackendTraffic) naming the Services each route sends to.
+    policies: HashMap<ObjectKey, BTreeSet<ObjectKey>>,
 }
 
 impl Attached {
-    /// Each BackendTLSPolicy's ancestors: the Gateways of the routes sending to its
-    /// Services.
+    /// Each policy's ancestors: the Gateways of the routes sending to its Services.
     fn ancestors(&self) -> BTreeMap<ObjectKey, BTreeSet<ObjectKey>> {
         let mut out: BTreeMap<ObjectKey, BTreeSet<ObjectKey>> = BTreeMap::new();
-        for (route, policies) in &self.tls_policies {
+        for (route, policies) in &self.policies {
             let gateways = self.by_route.get(route).into_iter().flatten();
             for (gateway, _) in gateways {
                 for policy in policies {
@@ -231,6 +231,7 @@ impl Source for GatewayApiSource {
             kinds::TCP_ROUTE,
             kinds::UDP_ROUTE,
             kinds::BACKEND_TLS_POLICY,
+            kinds::BACKEND_TRAFFIC_POLICY,
             kinds::LISTENER_SET,
         ]
     }
@@ -256,13 +257,14 @@ impl Source for GatewayApiSource {
     }
 
     /// A Gateway's listeners count the routes attached to them; a GatewayClass decides
-    /// which Gateways are served; a BackendTLSPolicy reaches every route sending to its
-    /// Services and reports the Gateways of all of them.
+    /// which Gateways are served; a backend policy (BackendTLS, XBackendTraffic) reaches
+    /// every route sending to its Services and reports the Gateways of all of them.
     fn whole_kinds(&self) -> &'static [Kind] {
         &[
             kinds::GATEWAY_CLASS,
             kinds::GATEWAY,
             kinds::BACKEND_TLS_POLICY,
+            kinds::BACKEND_TRAFFIC_POLICY,
             kinds::LISTENER_SET,
         ]
     }
@@ -306,10 +308,9 @@ impl Source for GatewayApiSource {
         let grants = grants::Grants::new(ctx);
         let served = gateways::serve(ctx, &self.config, &self.pool, &grants, ir, status);
         let tls = backend_tls::BackendTls::new(ctx);
-        let routes::Outcome {
-            attached,
-            tls_policies,
-        } = routes::serve(ctx, &grants, &served, &tls, ir, status);
+        let traffic = backend_traffic::BackendTraffic::new(ctx);
+        let routes::Outcome { attached, policies } =
+            routes::serve(ctx, &grants, &served, &tls, &traffic, ir, status);
         // A dry build (admission) judges one object against the store as it would be:
         // it counts its own routes and keeps nothing.
         let mut dry = Attached::default();
@@ -330,17 +331,19 @@ impl Source for GatewayApiSource {
                     if !attached.contains_key(key) {
                         state.set(key, routes::Attachments::new());
                     }
-                    state.tls_policies.remove(key);
+                    state.policies.remove(key);
                 }
             }
         }
         for (route, now) in attached {
-            state.tls_policies.remove(&route);
+            state.policies.remove(&route);
             state.set(&route, now);
         }
-        state.tls_policies.extend(tls_policies);
-        if !tls.is_empty() {
-            tls.report(&state.ancestors(), status);
+        state.policies.extend(policies);
+        if !tls.is_empty() || !traffic.is_empty() {
+            let ancestors = state.ancestors();
+            tls.report(&ancestors, status);
+            traffic.report(&ancestors, status);
         }
         for (gateway, listeners) in &served.listeners {
             let gw = status.gateway(gateway);

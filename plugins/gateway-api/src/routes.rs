@@ -13,6 +13,7 @@ use isobar_sdk::ir::{
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
 use crate::backend_tls::BackendTls;
+use crate::backend_traffic::BackendTraffic;
 use crate::gateways::{Family, Gateways, Served};
 use crate::grants::Grants;
 use crate::hosts::intersect;
@@ -23,11 +24,11 @@ use crate::rules::{policy_for, redirect_for, rules};
 pub type Attachments = BTreeSet<(ObjectKey, String)>;
 
 /// What serving the routes came to, per route: the listeners each is attached to, and
-/// the BackendTLSPolicies naming the Services each sends to.
+/// the policies naming the Services each sends to.
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub attached: BTreeMap<ObjectKey, Attachments>,
-    pub tls_policies: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
+    pub policies: BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
 }
 
 /// Serves every HTTPRoute and GRPCRoute (of the build's scope) attached to a served
@@ -38,6 +39,7 @@ pub fn serve(
     grants: &Grants<'_>,
     gateways: &Gateways,
     tls: &BackendTls,
+    traffic: &BackendTraffic,
     ir: &mut Ir,
     status: &mut StatusReport,
 ) -> Outcome {
@@ -68,11 +70,12 @@ pub fn serve(
             grants,
             gateways,
             tls,
+            traffic,
             created: created.map(|t| t.0.as_second()),
         };
         let used = serve_route(&env, &key, &spec, ir, status, &mut to, hosts.as_mut());
         if !used.is_empty() {
-            outcome.tls_policies.insert(key.clone(), used);
+            outcome.policies.insert(key.clone(), used);
         }
         outcome.attached.insert(key, to);
     }
@@ -82,7 +85,7 @@ pub fn serve(
         (gateways, tls),
         ir,
         status,
-        (&mut outcome.attached, &mut outcome.tls_policies),
+        (&mut outcome.attached, &mut outcome.policies),
     );
     refused(ctx, gateways, status);
     outcome
@@ -265,12 +268,13 @@ struct Env<'c, 'a> {
     grants: &'c Grants<'a>,
     gateways: &'c Gateways,
     tls: &'c BackendTls,
+    traffic: &'c BackendTraffic,
     /// The route's creation time (seconds), which orders it among equally specific
     /// matches of other routes.
     created: Option<i64>,
 }
 
-/// Serves one HTTPRoute (or GRPCRoute as one); returns the BackendTLSPolicies naming
+/// Serves one HTTPRoute (or GRPCRoute as one); returns the policies naming
 /// the Services it sends to. On a listener where an older route of the other kind has
 /// one of its hosts, it is not accepted (GRPCRoutes and HTTPRoutes are never merged).
 fn serve_route(
@@ -287,6 +291,7 @@ fn serve_route(
         grants,
         gateways,
         tls,
+        traffic,
         created,
     } = *env;
     let grpc = key.kind == GRPC_ROUTE;
@@ -311,6 +316,7 @@ fn serve_route(
     let upstream = crate::backend_tls::Upstream {
         policies: tls,
         client_certificate,
+        traffic: (!traffic.is_empty()).then_some(traffic),
     };
     let bad_host = invalid_hostname(&hostnames);
     for parent in parents {
@@ -375,7 +381,7 @@ fn serve_route(
             for cluster in done.clusters {
                 ir.add_cluster(cluster);
             }
-            done.tls_policies
+            done.policies
         }
         _ => BTreeSet::new(),
     }

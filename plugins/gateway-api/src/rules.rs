@@ -13,9 +13,9 @@ use gateway_api::apis::experimental::httproutes::{
 };
 use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir::{
-    Cluster, ClusterOptions, Cors, HashPolicy, HeaderMatch, HeadersPolicy, LbPolicy, Mirror,
-    PathMatch, QueryMatch, Redirect, RegexRewrite, Retry, RouteAction, RouteMatch, RoutePolicy,
-    StringMatch, UpstreamProtocol, WeightedCluster,
+    CircuitBreakers, Cluster, ClusterOptions, Cors, HashPolicy, HeaderMatch, HeadersPolicy,
+    LbPolicy, Mirror, PathMatch, QueryMatch, Redirect, RegexRewrite, Retry, RouteAction,
+    RouteMatch, RoutePolicy, StringMatch, UpstreamProtocol, WeightedCluster,
 };
 use isobar_sdk::regex::check_re2;
 use isobar_sdk::resolve::{PortRef, service_cluster};
@@ -24,6 +24,7 @@ use isobar_sdk::{BuildContext, ObjectKey};
 use std::collections::BTreeSet;
 
 use crate::backend_tls::{BackendTls, Upstream};
+use crate::backend_traffic::BackendTraffic;
 use crate::grants::Grants;
 
 /// Applies a generated `…HeaderModifier` (its `set`, `add` and `remove`) to a
@@ -70,8 +71,8 @@ pub struct Rules {
     pub unresolved: Option<Unresolved>,
     /// Rules left out, with why.
     pub invalid: Vec<String>,
-    /// The BackendTLSPolicies naming the Services the rules send to.
-    pub tls_policies: BTreeSet<ObjectKey>,
+    /// The policies (BackendTLS, XBackendTraffic) naming the Services the rules send to.
+    pub policies: BTreeSet<ObjectKey>,
 }
 
 /// Why a backend is not sent to although it resolves: its BackendTLSPolicy cannot be
@@ -192,10 +193,22 @@ fn forward(
     out: &mut Rules,
 ) -> Result<RouteAction, String> {
     let mut weighted = Vec::new();
+    // Without a session of its own, the rule keeps the one its first backend's
+    // XBackendTrafficPolicy asks for.
+    if policy.hash_policies.is_empty()
+        && let Some(traffic) = tls.traffic
+    {
+        let session = backends.iter().find_map(|b| {
+            let namespace = b.namespace.as_deref().unwrap_or(&key.namespace);
+            traffic.lookup(namespace, &b.name)?.1.session.clone()
+        });
+        policy.hash_policies.extend(session);
+    }
     for backend in backends {
         let weight = u32::try_from(backend.weight.unwrap_or(1)).unwrap_or(0);
         let reference = backend_ref!(backend);
-        out.tls_policies.extend(reference.tls_policies(key, tls));
+        out.policies
+            .extend(reference.policies(key, tls, tls.traffic));
         // Sessions kept by hashing need clusters that hash.
         let base = ClusterOptions {
             protocol: h2c.then_some(UpstreamProtocol::H2c),
@@ -304,18 +317,23 @@ pub struct BackendRef<'a> {
 }
 
 impl BackendRef<'_> {
-    /// The BackendTLSPolicies naming the Service this refers to (in the namespace of
-    /// the route `key`, unless it names one).
-    pub fn tls_policies<'t>(
+    /// The policies naming the Service this refers to (in the namespace of the route
+    /// `key`, unless it names one): BackendTLSPolicies and, with `traffic`,
+    /// XBackendTrafficPolicies.
+    pub fn policies(
         &self,
         key: &ObjectKey,
-        tls: &'t BackendTls,
-    ) -> impl Iterator<Item = ObjectKey> + use<'t> {
+        tls: &BackendTls,
+        traffic: Option<&BackendTraffic>,
+    ) -> Vec<ObjectKey> {
         let namespace = self.namespace.unwrap_or(&key.namespace);
-        tls.naming(namespace, self.name)
-            .cloned()
-            .collect::<Vec<_>>()
+        let traffic = traffic
             .into_iter()
+            .flat_map(|t| t.naming(namespace, self.name));
+        tls.naming(namespace, self.name)
+            .chain(traffic)
+            .cloned()
+            .collect()
     }
 }
 
@@ -395,6 +413,16 @@ pub fn resolve(
             }
         }
     }
+    if let Some((_, traffic)) = tls
+        .and_then(|t| t.traffic)
+        .and_then(|t| t.lookup(namespace, backend.name))
+        && let Some(budget) = traffic.retry_budget
+    {
+        options.circuit_breakers = Some(Box::new(CircuitBreakers {
+            retry_budget: Some(budget),
+            ..CircuitBreakers::default()
+        }));
+    }
     service_cluster(
         ctx.objects,
         namespace,
@@ -407,7 +435,7 @@ pub fn resolve(
 }
 
 /// A Gateway API duration (`1h2m3s4ms`, at most one of each unit).
-fn duration(value: &str) -> Result<std::time::Duration, String> {
+pub fn duration(value: &str) -> Result<std::time::Duration, String> {
     let d: gateway_api::Duration = value
         .parse()
         .map_err(|e| format!("invalid duration {value:?}: {e}"))?;
@@ -419,7 +447,7 @@ fn duration(value: &str) -> Result<std::time::Duration, String> {
 /// A rule's `sessionPersistence` as a hash policy on its clusters (which then hash):
 /// a cookie (made by Envoy when a request has none; Permanent lives `absoluteTimeout`,
 /// Session, the default, the browser's session) or a header, named `sessionName`.
-fn session(s: &HttpRouteRulesSessionPersistence) -> Result<HashPolicy, String> {
+pub fn session(s: &HttpRouteRulesSessionPersistence) -> Result<HashPolicy, String> {
     let name = s
         .session_name
         .clone()
@@ -722,7 +750,8 @@ fn apply_filter(
         HttpRouteRulesFiltersType::RequestMirror => {
             let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
             let reference = backend_ref!(&m.backend_ref);
-            out.tls_policies.extend(reference.tls_policies(key, tls));
+            out.policies
+                .extend(reference.policies(key, tls, tls.traffic));
             let base = ClusterOptions {
                 protocol: h2c.then_some(UpstreamProtocol::H2c),
                 ..ClusterOptions::default()

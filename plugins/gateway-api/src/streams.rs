@@ -74,7 +74,7 @@ pub fn serve(
     (gateways, tls): (&Gateways, &BackendTls),
     ir: &mut Ir,
     status: &mut StatusReport,
-    (attached, tls_policies): (
+    (attached, policies): (
         &mut BTreeMap<ObjectKey, Attachments>,
         &mut BTreeMap<ObjectKey, BTreeSet<ObjectKey>>,
     ),
@@ -99,7 +99,7 @@ pub fn serve(
             &mut to,
         );
         if !used.is_empty() {
-            tls_policies.insert(key.clone(), used);
+            policies.insert(key.clone(), used);
         }
         attached.insert(key, to);
     }
@@ -266,12 +266,13 @@ fn serve_stream(
                 let upstream = Upstream {
                     policies: tls,
                     client_certificate,
+                    traffic: None,
                 };
                 used_policies.extend(
                     stream
                         .backends
                         .iter()
-                        .flat_map(|(reference, _)| reference.tls_policies(key, tls)),
+                        .flat_map(|(reference, _)| reference.policies(key, tls, None)),
                 );
                 let (weighted, _, _) = reencrypted
                     .get_or_insert_with(|| backends(ctx, grants, key, stream, Some(&upstream)));

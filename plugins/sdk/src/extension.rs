@@ -136,6 +136,7 @@ pub fn resolve(
             max_requests: limit(b.max_requests),
             max_retries: limit(b.max_retries),
             per_host_max_connections: limit(b.per_host_max_connections),
+            retry_budget: None,
         }))
         .filter(|b| **b != ir::CircuitBreakers::default());
     }

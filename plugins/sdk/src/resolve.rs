@@ -239,6 +239,7 @@ pub fn service_cluster(
         max_requests: limit("projectcontour.io/max-requests"),
         max_retries: limit("projectcontour.io/max-retries"),
         per_host_max_connections: limit("projectcontour.io/per-host-max-connections"),
+        retry_budget: None,
     };
     if breakers != CircuitBreakers::default() {
         options.circuit_breakers = Some(Box::new(breakers));

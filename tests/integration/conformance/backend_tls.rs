@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::conformance::client::{self, Expect, Protocol, get};
-use crate::conformance::suite::{GW, INFRA, Suite, has};
+use crate::conformance::suite::{GW, INFRA, Suite};
 
 /// Services of the test selecting the `tls-backend` pods: name, ports (name, port,
 /// appProtocol), each to the pods' 8443.
@@ -64,38 +64,10 @@ fn route(name: &str, parent: &str, hostname: &str, rules: &[(&str, &str, u16)]) 
     )
 }
 
-/// The suite's `BackendTLSPolicyMustHaveCondition`: every ancestor's conditions are of
-/// the policy's generation and the ancestor naming Gateway `gw` has the condition.
-async fn policy_condition(
-    suite: &Suite,
-    name: &str,
-    gw: &str,
-    (type_, status, reason): (&str, &str, &str),
-) {
+/// The suite's `BackendTLSPolicyMustHaveCondition` (see [`Suite::policy_condition`]).
+async fn policy_condition(suite: &Suite, name: &str, gw: &str, condition: (&str, &str, &str)) {
     suite
-        .wait_for(
-            (GW, "BackendTLSPolicy", INFRA, name),
-            &format!("{type_}={status} ({reason}) on {gw}"),
-            |p| {
-                let generation = &p["metadata"]["generation"];
-                let ancestors = p["status"]["ancestors"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                ancestors.iter().all(|a| {
-                    a["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .all(|c| c["observedGeneration"] == *generation)
-                }) && ancestors.iter().any(|a| {
-                    a["ancestorRef"]["name"] == gw
-                        && (a["ancestorRef"]["namespace"].is_null()
-                            || a["ancestorRef"]["namespace"] == INFRA)
-                        && has(&a["conditions"], type_, status, reason)
-                })
-            },
-        )
+        .policy_condition((GW, "BackendTLSPolicy", name), gw, condition)
         .await;
 }
 

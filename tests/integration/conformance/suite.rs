@@ -823,6 +823,41 @@ impl Suite {
     }
 
     /// GET `path` from Envoy's admin (on its unix socket).
+    /// A policy's status as the suite's `BackendTLSPolicyMustHaveCondition` wants it:
+    /// every ancestor's conditions are of the policy's generation and the ancestor naming
+    /// Gateway `gw` (of the infra namespace) has the condition.
+    pub async fn policy_condition(
+        &self,
+        (api_version, kind, name): (&str, &str, &str),
+        gw: &str,
+        (type_, status, reason): (&str, &str, &str),
+    ) {
+        self.wait_for(
+            (api_version, kind, INFRA, name),
+            &format!("{type_}={status} ({reason}) on {gw}"),
+            |p| {
+                let generation = &p["metadata"]["generation"];
+                let ancestors = p["status"]["ancestors"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                ancestors.iter().all(|a| {
+                    a["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .all(|c| c["observedGeneration"] == *generation)
+                }) && ancestors.iter().any(|a| {
+                    a["ancestorRef"]["name"] == gw
+                        && (a["ancestorRef"]["namespace"].is_null()
+                            || a["ancestorRef"]["namespace"] == INFRA)
+                        && has(&a["conditions"], type_, status, reason)
+                })
+            },
+        )
+        .await;
+    }
+
     pub async fn admin(&self, path: &str) -> String {
         crate::support::admin_get(&self.dir.path().join("admin.sock"), path).await
     }

@@ -188,4 +188,18 @@ pub struct CircuitBreakers {
     pub max_requests: Option<u32>,
     pub max_retries: Option<u32>,
     pub per_host_max_connections: Option<u32>,
+    /// Retries in flight bounded by a share of the requests in flight (instead of
+    /// `max_retries`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_budget: Option<RetryBudget>,
+}
+
+/// Envoy's retry budget: retries in flight may be at most `percent` % of the requests
+/// started within the last `interval` (zero: of those in flight), and `min_concurrency`
+/// retries in flight are always allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RetryBudget {
+    pub percent: u32,
+    pub interval: std::time::Duration,
+    pub min_concurrency: u32,
 }
