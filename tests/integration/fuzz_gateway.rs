@@ -516,8 +516,9 @@ fn leaves(value: &Value, at: String, out: &mut Vec<(String, Value)>) {
 }
 
 /// Every field the v1.6.1 standard schemas have (spec, for each kind Isobar serves; for
-/// HTTPRoute the experimental one, whose `retry` and `sessionPersistence` Isobar reads)
-/// survives decoding into Isobar's types: none is dropped unseen.
+/// HTTPRoute and GRPCRoute the experimental one, whose `retry` and `sessionPersistence`
+/// Isobar reads, and XBackendTrafficPolicy's, only experimental) survives decoding into
+/// Isobar's types: none is dropped unseen.
 #[test]
 fn every_field_of_the_v1_6_1_schemas_survives_decoding() {
     use isobar_plugin_gateway_api::kinds;
@@ -529,7 +530,9 @@ fn every_field_of_the_v1_6_1_schemas_survives_decoding() {
     }
     let mut dropped = Vec::new();
     for (kind, version, plural, _) in KINDS_GENERATED {
-        let channel = if *kind == "HTTPRoute" || group_of(kind) != "gateway.networking.k8s.io" {
+        let channel = if ["HTTPRoute", "GRPCRoute"].contains(kind)
+            || group_of(kind) != "gateway.networking.k8s.io"
+        {
             "experimental"
         } else {
             "standard"

@@ -1660,6 +1660,52 @@ async fn one_pod_per_session(
     assert_eq!(without.len(), 2, "new sessions reached {without:?}");
 }
 
+/// A GRPCRoute rule's `sessionPersistence` (experimental), of type Header: calls carrying
+/// the same session header reach one pod; calls without one reach both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_session_header_keeps_calls_on_one_pod() {
+    use crate::conformance::grpc::{call, send};
+    use crate::conformance::suite::{INFRA, Suite};
+    let suite = Suite::start().await;
+    suite.apply("apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {name: grpc-sticky, namespace: gateway-conformance-infra}\nspec:\n  parentRefs: [{name: same-namespace}]\n  rules:\n    - sessionPersistence: {sessionName: X-Grpc-Session, type: Header}\n      backendRefs: [{name: grpc-infra-backend-v1, port: 8080}]\n");
+    let addr = suite
+        .routes_accepted(
+            (INFRA, "same-namespace"),
+            "GRPCRoute",
+            &[(INFRA, "grpc-sticky")],
+        )
+        .await;
+    let plain = call("Echo").backend("grpc-infra-backend-v1");
+    if let Err(e) = crate::conformance::grpc::eventually(addr, &plain).await {
+        panic!("{e}\n{}", suite.logs());
+    }
+    let pods = |call: crate::conformance::grpc::Call, n: usize| async move {
+        let mut pods = std::collections::BTreeSet::new();
+        for _ in 0..n {
+            let (code, echo) = send(addr, &call).await.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(code, tonic::Code::Ok);
+            let context = echo
+                .and_then(|e| e.assertions)
+                .and_then(|a| a.context)
+                .unwrap_or_default();
+            pods.insert(context.pod);
+        }
+        pods
+    };
+    for session in ["alpha", "beta", "gamma"] {
+        let sticky = plain.clone().metadata(&[("X-Grpc-Session", session)]);
+        let reached = pods(sticky, 15).await;
+        assert_eq!(reached.len(), 1, "session {session} reached {reached:?}");
+    }
+    let reached = pods(plain, 40).await;
+    assert_eq!(
+        reached.len(),
+        2,
+        "calls without a session reached {reached:?}"
+    );
+    suite.assert_nothing_rejected().await;
+}
+
 /// An XBackendTrafficPolicy's `sessionPersistence` (experimental): every rule sending to
 /// its Service without a session of its own keeps the policy's; a rule's own wins. The
 /// policy is Accepted under the route's Gateway; a newer one naming the same Service is

@@ -1,11 +1,11 @@
 //! GRPCRoutes, served as the HTTPRoutes they amount to: a method match is a path match
-//! (`/service/method`), filters and backends are spelt the same, and the backends speak
-//! HTTP/2 in clear text (h2c).
+//! (`/service/method`), filters, backends and `sessionPersistence` (experimental) are
+//! spelt the same, and the backends speak HTTP/2 in clear text (h2c).
 
-use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
-use gateway_api::apis::standard::grpcroutes::{
+use gateway_api::apis::experimental::grpcroutes::{
     GrpcRouteRulesMatches, GrpcRouteRulesMatchesMethodType, GrpcRouteSpec,
 };
+use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
 use serde_json::{Value, json};
 
 /// A gRPC service name as the CRD allows it (`package.Service`).
@@ -86,6 +86,9 @@ pub fn as_http(spec: &GrpcRouteSpec) -> Result<HttpRouteSpec, String> {
         }
         if let Some(backends) = &rule.backend_refs {
             out["backendRefs"] = serde_json::to_value(backends).map_err(|e| e.to_string())?;
+        }
+        if let Some(session) = &rule.session_persistence {
+            out["sessionPersistence"] = serde_json::to_value(session).map_err(|e| e.to_string())?;
         }
         rules.push(out);
     }

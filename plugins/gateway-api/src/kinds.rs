@@ -2,10 +2,11 @@
 //! (Gateway API v1.5), each wrapped so that it can be an Isobar [`Resource`], plus the
 //! core `Namespace` (for `allowedRoutes.namespaces.selector`).
 
-use gateway_api::apis::experimental::{httproutes, tcproutes, udproutes, xbackendtrafficpolicies};
+use gateway_api::apis::experimental::{
+    grpcroutes, httproutes, tcproutes, udproutes, xbackendtrafficpolicies,
+};
 use gateway_api::apis::standard::{
-    backendtlspolicies, gatewayclasses, gateways, grpcroutes, listenersets, referencegrants,
-    tlsroutes,
+    backendtlspolicies, gatewayclasses, gateways, listenersets, referencegrants, tlsroutes,
 };
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;

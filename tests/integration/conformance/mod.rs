@@ -10,7 +10,7 @@ pub(crate) mod client;
 mod docs;
 pub(crate) mod echo;
 mod gateway;
-mod grpc;
+pub(crate) mod grpc;
 mod grpc_route;
 mod http_route;
 mod http_route_filters;
