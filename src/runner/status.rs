@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use isobar_sdk::condition::WHILE_THEY_HOLD;
 use isobar_sdk::{Kind, ObjectKey, Objects, StatusReport, StatusStyle};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -404,7 +405,27 @@ fn merge(kind: Kind, current: &Value, desired: &Value, controller: &str) -> Valu
             out["conditions"] = conditions(&current["conditions"], &desired["conditions"], &now);
         }
         StatusStyle::Gateway => {
-            out["conditions"] = conditions(&current["conditions"], &desired["conditions"], &now);
+            // Conditions a Gateway carries only while they hold go once not reported.
+            let reported = |c: &Value| {
+                desired["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|d| d["type"] == c["type"])
+            };
+            let kept: Vec<Value> = current["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| {
+                    reported(c)
+                        || !c["type"]
+                            .as_str()
+                            .is_some_and(|t| WHILE_THEY_HOLD.contains(&t))
+                })
+                .cloned()
+                .collect();
+            out["conditions"] = conditions(&Value::Array(kept), &desired["conditions"], &now);
             if desired.get("listeners").is_some() {
                 let old = current["listeners"].as_array().cloned().unwrap_or_default();
                 let listeners = desired["listeners"].as_array().into_iter().flatten();
@@ -457,7 +478,11 @@ fn merge(kind: Kind, current: &Value, desired: &Value, controller: &str) -> Valu
             }
             // Other controllers' entries stay as they are.
             entries.extend(old.into_iter().filter(|p| !ours(p)));
-            out[list] = Value::Array(entries);
+            // A route none of whose parents are this controller's, and never were, is
+            // left as it is.
+            if !entries.is_empty() || current.get(list).is_some() {
+                out[list] = Value::Array(entries);
+            }
         }
     }
     out
@@ -598,6 +623,54 @@ mod tests {
         assert_eq!(
             merge(Kind::new(&ROUTE), &merged, &desired, CONTROLLER_NAME),
             merged
+        );
+    }
+
+    /// A Gateway condition that holds only at times (`DefaultGateway`) goes once not
+    /// reported; another writer's condition stays.
+    #[test]
+    fn gateway_conditions_that_no_longer_hold_go() {
+        let current = json!({"conditions": [condition("Accepted", "True", "t1"),
+            condition("DefaultGateway", "True", "t1"), condition("Other", "True", "t0")]});
+        let desired = desired_status(
+            Kind::new(&GATEWAY),
+            &json!({"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]})
+                .to_string(),
+            Some(2),
+            &json!({}),
+        );
+        let merged = merge(Kind::new(&GATEWAY), &current, &desired, CONTROLLER_NAME);
+        let types: Vec<&Value> = merged["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| &c["type"])
+            .collect();
+        assert_eq!(types, [&json!("Accepted"), &json!("Other")], "{merged}");
+    }
+
+    /// A route reported with no parent of this controller's loses the entries this
+    /// controller wrote; one it never wrote to is left as it is.
+    #[test]
+    fn route_parents_no_longer_named_go() {
+        let theirs = json!({"parentRef": {"name": "gw"}, "controllerName": "example.com/other",
+            "conditions": [condition("Accepted", "True", "t0")]});
+        let desired = desired_status(
+            Kind::new(&ROUTE),
+            &json!({"parents": []}).to_string(),
+            Some(2),
+            &json!({}),
+        );
+        let current = json!({"parents": [
+            {"parentRef": {"name": "old"}, "controllerName": CONTROLLER_NAME,
+             "conditions": [condition("Accepted", "True", "t1")]},
+            theirs.clone()]});
+        let merged = merge(Kind::new(&ROUTE), &current, &desired, CONTROLLER_NAME);
+        assert_eq!(merged["parents"], json!([theirs]));
+        let untouched = json!({"other": 1});
+        assert_eq!(
+            merge(Kind::new(&ROUTE), &untouched, &desired, CONTROLLER_NAME),
+            untouched
         );
     }
 

@@ -1660,6 +1660,149 @@ async fn one_pod_per_session(
     assert_eq!(without.len(), 2, "new sessions reached {without:?}");
 }
 
+/// Default Gateways (experimental, GEP-3793): a Gateway of `defaultScope: All` says
+/// `DefaultGateway` and takes the routes of `useDefaultGateways: All` its listeners allow,
+/// as if they named it (their status names it; a route of a namespace its listener does not
+/// allow is `NotAllowedByListeners`); a route without `useDefaultGateways` is not taken;
+/// once the Gateway is no longer default, the route leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_gateway_takes_the_routes_asking_for_one() {
+    use crate::conformance::client::get;
+    use crate::conformance::suite::{APP, CLASS, GW, INFRA, Suite, has};
+    let suite = Suite::start().await;
+    let gateway = |scope: &str| {
+        format!(
+            "apiVersion: {GW}\nkind: Gateway\nmetadata: {{name: default-gw, namespace: {INFRA}}}\nspec:\n  gatewayClassName: {CLASS}\n  defaultScope: {scope}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n"
+        )
+    };
+    suite.apply(&gateway("All"));
+    let route = |ns: &str, name: &str, defaulted: &str, path: &str| {
+        format!(
+            "apiVersion: {GW}\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{defaulted}  rules:\n    - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n      backendRefs: [{{name: infra-backend-v1, namespace: {INFRA}, port: 8080}}]\n"
+        )
+    };
+    suite.apply(&route(
+        INFRA,
+        "defaulted",
+        "  useDefaultGateways: All\n",
+        "/defaulted",
+    ));
+    suite.apply(&route(
+        INFRA,
+        "explicit",
+        "  parentRefs: [{name: same-namespace}]\n",
+        "/explicit",
+    ));
+    suite.apply(&route(
+        APP,
+        "defaulted-elsewhere",
+        "  useDefaultGateways: All\n",
+        "/elsewhere",
+    ));
+    suite
+        .gateway_condition((INFRA, "default-gw"), ("DefaultGateway", "True", ""))
+        .await;
+    let addr = suite
+        .routes_accepted((INFRA, "default-gw"), "HTTPRoute", &[(INFRA, "defaulted")])
+        .await;
+    suite
+        .route_condition(
+            ("HTTPRoute", APP, "defaulted-elsewhere"),
+            (INFRA, "default-gw"),
+            ("Accepted", "False", "NotAllowedByListeners"),
+        )
+        .await;
+    suite
+        .expect(addr, &get("/defaulted").backend("infra-backend-v1"))
+        .await;
+    for path in ["/explicit", "/elsewhere"] {
+        let mut not_found = get(path);
+        not_found.statuses = vec![404];
+        suite.expect(addr, &not_found).await;
+    }
+    let explicit = suite.get(GW, "HTTPRoute", INFRA, "explicit");
+    assert!(
+        crate::conformance::suite::parent_of(&explicit, INFRA, "default-gw", "Gateway").is_none(),
+        "a route not asking for default Gateways got {}",
+        explicit["status"]
+    );
+    let defaulted = suite.get(GW, "HTTPRoute", INFRA, "defaulted");
+    assert!(
+        defaulted["spec"].get("parentRefs").is_none(),
+        "parentRefs written: {}",
+        defaulted["spec"]
+    );
+    // The base Gateway of the same namespace is not a default one.
+    let same = suite
+        .routes_accepted(
+            (INFRA, "same-namespace"),
+            "HTTPRoute",
+            &[(INFRA, "explicit")],
+        )
+        .await;
+    suite
+        .expect(same, &get("/explicit").backend("infra-backend-v1"))
+        .await;
+    let mut not_there = get("/defaulted");
+    not_there.statuses = vec![404];
+    suite.expect(same, &not_there).await;
+    suite.apply(&gateway("None"));
+    suite
+        .wait_for(
+            (GW, "Gateway", INFRA, "default-gw"),
+            "no DefaultGateway condition",
+            |g| {
+                crate::conformance::suite::fresh(g)
+                    && !g["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == "DefaultGateway")
+            },
+        )
+        .await;
+    suite
+        .wait_for(
+            (GW, "HTTPRoute", INFRA, "defaulted"),
+            "no parent entry for default-gw",
+            |r| {
+                r["status"].is_object()
+                    && crate::conformance::suite::parent_of(r, INFRA, "default-gw", "Gateway")
+                        .is_none()
+            },
+        )
+        .await;
+    // Its only route gone, the Gateway's listener answers nothing (or 404).
+    let start = std::time::Instant::now();
+    loop {
+        let answer = crate::conformance::client::send(
+            addr,
+            &crate::conformance::client::Protocol::Http,
+            &get("/defaulted").request,
+            &[],
+        )
+        .await;
+        match answer {
+            Ok(a) if a.status == 200 => {
+                assert!(start.elapsed() < Duration::from_secs(30), "still served");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok(a) => {
+                assert_eq!(a.status, 404, "{}", a.body);
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    assert!(has(
+        &suite.get(GW, "Gateway", INFRA, "default-gw")["status"]["conditions"],
+        "Accepted",
+        "True",
+        ""
+    ));
+    suite.assert_nothing_rejected().await;
+}
+
 /// A GRPCRoute rule's `sessionPersistence` (experimental), of type Header: calls carrying
 /// the same session header reach one pod; calls without one reach both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,7 +82,9 @@ fn services<'a>(
 
 pub fn tls_route(objects: &Objects, key: &ObjectKey, route: &TlsRoute) -> Claim {
     let spec = &route.spec;
-    let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
+    let own = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
+    let wants = crate::defaults::is_all(spec.use_default_gateways.as_ref());
+    let parents = crate::defaults::parents(objects, own.collect(), wants).into_iter();
     let backends = spec
         .rules
         .iter()
@@ -129,7 +131,9 @@ pub fn grpc_route(objects: &Objects, key: &ObjectKey, route: &GrpcRoute) -> Clai
 
 fn http_spec(objects: &Objects, key: &ObjectKey, spec: &HttpRouteSpec) -> Claim {
     let hostnames = spec.hostnames.clone().unwrap_or_default();
-    let parents = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
+    let own = spec.parent_refs.iter().flatten().map(|p| parent_ref!(p));
+    let wants = crate::defaults::is_all(spec.use_default_gateways.as_ref());
+    let parents = crate::defaults::parents(objects, own.collect(), wants).into_iter();
     let hosts = hosts(objects, key, parents, &hostnames);
     let rules = spec.rules.iter().flatten();
     let backends = rules.clone().flat_map(|r| r.backend_refs.iter().flatten());

@@ -1,7 +1,7 @@
 //! A Gateway's `spec.tls.frontend`: the client certificates its HTTPS listeners ask for
 //! (mutual TLS), by default or per port, with CA bundles from ConfigMaps (`ca.crt`).
 
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     GatewayTlsFrontend, GatewayTlsFrontendDefaultValidationMode,
     GatewayTlsFrontendPerPortTlsValidationMode,
 };

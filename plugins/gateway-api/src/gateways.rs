@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
     GatewayTlsFrontend,
 };
@@ -416,6 +416,7 @@ pub fn serve(
         );
         let placed = !matches!(envoy.site, Site::Nowhere(_));
         report_gateway(&key, &gateway.spec.listeners, &served, placed, status);
+        crate::defaults::report(&key, gateway, status);
         if let Site::Nowhere(message) = &envoy.site {
             status.gateway(&key).set(Condition::new(
                 "Programmed",

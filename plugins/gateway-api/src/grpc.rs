@@ -95,6 +95,7 @@ pub fn as_http(spec: &GrpcRouteSpec) -> Result<HttpRouteSpec, String> {
     let value = json!({
         "hostnames": spec.hostnames,
         "parentRefs": spec.parent_refs,
+        "useDefaultGateways": spec.use_default_gateways,
         "rules": rules,
     });
     serde_json::from_value(value).map_err(|e| format!("not an HTTPRoute: {e}"))

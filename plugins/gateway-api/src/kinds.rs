@@ -3,10 +3,10 @@
 //! core `Namespace` (for `allowedRoutes.namespaces.selector`).
 
 use gateway_api::apis::experimental::{
-    grpcroutes, httproutes, tcproutes, udproutes, xbackendtrafficpolicies,
+    gateways, grpcroutes, httproutes, tcproutes, tlsroutes, udproutes, xbackendtrafficpolicies,
 };
 use gateway_api::apis::standard::{
-    backendtlspolicies, gatewayclasses, gateways, listenersets, referencegrants, tlsroutes,
+    backendtlspolicies, gatewayclasses, listenersets, referencegrants,
 };
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;

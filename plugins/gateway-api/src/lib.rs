@@ -81,6 +81,7 @@ mod backend_client;
 mod backend_tls;
 mod backend_traffic;
 mod claims;
+mod defaults;
 mod frontend;
 mod gateways;
 mod grants;

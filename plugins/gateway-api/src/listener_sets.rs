@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     GatewayAllowedListenersNamespacesFrom, GatewayListeners,
 };
 use isobar_sdk::condition::Condition;

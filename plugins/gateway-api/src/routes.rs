@@ -294,17 +294,23 @@ fn serve_route(
         traffic,
         created,
     } = *env;
+    // Reported even with no parent of this controller's: entries it wrote before (a
+    // parent named no longer, a default Gateway no more) go.
+    status.gateway(key);
     let grpc = key.kind == GRPC_ROUTE;
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
     let hostnames: Vec<String> = spec.hostnames.clone().unwrap_or_default();
     let mut translated = None;
     let mut placed = false;
-    let parents: Vec<ParentRef> = spec
-        .parent_refs
-        .iter()
-        .flatten()
-        .map(|p| parent_ref!(p))
-        .collect();
+    let parents: Vec<ParentRef> = crate::defaults::parents(
+        ctx.store(),
+        spec.parent_refs
+            .iter()
+            .flatten()
+            .map(|p| parent_ref!(p))
+            .collect(),
+        crate::defaults::is_all(spec.use_default_gateways.as_ref()),
+    );
     // The certificate presented to TLS backends: its (first) Gateway's that has one.
     let client_certificate = parents.iter().find_map(|p| {
         let (gateway, _) = ours(gateways, key, p)?;

@@ -30,17 +30,20 @@ struct Stream<'a> {
 
 /// The [`Stream`] of a TLS, TCP or UDP route (their specs share these fields).
 macro_rules! stream {
-    ($route:expr, $kind:literal, $hostnames:expr) => {{
+    ($objects:expr, $route:expr, $kind:literal, $hostnames:expr) => {{
         let route = $route;
         let spec = &route.spec;
         Stream {
             kind: $kind,
-            parents: spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .map(|p| parent_ref!(p))
-                .collect(),
+            parents: crate::defaults::parents(
+                $objects,
+                spec.parent_refs
+                    .iter()
+                    .flatten()
+                    .map(|p| parent_ref!(p))
+                    .collect(),
+                crate::defaults::is_all(spec.use_default_gateways.as_ref()),
+            ),
             hostnames: $hostnames,
             backends: spec
                 .rules
@@ -53,16 +56,16 @@ macro_rules! stream {
     }};
 }
 
-fn tls_stream(route: &TlsRoute) -> Stream<'_> {
-    stream!(route, "TLSRoute", route.spec.hostnames.clone())
+fn tls_stream<'a>(objects: &isobar_sdk::Objects, route: &'a TlsRoute) -> Stream<'a> {
+    stream!(objects, route, "TLSRoute", route.spec.hostnames.clone())
 }
 
-fn tcp_stream(route: &TcpRoute) -> Stream<'_> {
-    stream!(route, "TCPRoute", Vec::new())
+fn tcp_stream<'a>(objects: &isobar_sdk::Objects, route: &'a TcpRoute) -> Stream<'a> {
+    stream!(objects, route, "TCPRoute", Vec::new())
 }
 
-fn udp_stream(route: &UdpRoute) -> Stream<'_> {
-    stream!(route, "UDPRoute", Vec::new())
+fn udp_stream<'a>(objects: &isobar_sdk::Objects, route: &'a UdpRoute) -> Stream<'a> {
+    stream!(objects, route, "UDPRoute", Vec::new())
 }
 
 /// Serves the TLSRoutes, TCPRoutes and UDPRoutes of the build's scope, oldest first (an
@@ -81,12 +84,20 @@ pub fn serve(
 ) {
     let mut streams: Vec<(ObjectKey, Stream<'_>)> = ctx
         .all::<TlsRoute>()
-        .map(|(k, r)| (k, tls_stream(r)))
-        .chain(ctx.all::<TcpRoute>().map(|(k, r)| (k, tcp_stream(r))))
-        .chain(ctx.all::<UdpRoute>().map(|(k, r)| (k, udp_stream(r))))
+        .map(|(k, r)| (k, tls_stream(ctx.store(), r)))
+        .chain(
+            ctx.all::<TcpRoute>()
+                .map(|(k, r)| (k, tcp_stream(ctx.store(), r))),
+        )
+        .chain(
+            ctx.all::<UdpRoute>()
+                .map(|(k, r)| (k, udp_stream(ctx.store(), r))),
+        )
         .collect();
     streams.sort_by(|(ka, a), (kb, b)| a.created.cmp(&b.created).then_with(|| ka.cmp(kb)));
     for (key, stream) in streams {
+        // Reported even with no parent of this controller's (see HTTPRoutes).
+        status.gateway(&key);
         let mut to = Attachments::new();
         let used = serve_stream(
             ctx,

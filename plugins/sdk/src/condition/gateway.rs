@@ -95,6 +95,12 @@ pub struct ListenerStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// Condition types Gateway API has a Gateway carry only while they hold
+/// (`DefaultGateway`: while `defaultScope` is set; `InsecureFrontendValidationMode`: while
+/// clients without a valid certificate are let in): a controller no longer reporting one
+/// removes it, where conditions of other types another writer set are kept.
+pub const WHILE_THEY_HOLD: &[&str] = &["DefaultGateway", "InsecureFrontendValidationMode"];
+
 /// An object's status in Gateway API's shape.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GatewayStatus {

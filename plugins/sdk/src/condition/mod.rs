@@ -12,7 +12,7 @@ use serde::Serialize;
 
 pub use gateway::{
     Condition, ConditionStatus, GatewayStatus, ListenerStatus, ParentRef, ParentStatus,
-    RouteGroupKind,
+    RouteGroupKind, WHILE_THEY_HOLD,
 };
 
 use crate::object::ObjectKey;
