@@ -41,7 +41,8 @@ function envoy_on_response(response_handle)
   local cookies = {}
   for i = 0, count - 1 do
     local cookie = headers:getAtIndex("set-cookie", i)
-    local name = string.match(cookie, "^%s*([^=;%s]+)")
+    -- A cookie that is not `name=value` is left as it is.
+    local name = string.match(cookie, "^%s*([^=;%s]+)=")
     for _, rule in ipairs(rules) do
       if rule["name"] == name then
         cookie = rewrite(cookie, rule)

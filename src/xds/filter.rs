@@ -26,6 +26,20 @@ pub(super) const RBAC_FILTER: &str = "envoy.filters.http.rbac";
 /// The fixed cookie-rewriting script; rules reach it as the route's filter context.
 pub(super) const COOKIE_REWRITE_LUA: &str = include_str!("cookie_rewrite.lua");
 
+/// The Lua filter answering 421 on a wildcard vhost's chain when the Host is not the
+/// SNI name (named apart from [`LUA_FILTER`], whose per-route settings are the cookie
+/// rewriter's).
+pub(super) fn misdirected_filter() -> HttpFilter {
+    use envoy_types::pb::envoy::extensions::filters::http::lua;
+    empty_filter(
+        "envoy.filters.http.lua.misdirected",
+        pack_any(lua::v3::Lua {
+            default_source_code: Some(inline(include_str!("misdirected.lua"))),
+            ..Default::default()
+        }),
+    )
+}
+
 pub(super) fn cookie_rewrite_context(rewrites: &[ir::CookieRewrite]) -> Any {
     use envoy_types::pb::envoy::extensions::filters::http::lua::v3::LuaPerRoute;
     let rules = rewrites

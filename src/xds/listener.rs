@@ -159,6 +159,11 @@ pub(super) fn filter_chain(
                 .as_ref()
                 .and_then(|t| t.client_validation.as_ref())
                 .and_then(|v| v.forward);
+            if vhost.misdirected.host_is_sni && vhost.fqdn.starts_with("*.") {
+                manager
+                    .http_filters
+                    .insert(0, super::filter::misdirected_filter());
+            }
             if let Some(f) = forward {
                 manager.forward_client_cert_details = ForwardClientCertDetails::SanitizeSet as i32;
                 manager.set_current_client_cert_details =

@@ -212,6 +212,31 @@ pub(super) fn redirect_action(r: &ir::Redirect) -> route::RedirectAction {
     }
 }
 
+/// A Service's cookie rewrites over its route's (as Contour has them): a cookie both
+/// name gets each attribute the Service's rule sets, else the route's; cookies only one
+/// names keep that rule.
+fn service_over_route(
+    route: &[ir::CookieRewrite],
+    service: &[ir::CookieRewrite],
+) -> Vec<ir::CookieRewrite> {
+    let mut out: Vec<ir::CookieRewrite> = route
+        .iter()
+        .filter(|r| !service.iter().any(|s| s.name == r.name))
+        .cloned()
+        .collect();
+    for s in service {
+        let mut merged = s.clone();
+        if let Some(r) = route.iter().find(|r| r.name == s.name) {
+            merged.path = s.path.clone().or_else(|| r.path.clone());
+            merged.domain = s.domain.clone().or_else(|| r.domain.clone());
+            merged.secure = s.secure.or(r.secure);
+            merged.same_site = s.same_site.clone().or_else(|| r.same_site.clone());
+        }
+        out.push(merged);
+    }
+    out
+}
+
 pub(super) fn forward(
     clusters: &[ir::WeightedCluster],
     policy: &ir::RoutePolicy,
@@ -240,13 +265,17 @@ pub(super) fn forward(
                         .host_rewrite
                         .clone()
                         .map(cluster_weight::HostRewriteSpecifier::HostRewriteLiteral),
-                    // One entry at most, so the map encodes deterministically.
+                    // One entry at most, so the map encodes deterministically. It
+                    // replaces the route's, so it carries the route's rules too.
                     typed_per_filter_config: if w.cookie_rewrites.is_empty() {
                         HashMap::new()
                     } else {
                         HashMap::from([(
                             LUA_FILTER.to_string(),
-                            cookie_rewrite_context(&w.cookie_rewrites),
+                            cookie_rewrite_context(&service_over_route(
+                                &policy.cookie_rewrites,
+                                &w.cookie_rewrites,
+                            )),
                         )])
                     },
                     ..Default::default()

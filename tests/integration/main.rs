@@ -5,6 +5,7 @@ mod apiserver;
 mod cli;
 mod conformance;
 mod contour_config;
+mod contour_e2e;
 mod deploy;
 mod e2e;
 mod extension;

@@ -233,9 +233,12 @@ impl Gateways {
             .collect();
         domains.sort();
         domains.dedup();
+        // Gateway API lets a wildcard listener serve every name it covers, whatever
+        // the SNI (connections are coalesced).
         Misdirected {
             domains,
             rest: own.is_some(),
+            host_is_sni: false,
         }
     }
 }

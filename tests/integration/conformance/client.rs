@@ -31,6 +31,8 @@ pub struct Tls {
     pub identity: Option<(pki_types::CertificateDer<'static>, String)>,
     /// Whether the server asked for a client certificate (set by a request).
     pub asked: Arc<AtomicBool>,
+    /// Whether the server's certificate is checked (against `roots`, for the name).
+    pub verify: bool,
 }
 
 impl Tls {
@@ -40,6 +42,16 @@ impl Tls {
             roots: roots.to_vec(),
             identity: None,
             asked: Arc::new(AtomicBool::new(false)),
+            verify: true,
+        }
+    }
+
+    /// Sends `server_name` as SNI and takes any certificate (Contour's e2e client's
+    /// `InsecureSkipVerify`).
+    pub fn insecure(server_name: &str) -> Tls {
+        Tls {
+            verify: false,
+            ..Tls::new(server_name, &[])
         }
     }
 
@@ -57,12 +69,17 @@ impl Tls {
         for root in &self.roots {
             store.add(root.clone()).map_err(|e| e.to_string())?;
         }
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(store);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let versions = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?;
+        let builder = if self.verify {
+            versions.with_root_certificates(store)
+        } else {
+            versions
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        };
         let mut config = match &self.identity {
             None => builder.with_client_cert_resolver(Arc::new(Recording {
                 asked: self.asked.clone(),
@@ -103,6 +120,55 @@ impl Tls {
             .await
             .map_err(|_| "handshake timed out".to_string())?
             .map_err(|e| format!("handshake: {e}"))
+    }
+}
+
+/// Takes any server certificate (signatures are still checked).
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &pki_types::CertificateDer<'_>,
+        _intermediates: &[pki_types::CertificateDer<'_>],
+        _server_name: &pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 

@@ -274,11 +274,13 @@ async fn answer(
         .status(200)
         .header("content-type", "application/json")
         .header("x-content-type-options", "nosniff");
-    // `X-Echo-Set-Header: name:value,…` sets response headers.
-    let set: Vec<String> = request
-        .headers()
+    // `X-Echo-Set-Header: name:value,…` (the suite's echo) and `X-Echo-Header` (the
+    // echo server of Contour's e2e suite) set response headers.
+    let headers = request.headers();
+    let set: Vec<String> = headers
         .get_all("x-echo-set-header")
         .iter()
+        .chain(headers.get_all("x-echo-header").iter())
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(str::to_string)

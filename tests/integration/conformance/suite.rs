@@ -221,6 +221,9 @@ pub struct Suite {
     /// Each base Deployment's pod addresses, by namespace and name.
     pods: std::sync::Mutex<std::collections::BTreeMap<(String, String), Vec<IpAddr>>>,
     dir: tempfile::TempDir,
+    /// Envoy's HTTP and HTTPS listeners (the configured `envoy.http`/`https`).
+    pub envoy_http: SocketAddr,
+    pub envoy_https: SocketAddr,
     controller: Option<isobar::cli::serve::Controller>,
     _envoy: Proc,
 }
@@ -246,7 +249,19 @@ impl Suite {
     /// The suite's base objects, its pods and Isobar's controller on the API server,
     /// and a real Envoy.
     pub async fn start() -> Suite {
+        Suite::start_with(true, |_| {}).await
+    }
+
+    /// A run with the suite's base objects (`base`) or without (an API server, Isobar
+    /// and Envoy alone), Isobar configured as `configure` has it.
+    pub async fn start_with(
+        base: bool,
+        configure: impl FnOnce(&mut isobar::config::Config),
+    ) -> Suite {
         let api = ApiServer::start().await;
+        let ports = ServePorts::free();
+        let net = net();
+        let own: IpAddr = IpAddr::V4(Ipv4Addr::new(127, net.0, net.1, 253));
         let certs = Certs::new();
         let logs = Logs::default();
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -254,10 +269,12 @@ impl Suite {
             api,
             certs,
             logs,
-            net: net(),
+            net,
             next_pod: AtomicU8::new(64),
             pods: std::sync::Mutex::default(),
             dir,
+            envoy_http: SocketAddr::new(own, ports.http),
+            envoy_https: SocketAddr::new(own, ports.https),
             controller: None,
             _envoy: Proc(
                 std::process::Command::new("true")
@@ -265,22 +282,23 @@ impl Suite {
                     .unwrap_or_else(|e| panic!("{e}")),
             ),
         };
-        suite.apply(&format!(
-            "apiVersion: {GW}\nkind: GatewayClass\nmetadata: {{name: {CLASS}}}\nspec: {{controllerName: {CONTROLLER}}}\n"
-        ));
-        for (ns, label) in [(INFRA, "infra"), (APP, "backend"), (WEB, "backend")] {
+        if base {
             suite.apply(&format!(
-                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {{gateway-conformance: {label}}}}}\n"
+                "apiVersion: {GW}\nkind: GatewayClass\nmetadata: {{name: {CLASS}}}\nspec: {{controllerName: {CONTROLLER}}}\n"
             ));
+            for (ns, label) in [(INFRA, "infra"), (APP, "backend"), (WEB, "backend")] {
+                suite.apply(&format!(
+                    "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {{gateway-conformance: {label}}}}}\n"
+                ));
+            }
+            for object in suite.certs.objects() {
+                suite.api.put(&object);
+            }
+            for backend in BACKENDS {
+                suite.deploy(backend).await;
+            }
+            suite.apply(BASE_GATEWAYS);
         }
-        for object in suite.certs.objects() {
-            suite.api.put(&object);
-        }
-        for backend in BACKENDS {
-            suite.deploy(backend).await;
-        }
-        suite.apply(BASE_GATEWAYS);
-        let ports = ServePorts::free();
         let mut config = isobar::config::Config {
             gateway: Some(json!({
                 "controllerName": CONTROLLER,
@@ -290,7 +308,7 @@ impl Suite {
         };
         // Envoy's own listeners on an address of this run: a port another run (or
         // test) takes between choosing and binding cannot collide with them.
-        let own = format!("127.{}.{}.253", suite.net.0, suite.net.1);
+        let own = own.to_string();
         let local = |port| isobar::config::Endpoint {
             address: own.clone(),
             port,
@@ -304,6 +322,7 @@ impl Suite {
         config.pipeline.holdoff_delay.0 = Duration::ZERO;
         config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
         config.leader_election.disabled = true;
+        configure(&mut config);
         let controller = suite.api.controller(&config, suite.dir.path()).await;
         let xds = crate::extension::serve_ads(
             controller.snapshots.clone(),
@@ -312,7 +331,9 @@ impl Suite {
         .await;
         suite.controller = Some(controller);
         suite._envoy = envoy_on(suite.dir.path(), xds, "delta");
-        suite.class_accepted().await;
+        if base {
+            suite.class_accepted().await;
+        }
         suite
     }
 

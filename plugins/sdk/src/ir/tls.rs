@@ -45,6 +45,9 @@ pub struct Misdirected {
     /// Every Host none of the chain's virtual hosts serves. Without it such a request
     /// answers 404.
     pub rest: bool,
+    /// The Host must be the SNI name itself (as Contour has it): on a wildcard vhost's
+    /// chain, another name the wildcard covers answers 421 too.
+    pub host_is_sni: bool,
 }
 
 impl Default for Misdirected {
@@ -53,6 +56,7 @@ impl Default for Misdirected {
         Misdirected {
             domains: Vec::new(),
             rest: true,
+            host_is_sni: true,
         }
     }
 }

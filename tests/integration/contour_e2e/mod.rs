@@ -1,0 +1,216 @@
+//! Contour's end-to-end suite (`test/e2e` of Contour v1.33.6, and two files of its main
+//! branch): one test of Isobar's own per test function, named after it (`testTLSWildcardHost`
+//! of `test/e2e/ingress` is `contour_e2e::ingress::tls_wildcard_host`), making the same
+//! requests through a real Envoy and asserting what Contour's test asserts: status codes,
+//! the echo service that answered and what it saw, response headers, TLS, and the status
+//! of the objects. The objects live on the tests' API server; Isobar's controller reads
+//! them from it and writes status back, as in a cluster.
+
+mod httpproxy;
+mod ingress;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::conformance::client::{self, Answer, Protocol, Request, Tls};
+use crate::conformance::echo::{self, PodInfo};
+use crate::conformance::suite::Suite;
+
+/// How long a request may take to be answered as expected (Contour's `RequestUntil`
+/// polls for a minute; Isobar needs well under a second).
+const UNTIL: Duration = Duration::from_secs(30);
+
+/// A Contour e2e run: the tests' API server, Isobar's controller and a real Envoy whose
+/// HTTP and HTTPS listeners the requests go to.
+pub struct E2e {
+    pub suite: Suite,
+}
+
+/// A request as Contour's e2e helpers make it: `Host`, path, method and headers, over
+/// HTTP or, with an SNI name, HTTPS (any certificate taken).
+#[derive(Clone, Debug, Default)]
+pub struct Req {
+    pub host: String,
+    pub path: String,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    /// HTTPS with this server name.
+    pub sni: Option<String>,
+}
+
+/// `GET /` of `host` over HTTP.
+pub fn http(host: &str) -> Req {
+    Req {
+        host: host.to_string(),
+        path: "/".to_string(),
+        method: "GET".to_string(),
+        ..Req::default()
+    }
+}
+
+/// `GET /` of `host` over HTTPS, SNI `host`.
+pub fn https(host: &str) -> Req {
+    http(host).sni(host)
+}
+
+impl Req {
+    pub fn path(mut self, path: &str) -> Req {
+        self.path = path.to_string();
+        self
+    }
+
+    pub fn sni(mut self, sni: &str) -> Req {
+        self.sni = Some(sni.to_string());
+        self
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Req {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn method(mut self, method: &str) -> Req {
+        self.method = method.to_string();
+        self
+    }
+}
+
+/// The Service whose echo pod answered (`""` when no echo did).
+pub fn service(answer: &Answer) -> String {
+    let pod = answer
+        .echo
+        .as_ref()
+        .and_then(|e| e["pod"].as_str())
+        .unwrap_or_default();
+    pod.rsplit_once("-pod-")
+        .map_or_else(String::new, |(service, _)| service.to_string())
+}
+
+/// What the echo saw: a JSON field of its account (`path`, `host`, …).
+pub fn seen<'a>(answer: &'a Answer, field: &str) -> &'a Value {
+    answer.echo.as_ref().map_or(&Value::Null, |e| &e[field])
+}
+
+/// A request header the echo saw (first value).
+pub fn seen_header(answer: &Answer, name: &str) -> Option<String> {
+    let headers = answer.echo.as_ref()?.get("headers")?.as_object()?;
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| match v {
+            Value::Array(values) => values.first().and_then(Value::as_str).map(str::to_string),
+            Value::String(s) => Some(s.clone()),
+            _ => None,
+        })
+}
+
+impl E2e {
+    /// Isobar with its defaults (as Contour's e2e runs Contour).
+    pub async fn start() -> E2e {
+        E2e::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(configure: impl FnOnce(&mut isobar::config::Config)) -> E2e {
+        E2e {
+            suite: Suite::start_with(false, configure).await,
+        }
+    }
+
+    /// Contour's `Echo.Deploy(ns, name)`: one echo pod behind Service `ns/name`, port 80
+    /// (`http`) to the pod's 3000.
+    pub async fn deploy_echo(&self, ns: &str, name: &str) {
+        let ip = self.suite.pod_ip();
+        let info = PodInfo {
+            namespace: ns.to_string(),
+            pod: format!("{name}-pod-0"),
+        };
+        echo::http_pod(ip, info, None, self.suite.logs.clone()).await;
+        self.suite
+            .service(ns, name, &[("http", 80, 3000, "")], &[ip]);
+    }
+
+    /// Contour's `Certs.CreateSelfSignedCert`: a `kubernetes.io/tls` Secret `ns/secret`
+    /// for `dns_name`, issued by a CA of its own.
+    pub fn self_signed_cert(&self, ns: &str, secret: &str, dns_name: &str) {
+        let ca = crate::tls::new_ca(&format!("{secret}-ca"));
+        let leaf = crate::tls::issue(&ca, dns_name);
+        self.apply(&crate::tls::tls_secret(ns, secret, &leaf));
+    }
+
+    /// Creates or replaces every object of `yaml`.
+    pub fn apply(&self, yaml: &str) {
+        self.suite.apply(yaml);
+    }
+
+    /// One request through Envoy.
+    pub async fn send(&self, req: &Req) -> Result<Answer, String> {
+        let (addr, protocol): (SocketAddr, Protocol) = match &req.sni {
+            None => (self.suite.envoy_http, Protocol::Http),
+            Some(sni) => (self.suite.envoy_https, Protocol::Https(Tls::insecure(sni))),
+        };
+        let request = Request {
+            host: Some(req.host.clone()),
+            method: req.method.clone(),
+            path: req.path.clone(),
+            headers: req.headers.clone(),
+        };
+        client::send(addr, &protocol, &request, &[]).await
+    }
+
+    /// Contour's `RequestUntil`: `req` again and again until its answer meets `condition`
+    /// (within 30 s); the answer that did. Panics, with the last answer, when none does.
+    pub async fn until(&self, req: &Req, condition: impl Fn(&Answer) -> bool) -> Answer {
+        let start = Instant::now();
+        loop {
+            let last = match self.send(req).await {
+                Ok(answer) if condition(&answer) => return answer,
+                Ok(answer) => format!("status {}: {}", answer.status, answer.body),
+                Err(e) => e,
+            };
+            assert!(
+                start.elapsed() < UNTIL,
+                "{req:?}: never as expected; last: {last}\n{}",
+                self.suite.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// [`E2e::until`] the answer has `status`.
+    pub async fn until_status(&self, req: &Req, status: u16) -> Answer {
+        self.until(req, |a| a.status == status).await
+    }
+
+    /// Contour's `CreateHTTPProxyAndWaitFor`: applies `yaml` and waits until HTTPProxy
+    /// `ns/name` says `currentStatus` `want` (`valid`, `invalid`, `orphaned`), for its
+    /// generation; the object.
+    pub async fn proxy(&self, yaml: &str, (ns, name): (&str, &str), want: &str) -> Value {
+        self.apply(yaml);
+        self.proxy_status((ns, name), want).await
+    }
+
+    /// Waits until HTTPProxy `ns/name` says `currentStatus` `want`; the object.
+    pub async fn proxy_status(&self, (ns, name): (&str, &str), want: &str) -> Value {
+        self.suite
+            .wait_for(
+                ("projectcontour.io/v1", "HTTPProxy", ns, name),
+                &format!("currentStatus {want}"),
+                |p| {
+                    p["status"]["currentStatus"] == want
+                        && p["status"]["conditions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .all(|c| c["observedGeneration"] == p["metadata"]["generation"])
+                },
+            )
+            .await
+    }
+
+    /// Envoy rejected nothing Isobar sent it.
+    pub async fn assert_nothing_rejected(&self) {
+        self.suite.assert_nothing_rejected().await;
+    }
+}
