@@ -370,21 +370,25 @@ impl ServeArgs {
             None => None,
         };
         let incluster = self.incluster || (from_config && config.incluster);
+        let namespaces: Vec<String> = self
+            .watch_namespaces
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
         if kubeconfig.is_some() || incluster {
             ProviderChoice::Kubernetes {
                 kubeconfig,
-                namespaces: self
-                    .watch_namespaces
-                    .as_deref()
-                    .unwrap_or_default()
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-                    .collect(),
+                namespaces,
             }
         } else {
-            ProviderChoice::Files(self.manifests.clone())
+            ProviderChoice::Files {
+                dir: self.manifests.clone(),
+                namespaces,
+            }
         }
     }
 

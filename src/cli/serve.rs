@@ -150,8 +150,11 @@ fn http_settings(config: &Config) -> crate::xds::HttpSettings {
 /// Where `serve` reads objects from.
 #[derive(Debug, Clone)]
 pub enum ProviderChoice {
-    /// `--manifests DIR`.
-    Files(Option<PathBuf>),
+    /// `--manifests DIR`, optionally `--watch-namespaces`.
+    Files {
+        dir: Option<PathBuf>,
+        namespaces: Vec<String>,
+    },
     /// `--kubeconfig PATH` or `--incluster`, optionally `--watch-namespaces`.
     Kubernetes {
         kubeconfig: Option<PathBuf>,
@@ -161,7 +164,7 @@ pub enum ProviderChoice {
 
 pub fn run(config: Config, provider: ProviderChoice) -> anyhow::Result<()> {
     let pipeline = Pipeline::for_config(&config)?;
-    if let ProviderChoice::Files(None) = provider {
+    if let ProviderChoice::Files { dir: None, .. } = provider {
         anyhow::bail!(
             "serve needs a source of objects: --manifests DIR, --kubeconfig PATH or --incluster"
         );
@@ -236,9 +239,10 @@ impl Controller {
         let mut leader_always = None;
         let mut hydrate = None;
         let (provider, statuses): (Box<dyn Provider>, _) = match choice {
-            ProviderChoice::Files(dir) => {
-                (Box::new(FilesProvider::new(dir.unwrap_or_default())), None)
-            }
+            ProviderChoice::Files { dir, namespaces } => (
+                Box::new(FilesProvider::new(dir.unwrap_or_default()).watching(namespaces)),
+                None,
+            ),
             ProviderChoice::Kubernetes {
                 kubeconfig,
                 namespaces,

@@ -25,11 +25,30 @@ const POLL: Duration = Duration::from_secs(1);
 
 pub struct FilesProvider {
     dir: PathBuf,
+    /// `--watch-namespaces`: only objects of these namespaces (and cluster-scoped ones)
+    /// are read, as the Kubernetes provider watches only them. Empty: all.
+    namespaces: Vec<String>,
 }
 
 impl FilesProvider {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        FilesProvider { dir: dir.into() }
+        FilesProvider {
+            dir: dir.into(),
+            namespaces: Vec::new(),
+        }
+    }
+
+    /// Reads only the objects of `namespaces` (and cluster-scoped ones); empty: all.
+    pub fn watching(mut self, namespaces: Vec<String>) -> Self {
+        self.namespaces = namespaces;
+        self
+    }
+
+    /// Whether an object of `namespace` (`""`: cluster-scoped) is read.
+    fn watches(&self, namespace: &str) -> bool {
+        namespace.is_empty()
+            || self.namespaces.is_empty()
+            || self.namespaces.iter().any(|n| n == namespace)
     }
 }
 
@@ -401,7 +420,7 @@ impl Provider for FilesProvider {
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<()> {
         // Absolute, as the watcher names what changed (else every change is a rescan).
-        let dir = std::path::absolute(&self.dir).unwrap_or(self.dir);
+        let dir = std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone());
         if !dir.is_dir() {
             anyhow::bail!("manifest directory {} does not exist", dir.display());
         }
@@ -466,8 +485,10 @@ impl Provider for FilesProvider {
             }
             for change in changes {
                 let relevant = match &change {
-                    Event::Apply(o) => kinds.contains(&o.kind()),
-                    Event::Delete(k) => kinds.contains(&k.kind),
+                    Event::Apply(o) => {
+                        kinds.contains(&o.kind()) && self.watches(&o.key().namespace)
+                    }
+                    Event::Delete(k) => kinds.contains(&k.kind) && self.watches(&k.namespace),
                     _ => true,
                 };
                 if relevant {

@@ -217,6 +217,9 @@ fn compressor_filter(algorithm: super::settings::Compressor) -> HttpFilter {
         ),
         Algorithm::Zstd => ("zstd", pack_any(zstd::compressor::v3::Zstd::default())),
     };
+    use envoy_types::pb::envoy::extensions::filters::http::compressor::v3::compressor;
+    use envoy_types::pb::envoy::r#type::matcher::v3::StringMatcher;
+    use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
     empty_filter(
         "envoy.filters.http.compressor",
         pack_any(Compressor {
@@ -224,10 +227,53 @@ fn compressor_filter(algorithm: super::settings::Compressor) -> HttpFilter {
                 name: name.to_string(),
                 typed_config: Some(library),
             }),
+            response_direction_config: Some(compressor::ResponseDirectionConfig {
+                common_config: Some(compressor::CommonDirectionConfig {
+                    content_type_matcher: COMPRESSED_TYPES
+                        .iter()
+                        .map(|t| StringMatcher {
+                            match_pattern: Some(MatchPattern::Exact(t.to_string())),
+                            ignore_case: true,
+                        })
+                        .collect(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
             ..Default::default()
         }),
     )
 }
+
+/// The response content types compressed: Envoy's defaults and gRPC-Web's (Contour's
+/// list).
+const COMPRESSED_TYPES: &[&str] = &[
+    "text/html",
+    "text/plain",
+    "text/css",
+    "application/javascript",
+    "application/x-javascript",
+    "text/javascript",
+    "text/x-javascript",
+    "text/ecmascript",
+    "text/js",
+    "text/jscript",
+    "text/x-js",
+    "application/ecmascript",
+    "application/x-json",
+    "application/xml",
+    "application/json",
+    "image/svg+xml",
+    "text/xml",
+    "application/xhtml+xml",
+    "application/grpc-web",
+    "application/grpc-web+proto",
+    "application/grpc-web+json",
+    "application/grpc-web+thrift",
+    "application/grpc-web-text",
+    "application/grpc-web-text+proto",
+    "application/grpc-web-text+thrift",
+];
 
 /// What one connection manager's filters are made for: the HTTP settings, the
 /// listener's extensions (global authorization, rate limits, tracing) and, in a secure

@@ -293,10 +293,15 @@ pub(super) fn forward(
         } else {
             0
         },
-        host_rewrite_specifier: policy
-            .host_rewrite
-            .clone()
-            .map(route::route_action::HostRewriteSpecifier::HostRewriteLiteral),
+        host_rewrite_specifier: match (&policy.host_rewrite, &policy.host_rewrite_header) {
+            (Some(host), _) => {
+                Some(route::route_action::HostRewriteSpecifier::HostRewriteLiteral(host.clone()))
+            }
+            (None, Some(header)) => {
+                Some(route::route_action::HostRewriteSpecifier::HostRewriteHeader(header.clone()))
+            }
+            (None, None) => None,
+        },
         timeout: policy.timeout.map(duration),
         idle_timeout: policy.idle_timeout.map(duration),
         retry_policy: policy.retry.as_ref().map(|r| route::RetryPolicy {

@@ -220,11 +220,21 @@ impl ApiServer {
         config: &isobar::config::Config,
         dir: &Path,
     ) -> isobar::cli::serve::Controller {
+        self.controller_watching(config, dir, Vec::new()).await
+    }
+
+    /// [`ApiServer::controller`] watching only `namespaces` (`--watch-namespaces`).
+    pub async fn controller_watching(
+        &self,
+        config: &isobar::config::Config,
+        dir: &Path,
+        namespaces: Vec<String>,
+    ) -> isobar::cli::serve::Controller {
         let pipeline = isobar::runner::pipeline::Pipeline::for_config(config)
             .unwrap_or_else(|e| panic!("{e}"));
         let choice = isobar::cli::serve::ProviderChoice::Kubernetes {
             kubeconfig: Some(self.kubeconfig(dir).into()),
-            namespaces: Vec::new(),
+            namespaces,
         };
         isobar::cli::serve::Controller::start(config, pipeline, choice)
             .await

@@ -146,7 +146,10 @@ async fn a_plugin_kind_is_served_through_envoy_on_its_own_listener() {
     let controller = Controller::start(
         &config,
         pipeline,
-        ProviderChoice::Files(Some(manifests.clone())),
+        ProviderChoice::Files {
+            dir: Some(manifests.clone()),
+            namespaces: Vec::new(),
+        },
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));

@@ -698,7 +698,9 @@ fn external_names_resolve_by_dns_when_enabled_but_never_to_this_host() {
     for name in ["local", "loop", "meta", "six"] {
         let error = first_error(&out, &key(Kind::HTTPProxy, "ns", name));
         assert!(
-            error.contains("pointing to this host or a link-local address"),
+            error.contains(
+                "is an ExternalName service that points to localhost or a link-local address"
+            ),
             "{name}: {error}"
         );
     }

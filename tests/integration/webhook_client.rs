@@ -101,7 +101,10 @@ pub async fn start(
     let controller = isobar::cli::serve::Controller::start(
         config,
         pipeline,
-        isobar::cli::serve::ProviderChoice::Files(Some(objects)),
+        isobar::cli::serve::ProviderChoice::Files {
+            dir: Some(objects),
+            namespaces: Vec::new(),
+        },
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));

@@ -19,10 +19,12 @@ pub(crate) use crate::upstream::{
 /// A policy that cannot be used: the sub-condition type, reason and message.
 pub(crate) type PolicyError = (ConditionType, Reason, String);
 
-/// Header changes and an optional literal `Host` rewrite.
+/// Header changes and an optional `Host` rewrite: a literal, or (`%REQ(name)%`) the
+/// value of a request header.
 pub(crate) struct Headers {
     pub policy: ir::HeadersPolicy,
     pub host: Option<String>,
+    pub host_header: Option<String>,
 }
 
 /// Where a headers policy sits, for Contour's variables and error messages.
@@ -54,6 +56,7 @@ pub(crate) fn headers(
     let mut out = Headers {
         policy: ir::HeadersPolicy::default(),
         host: None,
+        host_header: None,
     };
     for header in &policy.set {
         let name = header.name.to_ascii_lowercase();
@@ -69,12 +72,30 @@ pub(crate) fn headers(
                     "rewriting the Host header is not supported on responses".to_string(),
                 ));
             }
-            if header.value.contains('%') {
-                return Err(invalid(
-                    "the Host header must be a literal host name".to_string(),
-                ));
+            // `%REQ(name)%`: the Host is that request header's (Envoy's
+            // `host_rewrite_header`), as Contour has it.
+            let from = header
+                .value
+                .strip_prefix("%REQ(")
+                .and_then(|v| v.strip_suffix(")%"))
+                .map(str::to_ascii_lowercase);
+            match from {
+                Some(from) if is_header_name(&from) && scope.service.is_none() => {
+                    out.host_header = Some(from);
+                }
+                Some(_) if scope.service.is_some() => {
+                    return Err(invalid(
+                        "the Host can be taken from a request header on a route only".to_string(),
+                    ));
+                }
+                _ if header.value.contains('%') => {
+                    return Err(invalid(
+                        "the Host header must be a literal host name or %REQ(header-name)%"
+                            .to_string(),
+                    ));
+                }
+                _ => out.host = Some(header.value.clone()),
             }
-            out.host = Some(header.value.clone());
             continue;
         }
         if !is_header_name(&name) {
@@ -198,8 +219,9 @@ pub(crate) fn redirect(policy: &RedirectPolicy) -> Result<Redirect, PolicyError>
         Some(s @ ("http" | "https")) => Some(s.to_string()),
         Some(_) => return Err(invalid("scheme must be http or https")),
     };
+    // The CRD's default (an API server fills it in; a manifest may leave it out).
     let status = match policy.status_code {
-        None => 301,
+        None => 302,
         Some(code @ (301 | 302)) => code,
         Some(_) => return Err(invalid("statusCode must be 301 or 302")),
     };
@@ -679,6 +701,7 @@ pub(crate) fn route_policy(
             headers(h, &route_scope("route.requestHeadersPolicy", false)).map(|h| {
                 policy.request_headers = h.policy;
                 policy.host_rewrite = h.host;
+                policy.host_rewrite_header = h.host_header;
             }),
         );
     }

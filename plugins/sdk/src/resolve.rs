@@ -101,7 +101,7 @@ impl std::fmt::Display for Unresolved {
                 external_name,
             } => write!(
                 f,
-                "Service \"{namespace}/{name}\" is an ExternalName Service pointing to this host or a link-local address (\"{external_name}\"), which is not routed to"
+                "Service \"{namespace}/{name}\" is an ExternalName service that points to localhost or a link-local address (\"{external_name}\"), this is not allowed"
             ),
             Unresolved::Unsupported {
                 namespace,

@@ -289,7 +289,14 @@ async fn answer(
         if let Some((name, value)) = item.trim().split_once(':')
             && !name.is_empty()
         {
-            builder = builder.header(name, value.trim());
+            // Set, as the echo servers do: one replaces the echo's own (`Content-Type`).
+            if let (Some(headers), Ok(name), Ok(value)) = (
+                builder.headers_mut(),
+                hyper::header::HeaderName::try_from(name.trim()),
+                hyper::header::HeaderValue::try_from(value.trim()),
+            ) {
+                headers.insert(name, value);
+            }
         }
     }
     // The body is read (and dropped): a request with one is answered after it.

@@ -258,6 +258,16 @@ impl Suite {
         base: bool,
         configure: impl FnOnce(&mut isobar::config::Config),
     ) -> Suite {
+        Suite::start_watching(base, Vec::new(), configure).await
+    }
+
+    /// [`Suite::start_with`], Isobar watching only `namespaces` (`--watch-namespaces`;
+    /// empty: all).
+    pub async fn start_watching(
+        base: bool,
+        namespaces: Vec<String>,
+        configure: impl FnOnce(&mut isobar::config::Config),
+    ) -> Suite {
         let api = ApiServer::start().await;
         let ports = ServePorts::free();
         let net = net();
@@ -323,7 +333,10 @@ impl Suite {
         config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
         config.leader_election.disabled = true;
         configure(&mut config);
-        let controller = suite.api.controller(&config, suite.dir.path()).await;
+        let controller = suite
+            .api
+            .controller_watching(&config, suite.dir.path(), namespaces)
+            .await;
         let xds = crate::extension::serve_ads(
             controller.snapshots.clone(),
             controller.rejections.clone(),

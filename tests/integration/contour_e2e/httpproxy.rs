@@ -239,3 +239,481 @@ async fn app_cookie_rewrite() {
     }
     e2e.assert_nothing_rejected().await;
 }
+
+/// An HTTPProxy `ns/name` for `fqdn` (plain HTTP) with `routes` (YAML list items, each
+/// starting `    - `).
+fn proxy(ns: &str, name: &str, fqdn: &str, routes: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n{routes}"
+    )
+}
+
+/// A route of `conditions` (a YAML flow list) to `service`:80.
+fn to(conditions: &str, service: &str) -> String {
+    format!("    - conditions: {conditions}\n      services: [{{name: {service}, port: 80}}]\n")
+}
+
+/// `req` answers 200 from `service` of namespace `ns`.
+async fn answers(e2e: &E2e, req: &Req, ns: &str, service: &str) {
+    let answer = e2e.until_status(req, 200).await;
+    assert_eq!(super::service(&answer), service, "{req:?}");
+    assert_eq!(super::seen(&answer, "namespace"), ns, "{req:?}");
+}
+
+/// testDirectResponseRule: routes answer their direct responses, status and body, the
+/// longest prefix first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_response_rule() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-direct-response-policy";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "directresponse.projectcontour.io";
+    let routes = "    - conditions: [{prefix: /directresponse-nobody}]\n      directResponsePolicy: {statusCode: 200}\n    - conditions: [{prefix: /directresponse}]\n      directResponsePolicy: {statusCode: 200, body: directResponse success}\n    - conditions: [{prefix: /directresponse-notfound}]\n      directResponsePolicy: {statusCode: 404, body: not found}\n";
+    e2e.proxy(
+        &proxy(ns, "direct-response", fqdn, routes),
+        (ns, "direct-response"),
+        "valid",
+    )
+    .await;
+    for (path, status, body) in [
+        ("/directresponse-nobody", 200, ""),
+        ("/directresponse", 200, "directResponse success"),
+        ("/directresponse-notfound", 404, "not found"),
+    ] {
+        let answer = e2e.until_status(&http(fqdn).path(path), status).await;
+        assert_eq!(answer.body, body, "{path}");
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testExactPathCondition: an exact path beats a prefix; a prefix is a string prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_path_condition() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-exact-path-condition-app";
+    for s in ["echo-blue", "echo-green", "echo-default"] {
+        e2e.deploy_echo(ns, s).await;
+    }
+    let fqdn = "exactpathcondition.projectcontour.io";
+    let routes = [
+        to("[{prefix: /blue}]", "echo-blue"),
+        to("[{exact: /common/exact-blue}]", "echo-blue"),
+        to("[{prefix: /common/exact-blue/}]", "echo-green"),
+        to("[{exact: /blue-exact-green}]", "echo-green"),
+        to("[{exact: /blue/exact-green}]", "echo-green"),
+        to("[{prefix: /}]", "echo-default"),
+    ]
+    .concat();
+    e2e.proxy(
+        &proxy(ns, "echo-exact", fqdn, &routes),
+        (ns, "echo-exact"),
+        "valid",
+    )
+    .await;
+    for (path, service) in [
+        ("/", "echo-default"),
+        ("/blue", "echo-blue"),
+        ("/blue/exact-green", "echo-green"),
+        ("/common/exact-blue", "echo-blue"),
+        ("/common/exact-blue/green", "echo-green"),
+        ("/blue-exact-green", "echo-green"),
+        ("/blue-exact-green/extra", "echo-blue"),
+        ("/app", "echo-default"),
+    ] {
+        answers(&e2e, &http(fqdn).path(path), ns, service).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testPathConditionMatch: prefixes with and without a trailing slash, and the default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_condition_match() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-path-condition-match";
+    for s in [
+        "echo-slash-prefix",
+        "echo-slash-noprefix",
+        "echo-slash-default",
+    ] {
+        e2e.deploy_echo(ns, s).await;
+    }
+    let fqdn = "pathconditions.projectcontour.io";
+    let routes = [
+        to("[{prefix: /path/prefix/}]", "echo-slash-prefix"),
+        to("[{prefix: /path/prefix}]", "echo-slash-noprefix"),
+        to("[]", "echo-slash-default"),
+    ]
+    .concat();
+    e2e.proxy(
+        &proxy(ns, "path-conditions", fqdn, &routes),
+        (ns, "path-conditions"),
+        "valid",
+    )
+    .await;
+    for (path, service) in [
+        ("/", "echo-slash-default"),
+        ("/foo", "echo-slash-default"),
+        ("/path/prefix", "echo-slash-noprefix"),
+        ("/path/prefixfoo", "echo-slash-noprefix"),
+        ("/path/prefix/", "echo-slash-prefix"),
+        ("/path/prefix/foo", "echo-slash-prefix"),
+    ] {
+        answers(&e2e, &http(fqdn).path(path), ns, service).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testWildcardSubdomainFQDN: a `*.domain` vhost answers one label under the domain, an
+/// exact vhost beats it, two labels are not its.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wildcard_subdomain_fqdn() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-wildcard-subdomain-fqdn";
+    for s in ["wildcarddomainio", "domainio", "bardomainio"] {
+        e2e.deploy_echo(ns, s).await;
+    }
+    for (name, fqdn, service) in [
+        ("wildcard", "'*.domain.io'", "wildcarddomainio"),
+        ("full-fqdn", "domain.io", "domainio"),
+        ("fqdn-subdomain", "bar.domain.io", "bardomainio"),
+    ] {
+        e2e.proxy(
+            &proxy(ns, name, fqdn, &to("[]", service)),
+            (ns, name),
+            "valid",
+        )
+        .await;
+    }
+    for (host, service) in [
+        ("domain.io", "domainio"),
+        ("www.domain.io", "wildcarddomainio"),
+        ("bar.domain.io", "bardomainio"),
+        ("foo.domain.io", "wildcarddomainio"),
+    ] {
+        answers(&e2e, &http(host), ns, service).await;
+    }
+    e2e.until_status(&http("bar.foo.domain.io"), 404).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testIngressWildcardSubdomainFQDN: an HTTPProxy's exact host beats an Ingress's
+/// wildcard covering it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingress_wildcard_subdomain_fqdn() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-ingress-wildcard-override";
+    for s in ["wildcarddomainio", "bardomainio"] {
+        e2e.deploy_echo(ns, s).await;
+    }
+    e2e.apply(&format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: wildcard-ingress, namespace: {ns}}}\nspec:\n  rules:\n    - host: '*.wildcard-override.projectcontour.io'\n      http:\n        paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: wildcarddomainio, port: {{number: 80}}}}}}}}]\n"
+    ));
+    let fqdn = "bar.wildcard-override.projectcontour.io";
+    e2e.proxy(
+        &proxy(ns, "fqdn-subdomain", fqdn, &to("[]", "bardomainio")),
+        (ns, "fqdn-subdomain"),
+        "valid",
+    )
+    .await;
+    answers(
+        &e2e,
+        &http("www.wildcard-override.projectcontour.io"),
+        ns,
+        "wildcarddomainio",
+    )
+    .await;
+    answers(&e2e, &http(fqdn), ns, "bardomainio").await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHostRewriteLiteral: a route's `Host` set to a literal reaches the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_rewrite_literal() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-host-header-rewrite-literal";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    let fqdn = "hostheaderrewrite.projectcontour.io";
+    let routes = "    - services: [{name: ingress-conformance-echo, port: 80}]\n      requestHeadersPolicy: {set: [{name: Host, value: rewritten.com}]}\n";
+    e2e.proxy(
+        &proxy(ns, "host-header-rewrite", fqdn, routes),
+        (ns, "host-header-rewrite"),
+        "valid",
+    )
+    .await;
+    let answer = e2e.until_status(&http(fqdn), 200).await;
+    assert_eq!(super::seen(&answer, "host"), "rewritten.com");
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHostRewriteHeaderHTTPService: a route's `Host` set to `%REQ(x-host-rewrite)%` is
+/// that request header's value upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_rewrite_header_http_service() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-host-header-rewrite-header";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    let fqdn = "dynamichostrewrite.projectcontour.io";
+    let routes = "    - services: [{name: ingress-conformance-echo, port: 80}]\n      requestHeadersPolicy: {set: [{name: Host, value: '%REQ(x-host-rewrite)%'}]}\n";
+    e2e.proxy(
+        &proxy(ns, "host-header-rewrite", fqdn, routes),
+        (ns, "host-header-rewrite"),
+        "valid",
+    )
+    .await;
+    let req = http(fqdn).header("x-host-rewrite", "dynamichostrewritten.com");
+    let answer = e2e.until_status(&req, 200).await;
+    assert_eq!(super::seen(&answer, "host"), "dynamichostrewritten.com");
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHostRewriteHeaderHTTPSService: the same on a TLS vhost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_rewrite_header_https_service() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-host-header-rewrite-header-https";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    e2e.self_signed_cert(
+        ns,
+        "ingress-conformance-echo",
+        "https.hostheaderrewrite.projectcontour.io",
+    );
+    let fqdn = "https.dynamichostrewrite.projectcontour.io";
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: host-header-rewrite, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {{secretName: ingress-conformance-echo}}}}\n  routes:\n    - services: [{{name: ingress-conformance-echo, port: 80}}]\n      requestHeadersPolicy: {{set: [{{name: Host, value: '%REQ(x-host-rewrite)%'}}]}}\n"),
+        (ns, "host-header-rewrite"),
+        "valid",
+    )
+    .await;
+    let req = super::https(fqdn).header("x-host-rewrite", "securedynamichostrewritten.com");
+    let answer = e2e.until_status(&req, 200).await;
+    assert_eq!(
+        super::seen(&answer, "host"),
+        "securedynamichostrewritten.com"
+    );
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testExternalNameServiceLocalhostInvalid: a route to an ExternalName Service naming
+/// localhost is an unresolved service reference, in Contour's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_name_service_localhost_invalid() {
+    let e2e = E2e::start_with(|c| c.enable_external_name_service = true).await;
+    let ns = "httpproxy-external-name-service-localhost";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    e2e.apply(&format!("apiVersion: v1\nkind: Service\nmetadata: {{name: external-name-service-localhost, namespace: {ns}}}\nspec: {{type: ExternalName, externalName: localhost.localdomain, ports: [{{name: http, port: 80}}]}}\n"));
+    let routes = "    - services: [{name: external-name-service-localhost, port: 80}]\n      requestHeadersPolicy: {set: [{name: Host, value: localhost.localdomain}]}\n";
+    e2e.apply(&proxy(
+        ns,
+        "external-name-proxy",
+        "externalnameservice.projectcontour.io",
+        routes,
+    ));
+    e2e.suite
+        .wait_for(
+            (
+                "projectcontour.io/v1",
+                "HTTPProxy",
+                ns,
+                "external-name-proxy",
+            ),
+            "Valid False with a ServiceError ServiceUnresolvedReference",
+            |p| {
+                p["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c["type"] == "Valid"
+                            && c["status"] == "False"
+                            && c["errors"].as_array().into_iter().flatten().any(|e| {
+                                e["type"] == "ServiceError"
+                                    && e["reason"] == "ServiceUnresolvedReference"
+                                    && e["message"].as_str().is_some_and(|m| {
+                                        m.contains(
+                                            "is an ExternalName service that points to localhost",
+                                        )
+                                    })
+                            })
+                    })
+            },
+        )
+        .await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testRequestRedirectRuleNoService: redirects without services, 302 unless the policy
+/// says 301, with hostname, scheme, port, path and prefix rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_redirect_rule_no_service() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-request-redirect-policy-nosvc";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "requestredirectrule.projectcontour.io";
+    let routes = "    - conditions: [{prefix: /basic-redirect}]\n      requestRedirectPolicy: {hostname: projectcontour.io}\n    - conditions: [{prefix: /complex-redirect}]\n      requestRedirectPolicy: {scheme: https, hostname: envoyproxy.io, port: 8080, statusCode: 301}\n    - conditions: [{prefix: /path-rewrite}]\n      requestRedirectPolicy: {path: /path}\n    - conditions: [{prefix: /prefix-rewrite}]\n      requestRedirectPolicy: {prefix: /v2}\n    - conditions: [{prefix: /prefix-rewrite-trailing-slash/}]\n      requestRedirectPolicy: {prefix: /v2}\n";
+    e2e.proxy(
+        &proxy(ns, "redirect", fqdn, routes),
+        (ns, "redirect"),
+        "valid",
+    )
+    .await;
+    for (path, status, location) in [
+        (
+            "/basic-redirect",
+            302,
+            "http://projectcontour.io/basic-redirect".to_string(),
+        ),
+        (
+            "/complex-redirect",
+            301,
+            "https://envoyproxy.io:8080/complex-redirect".to_string(),
+        ),
+        ("/path-rewrite", 302, format!("http://{fqdn}/path")),
+        (
+            "/prefix-rewrite/foo/bar/zed",
+            302,
+            format!("http://{fqdn}/v2/foo/bar/zed"),
+        ),
+        (
+            "/prefix-rewrite-trailing-slash/foo/bar",
+            302,
+            format!("http://{fqdn}/v2foo/bar"),
+        ),
+    ] {
+        let answer = e2e.until_status(&http(fqdn).path(path), status).await;
+        assert_eq!(
+            answer.header("location").as_deref(),
+            Some(location.as_str()),
+            "{path}"
+        );
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testRequestRedirectRuleInvalid: a redirect with both a path and a prefix is invalid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_redirect_rule_invalid() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-request-redirect-policy-invalid";
+    e2e.deploy_echo(ns, "echo").await;
+    let routes = "    - conditions: [{prefix: /basic-redirect}]\n      services: [{name: echo, port: 80}]\n      requestRedirectPolicy: {path: /path, prefix: /path}\n";
+    e2e.proxy(
+        &proxy(
+            ns,
+            "invalid",
+            "requestredirectrule.projectcontour.io",
+            routes,
+        ),
+        (ns, "invalid"),
+        "invalid",
+    )
+    .await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHTTPSMisdirectedRequest: a Host other than the SNI name answers 421; a port in
+/// the Host and its case do not count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_misdirected_request() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-https-misdirected-request";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "https-misdirected-request.projectcontour.io";
+    e2e.self_signed_cert(ns, "echo", fqdn);
+    e2e.proxy(
+        &tls_proxy(ns, "echo", fqdn, "echo", "echo"),
+        (ns, "echo"),
+        "valid",
+    )
+    .await;
+    let answer = e2e.until_status(&super::https(fqdn), 200).await;
+    assert_eq!(super::service(&answer), "echo");
+    for (host, status) in [
+        ("non-matching-host.projectcontour.io".to_string(), 421),
+        (format!("{fqdn}:9999"), 200),
+        (
+            "HTTPS-Misdirected-reQUest.projectcontour.io".to_string(),
+            200,
+        ),
+    ] {
+        e2e.until_status(&super::https(&host).sni(fqdn), status)
+            .await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// An HTTPProxy `ns/name` for `fqdn` over TLS (`secret`), every path to `service`:80.
+fn tls_proxy(ns: &str, name: &str, fqdn: &str, secret: &str, service: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {{secretName: {secret}}}}}\n  routes:\n    - services: [{{name: {service}, port: 80}}]\n"
+    )
+}
+
+/// testHTTPSSNIEnforcement: each TLS vhost answers over its own SNI; a request for one
+/// over the other's SNI answers 421.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_sni_enforcement() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-https-sni-enforcement";
+    let one = "sni-enforcement-echo-one.projectcontour.io";
+    let two = "sni-enforcement-echo-two.projectcontour.io";
+    e2e.deploy_echo(ns, "echo-one").await;
+    e2e.self_signed_cert(ns, "echo-one", one);
+    e2e.proxy(
+        &tls_proxy(ns, "echo-one", one, "echo-one", "echo-one"),
+        (ns, "echo-one"),
+        "valid",
+    )
+    .await;
+    let answer = e2e
+        .until_status(&super::https(one).path("/https-sni-enforcement"), 200)
+        .await;
+    assert_eq!(super::service(&answer), "echo-one");
+    e2e.deploy_echo(ns, "echo-two").await;
+    e2e.self_signed_cert(ns, "echo-two", two);
+    e2e.proxy(
+        &tls_proxy(ns, "echo-two", two, "echo-two", "echo-two"),
+        (ns, "echo-two"),
+        "valid",
+    )
+    .await;
+    let answer = e2e
+        .until_status(&super::https(two).path("/https-sni-enforcement"), 200)
+        .await;
+    assert_eq!(super::service(&answer), "echo-two");
+    e2e.until_status(&super::https(two).sni(one), 421).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHTTPSFallbackCertificate: a vhost taking the fallback certificate answers a
+/// client whose SNI no vhost has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_fallback_certificate() {
+    let ns = "httpproxy-https-fallback-certificate";
+    let e2e = E2e::start_with(|c| {
+        c.tls.fallback_certificate = isobar::config::NamespacedName {
+            namespace: ns.to_string(),
+            name: "fallback-cert".to_string(),
+        };
+    })
+    .await;
+    e2e.self_signed_cert(ns, "fallback-cert", "fallback.projectcontour.io");
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "fallback-cert-echo.projectcontour.io";
+    e2e.self_signed_cert(ns, "echo", fqdn);
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: echo, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {{secretName: echo, enableFallbackCertificate: true}}}}\n  routes:\n    - services: [{{name: echo, port: 80}}]\n"),
+        (ns, "echo"),
+        "valid",
+    )
+    .await;
+    let answer = e2e.until_status(&super::https(fqdn), 200).await;
+    assert_eq!(super::service(&answer), "echo");
+    let answer = e2e
+        .until_status(
+            &super::https(fqdn).sni("invalid-sni-should-use-fallback.projectcontour.io"),
+            200,
+        )
+        .await;
+    assert_eq!(super::service(&answer), "echo");
+    e2e.assert_nothing_rejected().await;
+}

@@ -113,8 +113,17 @@ impl E2e {
     }
 
     pub async fn start_with(configure: impl FnOnce(&mut isobar::config::Config)) -> E2e {
+        E2e::start_watching(&[], configure).await
+    }
+
+    /// Isobar watching only `namespaces` (`--watch-namespaces`).
+    pub async fn start_watching(
+        namespaces: &[&str],
+        configure: impl FnOnce(&mut isobar::config::Config),
+    ) -> E2e {
+        let namespaces = namespaces.iter().map(|n| n.to_string()).collect();
         E2e {
-            suite: Suite::start_with(false, configure).await,
+            suite: Suite::start_watching(false, namespaces, configure).await,
         }
     }
 

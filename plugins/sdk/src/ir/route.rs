@@ -406,6 +406,9 @@ pub struct RoutePolicy {
     /// A literal `Host` for upstream requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_rewrite: Option<String>,
+    /// The `Host` for upstream requests is this request header's value (when present).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_rewrite_header: Option<String>,
     /// Replaces the matched path prefix.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_rewrite: Option<String>,
