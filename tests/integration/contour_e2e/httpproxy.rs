@@ -717,3 +717,646 @@ async fn https_fallback_certificate() {
     assert_eq!(super::service(&answer), "echo");
     e2e.assert_nothing_rejected().await;
 }
+
+/// testHeaderConditionMatch: header conditions of every kind pick their routes (routes of
+/// one path ordered as Contour orders them); a missing header fails a negated match
+/// unless `treatMissingAsEmpty`; `present` and `notpresent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_condition_match() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-header-condition-match";
+    let fqdn = "headerconditions.projectcontour.io";
+    let routes: &[(&str, &str)] = &[
+        (
+            "echo-header-present",
+            "[{header: {name: Target-Present, present: true}}]",
+        ),
+        (
+            "echo-header-contains",
+            "[{header: {name: Target-Contains, contains: ContainsValue}}]",
+        ),
+        (
+            "echo-header-contains-case-insensitive",
+            "[{header: {name: Target-Contains, contains: cOnTainSvalue, ignoreCase: true}}]",
+        ),
+        (
+            "echo-header-notcontains",
+            "[{header: {name: Target-NotContains, notcontains: ContainsValue}}]",
+        ),
+        (
+            "echo-header-notcontains-set-missing-as-empty",
+            "[{header: {name: Target-NotContains, notcontains: ContainsValue, treatMissingAsEmpty: true}}, {header: {name: X-Force-NotContains-Case, exact: 'True'}}]",
+        ),
+        (
+            "echo-header-exact",
+            "[{header: {name: Target-Exact, exact: ExactValue}}]",
+        ),
+        (
+            "echo-header-exact-case-insensitive",
+            "[{header: {name: Target-Exact, exact: exactvalue, ignoreCase: true}}]",
+        ),
+        (
+            "echo-header-notexact",
+            "[{header: {name: Target-NotExact, notexact: ExactValue}}]",
+        ),
+        (
+            "echo-header-notexact-set-missing-as-empty",
+            "[{header: {name: Target-NotExact, notcontains: ExactValue, treatMissingAsEmpty: true}}, {header: {name: X-Force-NotExact-Case, exact: 'True'}}]",
+        ),
+        (
+            "echo-header-regex",
+            "[{header: {name: Target-Regex, regex: 'Regex.*'}}]",
+        ),
+    ];
+    for (service, _) in routes {
+        e2e.deploy_echo(ns, service).await;
+    }
+    let body: String = routes.iter().map(|(s, c)| to(c, s)).collect();
+    e2e.proxy(
+        &proxy(ns, "header-conditions", fqdn, &body),
+        (ns, "header-conditions"),
+        "valid",
+    )
+    .await;
+    for (name, value, status, service) in [
+        ("Target-Present", "random", 200, "echo-header-present"),
+        ("Target-Contains", "random", 404, ""),
+        (
+            "Target-Contains",
+            "ContainsValue",
+            200,
+            "echo-header-contains",
+        ),
+        (
+            "Target-Contains",
+            "xxx ContainsValue xxx",
+            200,
+            "echo-header-contains",
+        ),
+        (
+            "Target-Contains",
+            "cOnTainSvalue",
+            200,
+            "echo-header-contains-case-insensitive",
+        ),
+        ("Target-NotContains", "ContainsValue", 404, ""),
+        (
+            "X-Force-NotContains-Case",
+            "True",
+            200,
+            "echo-header-notcontains-set-missing-as-empty",
+        ),
+        ("Target-NotContains", "xxx ContainsValue xxx", 404, ""),
+        (
+            "Target-NotContains",
+            "random",
+            200,
+            "echo-header-notcontains",
+        ),
+        ("Target-Exact", "random", 404, ""),
+        ("Target-Exact", "NotExactValue", 404, ""),
+        ("Target-Exact", "ExactValue", 200, "echo-header-exact"),
+        (
+            "Target-Exact",
+            "eXacTValue",
+            200,
+            "echo-header-exact-case-insensitive",
+        ),
+        ("Target-NotExact", "random", 200, "echo-header-notexact"),
+        (
+            "Target-NotExact",
+            "NotExactValue",
+            200,
+            "echo-header-notexact",
+        ),
+        ("Target-NotExact", "ExactValue", 404, ""),
+        (
+            "X-Force-NotExact-Case",
+            "True",
+            200,
+            "echo-header-notexact-set-missing-as-empty",
+        ),
+        ("Target-Regex", "RegexMatch", 200, "echo-header-regex"),
+        ("Target-Regex", "NonMatching", 404, ""),
+    ] {
+        let req = http(fqdn).header(name, value);
+        if status == 200 {
+            answers(&e2e, &req, ns, service).await;
+        } else {
+            e2e.until_status(&req, status).await;
+        }
+    }
+    e2e.deploy_echo(ns, "echo-header-notpresent").await;
+    let body = [
+        to(
+            "[{header: {name: Target-Present, present: true}}]",
+            "echo-header-present",
+        ),
+        to(
+            "[{header: {name: Target-Present, notpresent: true}}]",
+            "echo-header-notpresent",
+        ),
+    ]
+    .concat();
+    e2e.apply(&proxy(ns, "header-conditions", fqdn, &body));
+    answers(
+        &e2e,
+        &http(fqdn).header("Target-Present", "random"),
+        ns,
+        "echo-header-present",
+    )
+    .await;
+    answers(&e2e, &http(fqdn), ns, "echo-header-notpresent").await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// A child HTTPProxy `ns/name` (no vhost) with `routes`.
+fn child(ns: &str, name: &str, routes: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  routes:\n{routes}"
+    )
+}
+
+/// A root HTTPProxy `ns/name` for `fqdn` including `includes` (a YAML flow list).
+fn root(ns: &str, name: &str, fqdn: &str, includes: &str) -> String {
+    format!(
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  includes: {includes}\n"
+    )
+}
+
+/// testIncludeExactCondition: an include's prefix joins its child's exact conditions; an
+/// include with an exact condition is invalid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_exact_condition() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-include-exact-condition";
+    let app = "httpproxy-include-exact-condition-app";
+    let admin = "httpproxy-include-exact-condition-admin";
+    e2e.deploy_echo(app, "echo-app").await;
+    e2e.deploy_echo(admin, "echo-admin").await;
+    e2e.apply(&child(
+        app,
+        "echo-app",
+        &[
+            to("[{exact: /foo}]", "echo-app"),
+            to("[{prefix: /v1}]", "echo-app"),
+        ]
+        .concat(),
+    ));
+    e2e.apply(&child(
+        admin,
+        "echo-admin",
+        &[
+            to("[{prefix: /}]", "echo-admin"),
+            to("[{exact: /portal}]", "echo-admin"),
+        ]
+        .concat(),
+    ));
+    let fqdn = "includeexactcondition.projectcontour.io";
+    let includes = format!(
+        "[{{name: echo-app, namespace: {app}, conditions: [{{prefix: /app}}]}}, {{name: echo-admin, namespace: {admin}, conditions: [{{prefix: /app/}}]}}, {{name: echo-admin, namespace: {admin}, conditions: [{{prefix: /admin}}]}}]"
+    );
+    e2e.proxy(&root(ns, "echo", fqdn, &includes), (ns, "echo"), "valid")
+        .await;
+    let invalid = format!("[{{name: echo-app, namespace: {app}, conditions: [{{exact: /app}}]}}]");
+    e2e.proxy(
+        &root(
+            ns,
+            "echo-invalid",
+            "includeexactcondition-invalid.projectcontour.io",
+            &invalid,
+        ),
+        (ns, "echo-invalid"),
+        "invalid",
+    )
+    .await;
+    for (path, namespace, service) in [
+        ("/app/foo", app, "echo-app"),
+        ("/app/admin", admin, "echo-admin"),
+        ("/app/bar", admin, "echo-admin"),
+        ("/app/v1", app, "echo-app"),
+        ("/app/v1/page", app, "echo-app"),
+        ("/admin/portal", admin, "echo-admin"),
+    ] {
+        answers(&e2e, &http(fqdn).path(path), namespace, service).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testIncludePrefixCondition: includes by prefix across namespaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_prefix_condition() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-include-prefix-condition";
+    let app = "httpproxy-include-prefix-condition-app";
+    let admin = "httpproxy-include-prefix-condition-admin";
+    e2e.deploy_echo(app, "echo-app").await;
+    e2e.deploy_echo(admin, "echo-admin").await;
+    e2e.apply(&child(app, "echo-app", &to("[]", "echo-app")));
+    e2e.apply(&child(
+        admin,
+        "echo-admin",
+        &to("[]", "echo-admin"),
+    ));
+    let fqdn = "includeprefixcondition.projectcontour.io";
+    let includes = format!(
+        "[{{name: echo-app, namespace: {app}, conditions: [{{prefix: /}}]}}, {{name: echo-admin, namespace: {admin}, conditions: [{{prefix: /admin}}]}}]"
+    );
+    e2e.proxy(&root(ns, "echo", fqdn, &includes), (ns, "echo"), "valid")
+        .await;
+    for (path, namespace, service) in [
+        ("/", app, "echo-app"),
+        ("/app", app, "echo-app"),
+        ("/admin", admin, "echo-admin"),
+        ("/admin/", admin, "echo-admin"),
+        ("/admin/app", admin, "echo-admin"),
+    ] {
+        answers(&e2e, &http(fqdn).path(path), namespace, service).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testIncludeRegexCondition: a child's regex under an include's prefix is anchored at
+/// it; an include with a regex condition is invalid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_regex_condition() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-include-regex-condition";
+    e2e.deploy_echo("echo-1", "echo-1").await;
+    e2e.deploy_echo("echo-2", "echo-2").await;
+    e2e.apply(&child(
+        "echo-1",
+        "echo-1",
+        &[
+            to("[{regex: '/us-west-3/.*'}]", "echo-1"),
+            to("[{regex: '/us-west-1/.*'}]", "echo-1"),
+        ]
+        .concat(),
+    ));
+    e2e.apply(&child(
+        "echo-2",
+        "echo-2",
+        &[
+            to("[{prefix: /}]", "echo-2"),
+            to("[{regex: '/(dev|staging)/.*'}]", "echo-2"),
+        ]
+        .concat(),
+    ));
+    let fqdn = "includeregexmatch.projectcontour.io";
+    let includes = "[{name: echo-1, namespace: echo-1, conditions: [{prefix: /echo1}]}, {name: echo-2, namespace: echo-2, conditions: [{prefix: /echo2}]}]";
+    e2e.proxy(&root(ns, "echo", fqdn, includes), (ns, "echo"), "valid")
+        .await;
+    e2e.proxy(
+        &root(
+            ns,
+            "echo-invalid",
+            "regex-condition-invalid.projectcontour.io",
+            "[{name: echo-1, namespace: echo-1, conditions: [{regex: '/echo.*'}]}]",
+        ),
+        (ns, "echo-invalid"),
+        "invalid",
+    )
+    .await;
+    for (path, service) in [
+        ("/echo2/", "echo-2"),
+        ("/echo1/us-west-1/test", "echo-1"),
+        ("/echo1/us-west-3/test", "echo-1"),
+        ("/echo2/dev/utils", "echo-2"),
+    ] {
+        answers(&e2e, &http(fqdn).path(path), service, service).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testPathPrefixRewrite: a replaced prefix, to another prefix or to the root, as the
+/// backend sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_prefix_rewrite() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-path-prefix-rewrite";
+    for s in ["no-rewrite", "prefix-rewrite", "prefix-rewrite-to-root"] {
+        e2e.deploy_echo(ns, s).await;
+    }
+    let fqdn = "prefixrewrite.projectcontour.io";
+    let routes = [
+        to("[{prefix: /}]", "no-rewrite"),
+        to("[{prefix: /someprefix1}]", "prefix-rewrite")
+            + "      pathRewritePolicy: {replacePrefix: [{prefix: /someprefix1, replacement: /someotherprefix}]}\n",
+        to("[{prefix: /someprefix2}]", "prefix-rewrite-to-root")
+            + "      pathRewritePolicy: {replacePrefix: [{prefix: /someprefix2, replacement: /}]}\n",
+    ]
+    .concat();
+    e2e.proxy(
+        &proxy(ns, "prefix-rewrite", fqdn, &routes),
+        (ns, "prefix-rewrite"),
+        "valid",
+    )
+    .await;
+    for (path, service, seen) in [
+        ("/", "no-rewrite", "/"),
+        ("/foo", "no-rewrite", "/foo"),
+        ("/someprefix1", "prefix-rewrite", "/someotherprefix"),
+        (
+            "/someprefix1foobar",
+            "prefix-rewrite",
+            "/someotherprefixfoobar",
+        ),
+        (
+            "/someprefix1/segment",
+            "prefix-rewrite",
+            "/someotherprefix/segment",
+        ),
+        ("/someprefix2", "prefix-rewrite-to-root", "/"),
+        ("/someprefix2foobar", "prefix-rewrite-to-root", "/foobar"),
+        ("/someprefix2/segment", "prefix-rewrite-to-root", "/segment"),
+    ] {
+        let answer = e2e
+            .until(&http(fqdn).path(path), |a| {
+                a.status == 200 && super::service(a) == service
+            })
+            .await;
+        assert_eq!(super::seen(&answer, "path"), seen, "{path}");
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testQueryParameterConditionMatch: query parameter conditions of every kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_parameter_condition_match() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-query-parameter-condition-match";
+    let fqdn = "queryparam.projectcontour.io";
+    let routes: &[(&str, &str)] = &[
+        (
+            "echo-query-parameter-exact",
+            "{name: targetExact, exact: ExactValue}",
+        ),
+        (
+            "echo-query-parameter-exact-ignorecase",
+            "{name: targetExactIgnoreCase, exact: exactvalueIgnorecase, ignoreCase: true}",
+        ),
+        (
+            "echo-query-parameter-prefix",
+            "{name: targetPrefix, prefix: Prefix}",
+        ),
+        (
+            "echo-query-parameter-prefix-ignorecase",
+            "{name: targetPrefixIgnoreCase, prefix: prefixval, ignoreCase: true}",
+        ),
+        (
+            "echo-query-parameter-suffix",
+            "{name: targetSuffix, suffix: ffixValue}",
+        ),
+        (
+            "echo-query-parameter-suffix-ignorecase",
+            "{name: targetSuffixIgnoreCase, suffix: ffixvalueignorecase, ignoreCase: true}",
+        ),
+        (
+            "echo-query-parameter-regex",
+            "{name: targetRegex, regex: '^RegexV.*'}",
+        ),
+        (
+            "echo-query-parameter-contains",
+            "{name: targetContains, contains: nsVal}",
+        ),
+        (
+            "echo-query-parameter-contains-ignorecase",
+            "{name: targetContainsIgnoreCase, contains: svalueIgnorec, ignoreCase: true}",
+        ),
+        (
+            "echo-query-parameter-present",
+            "{name: targetPresent, present: true}",
+        ),
+    ];
+    for (service, _) in routes {
+        e2e.deploy_echo(ns, service).await;
+    }
+    let body: String = routes
+        .iter()
+        .map(|(s, c)| to(&format!("[{{queryParameter: {c}}}]"), s))
+        .collect();
+    e2e.proxy(
+        &proxy(ns, "query-parameter-conditions", fqdn, &body),
+        (ns, "query-parameter-conditions"),
+        "valid",
+    )
+    .await;
+    for (query, status, service) in [
+        ("targetExact=random", 404, ""),
+        ("targetExact=ExactValue", 200, "echo-query-parameter-exact"),
+        ("targetExact=exactvalue", 404, ""),
+        (
+            "targetExactIgnoreCase=ExactValueIgnoreCase",
+            200,
+            "echo-query-parameter-exact-ignorecase",
+        ),
+        ("targetPrefix=random", 404, ""),
+        (
+            "targetPrefix=PrefixValue",
+            200,
+            "echo-query-parameter-prefix",
+        ),
+        ("targetPrefix=prefixvalue", 404, ""),
+        (
+            "targetPrefixIgnoreCase=PrefixValueIgnoreCase",
+            200,
+            "echo-query-parameter-prefix-ignorecase",
+        ),
+        ("targetSuffix=random", 404, ""),
+        (
+            "targetSuffix=SuffixValue",
+            200,
+            "echo-query-parameter-suffix",
+        ),
+        ("targetSuffix=suffixvalue", 404, ""),
+        (
+            "targetSuffixIgnoreCase=SuffixValueIgnoreCase",
+            200,
+            "echo-query-parameter-suffix-ignorecase",
+        ),
+        ("targetRegex=random", 404, ""),
+        ("targetRegex=RegexValue", 200, "echo-query-parameter-regex"),
+        ("targetContains=random", 404, ""),
+        (
+            "targetContains=ContainsValue",
+            200,
+            "echo-query-parameter-contains",
+        ),
+        (
+            "targetContains=xxx+ContainsValue+xxx",
+            200,
+            "echo-query-parameter-contains",
+        ),
+        ("targetContains=containsvalueignorecase", 404, ""),
+        (
+            "targetContainsIgnoreCase=ContainsValueIgnoreCase",
+            200,
+            "echo-query-parameter-contains-ignorecase",
+        ),
+        ("targetPresent=random", 200, "echo-query-parameter-present"),
+    ] {
+        let req = http(fqdn).path(&format!("/?{query}"));
+        if status == 200 {
+            answers(&e2e, &req, ns, service).await;
+        } else {
+            e2e.until_status(&req, status).await;
+        }
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testQueryParameterConditionMultiple: only a parameter's first occurrence is matched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_parameter_condition_multiple() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-query-parameter-condition-multiple";
+    e2e.deploy_echo(ns, "echo-1").await;
+    e2e.deploy_echo(ns, "echo-2").await;
+    let fqdn = "queryparam-multiple.projectcontour.io";
+    let routes = [
+        to("[{queryParameter: {name: animal, exact: whale}}]", "echo-1"),
+        to(
+            "[{queryParameter: {name: animal, exact: dolphin}}]",
+            "echo-2",
+        ),
+    ]
+    .concat();
+    e2e.proxy(
+        &proxy(ns, "query-parameter-multiple", fqdn, &routes),
+        (ns, "query-parameter-multiple"),
+        "valid",
+    )
+    .await;
+    answers(
+        &e2e,
+        &http(fqdn).path("/?animal=whale&animal=dolphin"),
+        ns,
+        "echo-1",
+    )
+    .await;
+    answers(
+        &e2e,
+        &http(fqdn).path("/?animal=dolphin&animal=whale"),
+        ns,
+        "echo-2",
+    )
+    .await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testRegexPathCondition: regex conditions match whole paths, in the routes' order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regex_path_condition() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-regex-condition";
+    for s in ["echo-1", "echo-2", "echo-3"] {
+        e2e.deploy_echo(ns, s).await;
+    }
+    let fqdn = "regexpath.projectcontour.io";
+    let routes = [
+        to("[{regex: '/apiv1/prod-.+/'}]", "echo-2"),
+        to("[{regex: '/(local|global)/.*/'}]", "echo-3"),
+        to("[{regex: '/[a-zA-Z]+'}]", "echo-1"),
+        to("[{regex: '/[\\d]+/.+/'}]", "echo-3"),
+        to("[{regex: '/base/.*'}]", "echo-1"),
+        to("[{regex: /}]", "echo-1"),
+    ]
+    .concat();
+    e2e.proxy(&proxy(ns, "regex", fqdn, &routes), (ns, "regex"), "valid")
+        .await;
+    for (path, service) in [
+        ("/", "echo-1"),
+        ("/apiv1/prod-v2/echo-2/", "echo-2"),
+        ("/local/echo-3/", "echo-3"),
+        ("/echo", "echo-1"),
+        ("/3/echo/", "echo-3"),
+        ("/base/root", "echo-1"),
+    ] {
+        answers(&e2e, &http(fqdn).path(path), ns, service).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testDisableMergeSlashes: `//foo` is `/foo` unless `disableMergeSlashes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disable_merge_slashes() {
+    for disabled in [false, true] {
+        let e2e = E2e::start_with(|c| c.disable_merge_slashes = disabled).await;
+        let (ns, fqdn) = if disabled {
+            (
+                "httpproxy-disable-merge-slashes",
+                "disable.mergeslashes.projectcontour.io",
+            )
+        } else {
+            (
+                "httpproxy-enable-merge-slashes",
+                "enable.mergeslashes.projectcontour.io",
+            )
+        };
+        e2e.deploy_echo(ns, "echo-1").await;
+        e2e.deploy_echo(ns, "echo-2").await;
+        let routes = [
+            to("[{prefix: /foo}]", "echo-1"),
+            to("[{prefix: /}]", "echo-2"),
+        ]
+        .concat();
+        e2e.proxy(&proxy(ns, "echo", fqdn, &routes), (ns, "echo"), "valid")
+            .await;
+        answers(&e2e, &http(fqdn).path("/foo"), ns, "echo-1").await;
+        let merged = if disabled { "echo-2" } else { "echo-1" };
+        answers(&e2e, &http(fqdn).path("//foo"), ns, merged).await;
+        e2e.assert_nothing_rejected().await;
+    }
+}
+
+/// Isobar serving the Ingress classes `contour` and `team1` (`--ingress-class-name`).
+async fn two_classes() -> E2e {
+    E2e::start_with(|c| {
+        c.plugins.insert(
+            "ingress-class".to_string(),
+            serde_json::json!({"names": ["contour", "team1"]}),
+        );
+    })
+    .await
+}
+
+/// testMultipleIngressClassesField: proxies of either class (`spec.ingressClassName`)
+/// are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multiple_ingress_classes_field() {
+    let e2e = two_classes().await;
+    let ns = "httpproxy-multiple-ingress-classes-field";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    for class in ["contour", "team1"] {
+        let name = format!("multiple-ingress-classes{class}-httpproxy");
+        let fqdn = format!("{class}httpproxy.projectcontour.io");
+        e2e.proxy(
+            &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  ingressClassName: {class}\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n    - services: [{{name: ingress-conformance-echo, port: 80}}]\n"),
+            (ns, &name),
+            "valid",
+        )
+        .await;
+        e2e.until_status(&http(&fqdn), 200).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testMultipleIngressClassesAnnotation: the same with `kubernetes.io/ingress.class`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multiple_ingress_classes_annotation() {
+    let e2e = two_classes().await;
+    let ns = "httpproxy-multiple-ingress-classes-annotation";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    for class in ["contour", "team1"] {
+        let name = format!("multiple-ingress-classes{class}-httpproxy-annotation");
+        let fqdn = format!("{class}httpproxy-annotation.projectcontour.io");
+        e2e.proxy(
+            &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}, annotations: {{kubernetes.io/ingress.class: {class}}}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n    - services: [{{name: ingress-conformance-echo, port: 80}}]\n"),
+            (ns, &name),
+            "valid",
+        )
+        .await;
+        e2e.until_status(&http(&fqdn), 200).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
