@@ -634,12 +634,14 @@ pub(crate) fn cookie_rewrites(
         if out.iter().any(|c: &ir::CookieRewrite| c.name == p.name) {
             return Err(invalid(format!("cookie {:?} is rewritten twice", p.name)));
         }
+        // The CRD's pattern: no `;`, no control character. The value is data to the
+        // rewriting script, never code.
         let path = p.path_rewrite.as_ref().map(|v| v.value.clone());
         if let Some(path) = &path
-            && (!path.starts_with('/') || !attribute(path))
+            && (path.is_empty() || path.chars().any(|c| c == ';' || c.is_ascii_control()))
         {
             return Err(invalid(format!(
-                "path {path:?} must start with / and hold no ; or spaces"
+                "path {path:?} must not be empty nor hold ; or a control character"
             )));
         }
         let domain = p.domain_rewrite.as_ref().map(|v| v.value.clone());

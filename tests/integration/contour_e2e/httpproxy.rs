@@ -953,11 +953,7 @@ async fn include_prefix_condition() {
     e2e.deploy_echo(app, "echo-app").await;
     e2e.deploy_echo(admin, "echo-admin").await;
     e2e.apply(&child(app, "echo-app", &to("[]", "echo-app")));
-    e2e.apply(&child(
-        admin,
-        "echo-admin",
-        &to("[]", "echo-admin"),
-    ));
+    e2e.apply(&child(admin, "echo-admin", &to("[]", "echo-admin")));
     let fqdn = "includeprefixcondition.projectcontour.io";
     let includes = format!(
         "[{{name: echo-app, namespace: {app}, conditions: [{{prefix: /}}]}}, {{name: echo-admin, namespace: {admin}, conditions: [{{prefix: /admin}}]}}]"
@@ -1359,4 +1355,553 @@ async fn multiple_ingress_classes_annotation() {
         e2e.until_status(&http(&fqdn), 200).await;
     }
     e2e.assert_nothing_rejected().await;
+}
+
+/// Waits `for_` and asserts HTTPProxy `ns/name` got no status from Isobar (in a cluster
+/// it keeps the CRD's default, `NotReconciled`), and that its host answers 404.
+async fn never_reconciled(e2e: &E2e, (ns, name): (&str, &str), fqdn: &str) {
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let object = e2e.suite.get("projectcontour.io/v1", "HTTPProxy", ns, name);
+    assert!(
+        object["status"]["currentStatus"].is_null(),
+        "Isobar wrote status for an unwatched namespace: {}",
+        object["status"]
+    );
+    e2e.not_served(&http(fqdn)).await;
+}
+
+/// testWatchNamespaces: with `--watch-namespaces`, proxies of the watched namespaces are
+/// served and those of others are neither served nor given status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_namespaces() {
+    let e2e = E2e::start_watching(&["watched-ns-1", "watched-ns-2"], |_| {}).await;
+    for ns in ["watched-ns-1", "watched-ns-2", "nonwatched-ns"] {
+        e2e.deploy_echo(ns, "echo").await;
+        let fqdn = format!("proxy-{ns}.projectcontour.io");
+        let yaml = proxy(ns, "proxy", &fqdn, &to("[]", "echo"));
+        if ns == "nonwatched-ns" {
+            e2e.apply(&yaml);
+            never_reconciled(&e2e, (ns, "proxy"), &fqdn).await;
+        } else {
+            e2e.proxy(&yaml, (ns, "proxy"), "valid").await;
+            e2e.until_status(&http(&fqdn), 200).await;
+        }
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// Isobar taking root proxies only in `namespaces` (`--root-namespaces`).
+fn root_namespaces(c: &mut isobar::config::Config, namespaces: &[&str]) {
+    c.plugins.insert(
+        "root-namespaces".to_string(),
+        serde_json::json!({ "namespaces": namespaces }),
+    );
+}
+
+/// A root proxy in a namespace that is not a root namespace is invalid, with a
+/// `RootNamespaceError`.
+async fn not_a_root_namespace(e2e: &E2e, ns: &str) {
+    e2e.apply(&proxy(
+        ns,
+        "root-proxy",
+        &format!("root-proxy-{ns}.projectcontour.io"),
+        &to("[]", "echo"),
+    ));
+    e2e.suite
+        .wait_for(
+            ("projectcontour.io/v1", "HTTPProxy", ns, "root-proxy"),
+            "Valid False with a RootNamespaceError",
+            |p| {
+                p["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c["type"] == "Valid"
+                            && c["status"] == "False"
+                            && c["errors"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .any(|e| e["type"] == "RootNamespaceError" && e["status"] == "True")
+                    })
+            },
+        )
+        .await;
+}
+
+/// testWatchAndRootNamespaces: root namespaces among the watched ones; a leaf of a
+/// watched non-root namespace is included; an unwatched namespace is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_and_root_namespaces() {
+    let e2e = E2e::start_watching(&["root-ns-1", "root-ns-2", "nonroot-ns"], |c| {
+        root_namespaces(c, &["root-ns-1", "root-ns-2"]);
+    })
+    .await;
+    for ns in ["root-ns-1", "root-ns-2"] {
+        e2e.deploy_echo(ns, "echo").await;
+        let fqdn = format!("root-proxy-{ns}.projectcontour.io");
+        e2e.proxy(
+            &proxy(ns, "root-proxy", &fqdn, &to("[]", "echo")),
+            (ns, "root-proxy"),
+            "valid",
+        )
+        .await;
+        e2e.until_status(&http(&fqdn), 200).await;
+    }
+    e2e.deploy_echo("nonroot-ns", "echo").await;
+    not_a_root_namespace(&e2e, "nonroot-ns").await;
+    e2e.apply(&child("nonroot-ns", "leaf-proxy", &to("[]", "echo")));
+    let fqdn = "root-root-ns-1.projectcontour.io";
+    e2e.proxy(
+        &root(
+            "root-ns-1",
+            "root",
+            fqdn,
+            "[{name: leaf-proxy, namespace: nonroot-ns}]",
+        ),
+        ("root-ns-1", "root"),
+        "valid",
+    )
+    .await;
+    answers(&e2e, &http(fqdn), "nonroot-ns", "echo").await;
+    let ns = "nonwatched-nonroot-ns";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = format!("root-proxy-{ns}.projectcontour.io");
+    e2e.apply(&proxy(ns, "root-proxy", &fqdn, &to("[]", "echo")));
+    never_reconciled(&e2e, (ns, "root-proxy"), &fqdn).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testRootNamespaces: root proxies only in the root namespaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_namespaces_flag() {
+    let e2e = E2e::start_with(|c| root_namespaces(c, &["root-ns-cli-1", "root-ns-cli-2"])).await;
+    for ns in ["root-ns-cli-1", "root-ns-cli-2"] {
+        e2e.deploy_echo(ns, "echo").await;
+        let fqdn = format!("root-proxy-{ns}.projectcontour.io");
+        e2e.proxy(
+            &proxy(ns, "root-proxy", &fqdn, &to("[]", "echo")),
+            (ns, "root-proxy"),
+            "valid",
+        )
+        .await;
+        e2e.until_status(&http(&fqdn), 200).await;
+    }
+    e2e.deploy_echo("nonroot-ns-cli", "echo").await;
+    not_a_root_namespace(&e2e, "nonroot-ns-cli").await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testLocalRateLimitingVirtualHost: a vhost's local limit of one request an hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_rate_limiting_virtual_host() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-local-rate-limiting-vhost";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "vhostlocalratelimit.projectcontour.io";
+    e2e.proxy(
+        &proxy(ns, "vhostlocalratelimit", fqdn, &to("[]", "echo")),
+        (ns, "vhostlocalratelimit"),
+        "valid",
+    )
+    .await;
+    e2e.until_status(&http(fqdn), 200).await;
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: vhostlocalratelimit, namespace: {ns}}}\nspec:\n  virtualhost:\n    fqdn: {fqdn}\n    rateLimitPolicy: {{local: {{requests: 1, unit: hour}}}}\n  routes:\n{}", to("[]", "echo")),
+        (ns, "vhostlocalratelimit"),
+        "valid",
+    )
+    .await;
+    e2e.until_status(&http(fqdn), 429).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testLocalRateLimitingRoute: a route's local limit leaves the other routes alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_rate_limiting_route() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-local-rate-limiting-route";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "routelocalratelimit.projectcontour.io";
+    let unlimited = to("[{prefix: /unlimited}]", "echo");
+    e2e.proxy(
+        &proxy(
+            ns,
+            "routelocalratelimit",
+            fqdn,
+            &(to("[]", "echo") + &unlimited),
+        ),
+        (ns, "routelocalratelimit"),
+        "valid",
+    )
+    .await;
+    e2e.until_status(&http(fqdn), 200).await;
+    let limited = to("[]", "echo") + "      rateLimitPolicy: {local: {requests: 1, unit: hour}}\n";
+    e2e.proxy(
+        &proxy(ns, "routelocalratelimit", fqdn, &(limited + &unlimited)),
+        (ns, "routelocalratelimit"),
+        "valid",
+    )
+    .await;
+    e2e.until_status(&http(fqdn), 429).await;
+    e2e.until_status(&http(fqdn).path("/unlimited"), 200).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testIPFilterPolicy: deny and allow lists on routes and vhosts, by the remote address
+/// (`X-Forwarded-For` with one trusted hop); a route's list replaces its vhost's; an
+/// included route's own list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ip_filter_policy() {
+    let e2e = E2e::start_with(|c| c.network.num_trusted_hops = 1).await;
+    let ns = "httpproxy-ip-filters";
+    e2e.deploy_echo(ns, "echo").await;
+    let deny_all = "[{source: Peer, cidr: 10.8.8.8/0}, {source: Remote, cidr: 10.8.8.8/0}, {source: Peer, cidr: '::/0'}, {source: Remote, cidr: '::/0'}]";
+    let from = |req: Req, ip: &str| req.header("X-Forwarded-For", ip);
+    // A route's own lists.
+    let fqdn = "ipfilter1.projectcontour.io";
+    let with = |policy: &str| proxy(ns, "ipfilter1", fqdn, &(to("[]", "echo") + policy));
+    e2e.proxy(&with(""), (ns, "ipfilter1"), "valid").await;
+    e2e.until_status(&http(fqdn), 200).await;
+    e2e.apply(&with(&format!("      ipDenyPolicy: {deny_all}\n")));
+    e2e.until_status(&http(fqdn), 403).await;
+    e2e.apply(&with(
+        "      ipAllowPolicy: [{source: Remote, cidr: 10.10.10.10/32}]\n",
+    ));
+    e2e.until_status(&from(http(fqdn), "10.10.10.10"), 200)
+        .await;
+    e2e.until_status(&from(http(fqdn), "10.10.10.0"), 403).await;
+    // A vhost's list, and a route's replacing it.
+    let fqdn = "ipfilter2.projectcontour.io";
+    let two = |vhost: &str, one: &str| {
+        format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: ipfilter2, namespace: {ns}}}\nspec:\n  virtualhost:\n    fqdn: {fqdn}\n{vhost}  routes:\n{}{one}{}",
+            to("[{prefix: /one}]", "echo"),
+            to("[{prefix: /other}]", "echo")
+        )
+    };
+    e2e.proxy(&two("", ""), (ns, "ipfilter2"), "valid").await;
+    e2e.until_status(&http(fqdn).path("/one"), 200).await;
+    let vhost_deny = format!("    ipDenyPolicy: {deny_all}\n");
+    e2e.apply(&two(&vhost_deny, ""));
+    e2e.until_status(&http(fqdn).path("/one"), 403).await;
+    e2e.apply(&two(
+        &vhost_deny,
+        "      ipAllowPolicy: [{source: Remote, cidr: 10.10.10.10}]\n",
+    ));
+    e2e.until_status(&from(http(fqdn).path("/one"), "10.10.10.10"), 200)
+        .await;
+    e2e.until_status(&from(http(fqdn).path("/one"), "10.10.10.0"), 403)
+        .await;
+    e2e.until_status(&from(http(fqdn).path("/other"), "10.10.10.0"), 403)
+        .await;
+    // An included route's lists.
+    let fqdn = "ipfilter3.projectcontour.io";
+    e2e.proxy(
+        &root(
+            ns,
+            "ipfilter3-root",
+            fqdn,
+            &format!("[{{namespace: {ns}, name: ipfilter3-child}}]"),
+        ),
+        (ns, "ipfilter3-root"),
+        "invalid",
+    )
+    .await;
+    let leaf = |policy: &str| child(ns, "ipfilter3-child", &(to("[]", "echo") + policy));
+    e2e.proxy(&leaf(""), (ns, "ipfilter3-child"), "valid").await;
+    e2e.until_status(&http(fqdn), 200).await;
+    e2e.apply(&leaf(&format!("      ipDenyPolicy: {deny_all}\n")));
+    e2e.until_status(&http(fqdn), 403).await;
+    e2e.apply(&leaf(
+        "      ipAllowPolicy: [{source: Remote, cidr: 10.10.10.10/32}]\n",
+    ));
+    e2e.until_status(&from(http(fqdn), "10.10.10.10"), 200)
+        .await;
+    e2e.until_status(&from(http(fqdn), "10.10.10.0"), 403).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHTTPHealthChecks: an active health check failing (418) leaves no healthy
+/// endpoint (503); passing again, the route answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_health_checks() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-http-health-checks";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "healthchecks.projectcontour.io";
+    let with = |check: &str| {
+        let policy = if check.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "      healthCheckPolicy: {{path: {check}, intervalSeconds: 1, timeoutSeconds: 1, unhealthyThresholdCount: 1, healthyThresholdCount: 1}}\n"
+            )
+        };
+        proxy(ns, "health-checks", fqdn, &(to("[]", "echo") + &policy))
+    };
+    e2e.proxy(&with(""), (ns, "health-checks"), "valid").await;
+    e2e.until_status(&http(fqdn), 200).await;
+    e2e.apply(&with("/status/418"));
+    e2e.until_status(&http(fqdn), 503).await;
+    e2e.apply(&with("/status/200"));
+    e2e.until_status(&http(fqdn), 200).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testTCPRouteHTTPSTermination: a TCP proxy behind TLS termination, the server's
+/// certificate checked against its CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_route_https_termination() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-tcproute-https-termination";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    let fqdn = "tcp-route-https-termination.projectcontour.io";
+    let ca = e2e.self_signed_cert(ns, "echo-cert", fqdn);
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: echo-tcpproxy, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {{secretName: echo-cert}}}}\n  tcpproxy: {{services: [{{name: ingress-conformance-echo, port: 80}}]}}\n"),
+        (ns, "echo-tcpproxy"),
+        "valid",
+    )
+    .await;
+    let answer = e2e
+        .until_status(&super::https(fqdn).verified_by(ca), 200)
+        .await;
+    assert_eq!(super::service(&answer), "ingress-conformance-echo");
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testCookieRewriteLuaInjection: a rewrite value is data, never code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_rewrite_lua_injection() {
+    let e2e = E2e::start().await;
+    let ns = "cookie-rewrite-lua-injection";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "cookie-rewrite-path-injection.projectcontour.io";
+    let injected = r#"" .. (function() return "injected" end)() .. ""#;
+    let route = format!(
+        "    - conditions: [{{prefix: /inject-path}}]\n      cookieRewritePolicies: [{{name: inject-path, pathRewrite: {{value: '{injected}'}}}}]\n      services: [{{name: echo, port: 80}}]\n"
+    );
+    e2e.proxy(
+        &proxy(ns, "cookie-rewrite-path-injection", fqdn, &route),
+        (ns, "cookie-rewrite-path-injection"),
+        "valid",
+    )
+    .await;
+    let a = set_cookie(
+        &e2e,
+        http(fqdn).path("/inject-path"),
+        "inject-path=bar; Path=/bar; Domain=bar.com; SameSite=None; Secure",
+    )
+    .await;
+    check_cookie(
+        &a,
+        "inject-path",
+        ("bar", injected, "bar.com", "None"),
+        true,
+        &[],
+    );
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHeaderGlobalRewriteCookieRewrite: a cookie set by the global response header
+/// policy is rewritten by the route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_global_rewrite_cookie_rewrite() {
+    let e2e = E2e::start_with(|c| {
+        c.policy
+            .response_headers
+            .set
+            .insert("Set-Cookie".to_string(), "global=foo".to_string());
+    })
+    .await;
+    let ns = "global-rewrite-headers-cookie-rewrite";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "global-header-rewrite-cookie-rewrite.projectcontour.io";
+    let route = "    - conditions: [{prefix: /global}]\n      cookieRewritePolicies: [{name: global, pathRewrite: {value: /global}}]\n      services: [{name: echo, port: 80}]\n";
+    e2e.proxy(
+        &proxy(ns, "global-header-rewrite-cookie-rewrite", fqdn, route),
+        (ns, "global-header-rewrite-cookie-rewrite"),
+        "valid",
+    )
+    .await;
+    let a = e2e.until_status(&http(fqdn).path("/global"), 200).await;
+    check_cookie(&a, "global", ("foo", "/global", "", ""), false, &[]);
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testHeaderRewriteCookieRewrite: cookies Envoy makes (cookie load balancing) and
+/// cookies set by route and service header policies are rewritten by route and service
+/// rewrite policies alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_rewrite_cookie_rewrite() {
+    let e2e = E2e::start().await;
+    let ns = "rewrite-headers-cookie-rewrite";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "header-rewrite-cookie-rewrite.projectcontour.io";
+    let routes = "    - conditions: [{prefix: /cookie-lb}]\n      loadBalancerPolicy: {strategy: Cookie}\n      cookieRewritePolicies: [{name: X-Contour-Session-Affinity, secure: true, sameSite: Strict}]\n      services: [{name: echo, port: 80}]\n    - conditions: [{prefix: /route-route}]\n      responseHeadersPolicy: {set: [{name: Set-Cookie, value: route-route=foo}]}\n      cookieRewritePolicies: [{name: route-route, pathRewrite: {value: /route-route}}]\n      services: [{name: echo, port: 80}]\n    - conditions: [{prefix: /route-service}]\n      responseHeadersPolicy: {set: [{name: Set-Cookie, value: route-service=foo}]}\n      services: [{name: echo, port: 80, cookieRewritePolicies: [{name: route-service, pathRewrite: {value: /route-service}}]}]\n    - conditions: [{prefix: /service-service}]\n      services: [{name: echo, port: 80, responseHeadersPolicy: {set: [{name: Set-Cookie, value: service-service=bar}]}, cookieRewritePolicies: [{name: service-service, pathRewrite: {value: /service-service}}]}]\n    - conditions: [{prefix: /service-route}]\n      cookieRewritePolicies: [{name: service-route, pathRewrite: {value: /service-route}}]\n      services: [{name: echo, port: 80, responseHeadersPolicy: {set: [{name: Set-Cookie, value: service-route=bar}]}}]\n";
+    e2e.proxy(
+        &proxy(ns, "header-rewrite-cookie-rewrite", fqdn, routes),
+        (ns, "header-rewrite-cookie-rewrite"),
+        "valid",
+    )
+    .await;
+    let a = e2e.until_status(&http(fqdn).path("/cookie-lb"), 200).await;
+    check_cookie(
+        &a,
+        "X-Contour-Session-Affinity",
+        ("", "/", "", "Strict"),
+        true,
+        &[("HttpOnly", "")],
+    );
+    for (path, name, value) in [
+        ("/route-route", "route-route", "foo"),
+        ("/route-service", "route-service", "foo"),
+        ("/service-service", "service-service", "bar"),
+        ("/service-route", "service-route", "bar"),
+    ] {
+        let a = e2e.until_status(&http(fqdn).path(path), 200).await;
+        check_cookie(&a, name, (value, path, "", ""), false, &[]);
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testCookieRewriteTLS: rewrites on a TLS vhost, whose misdirected requests still
+/// answer 421.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_rewrite_tls() {
+    let e2e = E2e::start().await;
+    let ns = "cookie-rewrite-tls";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "cookie-rewrite-tls.projectcontour.io";
+    e2e.self_signed_cert(ns, "echo", fqdn);
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: cookie-rewrite-tls, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {{secretName: echo}}}}\n  routes:\n    - cookieRewritePolicies: [{{name: a-cookie, pathRewrite: {{value: /}}, domainRewrite: {{value: {fqdn}}}, secure: true, sameSite: Strict}}]\n      services: [{{name: echo, port: 80}}]\n"),
+        (ns, "cookie-rewrite-tls"),
+        "valid",
+    )
+    .await;
+    let a = set_cookie(
+        &e2e,
+        super::https(fqdn),
+        &format!("a-cookie=bar; Domain={fqdn}; Path=/; SameSite=Strict; Secure"),
+    )
+    .await;
+    check_cookie(&a, "a-cookie", ("bar", "/", fqdn, "Strict"), true, &[]);
+    e2e.until_status(
+        &super::https("non-matching-host.projectcontour.io").sni(fqdn),
+        421,
+    )
+    .await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testPodRestart: the pod behind a Service replaced by another (at another address),
+/// requests reach the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_restart() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-pod-restart";
+    e2e.deploy_echo(ns, "echo").await;
+    let fqdn = "podrestart.projectcontour.io";
+    e2e.proxy(
+        &proxy(ns, "pod-restart", fqdn, &to("[]", "echo")),
+        (ns, "pod-restart"),
+        "valid",
+    )
+    .await;
+    let before = e2e.until_status(&http(fqdn), 200).await;
+    assert_eq!(super::service(&before), "echo");
+    let old = super::seen(&before, "pod").clone();
+    // What the Deployment controller does: a new pod, and the EndpointSlice names it.
+    e2e.replace_pod(ns, "echo", "echo-restarted").await;
+    let after = e2e
+        .until(&http(fqdn), |a| {
+            a.status == 200 && super::seen(a, "pod") != &old
+        })
+        .await;
+    assert_eq!(super::seen(&after, "namespace"), ns);
+}
+
+/// testRetryPolicyValidation: a `retryOn` value Envoy does not have. The API server
+/// refuses it by the CRD's schema; Isobar, reading it anyway (a manifest), marks the
+/// proxy invalid and serves nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_policy_validation() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-retry-policy-validation";
+    e2e.deploy_echo(ns, "foo").await;
+    let routes = to("[]", "foo") + "      retryPolicy: {retryOn: [foobar]}\n";
+    let object = e2e
+        .proxy(
+            &proxy(
+                ns,
+                "invalid-retry-on-condition",
+                "retry.projectcontour.io",
+                &routes,
+            ),
+            (ns, "invalid-retry-on-condition"),
+            "invalid",
+        )
+        .await;
+    assert!(
+        object["status"].to_string().contains("foobar"),
+        "{}",
+        object["status"]
+    );
+    e2e.not_served(&http("retry.projectcontour.io")).await;
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testEnvoyDisableCompression: responses are compressed with the configured algorithm
+/// (gzip by default, brotli, zstd) or not at all (`disabled`). Beyond Contour's test:
+/// a gRPC-Web response is compressed too (Contour's compressor lists its types).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_disable_compression() {
+    use isobar::config::sections::CompressionAlgorithm as A;
+    for (ns, algorithm, encoding) in [
+        ("httpproxy-default-compression", A::Gzip, Some("gzip")),
+        ("httpproxy-disable-compression", A::Disabled, None),
+        ("httpproxy-brotli-compression", A::Brotli, Some("br")),
+        ("httpproxy-zstd-compression", A::Zstd, Some("zstd")),
+    ] {
+        let e2e = E2e::start_with(|c| c.compression.algorithm = algorithm).await;
+        e2e.deploy_echo(ns, "echo").await;
+        let fqdn = format!("{ns}-fqdn.projectcontour.io");
+        let body = "minimum_text_to_enable_gzip".repeat(6);
+        let routes = format!(
+            "    - conditions: [{{prefix: /directresponse}}]\n      directResponsePolicy: {{statusCode: 200, body: {body}}}\n{}",
+            to("[{prefix: /grpc-web}]", "echo")
+        );
+        e2e.proxy(
+            &proxy(ns, "direct-response", &fqdn, &routes),
+            (ns, "direct-response"),
+            "valid",
+        )
+        .await;
+        let accept = format!("{}, deflate", encoding.unwrap_or("gzip"));
+        let req = http(&fqdn)
+            .path("/directresponse")
+            .header("Accept-Encoding", &accept);
+        let grpc_web = http(&fqdn)
+            .path("/grpc-web")
+            .header("Accept-Encoding", &accept)
+            .header("X-ECHO-HEADER", "Content-Type:application/grpc-web-text");
+        for req in [req, grpc_web] {
+            let answer = e2e.until_status(&req, 200).await;
+            let got = answer.header("content-encoding");
+            match encoding {
+                Some(want) => assert_eq!(
+                    got.as_deref(),
+                    Some(want),
+                    "{ns} {}: {:?}",
+                    req.path,
+                    answer.headers
+                ),
+                None => assert_ne!(got.as_deref(), Some("gzip"), "{ns}"),
+            }
+        }
+        e2e.assert_nothing_rejected().await;
+    }
 }

@@ -38,6 +38,9 @@ pub struct Req {
     pub headers: Vec<(String, String)>,
     /// HTTPS with this server name.
     pub sni: Option<String>,
+    /// Over HTTPS, the server's certificate is checked against this CA (else any is
+    /// taken).
+    pub ca: Option<tokio_rustls::rustls::pki_types::CertificateDer<'static>>,
 }
 
 /// `GET /` of `host` over HTTP.
@@ -71,8 +74,11 @@ impl Req {
         self
     }
 
-    pub fn method(mut self, method: &str) -> Req {
-        self.method = method.to_string();
+    pub fn verified_by(
+        mut self,
+        ca: tokio_rustls::rustls::pki_types::CertificateDer<'static>,
+    ) -> Req {
+        self.ca = Some(ca);
         self
     }
 }
@@ -140,12 +146,32 @@ impl E2e {
             .service(ns, name, &[("http", 80, 3000, "")], &[ip]);
     }
 
+    /// A Deployment's pod replaced, as its controller does when it dies: a new echo pod
+    /// (named `pod`, at a new address) and the Service's EndpointSlice naming it alone.
+    pub async fn replace_pod(&self, ns: &str, service: &str, pod: &str) {
+        let ip = self.suite.pod_ip();
+        let info = PodInfo {
+            namespace: ns.to_string(),
+            pod: format!("{service}-pod-{pod}"),
+        };
+        echo::http_pod(ip, info, None, self.suite.logs.clone()).await;
+        self.suite
+            .service(ns, service, &[("http", 80, 3000, "")], &[ip]);
+    }
+
     /// Contour's `Certs.CreateSelfSignedCert`: a `kubernetes.io/tls` Secret `ns/secret`
-    /// for `dns_name`, issued by a CA of its own.
-    pub fn self_signed_cert(&self, ns: &str, secret: &str, dns_name: &str) {
+    /// for `dns_name`, issued by a CA of its own; the CA's certificate (the Secret's
+    /// `ca.crt` in Contour's).
+    pub fn self_signed_cert(
+        &self,
+        ns: &str,
+        secret: &str,
+        dns_name: &str,
+    ) -> tokio_rustls::rustls::pki_types::CertificateDer<'static> {
         let ca = crate::tls::new_ca(&format!("{secret}-ca"));
         let leaf = crate::tls::issue(&ca, dns_name);
         self.apply(&crate::tls::tls_secret(ns, secret, &leaf));
+        ca.der().clone()
     }
 
     /// Creates or replaces every object of `yaml`.
@@ -157,7 +183,13 @@ impl E2e {
     pub async fn send(&self, req: &Req) -> Result<Answer, String> {
         let (addr, protocol): (SocketAddr, Protocol) = match &req.sni {
             None => (self.suite.envoy_http, Protocol::Http),
-            Some(sni) => (self.suite.envoy_https, Protocol::Https(Tls::insecure(sni))),
+            Some(sni) => {
+                let tls = match &req.ca {
+                    Some(ca) => Tls::new(sni, std::slice::from_ref(ca)),
+                    None => Tls::insecure(sni),
+                };
+                (self.suite.envoy_https, Protocol::Https(tls))
+            }
         };
         let request = Request {
             host: Some(req.host.clone()),
@@ -216,6 +248,25 @@ impl E2e {
                 },
             )
             .await
+    }
+
+    /// `req` is not served: no listener takes it, or it answers 404.
+    pub async fn not_served(&self, req: &Req) {
+        let start = Instant::now();
+        loop {
+            match self.send(req).await {
+                Ok(answer) if answer.status != 404 => {
+                    assert!(
+                        start.elapsed() < UNTIL,
+                        "{req:?} still answers {}: {}",
+                        answer.status,
+                        answer.body
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => return,
+            }
+        }
     }
 
     /// Envoy rejected nothing Isobar sent it.
