@@ -146,6 +146,56 @@ impl E2e {
             .service(ns, name, &[("http", 80, 3000, "")], &[ip]);
     }
 
+    /// Contour's `EchoSecure.Deploy(ns, name)`: one echo pod serving `leaf` over TLS
+    /// (reporting the client certificate Envoy presents) behind Service `ns/name`, port
+    /// 443 (`https`) to the pod's 8443, annotated `upstream-protocol.tls` unless `plain`.
+    pub async fn deploy_echo_secure(
+        &self,
+        ns: &str,
+        name: &str,
+        leaf: &crate::conformance::certs::Leaf,
+        plain: bool,
+    ) {
+        let ip = self.suite.pod_ip();
+        let info = PodInfo {
+            namespace: ns.to_string(),
+            pod: format!("{name}-pod-0"),
+        };
+        echo::http_pod(
+            ip,
+            info,
+            Some(leaf.server_config()),
+            self.suite.logs.clone(),
+        )
+        .await;
+        self.suite
+            .service(ns, name, &[("https", 443, 8443, "")], &[ip]);
+        if !plain {
+            self.apply(&format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}, annotations: {{projectcontour.io/upstream-protocol.tls: '443'}}}}\nspec: {{selector: {{app: {name}}}, ports: [{{name: https, protocol: TCP, port: 443, targetPort: 8443}}]}}\n"
+            ));
+        }
+    }
+
+    /// A `kubernetes.io/tls` Secret `ns/name` holding `leaf` and, as `ca.crt`, `ca` (as
+    /// cert-manager writes them).
+    pub fn tls_secret_with_ca(
+        &self,
+        ns: &str,
+        name: &str,
+        leaf: &crate::conformance::certs::Leaf,
+        ca: &crate::conformance::certs::Ca,
+    ) {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n  ca.crt: {}\n",
+            b64(&leaf.cert_pem),
+            b64(&leaf.key_pem),
+            b64(&ca.pem())
+        ));
+    }
+
     /// A Deployment's pod replaced, as its controller does when it dies: a new echo pod
     /// (named `pod`, at a new address) and the Service's EndpointSlice naming it alone.
     pub async fn replace_pod(&self, ns: &str, service: &str, pod: &str) {
