@@ -1,6 +1,6 @@
 //! BackendTLSPolicy: Envoy speaks TLS to a Service's port, sending the policy's
 //! `hostname` as SNI and checking the certificate against the CA certificates of
-//! ConfigMaps (`ca.crt`) and the policy's names.
+//! ConfigMaps (`ca.crt`; Secrets' `ca.crt` too, as Contour) and the policy's names.
 //!
 //! Per target (a Service, or one port of it by `sectionName`) the oldest policy (then
 //! namespace/name) applies and later ones are `Conflicted`; a policy naming the port
@@ -228,6 +228,19 @@ fn judge(ctx: &BuildContext<'_>, key: &ObjectKey, policy: &BackendTlsPolicy) -> 
     let mut fingerprints = Vec::new();
     let mut unresolved: Option<(&str, String)> = None;
     for reference in v.ca_certificate_refs.iter().flatten() {
+        // A Secret's `ca.crt` too (implementation-specific; Contour reads Secrets).
+        if reference.group.is_empty() && reference.kind == "Secret" {
+            match ctx.ca_bundle(&key.namespace, &reference.name) {
+                Ok(b) => {
+                    pem.push_str(&b.pem);
+                    fingerprints.push(b.fingerprint);
+                }
+                Err((_, message)) => {
+                    unresolved.get_or_insert(("InvalidCACertificateRef", message));
+                }
+            }
+            continue;
+        }
         if !reference.group.is_empty() || reference.kind != "ConfigMap" {
             unresolved.get_or_insert((
                 "InvalidKind",

@@ -374,10 +374,43 @@ fn serve_route(
             );
         }
         gw.set_parent(&parent, resolved_refs(done.unresolved.as_ref()));
+        let mut outcome = Placed::default();
         for (listener, hosts) in hosted {
             attached.insert((gateway.clone(), listener.name.clone()));
             for host in hosts {
-                place(ir, (key, created, gateways), listener, &host, done);
+                place(
+                    ir,
+                    (key, created, gateways),
+                    listener,
+                    &host,
+                    done,
+                    &mut outcome,
+                );
+            }
+        }
+        // Matches an older route has on the same host: as Contour reports them.
+        if !outcome.taken.is_empty() {
+            let gw = status.gateway(key);
+            if outcome.placed.is_empty() {
+                gw.set_parent(
+                    &parent,
+                    Condition::new(
+                        "Accepted",
+                        false,
+                        "RuleMatchConflict",
+                        format!("{kind}'s Match has conflict with other {kind}'s Match"),
+                    ),
+                );
+            } else {
+                gw.set_parent(
+                    &parent,
+                    Condition::new(
+                        "PartiallyInvalid",
+                        true,
+                        "RuleMatchPartiallyConflict",
+                        format!("Dropped Rule: some of {kind}'s rule(s) has(ve) been dropped because of conflict against other {kind}'s rule(s)"),
+                    ),
+                );
             }
         }
         placed = true;
@@ -464,12 +497,21 @@ pub fn resolved_refs(unresolved: Option<&crate::rules::Unresolved>) -> Condition
 /// chain whose Host another Gateway listener of the port serves answers 421.
 /// HTTPRoutes reach only HTTP and HTTPS listeners; on an SNI name a TLSRoute already
 /// forwards, they are not placed.
+/// What placing a route's rules came to: the rules (by index) with a match served, and
+/// those with a match an older route already has on the host.
+#[derive(Debug, Default)]
+struct Placed {
+    placed: BTreeSet<usize>,
+    taken: BTreeSet<usize>,
+}
+
 fn place(
     ir: &mut Ir,
     (key, created, gateways): (&ObjectKey, Option<i64>, &Gateways),
     listener: &Served,
     host: &str,
     done: &crate::rules::Rules,
+    outcome: &mut Placed,
 ) {
     if !listener.programmed {
         return;
@@ -504,9 +546,13 @@ fn place(
     };
     for (index, rule) in done.rules.iter().enumerate() {
         for matcher in &rule.matches {
-            if vhost.routes.get(matcher).is_some() {
+            if let Some(held) = vhost.routes.get(matcher) {
+                if held.source != *key {
+                    outcome.taken.insert(index);
+                }
                 continue;
             }
+            outcome.placed.insert(index);
             let policy = match rule.policy.as_deref().and_then(|p| policy_for(p, matcher)) {
                 Some(p) => Some(Box::new(p)),
                 None => rule.policy.clone(),

@@ -36,14 +36,53 @@ macro_rules! modify {
             $m.set
                 .iter()
                 .flatten()
+                .filter(|h| !h.name.eq_ignore_ascii_case("host"))
                 .map(|h| (h.name.clone(), h.value.clone())),
             $m.add
                 .iter()
                 .flatten()
+                .filter(|h| !h.name.eq_ignore_ascii_case("host"))
                 .map(|h| (h.name.clone(), h.value.clone())),
             $m.remove.as_deref().unwrap_or_default(),
         )
     };
+}
+
+/// The `Host` a request header modifier sets or adds (Envoy rewrites the authority to
+/// it, as Contour does), checked to be a host name (with an optional port).
+macro_rules! host_of {
+    ($m:expr) => {{
+        let m = $m;
+        let host = |name: &str| name.eq_ignore_ascii_case("host");
+        let set = m
+            .set
+            .iter()
+            .flatten()
+            .filter(|h| host(&h.name))
+            .map(|h| &h.value);
+        let add = m
+            .add
+            .iter()
+            .flatten()
+            .filter(|h| host(&h.name))
+            .map(|h| &h.value);
+        let value = set.chain(add).map(|v| v.to_ascii_lowercase()).last();
+        match value {
+            Some(v) if !rewritten_host(&v) => Err(format!("Host {v:?} is not a host name")),
+            other => Ok(other),
+        }
+    }};
+}
+
+/// Whether a `Host` value is a host name, with an optional port.
+fn rewritten_host(value: &str) -> bool {
+    let (host, port) = match value.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (value, None),
+    };
+    crate::hosts::valid(host)
+        && !host.starts_with('*')
+        && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0))
 }
 
 /// The name of a cluster no backend has: the share of weight of an invalid backend
@@ -291,6 +330,9 @@ fn backend_filters(
                     .as_ref()
                     .ok_or_else(missing)?;
                 modify!(&mut weighted.request_headers, m)?;
+                if let Some(host) = host_of!(m)? {
+                    weighted.host_rewrite = Some(host);
+                }
             }
             HttpRouteRulesBackendRefsFiltersType::ResponseHeaderModifier => {
                 let m = filter
@@ -676,7 +718,11 @@ fn apply_filter(
                 .request_header_modifier
                 .as_ref()
                 .ok_or_else(missing)?;
-            modify!(&mut policy.request_headers, m)
+            modify!(&mut policy.request_headers, m)?;
+            if let Some(host) = host_of!(m)? {
+                policy.host_rewrite = Some(host);
+            }
+            Ok(())
         }
         HttpRouteRulesFiltersType::ResponseHeaderModifier => {
             let m = filter

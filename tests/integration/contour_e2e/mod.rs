@@ -6,6 +6,7 @@
 //! of the objects. The objects live on the tests' API server; Isobar's controller reads
 //! them from it and writes status back, as in a cluster.
 
+mod gateway;
 mod httpproxy;
 mod ingress;
 
@@ -41,6 +42,8 @@ pub struct Req {
     /// Over HTTPS, the server's certificate is checked against this CA (else any is
     /// taken).
     pub ca: Option<tokio_rustls::rustls::pki_types::CertificateDer<'static>>,
+    /// Sent to this address instead of Envoy's HTTP (or HTTPS) listener.
+    pub to: Option<SocketAddr>,
 }
 
 /// `GET /` of `host` over HTTP.
@@ -61,6 +64,11 @@ pub fn https(host: &str) -> Req {
 impl Req {
     pub fn path(mut self, path: &str) -> Req {
         self.path = path.to_string();
+        self
+    }
+
+    pub fn to(mut self, addr: SocketAddr) -> Req {
+        self.to = Some(addr);
         self
     }
 
@@ -241,6 +249,7 @@ impl E2e {
                 (self.suite.envoy_https, Protocol::Https(tls))
             }
         };
+        let addr = req.to.unwrap_or(addr);
         let request = Request {
             host: Some(req.host.clone()),
             method: req.method.clone(),
