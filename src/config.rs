@@ -124,6 +124,13 @@ pub struct Config {
         skip_serializing_if = "Option::is_none"
     )]
     pub kubernetes_client_burst: Option<u32>,
+    /// Envoy runtime keys and values, sent in the `dynamic` layer beside the ones Isobar
+    /// sets itself (which win; Contour's main).
+    #[serde(
+        rename = "runtime-settings",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub runtime_settings: BTreeMap<String, String>,
     /// Kinds not watched, by plural, as if their CRDs were not installed (`serve
     /// --disable-feature`; a flag only, as in Contour).
     #[serde(skip)]
@@ -242,6 +249,9 @@ pub struct TlsConfig {
     pub cipher_suites: Vec<String>,
     /// Key exchange groups; empty: Envoy's defaults.
     pub ecdh_curves: Vec<String>,
+    /// JA3/JA4 fingerprints of TLS clients, computed by the HTTPS listeners' TLS
+    /// inspector (`%TLS_JA3_FINGERPRINT%`, `%TLS_JA4_FINGERPRINT%`; Contour's main).
+    pub fingerprint: Fingerprint,
     /// The secret Envoy presents to upstreams spoken to over TLS; empty name: none.
     #[serde(deserialize_with = "null_as_default")]
     pub envoy_client_certificate: NamespacedName,
@@ -300,6 +310,7 @@ impl Default for TlsConfig {
             .map(str::to_string)
             .to_vec(),
             ecdh_curves: Vec::new(),
+            fingerprint: Fingerprint::default(),
             envoy_client_certificate: NamespacedName::default(),
             fallback_certificate: NamespacedName::default(),
         }
@@ -331,6 +342,27 @@ const KNOWN_CIPHERS: &[&str] = &[
 ];
 
 const KNOWN_CURVES: &[&str] = &["X25519", "P-256", "P-384", "P-521", "X25519MLKEM768"];
+
+/// `tls.fingerprint`: which TLS client fingerprints the TLS inspector computes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Fingerprint {
+    pub ja3: bool,
+    pub ja4: bool,
+}
+
+/// Key exchange groups Envoy knows, by name; the error names `key` and the index.
+pub fn check_curves(key: &str, curves: &[String]) -> Result<(), String> {
+    for (i, curve) in curves.iter().enumerate() {
+        if !KNOWN_CURVES.contains(&curve.as_str()) {
+            return Err(format!(
+                "{key}[{i}]: unknown curve {curve:?}; valid: {}",
+                KNOWN_CURVES.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
 
 impl TlsConfig {
     /// Settings Envoy would reject are refused at start-up, never sent.
@@ -367,15 +399,7 @@ impl TlsConfig {
                 return Err(format!("{key}: set both name and namespace, or neither"));
             }
         }
-        for (i, curve) in self.ecdh_curves.iter().enumerate() {
-            if !KNOWN_CURVES.contains(&curve.as_str()) {
-                return Err(format!(
-                    "tls.ecdh-curves[{i}]: unknown curve {curve:?}; valid: {}",
-                    KNOWN_CURVES.join(", ")
-                ));
-            }
-        }
-        Ok(())
+        check_curves("tls.ecdh-curves", &self.ecdh_curves)
     }
 
     /// `fallback-certificate` as (namespace, name), when set.
@@ -603,6 +627,7 @@ impl Default for Config {
             server: sections::Server::default(),
             kubernetes_client_qps: None,
             kubernetes_client_burst: None,
+            runtime_settings: BTreeMap::new(),
             disabled_features: Vec::new(),
         }
     }

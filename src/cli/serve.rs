@@ -29,7 +29,9 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
             min_version: config.tls.min_version(),
             max_version: config.tls.max_version(),
             cipher_suites: config.tls.cipher_suites.clone(),
-            ecdh_curves: config.tls.ecdh_curves.clone(),
+            ecdh_curves: dedup(&config.tls.ecdh_curves),
+            ja3: config.tls.fingerprint.ja3,
+            ja4: config.tls.fingerprint.ja4,
         },
         connect_timeout: config.timeouts.connect_timeout.0,
         access_log_path: config.envoy.access_log.clone(),
@@ -45,10 +47,12 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
                 .listener
                 .per_connection_buffer_limit_bytes
                 .unwrap_or(32768),
+            max_accept_per_event: config.listener.max_connections_to_accept_per_socket_event,
         },
         runtime: crate::xds::RuntimeSettings {
             max_requests_per_io_cycle: config.listener.max_requests_per_io_cycle,
             max_connections_per_listener: config.listener.max_connections_per_listener,
+            extra: config.runtime_settings.clone(),
         },
         metrics_tls: config.envoy_metrics_tls(),
     }
@@ -86,8 +90,20 @@ fn cluster_settings(config: &Config) -> crate::xds::ClusterSettings {
             max_version: TlsVersion::parse(&tls.maximum_protocol_version)
                 .unwrap_or(TlsVersion::V1_3),
             cipher_suites: tls.cipher_suites.clone(),
+            ecdh_curves: dedup(&tls.ecdh_curves),
         },
     }
+}
+
+/// `curves` without repeats, in their order (as Contour's main reads them).
+fn dedup(curves: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in curves {
+        if !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
 }
 
 /// Contour's keys that shape every HTTP connection manager (checked when the

@@ -127,6 +127,8 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                         ("minimumProtocolVersion", "tls.minimum-protocol-version"),
                         ("maximumProtocolVersion", "tls.maximum-protocol-version"),
                         ("cipherSuites", "tls.cipher-suites"),
+                        ("ecdhCurves", "tls.ecdh-curves"),
+                        ("fingerprint", "tls.fingerprint"),
                     ],
                 ),
                 "compression" => renamed(
@@ -171,6 +173,7 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
             "health" => endpoint(out, v, &at, "envoy.health"),
             "omEnforcedHealth" => endpoint(out, v, &at, "omEnforcedHealthListener"),
             "clientCertificate" => put(out, "tls.envoy-client-certificate", v),
+            "runtimeSettings" => put(out, "runtime-settings", v),
             "logging" => renamed(
                 out,
                 v,
@@ -250,6 +253,7 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                             "cluster.upstream-tls.maximum-protocol-version",
                         ),
                         ("cipherSuites", "cluster.upstream-tls.cipher-suites"),
+                        ("ecdhCurves", "cluster.upstream-tls.ecdh-curves"),
                     ],
                 ),
                 _ => unknown(&at, key),
@@ -283,6 +287,10 @@ const LISTENER: &[(&str, &str)] = &[
     (
         "maxConnectionsPerListener",
         "listener.max-connections-per-listener",
+    ),
+    (
+        "maxConnectionsToAcceptPerSocketEvent",
+        "listener.max-connections-to-accept-per-socket-event",
     ),
 ];
 

@@ -59,6 +59,9 @@ pub struct ProtocolParameters {
     pub minimum_protocol_version: String,
     pub maximum_protocol_version: String,
     pub cipher_suites: Vec<String>,
+    /// Key exchange groups, in preference order; empty: Envoy's (Contour's main).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ecdh_curves: Vec<String>,
 }
 
 /// Contour's `listener` section: what every listener and connection manager gets.
@@ -86,6 +89,10 @@ pub struct Listener {
     /// `envoy.resource_limits.listener.<name>.connection_limit`); unset: no limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_listener: Option<u32>,
+    /// Connections accepted per socket event (Envoy's
+    /// `max_connections_to_accept_per_socket_event`; Contour's main); unset: all pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections_to_accept_per_socket_event: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +177,14 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
         c.per_connection_buffer_limit_bytes,
     )?;
     protocol_parameters("cluster.upstream-tls", &c.upstream_tls)?;
+    super::check_curves(
+        "cluster.upstream-tls.ecdh-curves",
+        &c.upstream_tls.ecdh_curves,
+    )?;
+    at_least_one(
+        "listener.max-connections-to-accept-per-socket-event",
+        config.listener.max_connections_to_accept_per_socket_event,
+    )?;
     let l = &config.listener;
     if !l.connection_balancer.is_empty() && l.connection_balancer != "exact" {
         return Err(format!(
@@ -281,12 +296,18 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
                 ));
             }
         }
-        if let Some(s) = &t.overall_sampling
-            && !s.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v))
-        {
-            return Err(format!(
-                "tracing.overallSampling: {s:?} is not a percentage from 0 to 100"
-            ));
+        for (key, value) in [
+            ("overallSampling", &t.overall_sampling),
+            ("clientSampling", &t.client_sampling),
+            ("randomSampling", &t.random_sampling),
+        ] {
+            if let Some(s) = value
+                && !s.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v))
+            {
+                return Err(format!(
+                    "tracing.{key}: {s:?} is not a percentage from 0 to 100"
+                ));
+            }
         }
     }
     if let Some(h) = &config.om_enforced_health_listener {

@@ -373,6 +373,7 @@ pub fn upstream_transport_socket(
                     settings.cluster.upstream_tls.max_version,
                 ),
                 cipher_suites: settings.cluster.upstream_tls.cipher_suites.clone(),
+                ecdh_curves: settings.cluster.upstream_tls.ecdh_curves.clone(),
                 ..Default::default()
             }),
             alpn_protocols: if protocol.is_http2() {

@@ -281,6 +281,12 @@ pub(super) fn tracing(t: &ir::Tracing) -> hcm::http_connection_manager::Tracing 
         .collect();
     hcm::http_connection_manager::Tracing {
         overall_sampling: Some(Percent { value: t.sampling }),
+        client_sampling: Some(Percent {
+            value: t.client_sampling,
+        }),
+        random_sampling: Some(Percent {
+            value: t.random_sampling,
+        }),
         max_path_tag_length: Some(UInt32Value {
             value: t.max_path_tag_length,
         }),

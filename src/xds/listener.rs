@@ -243,7 +243,11 @@ pub(super) fn https_listener_shell(on: &ir::Listener, settings: &EnvoySettings) 
     filters.push(ListenerFilter {
         name: "envoy.filters.listener.tls_inspector".to_string(),
         config_type: Some(listener::listener_filter::ConfigType::TypedConfig(
-            pack_any(TlsInspector::default()),
+            pack_any(TlsInspector {
+                enable_ja3_fingerprinting: settings.tls.ja3.then_some(BoolValue { value: true }),
+                enable_ja4_fingerprinting: settings.tls.ja4.then_some(BoolValue { value: true }),
+                ..Default::default()
+            }),
         )),
         ..Default::default()
     });
@@ -489,6 +493,9 @@ fn traffic_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
         per_connection_buffer_limit_bytes: Some(UInt32Value {
             value: l.per_connection_buffer_limit,
         }),
+        max_connections_to_accept_per_socket_event: l
+            .max_accept_per_event
+            .map(|value| UInt32Value { value }),
         connection_balance_config: l.exact_balance.then(|| {
             use listener::listener::{ConnectionBalanceConfig, connection_balance_config};
             ConnectionBalanceConfig {

@@ -32,10 +32,17 @@ pub(super) fn dynamic_layer(ir: &Ir, settings: &RuntimeSettings) -> Encoded {
         }
     }
     numbers.sort_by(|a, b| a.0.cmp(&b.0));
-    let fields: Vec<(&str, PbValue<'_>)> = numbers
+    let mut fields: Vec<(&str, PbValue<'_>)> = numbers
         .iter()
         .map(|(k, v)| (k.as_str(), PbValue::Number(*v)))
         .collect();
+    // `runtime-settings`, as strings; the keys set above win.
+    for (key, value) in &settings.extra {
+        if numbers.iter().all(|(k, _)| k != key) {
+            fields.push((key.as_str(), PbValue::Str(value)));
+        }
+    }
+    fields.sort_by(|a, b| a.0.cmp(b.0));
     // Runtime: name (1), layer (2, a Struct).
     let mut out = Vec::new();
     append_field(&mut out, 1, DYNAMIC_LAYER.as_bytes());

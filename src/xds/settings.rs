@@ -53,6 +53,7 @@ pub struct UpstreamTlsSettings {
     pub min_version: ir::TlsVersion,
     pub max_version: ir::TlsVersion,
     pub cipher_suites: Vec<String>,
+    pub ecdh_curves: Vec<String>,
 }
 
 impl Default for UpstreamTlsSettings {
@@ -61,6 +62,7 @@ impl Default for UpstreamTlsSettings {
             min_version: ir::TlsVersion::V1_2,
             max_version: ir::TlsVersion::V1_3,
             cipher_suites: Vec::new(),
+            ecdh_curves: Vec::new(),
         }
     }
 }
@@ -74,6 +76,8 @@ pub struct ListenerSettings {
     pub tos: u8,
     pub traffic_class: u8,
     pub per_connection_buffer_limit: u32,
+    /// Connections accepted per socket event; `None`: all pending.
+    pub max_accept_per_event: Option<u32>,
 }
 
 impl Default for ListenerSettings {
@@ -83,6 +87,7 @@ impl Default for ListenerSettings {
             tos: 0,
             traffic_class: 0,
             per_connection_buffer_limit: 32768,
+            max_accept_per_event: None,
         }
     }
 }
@@ -95,6 +100,8 @@ pub struct RuntimeSettings {
     /// `envoy.resource_limits.listener.<name>.connection_limit`, for every listener but
     /// the stats one.
     pub max_connections_per_listener: Option<u32>,
+    /// `runtime-settings`: further keys, as strings (Isobar's own win).
+    pub extra: std::collections::BTreeMap<String, String>,
 }
 
 /// What every HTTP connection manager does beyond routing (Contour's top-level keys,
@@ -178,4 +185,7 @@ pub struct TlsSettings {
     pub max_version: ir::TlsVersion,
     pub cipher_suites: Vec<String>,
     pub ecdh_curves: Vec<String>,
+    /// JA3 and JA4 fingerprints computed by the TLS inspector.
+    pub ja3: bool,
+    pub ja4: bool,
 }

@@ -49,13 +49,20 @@ pub struct ExtensionServiceSource {
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
     let config: ExtensionServiceConfig = parse_config(config)?;
-    if let Some(t) = &config.tracing
-        && let Some(s) = &t.overall_sampling
-        && !s.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v))
-    {
-        return Err(ConfigError(format!(
-            "tracing.overallSampling: {s:?} is not a percentage from 0 to 100"
-        )));
+    if let Some(t) = &config.tracing {
+        for (key, value) in [
+            ("overallSampling", &t.overall_sampling),
+            ("clientSampling", &t.client_sampling),
+            ("randomSampling", &t.random_sampling),
+        ] {
+            if let Some(s) = value
+                && !s.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v))
+            {
+                return Err(ConfigError(format!(
+                    "tracing.{key}: {s:?} is not a percentage from 0 to 100"
+                )));
+            }
+        }
     }
     Ok(Box::new(ExtensionServiceSource { config }))
 }
@@ -229,12 +236,16 @@ fn tracing_of(t: &Tracing, service: ir::GrpcService) -> ir::Tracing {
             value,
         });
     }
-    let sampling = t
-        .overall_sampling
-        .as_deref()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|v| *v > 0.0)
-        .unwrap_or(100.0);
+    // Unset, unreadable or 0: 100 (Contour's reading).
+    let percent = |s: &Option<String>| {
+        s.as_deref()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|v| *v > 0.0)
+            .unwrap_or(100.0)
+    };
+    let sampling = percent(&t.overall_sampling);
+    let client_sampling = percent(&t.client_sampling);
+    let random_sampling = percent(&t.random_sampling);
     ir::Tracing {
         service,
         service_name: t
@@ -242,6 +253,8 @@ fn tracing_of(t: &Tracing, service: ir::GrpcService) -> ir::Tracing {
             .clone()
             .unwrap_or_else(|| "contour".to_string()),
         sampling,
+        client_sampling,
+        random_sampling,
         max_path_tag_length: t.max_path_tag_length.unwrap_or(256),
         tags,
     }

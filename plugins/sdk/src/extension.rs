@@ -453,6 +453,12 @@ pub struct Tracing {
     pub service_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overall_sampling: Option<String>,
+    /// Percentage of requests carrying `x-client-trace-id` traced (Contour's main).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_sampling: Option<String>,
+    /// Percentage of requests traced at random (Contour's main).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub random_sampling: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_path_tag_length: Option<u32>,
     pub custom_tags: Vec<CustomTag>,

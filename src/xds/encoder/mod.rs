@@ -818,6 +818,8 @@ mod tests {
                 max_version: ir::TlsVersion::V1_3,
                 cipher_suites: Vec::new(),
                 ecdh_curves: Vec::new(),
+                ja3: false,
+                ja4: false,
             },
             connect_timeout: std::time::Duration::from_secs(2),
             access_log_path: String::new(),

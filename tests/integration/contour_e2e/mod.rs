@@ -9,6 +9,7 @@
 mod gateway;
 mod httpproxy;
 mod ingress;
+mod main_keys;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

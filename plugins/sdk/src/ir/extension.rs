@@ -60,6 +60,10 @@ pub struct Tracing {
     pub service_name: String,
     /// Percentage of requests traced (0–100).
     pub sampling: f64,
+    /// Percentage of requests with `x-client-trace-id` traced.
+    pub client_sampling: f64,
+    /// Percentage of requests traced at random.
+    pub random_sampling: f64,
     pub max_path_tag_length: u32,
     pub tags: Vec<TraceTag>,
 }
