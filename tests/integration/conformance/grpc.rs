@@ -61,8 +61,20 @@ pub struct EchoResponse {
     pub request: Option<EchoRequest>,
 }
 
+/// yages' `Content` (the gRPC server of Contour's e2e suite): `yages.Echo/Ping` answers
+/// `pong`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Content {
+    #[prost(string, tag = "1")]
+    pub text: String,
+}
+
+/// yages' ping request.
+pub const YAGES_PING: &str = "/yages.Echo/Ping";
+
 /// A gRPC echo pod on `ip:3000` (h2c): `Echo` and `EchoTwo` answer with what they saw
-/// and who the pod is, `EchoThree` and anything else is `Unimplemented`.
+/// and who the pod is, yages' `Ping` answers `pong`, `EchoThree` and anything else is
+/// `Unimplemented`.
 pub async fn grpc_pod(ip: IpAddr, info: PodInfo) {
     let addr = SocketAddr::new(ip, 3000);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -89,6 +101,16 @@ async fn answer(
     request: http::Request<Incoming>,
     info: &PodInfo,
 ) -> http::Response<tonic::body::Body> {
+    if request.uri().path() == YAGES_PING {
+        let pong = tower::service_fn(|_: tonic::Request<EchoRequest>| async {
+            Ok::<_, tonic::Status>(tonic::Response::new(Content {
+                text: "pong".to_string(),
+            }))
+        });
+        return tonic::server::Grpc::new(tonic_prost::ProstCodec::<Content, EchoRequest>::default())
+            .unary(pong, request)
+            .await;
+    }
     let method = request
         .uri()
         .path()

@@ -1905,3 +1905,355 @@ async fn envoy_disable_compression() {
         e2e.assert_nothing_rejected().await;
     }
 }
+
+/// One HTTP/2 POST of `body` to `path` for `authority` at `addr`, over TLS (SNI the
+/// authority, any certificate) or, without `tls`, h2c: the status, headers, body and
+/// trailers.
+async fn h2_post(
+    addr: std::net::SocketAddr,
+    tls: bool,
+    authority: &str,
+    (path, headers): (&str, &[(&str, &str)]),
+    body: Vec<u8>,
+) -> Result<(u16, hyper::HeaderMap, Vec<u8>, Option<hyper::HeaderMap>), String> {
+    use http_body_util::BodyExt;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let mut request = hyper::Request::post(format!("https://{authority}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(http_body_util::Full::new(hyper::body::Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = if tls {
+        let stream = crate::conformance::client::Tls::insecure(authority)
+            .connect(addr, &[b"h2"])
+            .await?;
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        send.send_request(request)
+            .await
+            .map_err(|e| e.to_string())?
+    } else {
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                .await
+                .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        send.send_request(request)
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    let (parts, body) = response.into_parts();
+    let collected = body.collect().await.map_err(|e| e.to_string())?;
+    let trailers = collected.trailers().cloned();
+    Ok((
+        parts.status.as_u16(),
+        parts.headers,
+        collected.to_bytes().to_vec(),
+        trailers,
+    ))
+}
+
+/// The messages of a gRPC (or gRPC-Web) body: (flag byte, payload) per frame.
+fn frames(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while body.len() >= 5 {
+        let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+        let end = (5 + len).min(body.len());
+        out.push((body[0], body[5..end].to_vec()));
+        body = &body[end..];
+    }
+    out
+}
+
+/// testGRPCServicePlaintext: a gRPC service over h2c behind a TLS vhost that permits
+/// insecure requests answers `Ping` over clear text and over TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_service_plaintext() {
+    use prost::Message;
+    let e2e = E2e::start().await;
+    let ns = "grpc-upstream-plaintext";
+    e2e.deploy_grpc(ns, "grpc-echo").await;
+    let fqdn = "grpc-echo-plaintext.projectcontour.io";
+    e2e.self_signed_cert(ns, "echo", fqdn);
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: grpc-echo-plaintext, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {{secretName: echo}}}}\n  routes:\n    - permitInsecure: true\n      conditions: [{{prefix: /yages.Echo/Ping}}]\n      services: [{{name: grpc-echo, port: 9000, protocol: h2c}}]\n"),
+        (ns, "grpc-echo-plaintext"),
+        "valid",
+    )
+    .await;
+    for (addr, tls) in [(e2e.suite.envoy_http, false), (e2e.suite.envoy_https, true)] {
+        let start = std::time::Instant::now();
+        loop {
+            let answer = h2_post(
+                addr,
+                tls,
+                fqdn,
+                (
+                    "/yages.Echo/Ping",
+                    &[("content-type", "application/grpc"), ("te", "trailers")],
+                ),
+                vec![0, 0, 0, 0, 0],
+            )
+            .await;
+            let pong = answer
+                .as_ref()
+                .ok()
+                .and_then(|(status, _, body, trailers)| {
+                    let ok = *status == 200
+                        && trailers
+                            .as_ref()
+                            .and_then(|t| t.get("grpc-status"))
+                            .is_some_and(|s| s == "0");
+                    let (_, message) = frames(body).into_iter().next()?;
+                    let content =
+                        crate::conformance::grpc::Content::decode(message.as_slice()).ok()?;
+                    (ok && content.text == "pong").then_some(())
+                });
+            if pong.is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "tls {tls}: {answer:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testGRPCWeb: a gRPC-Web call (HTTPS) reaches the gRPC service; the answer is a data
+/// frame with `pong` and a trailer frame with `grpc-status: 0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_web() {
+    use prost::Message;
+    let e2e = E2e::start().await;
+    let ns = "grpc-web";
+    e2e.deploy_grpc(ns, "grpc-echo").await;
+    let fqdn = "grpc-web.projectcontour.io";
+    e2e.self_signed_cert(ns, "echo", fqdn);
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: grpc-web, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {{secretName: echo}}}}\n  routes:\n    - services: [{{name: grpc-echo, port: 9000, protocol: h2c}}]\n"),
+        (ns, "grpc-web"),
+        "valid",
+    )
+    .await;
+    let start = std::time::Instant::now();
+    loop {
+        let answer = h2_post(
+            e2e.suite.envoy_https,
+            true,
+            fqdn,
+            (
+                "/yages.Echo/Ping",
+                &[
+                    ("content-type", "application/grpc-web+proto"),
+                    ("accept", "application/grpc-web+proto"),
+                    ("x-grpc-web", "1"),
+                ],
+            ),
+            vec![0, 0, 0, 0, 0],
+        )
+        .await;
+        let good = answer.as_ref().ok().is_some_and(|(status, _, body, _)| {
+            let frames = frames(body);
+            let data = frames.iter().find(|(flag, _)| *flag == 0);
+            let trailer = frames.iter().find(|(flag, _)| *flag == 0x80);
+            *status == 200
+                && data.is_some_and(|(_, m)| {
+                    crate::conformance::grpc::Content::decode(m.as_slice())
+                        .is_ok_and(|c| c.text == "pong")
+                })
+                && trailer.is_some_and(|(_, t)| {
+                    String::from_utf8_lossy(t).lines().any(|l| {
+                        l.trim().eq_ignore_ascii_case("grpc-status:0")
+                            || l.trim().eq_ignore_ascii_case("grpc-status: 0")
+                    })
+                })
+        });
+        if good {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{answer:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    e2e.assert_nothing_rejected().await;
+}
+
+/// testDynamicHeaders: Envoy's variables in a Service's header policies, requests and
+/// responses alike (`%HOSTNAME%` is Envoy's host's name, here this machine's rather than
+/// an `envoy-` pod's); unknown variables pass literally, Contour's own are filled in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_headers() {
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-dynamic-headers";
+    e2e.deploy_echo(ns, "ingress-conformance-echo").await;
+    let fqdn = "dynamicheaders.projectcontour.io";
+    let common = [
+        ("X-App-Weight", "100%"),
+        ("X-Envoy-Hostname", "%HOSTNAME%"),
+        ("X-Envoy-Unknown", "%UNKNOWN%"),
+        (
+            "X-Envoy-Upstream-Remote-Address",
+            "%UPSTREAM_REMOTE_ADDRESS%",
+        ),
+        ("X-Request-Host", "%REQ(Host)%"),
+        ("X-Request-Missing-Header", "%REQ(Missing-Header)%ook"),
+        ("X-Host-Protocol", "%REQ(Host)% - %PROTOCOL%"),
+    ];
+    let list = |first: (&str, &str), extra: &[(&str, &str)]| {
+        let items: Vec<String> = std::iter::once(first)
+            .chain(common.iter().copied())
+            .chain(extra.iter().copied())
+            .map(|(n, v)| format!("{{name: {n}, value: '{v}'}}"))
+            .collect();
+        format!("[{}]", items.join(", "))
+    };
+    let request = list(
+        ("Request-Header", "foo"),
+        &[
+            ("X-Contour-Namespace", "%CONTOUR_NAMESPACE%"),
+            (
+                "X-Contour-Service",
+                "%CONTOUR_SERVICE_NAME%:%CONTOUR_SERVICE_PORT%",
+            ),
+        ],
+    );
+    let response = list(("Response-Header", "bar"), &[]);
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: dynamic-headers, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n    - services:\n        - name: ingress-conformance-echo\n          port: 80\n          requestHeadersPolicy: {{set: {request}}}\n          responseHeadersPolicy: {{set: {response}}}\n"),
+        (ns, "dynamic-headers"),
+        "valid",
+    )
+    .await;
+    let answer = e2e.until_status(&http(fqdn), 200).await;
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let host = super::seen(&answer, "host")
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(host, fqdn);
+    let request = |name: &str| super::seen_header(&answer, name).unwrap_or_default();
+    let response = |name: &str| answer.header(name).unwrap_or_default();
+    for (side, get) in [
+        ("request", &request as &dyn Fn(&str) -> String),
+        ("response", &response),
+    ] {
+        assert_eq!(get("X-App-Weight"), "100%", "{side}");
+        assert_eq!(get("X-Envoy-Hostname"), hostname, "{side}");
+        assert_eq!(get("X-Envoy-Unknown"), "%UNKNOWN%", "{side}");
+        assert_eq!(get("X-Request-Host"), host, "{side}");
+        assert_eq!(get("X-Request-Missing-Header"), "ook", "{side}");
+        assert_eq!(
+            get("X-Host-Protocol"),
+            format!("{host} - HTTP/1.1"),
+            "{side}"
+        );
+    }
+    assert_eq!(request("X-Contour-Service"), "ingress-conformance-echo:80");
+    assert_eq!(request("X-Contour-Namespace"), ns);
+    e2e.assert_nothing_rejected().await;
+}
+
+/// The CA, client certificate (`backend-client-cert`, Envoy's) and server certificate
+/// (`echo-secure`) of the backend TLS tests, and the TLS echo `echo-secure`.
+async fn backend_tls_setup(
+    e2e: &E2e,
+    ns: &str,
+) -> (
+    crate::conformance::certs::Ca,
+    crate::conformance::certs::Leaf,
+) {
+    use crate::conformance::certs::Ca;
+    let ca = Ca::new("ca-cert");
+    let client = ca.client();
+    e2e.tls_secret_with_ca(ns, "backend-client-cert", &client, &ca);
+    let server = ca.server(&["echo-secure"]);
+    e2e.tls_secret_with_ca(ns, "backend-server-cert", &server, &ca);
+    e2e.deploy_echo_secure(ns, "echo-secure", &server, false)
+        .await;
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: backend-tls, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: backend-tls.projectcontour.io}}\n  routes:\n    - services: [{{name: echo-secure, port: 443, validation: {{caSecret: backend-client-cert, subjectName: echo-secure}}}}]\n"),
+        (ns, "backend-tls"),
+        "valid",
+    )
+    .await;
+    (ca, client)
+}
+
+/// Isobar presenting `ns/backend-client-cert` to TLS upstreams, with `upstream` as the
+/// `cluster.upstream-tls` minimum version.
+async fn with_client_cert(ns: &str, minimum: &str) -> E2e {
+    let (ns, minimum) = (ns.to_string(), minimum.to_string());
+    E2e::start_with(move |c| {
+        c.tls.envoy_client_certificate = isobar::config::NamespacedName {
+            namespace: ns,
+            name: "backend-client-cert".to_string(),
+        };
+        c.cluster.upstream_tls.minimum_protocol_version = minimum;
+    })
+    .await
+}
+
+/// testBackendTLS: a TLS upstream, validated (CA and subject name), is presented the
+/// configured client certificate; replaced, the new one is presented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_tls() {
+    let ns = "httpproxy-backend-tls";
+    let e2e = with_client_cert(ns, "").await;
+    let (ca, client) = backend_tls_setup(&e2e, ns).await;
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    let presented = |a: &crate::conformance::client::Answer| {
+        super::seen(a, "tls")["peerCertificates"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let answer = e2e
+        .until_status(&http("backend-tls.projectcontour.io"), 200)
+        .await;
+    let peers = presented(&answer);
+    assert_eq!(peers.len(), 1, "{answer:?}");
+    assert_eq!(
+        squash(peers[0].as_str().unwrap_or_default()),
+        squash(&client.cert_pem)
+    );
+    // What cert-manager does when the Secret goes: a new certificate of the same CA
+    // under the name.
+    let renewed = ca.client();
+    e2e.tls_secret_with_ca(ns, "backend-client-cert", &renewed, &ca);
+    e2e.until(&http("backend-tls.projectcontour.io"), |a| {
+        a.status == 200
+            && presented(a).len() == 1
+            && squash(presented(a)[0].as_str().unwrap_or_default()) == squash(&renewed.cert_pem)
+    })
+    .await;
+}
+
+/// testBackendTLSProtocolVersion: `cluster.upstream-tls.minimum-protocol-version: 1.3`
+/// has Envoy speak TLS 1.3 to the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_tls_protocol_version() {
+    let ns = "httpproxy-backend-tls-version";
+    let e2e = with_client_cert(ns, "1.3").await;
+    backend_tls_setup(&e2e, ns).await;
+    let answer = e2e
+        .until_status(&http("backend-tls.projectcontour.io"), 200)
+        .await;
+    assert_eq!(super::seen(&answer, "tls")["version"], "TLSv1.3");
+    e2e.assert_nothing_rejected().await;
+}

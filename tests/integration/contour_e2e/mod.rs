@@ -155,6 +155,19 @@ impl E2e {
             .service(ns, name, &[("http", 80, 3000, "")], &[ip]);
     }
 
+    /// Contour's `GRPC.Deploy(ns, name)`: a gRPC pod (yages' `Ping` among its methods)
+    /// behind Service `ns/name`, port 9000 to the pod's h2c port.
+    pub async fn deploy_grpc(&self, ns: &str, name: &str) {
+        let ip = self.suite.pod_ip();
+        let info = PodInfo {
+            namespace: ns.to_string(),
+            pod: format!("{name}-pod-0"),
+        };
+        crate::conformance::grpc::grpc_pod(ip, info).await;
+        self.suite
+            .service(ns, name, &[("grpc", 9000, 3000, "")], &[ip]);
+    }
+
     /// Contour's `EchoSecure.Deploy(ns, name)`: one echo pod serving `leaf` over TLS
     /// (reporting the client certificate Envoy presents) behind Service `ns/name`, port
     /// 443 (`https`) to the pod's 8443, annotated `upstream-protocol.tls` unless `plain`.
