@@ -1391,7 +1391,7 @@ async fn watch_namespaces() {
 }
 
 /// Isobar taking root proxies only in `namespaces` (`--root-namespaces`).
-fn root_namespaces(c: &mut isobar::config::Config, namespaces: &[&str]) {
+fn with_root_namespaces(c: &mut isobar::config::Config, namespaces: &[&str]) {
     c.plugins.insert(
         "root-namespaces".to_string(),
         serde_json::json!({ "namespaces": namespaces }),
@@ -1435,7 +1435,7 @@ async fn not_a_root_namespace(e2e: &E2e, ns: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_and_root_namespaces() {
     let e2e = E2e::start_watching(&["root-ns-1", "root-ns-2", "nonroot-ns"], |c| {
-        root_namespaces(c, &["root-ns-1", "root-ns-2"]);
+        with_root_namespaces(c, &["root-ns-1", "root-ns-2"]);
     })
     .await;
     for ns in ["root-ns-1", "root-ns-2"] {
@@ -1475,8 +1475,9 @@ async fn watch_and_root_namespaces() {
 
 /// testRootNamespaces: root proxies only in the root namespaces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn root_namespaces_flag() {
-    let e2e = E2e::start_with(|c| root_namespaces(c, &["root-ns-cli-1", "root-ns-cli-2"])).await;
+async fn root_namespaces() {
+    let e2e =
+        E2e::start_with(|c| with_root_namespaces(c, &["root-ns-cli-1", "root-ns-cli-2"])).await;
     for ns in ["root-ns-cli-1", "root-ns-cli-2"] {
         e2e.deploy_echo(ns, "echo").await;
         let fqdn = format!("root-proxy-{ns}.projectcontour.io");
@@ -2255,5 +2256,127 @@ async fn backend_tls_protocol_version() {
         .until_status(&http("backend-tls.projectcontour.io"), 200)
         .await;
     assert_eq!(super::seen(&answer, "tls")["version"], "TLSv1.3");
+    e2e.assert_nothing_rejected().await;
+}
+
+/// One request over TLS to `fqdn` (presenting `client`), read to its end: the TLS error
+/// the server's alert makes, or the answer's first line.
+async fn refusal(
+    e2e: &E2e,
+    fqdn: &str,
+    client: Option<&crate::conformance::certs::Leaf>,
+) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tls = crate::conformance::client::Tls::insecure(fqdn);
+    if let Some(leaf) = client {
+        tls = tls.with_identity(&leaf.der, &leaf.key_pem);
+    }
+    let mut stream = tls.connect(e2e.suite.envoy_https, &[b"http/1.1"]).await?;
+    let request = format!("GET / HTTP/1.1\r\nHost: {fqdn}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    stream
+        .read_to_end(&mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// testClientCertAuth: client certificate validation per vhost — required (missing:
+/// refused; another CA's: refused), skipped, skipped with a CA, optional, optional
+/// without a CA. A refusal is a TLS alert: certificate required, or unknown CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cert_auth() {
+    use crate::conformance::certs::Ca;
+    let e2e = E2e::start().await;
+    let ns = "httpproxy-client-cert-auth";
+    let ca = Ca::new("ca-projectcontour-io");
+    let other = Ca::new("ca-notprojectcontour-io");
+    let valid = ca.client();
+    let invalid = other.client();
+    let vhosts = [
+        ("echo-no-auth", ""),
+        (
+            "echo-with-auth",
+            "clientValidation: {caSecret: echo-with-auth}",
+        ),
+        (
+            "echo-with-auth-skip-verify",
+            "clientValidation: {skipClientCertValidation: true}",
+        ),
+        (
+            "echo-with-auth-skip-verify-with-ca",
+            "clientValidation: {skipClientCertValidation: true, caSecret: echo-with-auth}",
+        ),
+        (
+            "echo-with-optional-auth",
+            "clientValidation: {optionalClientCertificate: true, caSecret: echo-with-auth}",
+        ),
+        (
+            "echo-with-optional-auth-no-ca",
+            "clientValidation: {optionalClientCertificate: true, skipClientCertValidation: true}",
+        ),
+    ];
+    for (name, validation) in vhosts {
+        e2e.deploy_echo(ns, name).await;
+        let fqdn = format!("{name}.projectcontour.io");
+        e2e.tls_secret_with_ca(ns, name, &ca.server(&[&fqdn]), &ca);
+        let tls = if validation.is_empty() {
+            format!("{{secretName: {name}}}")
+        } else {
+            format!("{{secretName: {name}, {validation}}}")
+        };
+        e2e.proxy(
+            &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}, tls: {tls}}}\n  routes:\n    - services: [{{name: {name}, port: 80}}]\n"),
+            (ns, name),
+            "valid",
+        )
+        .await;
+    }
+    const OK: &str = "";
+    const REQUIRED: &str = "CertificateRequired";
+    const UNKNOWN_CA: &str = "UnknownCA";
+    for (name, none, good, bad) in [
+        ("echo-no-auth", OK, OK, OK),
+        ("echo-with-auth", REQUIRED, OK, UNKNOWN_CA),
+        ("echo-with-auth-skip-verify", OK, OK, OK),
+        ("echo-with-auth-skip-verify-with-ca", REQUIRED, OK, OK),
+        ("echo-with-optional-auth", OK, OK, UNKNOWN_CA),
+        ("echo-with-optional-auth-no-ca", OK, OK, OK),
+    ] {
+        let fqdn = format!("{name}.projectcontour.io");
+        for (client, want) in [(None, none), (Some(&valid), good), (Some(&invalid), bad)] {
+            let mut req = super::https(&fqdn);
+            if let Some(leaf) = client {
+                req = req.identity(leaf);
+            }
+            if want.is_empty() {
+                let answer = e2e.until_status(&req, 200).await;
+                assert_eq!(super::service(&answer), name);
+                continue;
+            }
+            let start = std::time::Instant::now();
+            loop {
+                match refusal(&e2e, &fqdn, client).await {
+                    Err(e) if e.contains(want) => break,
+                    other => {
+                        assert!(
+                            start.elapsed() < std::time::Duration::from_secs(30),
+                            "{name} ({}): wanted {want}, got {other:?}",
+                            client.map_or("no certificate", |_| "a certificate")
+                        );
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        }
+    }
     e2e.assert_nothing_rejected().await;
 }

@@ -45,6 +45,11 @@ pub struct Req {
     pub ca: Option<tokio_rustls::rustls::pki_types::CertificateDer<'static>>,
     /// Sent to this address instead of Envoy's HTTP (or HTTPS) listener.
     pub to: Option<SocketAddr>,
+    /// Over HTTPS, the client certificate presented (certificate, key PEM).
+    pub identity: Option<(
+        tokio_rustls::rustls::pki_types::CertificateDer<'static>,
+        String,
+    )>,
 }
 
 /// `GET /` of `host` over HTTP.
@@ -65,6 +70,11 @@ pub fn https(host: &str) -> Req {
 impl Req {
     pub fn path(mut self, path: &str) -> Req {
         self.path = path.to_string();
+        self
+    }
+
+    pub fn identity(mut self, leaf: &crate::conformance::certs::Leaf) -> Req {
+        self.identity = Some((leaf.der.clone(), leaf.key_pem.clone()));
         self
     }
 
@@ -256,10 +266,13 @@ impl E2e {
         let (addr, protocol): (SocketAddr, Protocol) = match &req.sni {
             None => (self.suite.envoy_http, Protocol::Http),
             Some(sni) => {
-                let tls = match &req.ca {
+                let mut tls = match &req.ca {
                     Some(ca) => Tls::new(sni, std::slice::from_ref(ca)),
                     None => Tls::insecure(sni),
                 };
+                if let Some((cert, key)) = &req.identity {
+                    tls = tls.with_identity(cert, key);
+                }
                 (self.suite.envoy_https, Protocol::Https(tls))
             }
         };
