@@ -69,6 +69,7 @@ const RESOURCES: &[(&str, &str, &str)] = &[
     ("networking.k8s.io", "v1", "ingresses"),
     ("projectcontour.io", "v1", "httpproxies"),
     ("projectcontour.io", "v1", "tlscertificatedelegations"),
+    ("projectcontour.io", "v1alpha1", "extensionservices"),
     ("coordination.k8s.io", "v1", "leases"),
     // The test plugin's kind (tests/plugin).
     ("test.isobar.dev", "v1", "mappings"),
@@ -135,6 +136,7 @@ fn kind_of(plural: &str) -> &'static str {
         "ingresses" => "Ingress",
         "httpproxies" => "HTTPProxy",
         "tlscertificatedelegations" => "TLSCertificateDelegation",
+        "extensionservices" => "ExtensionService",
         "leases" => "Lease",
         "mappings" => "Mapping",
         "namespaces" => "Namespace",

@@ -10,6 +10,7 @@ mod gateway;
 mod httpproxy;
 mod ingress;
 mod main_keys;
+mod rate_limiting;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
