@@ -162,6 +162,15 @@ fn provider(
     key: &ObjectKey,
     p: &JwtProvider,
 ) -> Result<(ir::JwtProvider, Cluster), (Reason, String)> {
+    if p.local_jwks.is_some() {
+        return Err((
+            Reason::LocalJWKSNotSupported,
+            format!(
+                "Spec.VirtualHost.JWTProviders.LocalJWKS for provider {:?} is not supported by this version of Isobar (Contour's main); use remoteJWKS",
+                p.name
+            ),
+        ));
+    }
     let jwks = &p.remote_jwks;
     let uri = url::Url::parse(&jwks.uri).map_err(|e| {
         (

@@ -6,6 +6,7 @@
 //! of the objects. The objects live on the tests' API server; Isobar's controller reads
 //! them from it and writes status back, as in a cluster.
 
+mod docs;
 mod gateway;
 mod httpproxy;
 mod ingress;

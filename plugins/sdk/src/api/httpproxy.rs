@@ -267,6 +267,9 @@ pub struct JwtProvider {
     pub audiences: Vec<String>,
     #[serde(default, rename = "remoteJWKS")]
     pub remote_jwks: RemoteJwks,
+    /// Keys from a Secret (Contour's main): read to be refused by name, not served yet.
+    #[serde(default, rename = "localJWKS", skip_serializing_if = "Option::is_none")]
+    pub local_jwks: Option<LocalJwks>,
     /// Pass the token on upstream.
     #[serde(
         default,
@@ -274,6 +277,14 @@ pub struct JwtProvider {
         skip_serializing_if = "std::ops::Not::not"
     )]
     pub forward_jwt: bool,
+}
+
+/// A JWKS held by a Secret of the proxy's namespace, under `key` (Contour's main).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalJwks {
+    pub secret_name: String,
+    pub key: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

@@ -175,6 +175,8 @@ pub enum Reason {
     RemoteJWKSURIInvalid,
     /// A JWKS URI neither http nor https.
     RemoteJWKSSchemeInvalid,
+    /// A provider's keys from a Secret (`localJWKS`, Contour's main): not served yet.
+    LocalJWKSNotSupported,
     /// A JWKS `validation` that cannot be used.
     RemoteJWKSUpstreamValidationInvalid,
     /// A JWKS CA Secret in another namespace, not delegated.
@@ -259,6 +261,7 @@ impl Reason {
             Reason::MultipleDefaultProvidersSpecified => "MultipleDefaultProvidersSpecified",
             Reason::RemoteJWKSURIInvalid => "RemoteJWKSURIInvalid",
             Reason::RemoteJWKSSchemeInvalid => "RemoteJWKSSchemeInvalid",
+            Reason::LocalJWKSNotSupported => "LocalJWKSNotSupported",
             Reason::RemoteJWKSUpstreamValidationInvalid => "RemoteJWKSUpstreamValidationInvalid",
             Reason::RemoteJWKSCACertificateNotDelegated => "RemoteJWKSCACertificateNotDelegated",
             Reason::RemoteJWKSTimeoutInvalid => "RemoteJWKSTimeoutInvalid",
