@@ -138,6 +138,10 @@ pub struct Check {
 #[derive(Clone)]
 struct Authorizer {
     seen: Arc<Mutex<Vec<Check>>>,
+    /// Answers as contour-authserver's `testserver` (Contour's e2e suite's): requests
+    /// whose path holds `/allow` are allowed, and gain `Auth-Context-<key>` headers of the
+    /// check's context on their way upstream.
+    by_path: bool,
 }
 
 /// The answer: requests carrying `x-allow: yes` are allowed (and gain `x-authorized-by`
@@ -150,7 +154,16 @@ impl Authorization for Authorizer {
     ) -> Result<tonic::Response<CheckResponse>, tonic::Status> {
         let attributes = request.into_inner().attributes.unwrap_or_default();
         let http = attributes.request.and_then(|r| r.http).unwrap_or_default();
-        let allowed = http.headers.get("x-allow").map(String::as_str) == Some("yes");
+        let allowed = if self.by_path {
+            http.path.contains("/allow")
+        } else {
+            http.headers.get("x-allow").map(String::as_str) == Some("yes")
+        };
+        let context: Vec<(String, String)> = attributes
+            .context_extensions
+            .iter()
+            .map(|(k, v)| (format!("Auth-Context-{k}"), v.clone()))
+            .collect();
         if let Ok(mut seen) = self.seen.lock() {
             seen.push(Check {
                 path: http.path.clone(),
@@ -171,7 +184,14 @@ impl Authorization for Authorizer {
             CheckResponse {
                 status: Some(RpcStatus::default()),
                 http_response: Some(HttpResponse::OkResponse(OkHttpResponse {
-                    headers: vec![header("x-authorized-by", "test-authz")],
+                    headers: std::iter::once(header("x-authorized-by", "test-authz"))
+                        .chain(
+                            context
+                                .iter()
+                                .filter(|_| self.by_path)
+                                .map(|(k, v)| header(k, v)),
+                        )
+                        .collect(),
                     ..Default::default()
                 })),
                 ..Default::default()
@@ -204,8 +224,23 @@ pub async fn authorization_server() -> Running<Check> {
 /// [`authorization_server`] on loopback port `port`.
 pub fn authorization_server_at(port: u16) -> Running<Check> {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let service = AuthorizationServer::new(Authorizer { seen: seen.clone() });
+    let service = AuthorizationServer::new(Authorizer {
+        seen: seen.clone(),
+        by_path: false,
+    });
     run_at(port, seen, grpc!(service))
+}
+
+/// An authorization server answering as contour-authserver's `testserver` (gRPC, clear
+/// text): paths holding `/allow` are allowed, with the check's context as
+/// `Auth-Context-<key>` headers upstream; everything else is 401.
+pub async fn contour_testserver() -> Running<Check> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let service = AuthorizationServer::new(Authorizer {
+        seen: seen.clone(),
+        by_path: true,
+    });
+    run_at(0, seen, grpc!(service))
 }
 
 /// One rate limit request: its domain and descriptors (each a list of key/value).

@@ -7,6 +7,7 @@
 //! them from it and writes status back, as in a cluster.
 
 mod docs;
+mod external_auth;
 mod gateway;
 mod httpproxy;
 mod ingress;
