@@ -33,6 +33,8 @@ pub struct Tls {
     pub asked: Arc<AtomicBool>,
     /// Whether the server's certificate is checked (against `roots`, for the name).
     pub verify: bool,
+    /// Certificates sent after the identity's own (its issuers).
+    pub chain: Vec<pki_types::CertificateDer<'static>>,
 }
 
 impl Tls {
@@ -43,7 +45,14 @@ impl Tls {
             identity: None,
             asked: Arc::new(AtomicBool::new(false)),
             verify: true,
+            chain: Vec::new(),
         }
+    }
+
+    /// Presents `intermediates` after the identity's certificate.
+    pub fn with_chain(mut self, intermediates: &[pki_types::CertificateDer<'static>]) -> Tls {
+        self.chain = intermediates.to_vec();
+        self
     }
 
     /// Sends `server_name` as SNI and takes any certificate (Contour's e2e client's
@@ -94,7 +103,9 @@ impl Tls {
                 builder.with_client_cert_resolver(Arc::new(Recording {
                     asked: self.asked.clone(),
                     key: Some(Arc::new(rustls::sign::CertifiedKey::new(
-                        vec![cert.clone()],
+                        std::iter::once(cert.clone())
+                            .chain(self.chain.iter().cloned())
+                            .collect(),
                         signing,
                     ))),
                 }))

@@ -2380,3 +2380,268 @@ async fn client_cert_auth() {
     }
     e2e.assert_nothing_rejected().await;
 }
+
+/// A small PKI for the revocation tests: CAs (root or intermediate), leaves with known
+/// serial numbers, CRLs.
+mod pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertificateRevocationListParams, CertifiedIssuer,
+        DnType, ExtendedKeyUsagePurpose, IsCa, KeyIdMethod, KeyPair, KeyUsagePurpose,
+        RevokedCertParams, SanType, SerialNumber,
+    };
+    use tokio_rustls::rustls::pki_types::CertificateDer;
+
+    pub type Ca = CertifiedIssuer<'static, KeyPair>;
+
+    /// A CA of serial `serial`, self-signed or signed by `parent`.
+    pub fn ca(name: &str, serial: u64, parent: Option<&Ca>) -> Ca {
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        params.serial_number = Some(SerialNumber::from(serial));
+        let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        match parent {
+            None => CertifiedIssuer::self_signed(params, key),
+            Some(p) => CertifiedIssuer::signed_by(params, key, p),
+        }
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A leaf of serial `serial` for `dns` names (a server's) or none (a client's).
+    pub fn leaf(
+        name: &str,
+        serial: u64,
+        dns: &[&str],
+        issuer: &Ca,
+    ) -> crate::conformance::certs::Leaf {
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.serial_number = Some(SerialNumber::from(serial));
+        params.subject_alt_names = dns
+            .iter()
+            .map(|d| SanType::DnsName(d.to_string().try_into().unwrap_or_else(|e| panic!("{e}"))))
+            .collect();
+        params.extended_key_usages = vec![if dns.is_empty() {
+            ExtendedKeyUsagePurpose::ClientAuth
+        } else {
+            ExtendedKeyUsagePurpose::ServerAuth
+        }];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let cert = params
+            .signed_by(&key, issuer)
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::conformance::certs::Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().clone(),
+        }
+    }
+
+    /// `issuer`'s CRL revoking the serials `revoked`.
+    pub fn crl(issuer: &Ca, revoked: &[u64]) -> String {
+        let now = time::OffsetDateTime::now_utc();
+        let params = CertificateRevocationListParams {
+            this_update: now - time::Duration::minutes(1),
+            next_update: now + time::Duration::days(1),
+            crl_number: SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: revoked
+                .iter()
+                .map(|s| RevokedCertParams {
+                    serial_number: SerialNumber::from(*s),
+                    revocation_time: now - time::Duration::minutes(1),
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        params
+            .signed_by(issuer)
+            .and_then(|c| c.pem())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    pub fn der(ca: &Ca) -> CertificateDer<'static> {
+        ca.der().clone()
+    }
+}
+
+/// An Opaque Secret `ns/name` with `key` holding `pem`.
+fn opaque(ns: &str, name: &str, key: &str, pem: &str) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: Opaque\ndata:\n  {key}: {b64}\n"
+    )
+}
+
+/// What a request over TLS to `fqdn` presenting `client` (leaf, its issuers) comes to:
+/// `""` for a 200 from the echo, else the TLS alert (or the error) met.
+async fn outcome(
+    e2e: &E2e,
+    fqdn: &str,
+    client: Option<(
+        &crate::conformance::certs::Leaf,
+        &[tokio_rustls::rustls::pki_types::CertificateDer<'static>],
+    )>,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tls = crate::conformance::client::Tls::insecure(fqdn);
+    if let Some((leaf, chain)) = client {
+        tls = tls
+            .with_identity(&leaf.der, &leaf.key_pem)
+            .with_chain(chain);
+    }
+    let result = async {
+        let mut stream = tls.connect(e2e.suite.envoy_https, &[b"http/1.1"]).await?;
+        let request = format!("GET / HTTP/1.1\r\nHost: {fqdn}\r\nConnection: close\r\n\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        stream
+            .read_to_end(&mut out)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<String, String>(
+            String::from_utf8_lossy(&out)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    }
+    .await;
+    match result {
+        Ok(line) if line.starts_with("HTTP/1.1 200") => String::new(),
+        Ok(line) => line,
+        Err(e) => e,
+    }
+}
+
+/// Waits (30 s) until a request to `fqdn` with `client` comes to `want` (see
+/// [`outcome`]; an alert's name is enough).
+async fn comes_to(
+    e2e: &E2e,
+    fqdn: &str,
+    client: Option<(
+        &crate::conformance::certs::Leaf,
+        &[tokio_rustls::rustls::pki_types::CertificateDer<'static>],
+    )>,
+    want: &str,
+) {
+    let start = std::time::Instant::now();
+    loop {
+        let got = outcome(e2e, fqdn, client).await;
+        if (want.is_empty() && got.is_empty()) || (!want.is_empty() && got.contains(want)) {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{fqdn}: wanted {want:?}, got {got:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// testClientCertRevocation: client certificates checked against CRLs, the whole chain
+/// (a missing CRL of an issuer refuses) or the leaf only; a CRL Secret that appears
+/// later, and changes, is followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cert_revocation() {
+    const REVOKED: &str = "CertificateRevoked";
+    const UNKNOWN_CA: &str = "UnknownCA";
+    const REQUIRED: &str = "CertificateRequired";
+    let e2e = E2e::start().await;
+    // Revoked certificates are refused.
+    let ns = "httpproxy-crl";
+    e2e.deploy_echo(ns, "echo").await;
+    let root = pki::ca("root-ca", 1, None);
+    let unrevoked_sub = pki::ca("unrevoked-sub-ca", 2, Some(&root));
+    let revoked_sub = pki::ca("revoked-sub-ca", 3, Some(&root));
+    let server = pki::leaf("server", 10, &["*.projectcontour.io"], &root);
+    let valid = pki::leaf("valid-client", 20, &[], &unrevoked_sub);
+    let unrevoked = pki::leaf("unrevoked-client", 21, &[], &revoked_sub);
+    let revoked = pki::leaf("revoked-client", 22, &[], &revoked_sub);
+    let root_crl = pki::crl(&root, &[3]);
+    let unrevoked_crl = pki::crl(&unrevoked_sub, &[]);
+    let revoked_crl = pki::crl(&revoked_sub, &[22]);
+    e2e.apply(&opaque(ns, "ca", "ca.crt", &root.pem()));
+    e2e.apply(&server.secret(ns, "server-cert"));
+    e2e.apply(&opaque(
+        ns,
+        "all-crls",
+        "crl.pem",
+        &format!("{root_crl}{unrevoked_crl}{revoked_crl}"),
+    ));
+    e2e.apply(&opaque(
+        ns,
+        "only-revoked-sub-ca-crl",
+        "crl.pem",
+        &revoked_crl,
+    ));
+    for (name, validation) in [
+        ("crl-check-full", "{caSecret: ca, crlSecret: all-crls}"),
+        (
+            "crl-check-leaf-only",
+            "{caSecret: ca, crlSecret: only-revoked-sub-ca-crl, crlOnlyVerifyLeafCert: true}",
+        ),
+        (
+            "crl-check-full-but-missing-crl",
+            "{caSecret: ca, crlSecret: only-revoked-sub-ca-crl}",
+        ),
+    ] {
+        e2e.proxy(
+            &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost:\n    fqdn: {name}.projectcontour.io\n    tls: {{secretName: server-cert, clientValidation: {validation}}}\n  routes:\n    - services: [{{name: echo, port: 80}}]\n"),
+            (ns, name),
+            "valid",
+        )
+        .await;
+    }
+    let unrevoked_chain = [pki::der(&unrevoked_sub)];
+    let revoked_chain = [pki::der(&revoked_sub)];
+    let full = "crl-check-full.projectcontour.io";
+    let leaf_only = "crl-check-leaf-only.projectcontour.io";
+    let missing = "crl-check-full-but-missing-crl.projectcontour.io";
+    comes_to(&e2e, full, Some((&valid, &unrevoked_chain)), "").await;
+    comes_to(&e2e, full, Some((&revoked, &revoked_chain)), REVOKED).await;
+    comes_to(&e2e, missing, Some((&valid, &unrevoked_chain)), UNKNOWN_CA).await;
+    comes_to(&e2e, leaf_only, Some((&revoked, &revoked_chain)), REVOKED).await;
+    comes_to(&e2e, leaf_only, Some((&unrevoked, &revoked_chain)), "").await;
+    for host in [full, leaf_only, missing] {
+        comes_to(&e2e, host, None, REQUIRED).await;
+    }
+    // A CRL Secret that appears later, and changes.
+    let ns = "httpproxy-crl-rotate";
+    e2e.deploy_echo(ns, "echo").await;
+    let root = pki::ca("root-ca", 1, None);
+    let server = pki::leaf("server", 10, &["crl-rotate.projectcontour.io"], &root);
+    let client = pki::leaf("client", 30, &[], &root);
+    e2e.apply(&server.secret(ns, "server-cert"));
+    e2e.apply(&opaque(ns, "ca", "ca.crt", &root.pem()));
+    let rotate = "crl-rotate.projectcontour.io";
+    e2e.proxy(
+        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: crl-rotate, namespace: {ns}}}\nspec:\n  virtualhost:\n    fqdn: {rotate}\n    tls: {{secretName: server-cert, clientValidation: {{caSecret: ca, crlSecret: crl}}}}\n  routes:\n    - services: [{{name: echo, port: 80}}]\n"),
+        (ns, "crl-rotate"),
+        "invalid",
+    )
+    .await;
+    e2e.apply(&opaque(ns, "crl", "crl.pem", &pki::crl(&root, &[30])));
+    comes_to(&e2e, rotate, Some((&client, &[])), REVOKED).await;
+    e2e.apply(&opaque(ns, "crl", "crl.pem", &pki::crl(&root, &[])));
+    comes_to(&e2e, rotate, Some((&client, &[])), "").await;
+    e2e.assert_nothing_rejected().await;
+}
