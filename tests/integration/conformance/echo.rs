@@ -274,6 +274,11 @@ async fn answer(
         .status(200)
         .header("content-type", "application/json")
         .header("x-content-type-options", "nosniff");
+    // `X-Echo-Close`: the connection closes after the answer (the next request through
+    // a proxy comes on a new one).
+    if request.headers().contains_key("x-echo-close") {
+        builder = builder.header("connection", "close");
+    }
     // `X-Echo-Set-Header: name:value,…` (the suite's echo) and `X-Echo-Header` (the
     // echo server of Contour's e2e suite) set response headers.
     let headers = request.headers();

@@ -328,7 +328,9 @@ impl Suite {
         config.envoy.metrics = local(ports.stats);
         config.envoy.health = local(ports.health);
         config.envoy.access_log = String::new();
-        config.network.admin_port = u32::from(ports.admin);
+        // No `envoy-admin` listener: it binds 127.0.0.1, where a port chosen free can be
+        // taken by another test before Envoy binds it (the admin socket serves the tests).
+        config.network.admin_port = 0;
         config.pipeline.holdoff_delay.0 = Duration::ZERO;
         config.pipeline.holdoff_max_delay.0 = Duration::ZERO;
         config.leader_election.disabled = true;

@@ -10,14 +10,7 @@ use crate::extension_servers::{Check, Running, contour_testserver};
 /// The testserver running, Service and ExtensionService `ns/testserver` naming it.
 async fn testserver(e2e: &E2e, ns: &str) -> Running<Check> {
     let server = contour_testserver().await;
-    let loopback: std::net::IpAddr = std::net::Ipv4Addr::LOCALHOST.into();
-    e2e.suite.service(
-        ns,
-        "testserver",
-        &[("grpc", 9443, server.port, "")],
-        &[loopback],
-    );
-    e2e.apply(&format!("apiVersion: projectcontour.io/v1alpha1\nkind: ExtensionService\nmetadata: {{name: testserver, namespace: {ns}}}\nspec:\n  protocol: h2c\n  services: [{{name: testserver, port: 9443}}]\n"));
+    e2e.extension_service(ns, "testserver", 9443, server.port);
     server
 }
 

@@ -181,6 +181,15 @@ impl E2e {
             .service(ns, name, &[("grpc", 9000, 3000, "")], &[ip]);
     }
 
+    /// A gRPC server of the tests' own (on loopback `port`) as ExtensionService `ns/name`
+    /// (clear text, `h2c`), behind Service `ns/name` port `service_port`.
+    pub fn extension_service(&self, ns: &str, name: &str, service_port: u16, port: u16) {
+        let loopback: std::net::IpAddr = std::net::Ipv4Addr::LOCALHOST.into();
+        self.suite
+            .service(ns, name, &[("grpc", service_port, port, "")], &[loopback]);
+        self.apply(&format!("apiVersion: projectcontour.io/v1alpha1\nkind: ExtensionService\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  protocol: h2c\n  services: [{{name: {name}, port: {service_port}}}]\n"));
+    }
+
     /// Contour's `EchoSecure.Deploy(ns, name)`: one echo pod serving `leaf` over TLS
     /// (reporting the client certificate Envoy presents) behind Service `ns/name`, port
     /// 443 (`https`) to the pod's 8443, annotated `upstream-protocol.tls` unless `plain`.
@@ -319,6 +328,22 @@ impl E2e {
     pub async fn proxy(&self, yaml: &str, (ns, name): (&str, &str), want: &str) -> Value {
         self.apply(yaml);
         self.proxy_status((ns, name), want).await
+    }
+
+    /// Applies `yaml` and waits until HTTPProxy `ns/name` is `invalid` for a reason whose
+    /// status holds `text` (not for another, such as a Secret not seen yet); the object.
+    pub async fn proxy_invalid(&self, yaml: &str, (ns, name): (&str, &str), text: &str) -> Value {
+        self.apply(yaml);
+        self.suite
+            .wait_for(
+                ("projectcontour.io/v1", "HTTPProxy", ns, name),
+                &format!("invalid, saying {text:?}"),
+                |p| {
+                    p["status"]["currentStatus"] == "invalid"
+                        && p["status"].to_string().contains(text)
+                },
+            )
+            .await
     }
 
     /// Waits until HTTPProxy `ns/name` says `currentStatus` `want`; the object.

@@ -24,14 +24,7 @@ async fn rate_limited(
     }
     let service = serde_json::from_value(section).unwrap_or_else(|e| panic!("{e}"));
     let e2e = E2e::start_with(|c| c.rate_limit_service = Some(service)).await;
-    let loopback: std::net::IpAddr = std::net::Ipv4Addr::LOCALHOST.into();
-    e2e.suite.service(
-        ns,
-        "ratelimit",
-        &[("grpc", 8081, server.port, "")],
-        &[loopback],
-    );
-    e2e.apply(&format!("apiVersion: projectcontour.io/v1alpha1\nkind: ExtensionService\nmetadata: {{name: ratelimit, namespace: {ns}}}\nspec:\n  protocol: h2c\n  services: [{{name: ratelimit, port: 8081}}]\n"));
+    e2e.extension_service(ns, "ratelimit", 8081, server.port);
     e2e.deploy_echo(ns, "echo").await;
     (e2e, server)
 }
