@@ -265,6 +265,32 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             super::contour::timeout(&a.response_timeout)
                 .map_err(|e| format!("globalExtAuth.responseTimeout: {e}"))?;
         }
+        // As Contour's main refuses at start: an unknown type, HTTP settings for gRPC, a
+        // context for HTTP.
+        match a.service_type.as_str() {
+            "" | "grpc" if a.http_settings.is_some() => {
+                return Err(
+                    "globalExtAuth.httpSettings can only be set when serviceType is http".into(),
+                );
+            }
+            "" | "grpc" => {}
+            "http"
+                if a.auth_policy
+                    .as_ref()
+                    .is_some_and(|p| !p.context.is_empty()) =>
+            {
+                return Err(
+                    "globalExtAuth.authPolicy.context is only applied to the grpc service type"
+                        .into(),
+                );
+            }
+            "http" => {}
+            other => {
+                return Err(format!(
+                    "globalExtAuth.serviceType: {other:?} is not grpc or http"
+                ));
+            }
+        }
     }
     if let Some(t) = &config.tracing {
         extension_service("tracing.extensionService", &t.extension_service)?;

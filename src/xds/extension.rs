@@ -37,6 +37,41 @@ fn grpc_service(s: &ir::GrpcService) -> core::GrpcService {
     }
 }
 
+/// An HTTP authorization server: asked at `http://dummy/` through its cluster (the
+/// authority is the request's), `path_prefix` before each path, the answer's allowed
+/// headers going upstream.
+fn http_service(s: &ir::GrpcService, h: &ir::HttpAuthz) -> ext_authz::v3::HttpService {
+    ext_authz::v3::HttpService {
+        server_uri: Some(core::HttpUri {
+            uri: "http://dummy/".to_string(),
+            http_upstream_type: Some(core::http_uri::HttpUpstreamType::Cluster(s.cluster.clone())),
+            timeout: Some(duration(s.timeout.unwrap_or_default())),
+        }),
+        path_prefix: h.path_prefix.clone(),
+        authorization_response: list_matcher(&h.allowed_upstream_headers).map(|allowed| {
+            ext_authz::v3::AuthorizationResponse {
+                allowed_upstream_headers: Some(allowed),
+                ..Default::default()
+            }
+        }),
+        ..Default::default()
+    }
+}
+
+/// Header name matchers as Envoy's list; `None` for none.
+fn list_matcher(
+    matchers: &[(ir::StringMatch, bool)],
+) -> Option<envoy_types::pb::envoy::r#type::matcher::v3::ListStringMatcher> {
+    (!matchers.is_empty()).then(
+        || envoy_types::pb::envoy::r#type::matcher::v3::ListStringMatcher {
+            patterns: matchers
+                .iter()
+                .map(|(m, ignore_case)| super::proto::string_matcher(m, *ignore_case))
+                .collect(),
+        },
+    )
+}
+
 fn filter(name: &str, config: Any) -> HttpFilter {
     HttpFilter {
         name: name.to_string(),
@@ -52,9 +87,16 @@ pub(super) fn ext_authz_filter(a: &ir::ExtAuthz) -> HttpFilter {
     filter(
         EXT_AUTHZ_FILTER,
         pack_any(ext_authz::v3::ExtAuthz {
-            services: Some(ext_authz::v3::ext_authz::Services::GrpcService(
-                grpc_service(&a.service),
-            )),
+            services: Some(match &a.http {
+                None => ext_authz::v3::ext_authz::Services::GrpcService(grpc_service(&a.service)),
+                Some(h) => {
+                    ext_authz::v3::ext_authz::Services::HttpService(http_service(&a.service, h))
+                }
+            }),
+            allowed_headers: a
+                .http
+                .as_deref()
+                .and_then(|h| list_matcher(&h.allowed_headers)),
             transport_api_version: core::ApiVersion::V3 as i32,
             failure_mode_allow: a.fail_open,
             status_on_error: Some(envoy_types::pb::envoy::r#type::v3::HttpStatus {

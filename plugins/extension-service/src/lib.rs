@@ -172,6 +172,7 @@ fn global_authorization(
             tracing::warn!(%message, "globalExtAuth: its ExtensionService cannot be used; requests fail as if it were down");
             ir::ExtAuthz {
                 service,
+                http: None,
                 fail_open: global.fail_open,
                 with_request_body: global.with_request_body.as_ref().map(|b| b.to_ir()),
             }

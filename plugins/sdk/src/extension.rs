@@ -160,10 +160,12 @@ pub fn resolve(
     match spec.protocol.as_deref() {
         None | Some("") | Some("h2") => {}
         Some("h2c") => options.protocol = Some(ir::UpstreamProtocol::H2c),
+        // Clear-text HTTP/1.1: an HTTP authorization server (Contour's main).
+        Some("http/1.1") => options.protocol = None,
         Some(other) => error(
             ConditionType::SpecError,
             Reason::UnsupportedProtocol,
-            format!("unsupported protocol {other:?}: must be h2 or h2c"),
+            format!("unsupported protocol {other:?}: must be h2, h2c or http/1.1"),
         ),
     }
     match spec.protocol_version.as_deref() {
@@ -233,11 +235,12 @@ pub fn resolve(
                     subject_names: names,
                     subject_uris: Vec::new(),
                 }));
-                if options.protocol == Some(ir::UpstreamProtocol::H2c) {
+                if options.protocol != Some(ir::UpstreamProtocol::H2) {
+                    let protocol = spec.protocol.as_deref().unwrap_or("h2c");
                     error(
                         ConditionType::SpecError,
                         Reason::InconsistentProtocol,
-                        "upstream TLS validation not supported for \"h2c\" protocol".to_string(),
+                        format!("upstream TLS validation not supported for {protocol:?} protocol"),
                     );
                 }
             }
@@ -425,6 +428,69 @@ pub struct GlobalExtAuth {
     pub fail_open: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub with_request_body: Option<RequestBody>,
+    /// `grpc` (the default) or `http` (Contour's main).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub service_type: String,
+    /// An HTTP server's settings (Contour's main; `pathprefix`, … as its `contour.yaml`
+    /// spells them, or camel case).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_settings: Option<HttpSettings>,
+}
+
+/// `globalExtAuth.httpSettings`, its keys checked (see
+/// [`crate::api::HttpAuthorizationServerSettings`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct HttpSettings {
+    #[serde(alias = "pathprefix", skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    #[serde(
+        alias = "allowedauthorizationheaders",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub allowed_authorization_headers: Vec<AllowedHeader>,
+    #[serde(
+        alias = "allowedupstreamheaders",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub allowed_upstream_headers: Vec<AllowedHeader>,
+}
+
+/// A header name matcher of [`HttpSettings`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct AllowedHeader {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suffix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    #[serde(alias = "ignorecase")]
+    pub ignore_case: bool,
+}
+
+impl HttpSettings {
+    fn to_api(&self) -> crate::api::HttpAuthorizationServerSettings {
+        let headers = |list: &[AllowedHeader]| {
+            list.iter()
+                .map(|h| crate::api::AllowedHeader {
+                    exact: h.exact.clone(),
+                    prefix: h.prefix.clone(),
+                    suffix: h.suffix.clone(),
+                    contains: h.contains.clone(),
+                    ignore_case: h.ignore_case,
+                })
+                .collect()
+        };
+        crate::api::HttpAuthorizationServerSettings {
+            path_prefix: self.path_prefix.clone(),
+            allowed_authorization_headers: headers(&self.allowed_authorization_headers),
+            allowed_upstream_headers: headers(&self.allowed_upstream_headers),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -516,6 +582,8 @@ impl GlobalExtAuth {
             response_timeout: (!self.response_timeout.is_empty())
                 .then(|| self.response_timeout.clone()),
             fail_open: self.fail_open,
+            service_type: (!self.service_type.is_empty()).then(|| self.service_type.clone()),
+            http_settings: self.http_settings.as_ref().map(HttpSettings::to_api),
             with_request_body: self.with_request_body.as_ref().map(|b| {
                 crate::api::AuthorizationServerBufferSettings {
                     max_request_bytes: Some(b.max_request_bytes).filter(|n| *n > 0),
@@ -525,6 +593,98 @@ impl GlobalExtAuth {
             }),
         }
     }
+}
+
+/// The HTTP side of an `authorization` (`serviceType: http`), checked as Contour's main
+/// checks it; `None` for a gRPC server.
+fn http_authz(
+    server: &crate::api::AuthorizationServer,
+) -> Result<Option<Box<ir::HttpAuthz>>, (Reason, String)> {
+    match server.service_type.as_deref() {
+        None | Some("") | Some("grpc") => {
+            if server.http_settings.is_some() {
+                return Err((
+                    Reason::AuthServiceTypeInvalid,
+                    "Spec.Virtualhost.Authorization.HTTPSettings can only be set when serviceType is 'http'".to_string(),
+                ));
+            }
+            return Ok(None);
+        }
+        Some("http") => {}
+        Some(other) => {
+            return Err((
+                Reason::AuthServiceTypeInvalid,
+                format!("Spec.Virtualhost.Authorization.ServiceType {other:?} is not grpc or http"),
+            ));
+        }
+    }
+    if server
+        .auth_policy
+        .as_ref()
+        .is_some_and(|p| !p.context.is_empty())
+    {
+        return Err((
+            Reason::AuthContextForHTTP,
+            "Spec.Virtualhost.Authorization.AuthPolicy.Context are only applied to grpc service type".to_string(),
+        ));
+    }
+    let settings = server.http_settings.clone().unwrap_or_default();
+    let matchers = |headers: &[crate::api::AllowedHeader]| {
+        headers
+            .iter()
+            .map(|h| {
+                let set: Vec<ir::StringMatch> = [
+                    h.exact.clone().map(ir::StringMatch::Exact),
+                    h.prefix.clone().map(ir::StringMatch::Prefix),
+                    h.suffix.clone().map(ir::StringMatch::Suffix),
+                    h.contains.clone().map(ir::StringMatch::Contains),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                match set.as_slice() {
+                    [one] if !crate::headers::is_header_value(match one {
+                        ir::StringMatch::Exact(v)
+                        | ir::StringMatch::Prefix(v)
+                        | ir::StringMatch::Suffix(v)
+                        | ir::StringMatch::Contains(v)
+                        | ir::StringMatch::Regex(v) => v,
+                    }) =>
+                    {
+                        Err((
+                            Reason::AuthBadAllowedHeader,
+                            "Spec.Virtualhost.Authorization.HTTPSettings: an allowedHeader is not a valid value".to_string(),
+                        ))
+                    }
+                    [one] => Ok((one.clone(), h.ignore_case)),
+                    [] => Err((
+                        Reason::AuthBadAllowedHeader,
+                        "one of prefix, suffix, exact or contains is required for each allowedHeader".to_string(),
+                    )),
+                    _ => Err((
+                        Reason::AuthBadAllowedHeader,
+                        "only one of prefix, suffix, exact, and contains should be set in the allowedHeader".to_string(),
+                    )),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let path_prefix = settings.path_prefix.clone().unwrap_or_default();
+    if !path_prefix.is_empty()
+        && (!path_prefix.starts_with('/') || !crate::headers::is_header_value(&path_prefix))
+    {
+        return Err((
+            Reason::AuthServiceTypeInvalid,
+            format!(
+                "Spec.Virtualhost.Authorization.HTTPSettings.PathPrefix {path_prefix:?} must start with /"
+            ),
+        ));
+    }
+    Ok(Some(Box::new(ir::HttpAuthz {
+        path_prefix,
+        allowed_headers: matchers(&settings.allowed_authorization_headers)?,
+        allowed_upstream_headers: matchers(&settings.allowed_upstream_headers)?,
+    })))
 }
 
 /// An `authorization` (a vhost's, or `globalExtAuth` as one) of an object in
@@ -567,8 +727,10 @@ pub fn authorization(
                 format!("Spec.Virtualhost.Authorization.ResponseTimeout is invalid: {e}"),
             )
         })?;
+    let http = http_authz(server)?;
     Ok(ir::ExtAuthz {
         service: resolved.grpc(timeout),
+        http,
         fail_open: server.fail_open,
         with_request_body: server.with_request_body.as_ref().map(|b| ir::RequestBody {
             max_request_bytes: b

@@ -181,13 +181,20 @@ impl E2e {
             .service(ns, name, &[("grpc", 9000, 3000, "")], &[ip]);
     }
 
-    /// A gRPC server of the tests' own (on loopback `port`) as ExtensionService `ns/name`
-    /// (clear text, `h2c`), behind Service `ns/name` port `service_port`.
-    pub fn extension_service(&self, ns: &str, name: &str, service_port: u16, port: u16) {
+    /// A server of the tests' own (on loopback `port`) as ExtensionService `ns/name`
+    /// speaking `protocol` (`h2c`, `http/1.1`), behind Service `ns/name` port
+    /// `service_port`.
+    pub fn extension_service(
+        &self,
+        (ns, name): (&str, &str),
+        service_port: u16,
+        port: u16,
+        protocol: &str,
+    ) {
         let loopback: std::net::IpAddr = std::net::Ipv4Addr::LOCALHOST.into();
         self.suite
             .service(ns, name, &[("grpc", service_port, port, "")], &[loopback]);
-        self.apply(&format!("apiVersion: projectcontour.io/v1alpha1\nkind: ExtensionService\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  protocol: h2c\n  services: [{{name: {name}, port: {service_port}}}]\n"));
+        self.apply(&format!("apiVersion: projectcontour.io/v1alpha1\nkind: ExtensionService\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  protocol: {protocol}\n  services: [{{name: {name}, port: {service_port}}}]\n"));
     }
 
     /// Contour's `EchoSecure.Deploy(ns, name)`: one echo pod serving `leaf` over TLS

@@ -24,7 +24,7 @@ async fn rate_limited(
     }
     let service = serde_json::from_value(section).unwrap_or_else(|e| panic!("{e}"));
     let e2e = E2e::start_with(|c| c.rate_limit_service = Some(service)).await;
-    e2e.extension_service(ns, "ratelimit", 8081, server.port);
+    e2e.extension_service((ns, "ratelimit"), 8081, server.port, "h2c");
     e2e.deploy_echo(ns, "echo").await;
     (e2e, server)
 }

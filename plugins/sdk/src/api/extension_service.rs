@@ -30,7 +30,8 @@ pub struct ExtensionServiceSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub upstream_validation: Option<UpstreamValidation>,
-    /// `h2` (HTTP/2 over TLS, the default) or `h2c` (clear text).
+    /// `h2` (HTTP/2 over TLS, the default), `h2c` (clear text) or `http/1.1` (clear text; an
+    /// HTTP authorization server, Contour's main).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

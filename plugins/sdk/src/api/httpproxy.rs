@@ -215,6 +215,54 @@ pub struct AuthorizationServer {
     pub fail_open: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub with_request_body: Option<AuthorizationServerBufferSettings>,
+    /// `grpc` (the default) or `http`: how the server is asked (Contour's main).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_type: Option<String>,
+    /// An HTTP server's settings (`serviceType: http` only; Contour's main).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_settings: Option<HttpAuthorizationServerSettings>,
+}
+
+/// How an HTTP authorization server is asked: its path prefix, the request headers it
+/// sees and the headers of its answer that go upstream. Contour's `contour.yaml` spells the
+/// keys in lower case (`pathprefix`, …), its resources in camel case; both are read.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpAuthorizationServerSettings {
+    #[serde(default, alias = "pathprefix", skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<String>,
+    #[serde(
+        default,
+        alias = "allowedauthorizationheaders",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub allowed_authorization_headers: Vec<AllowedHeader>,
+    #[serde(
+        default,
+        alias = "allowedupstreamheaders",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub allowed_upstream_headers: Vec<AllowedHeader>,
+}
+
+/// A header name matcher: exactly one of `exact`, `prefix`, `suffix`, `contains`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedHeader {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suffix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    #[serde(
+        default,
+        alias = "ignorecase",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub ignore_case: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

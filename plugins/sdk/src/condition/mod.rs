@@ -161,6 +161,12 @@ pub enum Reason {
     AuthNotPermitted,
     /// An `extensionRef` of an apiVersion other than `projectcontour.io/v1alpha1`.
     AuthBadResourceVersion,
+    /// A header matcher of `httpSettings` without exactly one of its kinds.
+    AuthBadAllowedHeader,
+    /// A context for an HTTP authorization server (gRPC only).
+    AuthContextForHTTP,
+    /// `serviceType` other than `grpc` or `http`, or `httpSettings` for a gRPC server.
+    AuthServiceTypeInvalid,
     /// An ExtensionService that does not exist or is not valid.
     ExtensionServiceNotFound,
     /// An authorization `responseTimeout` that is not a duration.
@@ -254,6 +260,9 @@ impl Reason {
             Reason::UnsupportedServiceType => "UnsupportedServiceType",
             Reason::AuthNotPermitted => "AuthNotPermitted",
             Reason::AuthBadResourceVersion => "AuthBadResourceVersion",
+            Reason::AuthBadAllowedHeader => "AuthBadAllowedHeader",
+            Reason::AuthContextForHTTP => "AuthContextForHTTP",
+            Reason::AuthServiceTypeInvalid => "AuthServiceTypeInvalid",
             Reason::ExtensionServiceNotFound => "ExtensionServiceNotFound",
             Reason::AuthResponseTimeoutInvalid => "AuthResponseTimeoutInvalid",
             Reason::JWTVerificationNotPermitted => "JWTVerificationNotPermitted",

@@ -30,6 +30,19 @@ pub struct ExtAuthz {
     /// Send (part of) the request body with the check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub with_request_body: Option<RequestBody>,
+    /// Asked over HTTP (the service's cluster, `service.timeout`) instead of gRPC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<Box<HttpAuthz>>,
+}
+
+/// An HTTP authorization server: the prefix of the paths it is asked, the request
+/// headers it sees (beside Host, Method, Path, Content-Length, Authorization) and the
+/// headers of its answer that go upstream, each a name matcher and whether case counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpAuthz {
+    pub path_prefix: String,
+    pub allowed_headers: Vec<(super::StringMatch, bool)>,
+    pub allowed_upstream_headers: Vec<(super::StringMatch, bool)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
