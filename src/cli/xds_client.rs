@@ -57,6 +57,17 @@ pub enum Kind {
     Eds { names: Vec<String> },
     /// Secrets (by name).
     Sds { names: Vec<String> },
+    /// Compares what the xDS server at `--contour` serves (Contour's, or another Isobar's)
+    /// with what Isobar would serve for `--manifests` (and `-c`), resource by resource:
+    /// listeners, routes, clusters and endpoints missing on either side or differing,
+    /// with the differing fields. Exits non-zero when anything differs.
+    Diff {
+        #[command(flatten)]
+        config: crate::cli::ConfigArgs,
+        /// The objects (as the running controller has them) to translate.
+        #[arg(long)]
+        manifests: PathBuf,
+    },
 }
 
 impl Kind {
@@ -67,15 +78,19 @@ impl Kind {
             Kind::Cds { names } => (XdsType::Cluster, names),
             Kind::Eds { names } => (XdsType::Endpoint, names),
             Kind::Sds { names } => (XdsType::Secret, names),
+            Kind::Diff { .. } => (XdsType::Listener, &[]),
         }
     }
 }
 
 pub fn run(args: &CliArgs) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?
-        .block_on(watch(args))
+        .build()?;
+    match &args.kind {
+        Kind::Diff { config, manifests } => runtime.block_on(diff(args, config, manifests)),
+        _ => runtime.block_on(watch(args)),
+    }
 }
 
 /// The TLS client configuration of `--cafile`/`--cert-file`/`--key-file`, if given.
@@ -102,9 +117,10 @@ fn tls(args: &CliArgs) -> anyhow::Result<Option<rustls::ClientConfig>> {
     Ok(Some(config))
 }
 
-async fn watch(args: &CliArgs) -> anyhow::Result<()> {
+/// The gRPC channel to `--contour`, over TLS when the certificate flags are given.
+async fn connect(args: &CliArgs) -> anyhow::Result<tonic::transport::Channel> {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{}", args.contour))?;
-    let channel = match tls(args)? {
+    Ok(match tls(args)? {
         None => endpoint
             .connect()
             .await
@@ -127,7 +143,11 @@ async fn watch(args: &CliArgs) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("connecting to {} over TLS", args.contour))?
         }
-    };
+    })
+}
+
+async fn watch(args: &CliArgs) -> anyhow::Result<()> {
+    let channel = connect(args).await?;
     if args.delta {
         return watch_delta(args, channel).await;
     }
@@ -265,5 +285,204 @@ async fn watch_delta(args: &CliArgs, channel: tonic::transport::Channel) -> anyh
         })
         .await?;
     }
+    Ok(())
+}
+
+/// Resources of one type by name, as Envoy's JSON (secrets redacted).
+type ByName = std::collections::BTreeMap<String, serde_json::Value>;
+
+/// One ADS stream asking for one type after another, as an Envoy does (clusters and
+/// their endpoints before listeners and their routes), acknowledging each answer.
+struct Session {
+    first: DiscoveryRequest,
+    tx: tokio::sync::mpsc::Sender<DiscoveryRequest>,
+    responses: tonic::Streaming<envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse>,
+}
+
+impl Session {
+    async fn open(args: &CliArgs, channel: tonic::transport::Channel) -> anyhow::Result<Session> {
+        let first = DiscoveryRequest {
+            node: Some(Node {
+                id: args.node_id.clone(),
+                cluster: "isobar-cli".to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let mut client =
+            AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+        let responses = client
+            .stream_aggregated_resources(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .context("opening the ADS stream")?
+            .into_inner();
+        Ok(Session {
+            first,
+            tx,
+            responses,
+        })
+    }
+
+    /// The server's answer to a request for `names` of `kind` (all of a wildcard type
+    /// when empty), by resource name; the answer is acknowledged.
+    async fn fetch(&mut self, kind: XdsType, names: Vec<String>) -> anyhow::Result<ByName> {
+        let request = DiscoveryRequest {
+            type_url: kind.type_url().to_string(),
+            resource_names: names,
+            ..self.first.clone()
+        };
+        self.tx.send(request.clone()).await?;
+        let response = loop {
+            let next =
+                tokio::time::timeout(std::time::Duration::from_secs(30), self.responses.message())
+                    .await
+                    .with_context(|| format!("no {} answer within 30 s", kind.short()))?
+                    .context("reading the ADS stream")?
+                    .with_context(|| {
+                        format!(
+                            "the server closed the stream before answering {}",
+                            kind.short()
+                        )
+                    })?;
+            if next.type_url == request.type_url {
+                break next;
+            }
+        };
+        self.tx
+            .send(DiscoveryRequest {
+                version_info: response.version_info.clone(),
+                response_nonce: response.nonce.clone(),
+                ..request
+            })
+            .await?;
+        let mut out = ByName::new();
+        for any in &response.resources {
+            let value = crate::cli::output::resource_json(kind, &any.value)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            out.insert(resource_name(&value), crate::cli::output::redact(value));
+        }
+        Ok(out)
+    }
+}
+
+/// A resource's name: `name`, or a load assignment's `cluster_name`.
+fn resource_name(value: &serde_json::Value) -> String {
+    value
+        .get("name")
+        .or_else(|| value.get("cluster_name"))
+        .and_then(|n| n.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The paths (JSON pointers) where `a` and `b` differ, each with both values; at most
+/// `limit`.
+fn differences(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    at: String,
+    out: &mut Vec<String>,
+    limit: usize,
+) {
+    use serde_json::Value;
+    if out.len() >= limit || a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let (va, vb) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                differences(va, vb, format!("{at}/{k}"), out, limit);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                differences(va, vb, format!("{at}/{i}"), out, limit);
+            }
+        }
+        _ => out.push(format!(
+            "{}: served {a}, Isobar {b}",
+            if at.is_empty() { "/" } else { &at }
+        )),
+    }
+}
+
+/// `isobar cli diff`: the server's resources beside Isobar's translation of `manifests`.
+async fn diff(
+    args: &CliArgs,
+    config: &crate::cli::ConfigArgs,
+    manifests: &std::path::Path,
+) -> anyhow::Result<()> {
+    let config = config.load(serde_json::Map::new())?;
+    let pipeline = crate::runner::pipeline::Pipeline::for_config(&config)?;
+    anyhow::ensure!(
+        manifests.is_dir(),
+        "manifest directory {} does not exist",
+        manifests.display()
+    );
+    let (objects, errors) = crate::provider::files::load_dir(manifests);
+    for e in &errors {
+        eprintln!("isobar: {e}");
+    }
+    let output = pipeline.build(&objects);
+    let resources = crate::xds::translate(
+        &output.ir,
+        &objects,
+        &crate::cli::serve::envoy_settings(&config),
+    );
+    let mut session = Session::open(args, connect(args).await?).await?;
+    let (mut compared, mut differing) = (0, 0);
+    for kind in [
+        XdsType::Cluster,
+        XdsType::Endpoint,
+        XdsType::Listener,
+        XdsType::Route,
+    ] {
+        let mut local = ByName::new();
+        for (name, bytes) in resources.of(kind) {
+            let value =
+                crate::cli::output::resource_json(kind, bytes).map_err(|e| anyhow::anyhow!(e))?;
+            local.insert(name.clone(), crate::cli::output::redact(value));
+        }
+        // Route configurations and load assignments are answered by name only.
+        let names = if kind.is_wildcard() {
+            Vec::new()
+        } else {
+            local.keys().cloned().collect()
+        };
+        let served = session.fetch(kind, names).await?;
+        let all: std::collections::BTreeSet<&String> = local.keys().chain(served.keys()).collect();
+        for name in all {
+            compared += 1;
+            let t = kind.short();
+            match (served.get(name), local.get(name)) {
+                (Some(_), None) => {
+                    differing += 1;
+                    println!("{t} {name}: served, not by Isobar");
+                }
+                (None, Some(_)) => {
+                    differing += 1;
+                    println!("{t} {name}: Isobar's, not served");
+                }
+                (Some(a), Some(b)) if a != b => {
+                    differing += 1;
+                    let mut paths = Vec::new();
+                    differences(a, b, String::new(), &mut paths, 10);
+                    println!("{t} {name}: differs");
+                    for p in paths {
+                        println!("  {p}");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    println!("{compared} resources compared, {differing} differ");
+    anyhow::ensure!(differing == 0, "{differing} of {compared} resources differ");
     Ok(())
 }

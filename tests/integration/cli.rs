@@ -1047,3 +1047,120 @@ async fn logs_are_json_with_log_format_json() {
         assert!(parsed["level"].is_string(), "{line}");
     }
 }
+
+/// `isobar cli diff`: the migration check. Against a running server (here Isobar standing
+/// in for Contour) serving a directory, the same directory compares equal (exit 0); with
+/// a proxy's route changed, the route configuration is named as differing, with the
+/// field, and the exit is non-zero; with a proxy added, its cluster is named as Isobar's
+/// only.
+#[test]
+fn cli_diff_compares_a_running_server_with_the_translation_of_objects() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let served = dir.path().join("served");
+    write(
+        &served,
+        "echo.yaml",
+        &service_yaml("default", "echo-a", 18080),
+    );
+    write(
+        &served,
+        "echo-b.yaml",
+        &service_yaml("default", "echo-b", 18081),
+    );
+    let proxy = |prefix: &str| {
+        format!(
+            "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: diff, namespace: default}}\nspec:\n  virtualhost: {{fqdn: diff.example.com}}\n  routes:\n    - conditions: [{{prefix: {prefix}}}]\n      services: [{{name: echo-a, port: 80}}]\n"
+        )
+    };
+    write(&served, "proxy.yaml", &proxy("/app"));
+    // One configuration for the server and the check (what they listen on is part of
+    // what Envoy is served).
+    let ports = crate::support::ServePorts::free();
+    let config = dir.path().join("contour.yaml");
+    let at = |port: u16| format!("{{address: 127.0.0.1, port: {port}}}");
+    std::fs::write(
+        &config,
+        format!(
+            "xds-server: {{address: 127.0.0.1, port: {}, insecure: true}}\nmetrics: {}\nhealth: {}\ndebug-http: {}\nenvoy:\n  http: {}\n  https: {}\n  metrics: {}\n  health: {}\nnetwork: {{admin-port: {}}}\n",
+            ports.xds,
+            at(ports.metrics),
+            at(ports.health),
+            at(ports.debug),
+            at(ports.http),
+            at(ports.https),
+            at(ports.stats),
+            at(ports.stats),
+            ports.admin
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let config = config.display().to_string();
+    let _server = crate::support::spawn(
+        "isobar",
+        Command::new(env!("CARGO_BIN_EXE_isobar"))
+            .args(["serve", "-c", &config, "--manifests"])
+            .arg(&served),
+        &dir.path().join("isobar.log"),
+    );
+    let contour = format!("127.0.0.1:{}", ports.xds);
+    let diff = |manifests: &Path| {
+        let manifests = manifests.display().to_string();
+        isobar(
+            &[
+                "cli",
+                "diff",
+                "--contour",
+                &contour,
+                "-c",
+                &config,
+                "--manifests",
+                &manifests,
+            ],
+            &[],
+        )
+    };
+    // Equal, once the server has built and serves.
+    let start = std::time::Instant::now();
+    loop {
+        let (ok, out, err) = diff(&served);
+        if ok {
+            assert!(out.contains("0 differ"), "{out}");
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{out}\n{err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    // A route changed.
+    let changed = dir.path().join("changed");
+    write(
+        &changed,
+        "echo.yaml",
+        &service_yaml("default", "echo-a", 18080),
+    );
+    write(
+        &changed,
+        "echo-b.yaml",
+        &service_yaml("default", "echo-b", 18081),
+    );
+    write(&changed, "proxy.yaml", &proxy("/other"));
+    let (ok, out, err) = diff(&changed);
+    assert!(!ok, "{out}");
+    assert!(out.contains("rds ingress_http: differs"), "{out}\n{err}");
+    assert!(out.contains("served \"/app\", Isobar \"/other\""), "{out}");
+    // A proxy added: its cluster is Isobar's only.
+    write(&changed, "proxy.yaml", &proxy("/app"));
+    write(
+        &changed,
+        "proxy-b.yaml",
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: diff-b, namespace: default}\nspec:\n  virtualhost: {fqdn: b.example.com}\n  routes:\n    - services: [{name: echo-b, port: 80}]\n",
+    );
+    let (ok, out, _) = diff(&changed);
+    assert!(!ok, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("cds default/echo-b/80/") && l.ends_with("Isobar's, not served")),
+        "{out}"
+    );
+}
