@@ -341,7 +341,14 @@ const KNOWN_CIPHERS: &[&str] = &[
     "DES-CBC3-SHA",
 ];
 
-const KNOWN_CURVES: &[&str] = &["X25519", "P-256", "P-384", "P-521", "X25519MLKEM768"];
+const KNOWN_CURVES: &[&str] = &[
+    "X25519",
+    "P-256",
+    "P-384",
+    "P-521",
+    "X25519MLKEM768",
+    "MLKEM1024",
+];
 
 /// `tls.fingerprint`: which TLS client fingerprints the TLS inspector computes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

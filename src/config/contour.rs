@@ -84,7 +84,7 @@ pub fn timeout(text: &str) -> Result<Option<Duration>, String> {
 }
 
 /// Contour's access log JSON fields and the Envoy operator each stands for.
-const JSON_FIELDS: [(&str, &str); 30] = [
+const JSON_FIELDS: [(&str, &str); 32] = [
     ("@timestamp", "%START_TIME%"),
     ("ts", "%START_TIME%"),
     ("authority", "%REQ(:AUTHORITY)%"),
@@ -121,6 +121,9 @@ const JSON_FIELDS: [(&str, &str); 30] = [
         "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
     ),
     ("start_time", "%START_TIME%"),
+    // Contour's main (with `tls.fingerprint`).
+    ("tls_ja3_fingerprint", "%TLS_JA3_FINGERPRINT%"),
+    ("tls_ja4_fingerprint", "%TLS_JA4_FINGERPRINT%"),
 ];
 
 /// Envoy's access log operators that take no argument: a JSON field of one of these
@@ -391,6 +394,14 @@ mod tests {
         assert!(!valid_format("%lower%\n"));
         assert_eq!(json_fields(&[]).map(|f| f.len()), Ok(23));
         assert!(json_fields(&["nope".to_string()]).is_err());
+        // Contour main's fingerprint fields.
+        assert_eq!(
+            json_fields(&["tls_ja4_fingerprint".to_string()]),
+            Ok(vec![(
+                "tls_ja4_fingerprint".to_string(),
+                "%TLS_JA4_FINGERPRINT%".to_string()
+            )])
+        );
         assert_eq!(
             json_fields(&["method".to_string(), "x=%REQ(X)%".to_string()]),
             Ok(vec![

@@ -14,7 +14,11 @@ async fn contour_main_keys_reach_envoy() {
     let e2e = E2e::start_with(|c| {
         c.tls.fingerprint.ja3 = true;
         c.tls.fingerprint.ja4 = true;
-        c.tls.ecdh_curves = vec!["P-256".to_string(), "X25519".to_string()];
+        c.tls.ecdh_curves = vec![
+            "P-256".to_string(),
+            "X25519".to_string(),
+            "MLKEM1024".to_string(),
+        ];
         c.cluster.upstream_tls.ecdh_curves = vec!["P-256".to_string()];
         c.listener.max_connections_to_accept_per_socket_event = Some(1);
         c.runtime_settings
