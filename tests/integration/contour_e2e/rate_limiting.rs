@@ -69,7 +69,12 @@ async fn unlimited(e2e: &E2e, req: &Req) {
 
 /// The three cases of the default-policy tests on one vhost: the default applies; the
 /// proxy opts out; the proxy's own policy replaces it.
-async fn default_cases(tls: bool, ns: &str, (first, second): (&str, &str), own: (&str, Req)) {
+async fn default_cases(
+    tls: bool,
+    ns: &str,
+    (first, second): (&str, &str),
+    (descriptors, headers): (&str, &[(&str, &str)]),
+) {
     let (e2e, _server) = rate_limited(
         ns,
         "contour-default-global-rate-limit",
@@ -81,43 +86,18 @@ async fn default_cases(tls: bool, ns: &str, (first, second): (&str, &str), own: 
         e2e.self_signed_cert(ns, "echo", fqdn);
     }
     let name = "defaultglobalratelimitvhostnontls";
+    let with_vhost = |vhost: &str| proxy(ns, name, fqdn, tls, vhost, ROUTE);
     let base = if tls { https(fqdn) } else { http(fqdn) };
-    e2e.proxy(&proxy(ns, name, fqdn, tls, "", ROUTE), (ns, name), "valid")
-        .await;
+    e2e.proxy(&with_vhost(""), (ns, name), "valid").await;
     limited(&e2e, &base.clone().header("X-Default-Header", first)).await;
-    e2e.proxy(
-        &proxy(
-            ns,
-            name,
-            fqdn,
-            tls,
-            "    rateLimitPolicy: {global: {disabled: true}}\n",
-            ROUTE,
-        ),
-        (ns, name),
-        "valid",
-    )
-    .await;
+    let opted_out = "    rateLimitPolicy: {global: {disabled: true}}\n";
+    e2e.proxy(&with_vhost(opted_out), (ns, name), "valid").await;
     unlimited(&e2e, &base.clone().header("X-Default-Header", second)).await;
-    let (descriptors, req) = own;
-    e2e.proxy(
-        &proxy(
-            ns,
-            name,
-            fqdn,
-            tls,
-            &format!("    rateLimitPolicy: {{global: {{descriptors: {descriptors}}}}}\n"),
-            ROUTE,
-        ),
-        (ns, name),
-        "valid",
-    )
-    .await;
-    let req = Req {
-        host: base.host.clone(),
-        sni: base.sni.clone(),
-        ..req
-    };
+    let own = format!("    rateLimitPolicy: {{global: {{descriptors: {descriptors}}}}}\n");
+    e2e.proxy(&with_vhost(&own), (ns, name), "valid").await;
+    let req = headers
+        .iter()
+        .fold(base, |req, (name, value)| req.header(name, value));
     limited(&e2e, &req).await;
     e2e.assert_nothing_rejected().await;
 }
@@ -130,7 +110,7 @@ async fn default_global_rate_limiting_virtual_host_non_tls() {
         false,
         "httpproxy-default-global-rate-limiting-vhost-non-tls",
         ("test_value_1", "test_value_2"),
-        ("[{entries: [{genericKey: {value: foo}}]}]", http("")),
+        ("[{entries: [{genericKey: {value: foo}}]}]", &[]),
     )
     .await;
 }
@@ -144,7 +124,7 @@ async fn default_global_rate_limiting_virtual_host_tls() {
         ("test_value_3", "test_value_4"),
         (
             "[{entries: [{requestHeader: {headerName: X-HTTPProxy-Descriptor, descriptorKey: customHeader}}]}]",
-            http("").header("X-HTTPProxy-Descriptor", "test_value"),
+            &[("X-HTTPProxy-Descriptor", "test_value")],
         ),
     )
     .await;
