@@ -238,21 +238,7 @@ pub(super) fn jwt_authn_filter(providers: &[ir::JwtProvider]) -> HttpFilter {
             issuer: p.issuer.clone(),
             audiences: p.audiences.clone(),
             forward: p.forward,
-            jwks_source_specifier: Some(
-                jwt_authn::v3::jwt_provider::JwksSourceSpecifier::RemoteJwks(
-                    jwt_authn::v3::RemoteJwks {
-                        http_uri: Some(core::HttpUri {
-                            uri: p.uri.clone(),
-                            timeout: Some(duration(p.timeout)),
-                            http_upstream_type: Some(core::http_uri::HttpUpstreamType::Cluster(
-                                p.cluster.clone(),
-                            )),
-                        }),
-                        cache_duration: p.cache_duration.map(duration),
-                        ..Default::default()
-                    },
-                ),
-            ),
+            jwks_source_specifier: Some(jwks_source(&p.keys)),
             ..Default::default()
         };
         let mut entry = Vec::new();
@@ -278,6 +264,33 @@ pub(super) fn jwt_authn_filter(providers: &[ir::JwtProvider]) -> HttpFilter {
             value,
         },
     )
+}
+
+/// Where Envoy takes a provider's keys from: a URI through a cluster, or inline.
+fn jwks_source(keys: &ir::Jwks) -> jwt_authn::v3::jwt_provider::JwksSourceSpecifier {
+    use jwt_authn::v3::jwt_provider::JwksSourceSpecifier;
+    match keys {
+        ir::Jwks::Remote {
+            uri,
+            cluster,
+            timeout,
+            cache_duration,
+        } => JwksSourceSpecifier::RemoteJwks(jwt_authn::v3::RemoteJwks {
+            http_uri: Some(core::HttpUri {
+                uri: uri.clone(),
+                timeout: Some(duration(*timeout)),
+                http_upstream_type: Some(core::http_uri::HttpUpstreamType::Cluster(
+                    cluster.clone(),
+                )),
+            }),
+            cache_duration: cache_duration.map(duration),
+            ..Default::default()
+        }),
+        ir::Jwks::Local { jwks } => JwksSourceSpecifier::LocalJwks(core::DataSource {
+            specifier: Some(core::data_source::Specifier::InlineString(jwks.clone())),
+            ..Default::default()
+        }),
+    }
 }
 
 /// A route requiring a token of provider `name`.

@@ -169,7 +169,12 @@ mod tests {
         };
         // Lengths written in one, two and (a chain over 16 KiB) three bytes.
         for (name, copies) in [(sds_name("ns", "cert"), 1), ("n".repeat(300), 40)] {
-            let check = SecretCheck::of_data(&name, Some("kubernetes.io/tls"), &data(copies));
+            let check = SecretCheck::of_data(
+                &name,
+                Some("kubernetes.io/tls"),
+                &data(copies),
+                &BTreeMap::new(),
+            );
             let certificate = check.certificate.unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(
                 certificate.chain_pem().matches("BEGIN CERTIFICATE").count(),

@@ -11,12 +11,12 @@ use isobar::runner::pipeline::Pipeline;
 use crate::support::{service_yaml, write};
 
 /// A controller on a manifest directory with its webhook on a loopback port.
-struct Hook {
+pub(crate) struct Hook {
     running: crate::webhook_client::Running,
     _dir: tempfile::TempDir,
 }
 
-async fn hook(manifests: &str, config: Config) -> Hook {
+pub(crate) async fn hook(manifests: &str, config: Config) -> Hook {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let objects = dir.path().join("objects");
     write(&objects, "objects.yaml", manifests);
@@ -30,7 +30,7 @@ impl Hook {
     }
 
     /// Sends a review and returns its `response`.
-    async fn review(&self, review: &Value) -> Value {
+    pub(crate) async fn review(&self, review: &Value) -> Value {
         let (status, body) = self.post(&review.to_string()).await;
         assert_eq!(status, 200, "{body}");
         let answer: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
@@ -40,7 +40,7 @@ impl Hook {
     }
 }
 
-fn review(uid: &str, operation: &str, object: &Value) -> Value {
+pub(crate) fn review(uid: &str, operation: &str, object: &Value) -> Value {
     let kind = object["kind"].as_str().unwrap_or_default();
     let (group, version) = match kind {
         "Ingress" => ("networking.k8s.io", "v1"),

@@ -422,15 +422,33 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// A JWKS endpoint (`GET /jwks.json`, plain HTTP) serving one ES256 key, and that key
-/// to sign tokens with. Records the paths fetched.
-pub struct Jwks {
-    pub server: Running<String>,
+/// A signing key (ES256) for JWTs, and its public half as a JWKS.
+pub struct JwtKey {
     key: ring::signature::EcdsaKeyPair,
     pub kid: String,
 }
 
-impl Jwks {
+impl Default for JwtKey {
+    fn default() -> JwtKey {
+        JwtKey::new()
+    }
+}
+
+impl JwtKey {
+    /// A fresh key.
+    pub fn new() -> JwtKey {
+        let rng = ring::rand::SystemRandom::new();
+        let algorithm = &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(algorithm, &rng)
+            .unwrap_or_else(|e| panic!("generate: {e}"));
+        let key = ring::signature::EcdsaKeyPair::from_pkcs8(algorithm, pkcs8.as_ref(), &rng)
+            .unwrap_or_else(|e| panic!("key: {e}"));
+        JwtKey {
+            key,
+            kid: "test-key".to_string(),
+        }
+    }
+
     /// A signed token (ES256) carrying `claims`.
     pub fn token(&self, claims: &serde_json::Value) -> String {
         let header = serde_json::json!({"alg": "ES256", "typ": "JWT", "kid": self.kid});
@@ -447,46 +465,68 @@ impl Jwks {
         format!("{signing_input}.{}", b64(signature.as_ref()))
     }
 
-    /// A token signed by another key than the one served (its signature cannot verify).
-    pub fn forged(&self, claims: &serde_json::Value) -> String {
-        let other = Jwks::key_pair();
-        let token = self.token(claims);
-        let (signing_input, _) = token.rsplit_once('.').unwrap_or_default();
-        let rng = ring::rand::SystemRandom::new();
-        let signature = other
-            .sign(&rng, signing_input.as_bytes())
-            .unwrap_or_else(|e| panic!("sign: {e}"));
-        format!("{signing_input}.{}", b64(signature.as_ref()))
+    /// The JWKS holding this key's public half.
+    pub fn jwks(&self) -> String {
+        use ring::signature::KeyPair;
+        // An uncompressed P-256 point: 0x04, X (32 bytes), Y (32 bytes).
+        let point = self.key.public_key().as_ref().to_vec();
+        serde_json::json!({"keys": [{
+            "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": self.kid,
+            "x": b64(&point[1..33]), "y": b64(&point[33..65]),
+        }]})
+        .to_string()
+    }
+}
+
+/// A JWKS endpoint (`GET /jwks.json`, plain HTTP) serving one ES256 key, and that key
+/// to sign tokens with. Records the paths fetched.
+pub struct Jwks {
+    pub server: Running<String>,
+    key: JwtKey,
+    /// What the endpoint serves; replaced to rotate keys.
+    document: Arc<Mutex<String>>,
+}
+
+impl Jwks {
+    /// A signed token (ES256) carrying `claims`.
+    pub fn token(&self, claims: &serde_json::Value) -> String {
+        self.key.token(claims)
     }
 
-    fn key_pair() -> ring::signature::EcdsaKeyPair {
-        let rng = ring::rand::SystemRandom::new();
-        let algorithm = &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING;
-        let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(algorithm, &rng)
-            .unwrap_or_else(|e| panic!("generate: {e}"));
-        ring::signature::EcdsaKeyPair::from_pkcs8(algorithm, pkcs8.as_ref(), &rng)
-            .unwrap_or_else(|e| panic!("key: {e}"))
+    /// A token signed by another key than the one served (its signature cannot verify).
+    pub fn forged(&self, claims: &serde_json::Value) -> String {
+        let token = self.token(claims);
+        let (signing_input, _) = token.rsplit_once('.').unwrap_or_default();
+        let other = JwtKey::new().token(claims);
+        let (_, signature) = other.rsplit_once('.').unwrap_or_default();
+        format!("{signing_input}.{signature}")
+    }
+
+    /// The key the endpoint serves.
+    pub fn key(&self) -> &JwtKey {
+        &self.key
+    }
+
+    /// Serves `key`'s JWKS from now on; tokens are signed with it.
+    pub fn rotate(&mut self, key: JwtKey) {
+        if let Ok(mut document) = self.document.lock() {
+            *document = key.jwks();
+        }
+        self.key = key;
     }
 }
 
 /// Starts the JWKS endpoint with a fresh key.
 pub async fn jwks() -> Jwks {
-    use ring::signature::KeyPair;
-    let key = Jwks::key_pair();
-    // An uncompressed P-256 point: 0x04, X (32 bytes), Y (32 bytes).
-    let point = key.public_key().as_ref().to_vec();
-    let kid = "test-key".to_string();
-    let document = serde_json::json!({"keys": [{
-        "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": kid,
-        "x": b64(&point[1..33]), "y": b64(&point[33..65]),
-    }]})
-    .to_string();
+    let key = JwtKey::new();
+    let document = Arc::new(Mutex::new(key.jwks()));
+    let served = document.clone();
     let seen: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     let fetched = seen.clone();
     let app = axum::Router::new().route(
         "/jwks.json",
         axum::routing::get(move |uri: axum::http::Uri| {
-            let document = document.clone();
+            let document = served.lock().map(|d| d.clone()).unwrap_or_default();
             let fetched = fetched.clone();
             async move {
                 if let Ok(mut f) = fetched.lock() {
@@ -499,5 +539,9 @@ pub async fn jwks() -> Jwks {
     let server = run(seen, move |listener| async move {
         let _ = axum::serve(listener, app).await;
     });
-    Jwks { server, key, kid }
+    Jwks {
+        server,
+        key,
+        document,
+    }
 }

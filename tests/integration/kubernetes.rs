@@ -369,6 +369,11 @@ async fn secrets_the_controller_never_needs_stay_out() {
         };
         assert!(s.metadata.managed_fields.is_none(), "managedFields kept");
         let keys: Vec<String> = s.data.iter().flat_map(|d| d.keys().cloned()).collect();
+        let values = s.data.iter().flat_map(|d| d.values());
+        assert!(
+            values.into_iter().all(|v| v.0 != b"secret"),
+            "a value that cannot be a JWKS is kept: {s:?}"
+        );
         seen.push((s.metadata.name.clone().unwrap_or_default(), keys));
     }
     seen.sort();
@@ -376,11 +381,15 @@ async fn secrets_the_controller_never_needs_stay_out() {
     assert_eq!(
         seen,
         vec![
-            ("bundle".to_string(), vec!["ca.crt".to_string()]),
-            ("opaque".to_string(), none.clone()),
+            (
+                "bundle".to_string(),
+                vec!["ca.crt".to_string(), "password".to_string()]
+            ),
+            ("opaque".to_string(), vec!["key".to_string()]),
             ("pull".to_string(), none),
         ],
-        "helm and token secrets are not listed; foreign types keep no data; others keep only the keys Isobar reads"
+        "helm and token secrets are not listed; foreign types keep no data; Opaque ones keep their keys, \
+         the values of those Isobar does not read only when they may be a JWKS"
     );
     let requests = server.requests();
     assert!(

@@ -1,8 +1,10 @@
 //! JWT verification of a root HTTPProxy's routes (`virtualhost.jwtProviders`, route
 //! `jwtVerificationPolicy`), with Contour's rules and messages: providers only on a
 //! vhost that terminates TLS (not with the fallback certificate), unique names, one
-//! default at most, a JWKS URI of http or https. Each provider's keys are fetched through
-//! a DNS cluster of the URI's host (`dnsname/<scheme>/<host>`, Contour's name).
+//! default at most, exactly one of `remoteJWKS` and `localJWKS`, a JWKS URI of http or
+//! https. A remote provider's keys are fetched through a DNS cluster of the URI's host
+//! (`dnsname/<scheme>/<host>`, Contour's name); a local provider's are read from a key
+//! of an `Opaque` Secret in the proxy's namespace, checked to be a JWKS, and sent inline.
 //!
 //! Where Contour still serves a route requiring a provider its vhost does not define
 //! (and Envoy refuses its routes), such a route makes the proxy invalid here.
@@ -138,7 +140,7 @@ pub(crate) fn vhost(
             jwt_error(status, key, reason, message);
         })?;
         built.push(provider);
-        clusters.push(cluster);
+        clusters.extend(cluster);
     }
     // Only a vhost that terminates TLS here verifies tokens (a TCP proxy has no routes).
     let terminates = plan.mode == RouteMode::Secure;
@@ -155,21 +157,48 @@ pub(crate) fn vhost(
     Ok(Some(providers))
 }
 
-/// One provider and the cluster its keys are fetched through, with Contour's checks in
-/// Contour's order.
+/// One provider and the cluster its keys are fetched through (none for keys from a
+/// Secret), with Contour's checks in Contour's order.
 fn provider(
     ctx: &BuildContext<'_>,
     key: &ObjectKey,
     p: &JwtProvider,
-) -> Result<(ir::JwtProvider, Cluster), (Reason, String)> {
-    if p.local_jwks.is_some() {
-        return Err((
-            Reason::LocalJWKSNotSupported,
-            format!(
-                "Spec.VirtualHost.JWTProviders.LocalJWKS for provider {:?} is not supported by this version of Isobar (Contour's main); use remoteJWKS",
-                p.name
-            ),
-        ));
+) -> Result<(ir::JwtProvider, Option<Cluster>), (Reason, String)> {
+    let local = p.local_jwks.as_ref().filter(|l| !l.secret_name.is_empty());
+    match (p.remote_jwks.uri.is_empty(), local) {
+        (false, Some(_)) => {
+            return Err((
+                Reason::JWKSSourceConflict,
+                format!(
+                    "Spec.VirtualHost.JWTProviders for provider {:?} is invalid: at most one of remoteJWKS or localJWKS may be set",
+                    p.name
+                ),
+            ));
+        }
+        (true, None) => {
+            return Err((
+                Reason::JWKSSourceMissing,
+                format!(
+                    "Spec.VirtualHost.JWTProviders for provider {:?} is invalid: exactly one of remoteJWKS or localJWKS must be set",
+                    p.name
+                ),
+            ));
+        }
+        (true, Some(local)) => {
+            let jwks = ctx
+                .jwks(&key.namespace, &local.secret_name, &local.key)
+                .map_err(|e| {
+                    (
+                        Reason::LocalJWKSInvalid,
+                        format!(
+                            "Spec.VirtualHost.JWTProviders.LocalJWKS for provider {:?} is invalid: {e}",
+                            p.name
+                        ),
+                    )
+                })?;
+            return Ok((provider_with(p, ir::Jwks::Local { jwks }), None));
+        }
+        (false, None) => {}
     }
     let jwks = &p.remote_jwks;
     let uri = url::Url::parse(&jwks.uri).map_err(|e| {
@@ -302,19 +331,23 @@ fn provider(
         options,
         localities: Vec::new(),
     };
-    Ok((
-        ir::JwtProvider {
-            name: p.name.clone(),
-            issuer: p.issuer.clone().unwrap_or_default(),
-            audiences: p.audiences.clone(),
-            uri: jwks.uri.clone(),
-            cluster: name,
-            timeout,
-            cache_duration,
-            forward: p.forward_jwt,
-        },
-        cluster,
-    ))
+    let keys = ir::Jwks::Remote {
+        uri: jwks.uri.clone(),
+        cluster: name,
+        timeout,
+        cache_duration,
+    };
+    Ok((provider_with(p, keys), Some(cluster)))
+}
+
+fn provider_with(p: &JwtProvider, keys: ir::Jwks) -> ir::JwtProvider {
+    ir::JwtProvider {
+        name: p.name.clone(),
+        issuer: p.issuer.clone().unwrap_or_default(),
+        audiences: p.audiences.clone(),
+        keys,
+        forward: p.forward_jwt,
+    }
 }
 
 /// A duration in Go's syntax, not zero or `infinity` (Contour parses these with Go's

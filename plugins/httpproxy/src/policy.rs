@@ -609,6 +609,18 @@ pub(crate) fn internal_redirect(
     })
 }
 
+/// A cookie domain as the CRD's pattern allows it: dot-separated labels of lower-case
+/// letters, digits and inner hyphens (no wildcard, no trailing dot).
+fn is_cookie_domain(domain: &str) -> bool {
+    domain.split('.').all(|label| {
+        let bytes = label.as_bytes();
+        let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        bytes.first().is_some_and(inner)
+            && bytes.last().is_some_and(inner)
+            && bytes.iter().all(|b| inner(b) || *b == b'-')
+    })
+}
+
 /// `cookieRewritePolicies` of a route. Every value is checked to be a plain cookie
 /// attribute; the rewrite itself runs in a fixed Lua script that reads them as data.
 pub(crate) fn cookie_rewrites(
@@ -646,7 +658,7 @@ pub(crate) fn cookie_rewrites(
         }
         let domain = p.domain_rewrite.as_ref().map(|v| v.value.clone());
         if let Some(domain) = &domain
-            && (!attribute(domain) || isobar_sdk::host::parse_host(domain).is_err())
+            && (!attribute(domain) || !is_cookie_domain(domain))
         {
             return Err(invalid(format!("domain {domain:?} is not a host name")));
         }

@@ -527,10 +527,11 @@ impl Walk<'_, '_> {
                 _ => {
                     errors.push((
                         ConditionType::ServiceError,
-                        Reason::ServiceUnresolvedReference,
+                        Reason::ServicePortInvalid,
                         format!(
-                            "{}: service port must be in the range 1-65535, {} was supplied",
+                            "{}: service {:?}: port must be in the range 1-65535, {} was supplied",
                             sat(),
+                            service.name,
                             service.port
                         ),
                     ));

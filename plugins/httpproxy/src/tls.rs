@@ -463,9 +463,10 @@ fn tcp_proxy(
                     status.error(
                         key,
                         ConditionType::ServiceError,
-                        Reason::ServiceUnresolvedReference,
+                        Reason::ServicePortInvalid,
                         format!(
-                            "spec.tcpproxy.services[{i}]: service port must be in the range 1-65535"
+                            "spec.tcpproxy.services[{i}]: service {:?}: port must be in the range 1-65535",
+                            service.name
                         ),
                     );
                     return Err(());

@@ -192,6 +192,18 @@ pub(crate) fn upstream_validation(
     namespace: &str,
     v: &api::UpstreamValidation,
 ) -> Result<ir::UpstreamValidation, PolicyError> {
+    // The CRD's CEL rule.
+    if !v.subject_name.is_empty()
+        && v.subject_names
+            .first()
+            .is_some_and(|first| *first != v.subject_name)
+    {
+        return Err((
+            ConditionType::ServiceError,
+            Reason::TLSConfigNotValid,
+            "subjectNames[0] must equal subjectName if set".to_string(),
+        ));
+    }
     let mut names: Vec<String> = v.subject_names.clone();
     if !v.subject_name.is_empty() && !names.contains(&v.subject_name) {
         names.insert(0, v.subject_name.clone());

@@ -353,21 +353,56 @@ fn decode_endpoint_slice(mut value: serde_json::Value) -> Result<Object, String>
 /// Secret types whose data Isobar keeps.
 const KEPT_SECRET_TYPES: [&str; 2] = ["kubernetes.io/tls", "Opaque"];
 
+/// Stands for a data value that cannot be a JWKS: the value itself is not kept.
+const NOT_AN_OBJECT: &str = "-";
+
+/// Replaces `value` (base64 in `data`, text in `stringData`) by [`NOT_AN_OBJECT`] unless
+/// it is empty or may be a JSON object (see [`crate::secret::OtherValue`]).
+fn mask_other_value(value: &mut serde_json::Value, base64: bool) {
+    use base64::Engine;
+    let text = value.as_str().unwrap_or_default();
+    let bytes = if base64 {
+        base64::engine::general_purpose::STANDARD.decode(text).ok()
+    } else {
+        Some(text.as_bytes().to_vec())
+    };
+    let keep = bytes.is_some_and(|b| {
+        matches!(
+            crate::secret::OtherValue::of(&b),
+            crate::secret::OtherValue::Text(_)
+        )
+    });
+    if !keep {
+        let marker = if base64 {
+            base64::engine::general_purpose::STANDARD.encode(NOT_AN_OBJECT)
+        } else {
+            NOT_AN_OBJECT.to_string()
+        };
+        *value = serde_json::Value::String(marker);
+    }
+}
+
 /// A Secret, with only the data Isobar reads: nothing of a Secret that is neither
-/// `kubernetes.io/tls` nor `Opaque`, and of the others only the keys Isobar reads
-/// (`tls.crt`, `tls.key`, `ca.crt`, `crl.pem`): an application's own secrets (config,
-/// passwords) cost nothing beyond their name.
+/// `kubernetes.io/tls` nor `Opaque`, of a `kubernetes.io/tls` one only the keys Isobar
+/// reads (`tls.crt`, `tls.key`, `ca.crt`, `crl.pem`). An `Opaque` one keeps its other
+/// keys too (a JWT provider's `localJWKS` names any of them), each value only when it may
+/// be a JWKS: an application's passwords are not kept.
 fn decode_secret(mut value: serde_json::Value) -> Result<Object, String> {
-    let kept = value
-        .get("type")
-        .and_then(|t| t.as_str())
-        .is_none_or(|t| KEPT_SECRET_TYPES.contains(&t));
+    let type_ = value.get("type").and_then(|t| t.as_str());
+    let kept = type_.is_none_or(|t| KEPT_SECRET_TYPES.contains(&t));
+    let opaque = type_.is_none_or(|t| t == "Opaque");
     if let Some(fields) = value.as_object_mut() {
         for field in ["data", "stringData"] {
             if !kept {
                 fields.remove(field);
             } else if let Some(serde_json::Value::Object(entries)) = fields.get_mut(field) {
-                entries.retain(|key, _| crate::secret::READ_KEYS.contains(&key.as_str()));
+                entries.retain(|key, _| opaque || crate::secret::READ_KEYS.contains(&key.as_str()));
+                let base64 = field == "data";
+                for (key, value) in entries.iter_mut() {
+                    if !crate::secret::READ_KEYS.contains(&key.as_str()) {
+                        mask_other_value(value, base64);
+                    }
+                }
             }
         }
     }

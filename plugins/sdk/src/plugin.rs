@@ -258,6 +258,15 @@ impl BuildContext<'_> {
         }
     }
 
+    /// The JWKS under data key `key` of the `Opaque` Secret `name` in `namespace` (a JWT
+    /// provider's `localJWKS`: the proxy's own namespace, no delegation), as Contour's
+    /// main words why not.
+    pub fn jwks(&self, namespace: &str, name: &str, key: &str) -> Result<String, String> {
+        let check = self.objects.secret_check(namespace, name);
+        let check = check.ok_or_else(|| "Secret not found".to_string())?;
+        check.jwks(key).map(|jwks| jwks.to_string())
+    }
+
     /// A CA bundle (`ca.crt`).
     pub fn ca_bundle(
         &self,

@@ -26,7 +26,8 @@ pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_PRIVATE_KEY: &str = "tls.key";
 pub const CA_KEY: &str = "ca.crt";
 pub const CRL_KEY: &str = "crl.pem";
-/// Every data key Isobar reads from a Secret; a provider may drop the others on arrival.
+/// The data keys Isobar reads as certificates, CA bundles and CRLs; of a
+/// `kubernetes.io/tls` Secret a provider may drop the others on arrival.
 pub const READ_KEYS: [&str; 4] = [TLS_CERT_KEY, TLS_PRIVATE_KEY, CA_KEY, CRL_KEY];
 
 const TYPE_TLS: &str = "kubernetes.io/tls";
@@ -130,35 +131,105 @@ pub struct PemBundle {
     pub fingerprint: String,
 }
 
-/// Whether a secret can serve as a certificate, a CA bundle or a CRL; computed once per
-/// stored version of the secret.
+/// Whether a secret can serve as a certificate, a CA bundle, a CRL or a JWKS; computed
+/// once per stored version of the secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretCheck {
     /// Shared with every build that serves it (a build's IR holds the same copy).
     pub certificate: Result<std::sync::Arc<TlsCertificate>, String>,
     pub ca: Result<PemBundle, String>,
     pub crl: Result<PemBundle, String>,
+    /// Of an `Opaque` Secret, each data key other than [`READ_KEYS`] read as a JWKS (a
+    /// JWT provider's `localJWKS` names the key); `Err` for a Secret of another type.
+    pub jwks: Result<BTreeMap<String, Result<Arc<str>, String>>, String>,
+}
+
+/// A data value other than [`READ_KEYS`] as the store keeps it: whole when it may be a
+/// JWKS (a JSON object) or is empty, else only the fact that it is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OtherValue {
+    Text(Vec<u8>),
+    NotAnObject,
+}
+
+impl OtherValue {
+    /// What of `value` is kept.
+    pub fn of(value: &[u8]) -> OtherValue {
+        if value.is_empty() || value.trim_ascii_start().starts_with(b"{") {
+            OtherValue::Text(value.to_vec())
+        } else {
+            OtherValue::NotAnObject
+        }
+    }
+}
+
+/// A JWKS (RFC 7517) as Contour's main checks one — a JSON object with a `keys` array —
+/// re-encoded compactly, so nothing around the JSON reaches Envoy.
+fn jwks_of(value: &OtherValue) -> Result<Arc<str>, String> {
+    let text = match value {
+        OtherValue::NotAnObject => return Err("JWKS must be a JSON object".to_string()),
+        OtherValue::Text(text) => text,
+    };
+    let parsed: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let Some(object) = parsed.as_object() else {
+        return Err("JWKS must be a JSON object".to_string());
+    };
+    match object.get("keys") {
+        Some(serde_json::Value::Array(_)) => Ok(parsed.to_string().into()),
+        Some(_) => Err("JWKS \"keys\" must be an array".to_string()),
+        None => Err("JWKS must contain a \"keys\" array".to_string()),
+    }
+}
+
+impl SecretCheck {
+    /// The JWKS under data key `key` (a JWT provider's `localJWKS`).
+    pub fn jwks(&self, key: &str) -> Result<Arc<str>, String> {
+        let keys = self.jwks.as_ref().map_err(Clone::clone)?;
+        match keys.get(key) {
+            Some(found) => found.clone(),
+            None => Err(format!("missing {key:?} key or empty value")),
+        }
+    }
 }
 
 impl SecretCheck {
     pub fn of(secret: &Secret) -> SecretCheck {
         let namespace = secret.metadata.namespace.as_deref().unwrap_or("default");
         let name = secret.metadata.name.as_deref().unwrap_or_default();
+        let data = secret_data(secret);
+        let other = data
+            .iter()
+            .filter(|(key, _)| !READ_KEYS.contains(&key.as_str()))
+            .map(|(key, value)| (key.clone(), OtherValue::of(value)))
+            .collect();
         SecretCheck::of_data(
             &sds_name(namespace, name),
             secret.type_.as_deref(),
-            &secret_data(secret),
+            &data,
+            &other,
         )
     }
 
     /// The check of a Secret of type `type_` (`None`: unset) with `data` (`data` merged
-    /// with `stringData`; only [`READ_KEYS`] are read), whose certificate is served under
-    /// the SDS name `sds_name` (see [`sds_name`]).
+    /// with `stringData`; of it [`READ_KEYS`] are read) and `other` (its other keys, as
+    /// kept), whose certificate is served under the SDS name `sds_name` (see
+    /// [`sds_name`]).
     pub fn of_data(
         sds_name: &str,
         type_: Option<&str>,
         data: &BTreeMap<String, Vec<u8>>,
+        other: &BTreeMap<String, OtherValue>,
     ) -> SecretCheck {
+        // The API server writes a Secret without a type as `Opaque`.
+        let jwks = match type_ {
+            Some(TYPE_OPAQUE) | None => Ok(other
+                .iter()
+                .filter(|(_, value)| **value != OtherValue::Text(Vec::new()))
+                .map(|(key, value)| (key.clone(), jwks_of(value)))
+                .collect()),
+            Some(_) => Err(format!("secret type is not {TYPE_OPAQUE:?}")),
+        };
         let type_ok = match type_ {
             Some(TYPE_TLS) | Some(TYPE_OPAQUE) | None => Ok(()),
             Some(other) => Err(format!(
@@ -174,6 +245,7 @@ impl SecretCheck {
                 .clone()
                 .and_then(|()| certificates_bundle(data, CA_KEY)),
             crl: type_ok.and_then(|()| crl_bundle(data)),
+            jwks,
         }
     }
 }
@@ -443,4 +515,55 @@ pub fn split_reference<'a>(
 pub fn sds_name(namespace: &str, name: &str) -> String {
     let digest = fingerprint(format!("{namespace}/{name}").as_bytes());
     crate::names::hashname(60, &[namespace, name, &digest[..10]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(type_: Option<&str>, key: &str, value: &str) -> Result<Arc<str>, String> {
+        let other = BTreeMap::from([(key.to_string(), OtherValue::of(value.as_bytes()))]);
+        SecretCheck::of_data("ns/s", type_, &BTreeMap::new(), &other).jwks("jwks.json")
+    }
+
+    /// A JWKS is read from an `Opaque` Secret (or one without a type) only, under the key
+    /// asked for, as a JSON object with a `keys` array, and is sent re-encoded; every
+    /// other case is worded as Contour's main words it.
+    #[test]
+    fn a_jwks_is_checked_as_contours_main_checks_it() {
+        let jwks = r#" { "keys" : [ {"kty": "EC"} ] } "#;
+        assert_eq!(
+            check(Some("Opaque"), "jwks.json", jwks).as_deref(),
+            Ok(r#"{"keys":[{"kty":"EC"}]}"#)
+        );
+        assert!(check(None, "jwks.json", jwks).is_ok());
+        let err = |type_, key, value| check(type_, key, value).err().unwrap_or_default();
+        assert_eq!(
+            err(Some("kubernetes.io/tls"), "jwks.json", jwks),
+            "secret type is not \"Opaque\""
+        );
+        assert_eq!(
+            err(Some("Opaque"), "other", jwks),
+            "missing \"jwks.json\" key or empty value"
+        );
+        assert_eq!(
+            err(Some("Opaque"), "jwks.json", ""),
+            "missing \"jwks.json\" key or empty value"
+        );
+        assert!(err(Some("Opaque"), "jwks.json", "{not json").starts_with("not valid JSON: "));
+        for not_an_object in ["[1]", "password", "  "] {
+            assert_eq!(
+                err(Some("Opaque"), "jwks.json", not_an_object),
+                "JWKS must be a JSON object"
+            );
+        }
+        assert_eq!(
+            err(Some("Opaque"), "jwks.json", r#"{"keys": {}}"#),
+            "JWKS \"keys\" must be an array"
+        );
+        assert_eq!(
+            err(Some("Opaque"), "jwks.json", r#"{"key": []}"#),
+            "JWKS must contain a \"keys\" array"
+        );
+    }
 }

@@ -65,23 +65,3 @@ async fn contour_main_keys_reach_envoy() {
     assert!(runtime.contains("isobar.test.flag"), "{runtime}");
     e2e.assert_nothing_rejected().await;
 }
-
-/// A JWT provider with `localJWKS` (Contour's main, not served yet) makes its proxy
-/// invalid with a reason naming it, instead of being read as a remote provider without
-/// a URI; nothing of the proxy is served.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_jwks_is_refused_by_name() {
-    let e2e = E2e::start().await;
-    let ns = "jwt-local";
-    e2e.deploy_echo(ns, "echo").await;
-    let fqdn = "jwt-local.projectcontour.io";
-    e2e.self_signed_cert(ns, "echo", fqdn);
-    e2e.proxy_invalid(
-        &format!("apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: jwt, namespace: {ns}}}\nspec:\n  virtualhost:\n    fqdn: {fqdn}\n    tls: {{secretName: echo}}\n    jwtProviders: [{{name: local, localJWKS: {{secretName: jwks, key: jwks.json}}}}]\n  routes:\n    - services: [{{name: echo, port: 80}}]\n"),
-        (ns, "jwt"),
-        "LocalJWKSNotSupported",
-    )
-    .await;
-    e2e.not_served(&https(fqdn)).await;
-    e2e.assert_nothing_rejected().await;
-}

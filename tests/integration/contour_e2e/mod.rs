@@ -6,11 +6,13 @@
 //! of the objects. The objects live on the tests' API server; Isobar's controller reads
 //! them from it and writes status back, as in a cluster.
 
+mod api_validation;
 mod docs;
 mod external_auth;
 mod gateway;
 mod httpproxy;
 mod ingress;
+mod jwt_verification;
 mod main_keys;
 mod rate_limiting;
 

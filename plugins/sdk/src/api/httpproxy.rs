@@ -315,7 +315,7 @@ pub struct JwtProvider {
     pub audiences: Vec<String>,
     #[serde(default, rename = "remoteJWKS")]
     pub remote_jwks: RemoteJwks,
-    /// Keys from a Secret (Contour's main): read to be refused by name, not served yet.
+    /// Keys from a Secret of the proxy's namespace (Contour's main).
     #[serde(default, rename = "localJWKS", skip_serializing_if = "Option::is_none")]
     pub local_jwks: Option<LocalJwks>,
     /// Pass the token on upstream.
@@ -758,7 +758,7 @@ pub struct MatchCondition {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderMatchCondition {
-    #[serde(default)]
+    /// Required, as Contour's CRD has it (a condition without one is refused on read).
     pub name: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub present: bool,

@@ -54,6 +54,8 @@ pub enum Reason {
     NothingDefined,
     /// A Service (or its port) that does not exist.
     ServiceUnresolvedReference,
+    /// A service port outside 1-65535.
+    ServicePortInvalid,
     /// A path condition that Envoy could not use.
     PathMatchConditionsNotValid,
     /// A route with no backend.
@@ -181,8 +183,13 @@ pub enum Reason {
     RemoteJWKSURIInvalid,
     /// A JWKS URI neither http nor https.
     RemoteJWKSSchemeInvalid,
-    /// A provider's keys from a Secret (`localJWKS`, Contour's main): not served yet.
-    LocalJWKSNotSupported,
+    /// A provider's keys from a Secret (`localJWKS`, Contour's main) that cannot be used:
+    /// no such Secret, not `Opaque`, no such key, or not a JWKS.
+    LocalJWKSInvalid,
+    /// A provider with both `remoteJWKS` and `localJWKS` (Contour's main).
+    JWKSSourceConflict,
+    /// A provider with neither `remoteJWKS` nor `localJWKS` (Contour's main).
+    JWKSSourceMissing,
     /// A JWKS `validation` that cannot be used.
     RemoteJWKSUpstreamValidationInvalid,
     /// A JWKS CA Secret in another namespace, not delegated.
@@ -206,6 +213,7 @@ impl Reason {
             Reason::DuplicateVhost => "DuplicateVhost",
             Reason::NothingDefined => "NothingDefined",
             Reason::ServiceUnresolvedReference => "ServiceUnresolvedReference",
+            Reason::ServicePortInvalid => "ServicePortInvalid",
             Reason::PathMatchConditionsNotValid => "PathMatchConditionsNotValid",
             Reason::RouteNotValid => "RouteNotValid",
             Reason::IgnoredField => "IgnoredField",
@@ -270,7 +278,9 @@ impl Reason {
             Reason::MultipleDefaultProvidersSpecified => "MultipleDefaultProvidersSpecified",
             Reason::RemoteJWKSURIInvalid => "RemoteJWKSURIInvalid",
             Reason::RemoteJWKSSchemeInvalid => "RemoteJWKSSchemeInvalid",
-            Reason::LocalJWKSNotSupported => "LocalJWKSNotSupported",
+            Reason::LocalJWKSInvalid => "LocalJWKSInvalid",
+            Reason::JWKSSourceConflict => "JWKSSourceConflict",
+            Reason::JWKSSourceMissing => "JWKSSourceMissing",
             Reason::RemoteJWKSUpstreamValidationInvalid => "RemoteJWKSUpstreamValidationInvalid",
             Reason::RemoteJWKSCACertificateNotDelegated => "RemoteJWKSCACertificateNotDelegated",
             Reason::RemoteJWKSTimeoutInvalid => "RemoteJWKSTimeoutInvalid",

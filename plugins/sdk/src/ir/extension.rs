@@ -155,7 +155,7 @@ pub enum RateLimitEntry {
     RemoteAddress,
 }
 
-/// A JWT issuer whose keys are fetched from a JWKS URI.
+/// A JWT issuer and where its keys are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct JwtProvider {
     pub name: String,
@@ -163,14 +163,36 @@ pub struct JwtProvider {
     pub issuer: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub audiences: Vec<String>,
-    pub uri: String,
-    /// The cluster the keys are fetched through (`dnsname/<scheme>/<host>`).
-    pub cluster: String,
-    pub timeout: Duration,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_duration: Option<Duration>,
+    pub keys: Jwks,
     /// Pass the token on upstream.
     pub forward: bool,
+}
+
+/// Where a JWT provider's keys are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Jwks {
+    /// Fetched from a JWKS URI.
+    Remote {
+        uri: String,
+        /// The cluster the keys are fetched through (`dnsname/<scheme>/<host>`).
+        cluster: String,
+        timeout: Duration,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_duration: Option<Duration>,
+    },
+    /// Held in the configuration: a checked JWKS, compact JSON (from a Secret).
+    Local { jwks: String },
+}
+
+impl JwtProvider {
+    /// The cluster its keys are fetched through, if they are fetched.
+    pub fn cluster(&self) -> Option<&str> {
+        match &self.keys {
+            Jwks::Remote { cluster, .. } => Some(cluster),
+            Jwks::Local { .. } => None,
+        }
+    }
 }
 
 /// How a route is authorized (with an `ext_authz` filter in its connection manager).

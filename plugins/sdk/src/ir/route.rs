@@ -186,10 +186,11 @@ impl VirtualHost {
     /// The clusters this vhost's routes send to (forwarded and mirrored traffic), and
     /// those its JWT providers fetch keys from.
     pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
-        let jwks = self
-            .extensions
-            .iter()
-            .flat_map(|e| e.jwt_providers.iter().map(|p| p.cluster.as_str()));
+        let jwks = self.extensions.iter().flat_map(|e| {
+            e.jwt_providers
+                .iter()
+                .filter_map(super::JwtProvider::cluster)
+        });
         self.routes
             .values()
             .flat_map(|r| {

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::secret::SecretCheck;
+use crate::secret::{OtherValue, SecretCheck};
 
 type NsName = (String, String);
 
 /// The Secrets stored whole, until a full build checks or drops them: of each, what its
-/// check reads (its type and the data keys Isobar reads, [`crate::secret::READ_KEYS`]),
+/// check reads (its type, the data keys Isobar reads, [`crate::secret::READ_KEYS`], and
+/// of an `Opaque` one the other keys as [`OtherValue`]s),
 /// end to end in one shared buffer. A re-delivery is compared by those bytes (a change
 /// to anything else, a label say, changes nothing Isobar serves); a dropped Secret is
 /// remembered by their SHA-256.
@@ -129,6 +130,31 @@ impl Unchecked {
         for key in crate::secret::READ_KEYS {
             put(field(key));
         }
+        // The other keys of an `Opaque` Secret, each whole only when it may be a JWKS
+        // (see [`OtherValue`]): an application's passwords cost their names.
+        let opaque = secret.type_.as_deref().is_none_or(|t| t == "Opaque");
+        let mut other = BTreeMap::new();
+        if opaque {
+            let data = secret
+                .data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k, v.0.as_slice()));
+            let strings = secret.string_data.iter().flatten();
+            for (key, value) in data.chain(strings.map(|(k, v)| (k, v.as_bytes()))) {
+                if !crate::secret::READ_KEYS.contains(&key.as_str()) {
+                    other.insert(key.as_str(), OtherValue::of(value));
+                }
+            }
+        }
+        put(Some(&u32::try_from(other.len()).unwrap_or(0).to_le_bytes()));
+        for (key, value) in &other {
+            put(Some(key.as_bytes()));
+            match value {
+                OtherValue::Text(text) => put(Some(text)),
+                OtherValue::NotAnObject => put(None),
+            }
+        }
         let new = start..bytes.len();
         let same = match self.at.get(&id) {
             Some(old) => bytes.get(old.bytes.clone()) == bytes.get(new.clone()),
@@ -198,8 +224,23 @@ impl Unchecked {
                 data.insert(key.to_string(), value.to_vec());
             }
         }
+        let count = u32::from_le_bytes(*take()??.first_chunk::<4>()?);
+        let mut other = BTreeMap::new();
+        for _ in 0..count {
+            let key = String::from_utf8_lossy(take()??).into_owned();
+            let value = match take()? {
+                Some(text) => OtherValue::Text(text.to_vec()),
+                None => OtherValue::NotAnObject,
+            };
+            other.insert(key, value);
+        }
         let sds_name = crate::secret::sds_name(&id.0, &id.1);
-        Some(SecretCheck::of_data(&sds_name, type_.as_deref(), &data))
+        Some(SecretCheck::of_data(
+            &sds_name,
+            type_.as_deref(),
+            &data,
+            &other,
+        ))
     }
 }
 
