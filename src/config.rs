@@ -202,6 +202,10 @@ pub struct AdmissionWebhook {
     /// PEM certificate chain and key the webhook serves (re-read when either changes).
     pub certificate_file: String,
     pub key_file: String,
+    /// PEM CA bundle: when set, only clients presenting a certificate it issued (the API
+    /// server, with its `--admission-control-config-file` client certificate) are
+    /// answered; re-read when it changes.
+    pub client_ca_file: String,
 }
 
 impl Default for AdmissionWebhook {
@@ -212,6 +216,7 @@ impl Default for AdmissionWebhook {
             port: 8443,
             certificate_file: String::new(),
             key_file: String::new(),
+            client_ca_file: String::new(),
         }
     }
 }

@@ -16,9 +16,11 @@
 //! - Both dry builds (before and after the change) cover only the objects linked to the
 //!   candidate, by includes or shared hosts, so a review costs about the same at 10 or
 //!   10,000 objects.
-//! - Admitted candidates are remembered until the store shows the change (or 30 s pass),
-//!   and reviews are answered one at a time by the runner, so of two colliding creates
-//!   racing each other the second is rejected.
+//! - Admitted candidates are remembered until the store shows the change (or 30 s pass;
+//!   at most [`PENDING_PER_NAMESPACE`] per namespace and [`PENDING_MAX`] in all), and
+//!   reviews are answered one at a time by the runner, so of two colliding creates
+//!   racing each other the second is rejected. At most [`REVIEWS_PER_USER`] reviews of
+//!   one user wait for the runner at a time.
 //! - Nothing from a request is run or loaded: the object is decoded like any watched
 //!   object, and `dryRun` requests leave no trace.
 
@@ -41,6 +43,17 @@ use crate::runner::pipeline::Pipeline;
 
 /// How long an admitted change is assumed to be on its way to the store.
 const PENDING_TTL: Duration = Duration::from_secs(30);
+
+/// At most this many admitted changes are remembered (the oldest goes first), and at most
+/// [`PENDING_PER_NAMESPACE`] of one namespace: a flood of admitted reviews (they need not
+/// come from the API server) costs bounded memory and dry-build time, and one
+/// namespace's flood does not push out another's.
+pub const PENDING_MAX: usize = 1024;
+pub const PENDING_PER_NAMESPACE: usize = 64;
+
+/// In-flight reviews per user (the API request's `userInfo.username`): more wait for one
+/// to finish, so one user's flood queues behind itself, not in front of everyone.
+pub const REVIEWS_PER_USER: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -312,8 +325,44 @@ impl Admissions {
                     at: now,
                 },
             );
+            self.bound(&key.namespace);
         }
         Outcome::Answer(Verdict::allow(warnings))
+    }
+
+    /// Forgets the oldest admitted changes past [`PENDING_PER_NAMESPACE`] in `namespace`
+    /// and past [`PENDING_MAX`] in all.
+    fn bound(&mut self, namespace: &str) {
+        let oldest = |pending: &BTreeMap<ObjectKey, Pending>, ns: Option<&str>| {
+            pending
+                .iter()
+                .filter(|(k, _)| ns.is_none_or(|ns| k.namespace == ns))
+                .min_by_key(|(_, p)| p.at)
+                .map(|(k, _)| k.clone())
+        };
+        while self
+            .pending
+            .keys()
+            .filter(|k| k.namespace == namespace)
+            .count()
+            > PENDING_PER_NAMESPACE
+        {
+            let Some(key) = oldest(&self.pending, Some(namespace)) else {
+                break;
+            };
+            self.pending.remove(&key);
+        }
+        while self.pending.len() > PENDING_MAX {
+            let Some(key) = oldest(&self.pending, None) else {
+                break;
+            };
+            self.pending.remove(&key);
+        }
+    }
+
+    /// How many admitted changes are remembered.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
     }
 }
 
@@ -339,6 +388,14 @@ struct ReviewRequest {
     object: Option<Value>,
     #[serde(default)]
     dry_run: Option<bool>,
+    #[serde(default)]
+    user_info: UserInfo,
+}
+
+#[derive(Deserialize, Default)]
+struct UserInfo {
+    #[serde(default)]
+    username: String,
 }
 
 #[derive(Deserialize)]
@@ -349,10 +406,36 @@ struct GroupVersionKind {
     kind: String,
 }
 
-/// Sends reviews to the runner.
+/// Sends reviews to the runner, at most [`REVIEWS_PER_USER`] of one user at a time.
 #[derive(Clone)]
 pub struct Webhook {
     pub runner: mpsc::Sender<Request>,
+    users: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Permits>>>,
+}
+
+type Permits = std::sync::Arc<tokio::sync::Semaphore>;
+
+impl Webhook {
+    pub fn new(runner: mpsc::Sender<Request>) -> Webhook {
+        Webhook {
+            runner,
+            users: Default::default(),
+        }
+    }
+
+    /// The permits of `user`'s reviews; users with none in flight are forgotten.
+    fn permits(&self, user: &str) -> Permits {
+        let Ok(mut users) = self.users.lock() else {
+            return std::sync::Arc::new(tokio::sync::Semaphore::new(REVIEWS_PER_USER));
+        };
+        if users.len() > 256 {
+            users.retain(|_, p| std::sync::Arc::strong_count(p) > 1);
+        }
+        users
+            .entry(user.to_string())
+            .or_insert_with(|| std::sync::Arc::new(tokio::sync::Semaphore::new(REVIEWS_PER_USER)))
+            .clone()
+    }
 }
 
 /// The largest AdmissionReview taken: an object and its old version, each at most the
@@ -389,19 +472,24 @@ async fn validate(State(webhook): State<Webhook>, body: Bytes) -> Reply {
         return bad_request("the AdmissionReview has no request".to_string());
     };
     let uid = request.uid.clone();
+    let user = request.user_info.username.clone();
     let verdict = match candidate(request) {
         Ok(None) => Verdict::allow(Vec::new()),
-        Ok(Some(candidate)) => tokio::time::timeout(REVIEW_TIMEOUT, ask(&webhook, candidate))
-            .await
-            .unwrap_or_else(|_| {
-                Verdict::deny(
-                    format!(
-                        "isobar could not review the object within {} s",
-                        REVIEW_TIMEOUT.as_secs()
-                    ),
-                    Vec::new(),
-                )
-            }),
+        Ok(Some(candidate)) => tokio::time::timeout(REVIEW_TIMEOUT, async {
+            let permits = webhook.permits(&user);
+            let _permit = permits.acquire().await;
+            ask(&webhook, candidate).await
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Verdict::deny(
+                format!(
+                    "isobar could not review the object within {} s",
+                    REVIEW_TIMEOUT.as_secs()
+                ),
+                Vec::new(),
+            )
+        }),
         Err(message) => Verdict::deny(message, Vec::new()),
     };
     (

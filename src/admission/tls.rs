@@ -45,21 +45,15 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
-/// Serves `router` over HTTPS on `listener` until the task is dropped. Fails at once
-/// when the certificate or key cannot be read.
+/// Serves `router` over HTTPS on `listener` until the task is dropped, with the
+/// certificate of `files` (chain, key, and the CA whose certificate clients must
+/// present, when given). Fails at once when a file cannot be read.
 pub async fn serve(
     listener: TcpListener,
-    cert_file: PathBuf,
-    key_file: PathBuf,
+    files: (PathBuf, PathBuf, Option<PathBuf>),
     router: Router,
 ) -> anyhow::Result<()> {
-    serve_https(
-        listener,
-        (cert_file, key_file, None),
-        router,
-        "admission webhook",
-    )
-    .await
+    serve_https(listener, files, router, "admission webhook").await
 }
 
 /// Serves `router` over HTTPS on `listener` with the certificate of `files` (chain,

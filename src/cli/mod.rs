@@ -165,6 +165,10 @@ pub struct ServeArgs {
     /// PEM private key of that certificate.
     #[arg(long)]
     pub admission_webhook_key_file: Option<String>,
+    /// PEM CA bundle: only clients with a certificate it issued (the API server) are
+    /// answered by the admission webhook.
+    #[arg(long)]
+    pub admission_webhook_client_ca: Option<String>,
     /// Every replica writes status (no Lease).
     #[arg(long)]
     pub disable_leader_election: bool,
@@ -435,7 +439,7 @@ impl ServeArgs {
         }
         let mut flags = Map::new();
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 32] = [
+        let pairs: [(&str, Option<Value>); 33] = [
             (
                 "admission-webhook.enabled",
                 self.admission_webhook.then_some(Value::Bool(true)),
@@ -455,6 +459,10 @@ impl ServeArgs {
             (
                 "admission-webhook.key-file",
                 text(&self.admission_webhook_key_file),
+            ),
+            (
+                "admission-webhook.client-ca-file",
+                text(&self.admission_webhook_client_ca),
             ),
             ("debug-http.address", text(&self.debug_http_address)),
             ("debug-http.port", self.debug_http_port.map(Value::from)),

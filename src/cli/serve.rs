@@ -406,16 +406,17 @@ async fn serve(
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("binding the admission webhook on {addr}"))?;
-        let router = crate::admission::routes().with_state(crate::admission::Webhook {
-            runner: controller.admission.clone(),
-        });
+        let router = crate::admission::routes()
+            .with_state(crate::admission::Webhook::new(controller.admission.clone()));
         let (cert, key) = (hook.certificate_file.clone(), hook.key_file.clone());
         // Read once here so a bad certificate stops start-up with its file name.
         crate::admission::check_certificate(&cert, &key)?;
+        let client_ca = Some(hook.client_ca_file.clone())
+            .filter(|f| !f.is_empty())
+            .map(Into::into);
         servers.spawn(crate::admission::serve(
             listener,
-            cert.into(),
-            key.into(),
+            (cert.into(), key.into(), client_ca),
             router,
         ));
     }

@@ -377,6 +377,11 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
     {
         return Err(format!("kubernetesClientQPS: {qps} is not above 0"));
     }
+    let rate = crate::provider::kube::RequestRate {
+        qps: config.kubernetes_client_qps,
+        burst: config.kubernetes_client_burst,
+    };
+    rate.window().map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -705,6 +705,32 @@ pub struct RequestRate {
     pub burst: Option<u32>,
 }
 
+/// The longest window a rate may spread its burst over: a rate slower than a burst a
+/// day would leave the controller unable to read anything for days.
+pub const MAX_RATE_WINDOW: Duration = Duration::from_secs(86_400);
+
+impl RequestRate {
+    /// The burst and the window it may be spent in (`None`: no limit); an error for a
+    /// rate too slow to serve (see [`MAX_RATE_WINDOW`]).
+    pub fn window(&self) -> anyhow::Result<Option<(u32, Duration)>> {
+        let Some(qps) = self.qps.filter(|q| q.is_finite() && *q > 0.0) else {
+            return Ok(None);
+        };
+        let burst = self.burst.filter(|b| *b > 0).unwrap_or_else(|| {
+            // Saturating: a QPS past u32::MAX is a burst of u32::MAX.
+            qps.ceil().max(1.0) as u32
+        });
+        let seconds = f64::from(burst) / f64::from(qps);
+        match Duration::try_from_secs_f64(seconds) {
+            Ok(window) if window <= MAX_RATE_WINDOW => Ok(Some((burst, window))),
+            _ => Err(anyhow::anyhow!(
+                "kubernetesClientQPS: {qps:e} with a burst of {burst} allows {burst} request(s) every {seconds:.1e} s; the slowest rate allowed is {burst} per {} s",
+                MAX_RATE_WINDOW.as_secs()
+            )),
+        }
+    }
+}
+
 /// [`client`], its requests limited to `rate`: at most `burst` requests (default
 /// `qps`, at least 1) in any `burst / qps` seconds, so `qps` on average.
 pub async fn client_limited(
@@ -726,15 +752,10 @@ pub async fn client_limited(
     // watch error metric); the client's own retries of 429/503 (up to 15, for minutes)
     // would hide an unavailable API server behind a request that never returns.
     config.default_retry = false;
-    let Some(qps) = rate.qps.filter(|q| q.is_finite() && *q > 0.0) else {
+    let Some((burst, window)) = rate.window()? else {
         return kube::Client::try_from(config)
             .map_err(|e| anyhow::anyhow!("Kubernetes client: {e}"));
     };
-    let burst = rate
-        .burst
-        .filter(|b| *b > 0)
-        .unwrap_or_else(|| qps.ceil().max(1.0) as u32);
-    let window = Duration::from_secs_f64(f64::from(burst) / f64::from(qps));
     let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|e| anyhow::anyhow!("Kubernetes client: {e}"))?;
     Ok(builder

@@ -532,3 +532,139 @@ async fn fifty_concurrent_reviews_are_answered_in_time_and_big_bodies_refused() 
     );
     assert_eq!(hook.review(&after).await["allowed"], true);
 }
+
+/// `--admission-webhook-client-ca`: only clients presenting a certificate of that CA
+/// (the API server) are answered; a client without one, or with another CA's, is
+/// refused in the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_client_ca_only_its_clients_are_answered() {
+    use crate::conformance::certs::Ca;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let api_server = Ca::new("api-server-clients");
+    let ca_file = dir.path().join("client-ca.crt");
+    std::fs::write(&ca_file, api_server.pem()).unwrap_or_else(|e| panic!("{e}"));
+    let mut config = Config::default();
+    config.admission_webhook.client_ca_file = ca_file.to_string_lossy().into_owned();
+    let hook = hook(&existing(), config).await;
+    let body = review("ca-1", "CREATE", &proxy("team-a", "ca", "ca.example.com")).to_string();
+    let post = |identity: Option<&crate::conformance::certs::Leaf>| {
+        let identity = identity.map(|l| (l.der.clone(), l.key_pem.clone()));
+        crate::webhook_client::try_post(hook.running.addr, &hook.running.ca, identity, &body)
+    };
+    let (status, answer) = post(Some(&api_server.client()))
+        .await
+        .unwrap_or_else(|e| panic!("the API server's client was refused: {e}"));
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"allowed\":true"), "{answer}");
+    let anonymous = post(None).await;
+    assert!(
+        anonymous.is_err(),
+        "answered without a certificate: {anonymous:?}"
+    );
+    let stranger = post(Some(&Ca::new("someone-else").client())).await;
+    assert!(
+        stranger.is_err(),
+        "answered another CA's client: {stranger:?}"
+    );
+}
+
+/// Admitted changes are remembered (to refuse a racing duplicate) at most 64 per
+/// namespace: a flood of admitted creates in one namespace forgets its own oldest, not
+/// another namespace's, and keeps its most recent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reservations_are_bounded_per_namespace() {
+    let hook = hook(&existing(), Config::default()).await;
+    let create = |ns: &str, name: &str, host: &str| {
+        review(&format!("{ns}-{name}"), "CREATE", &proxy(ns, name, host))
+    };
+    let admitted = |answer: Value| answer["allowed"] == true;
+    assert!(admitted(
+        hook.review(&create("team-a", "kept", "kept.example.com"))
+            .await
+    ));
+    let flood = isobar::admission::PENDING_PER_NAMESPACE + 6;
+    for i in 0..flood {
+        let host = format!("f{i}.example.com");
+        assert!(admitted(
+            hook.review(&create("flood", &format!("f{i}"), &host)).await
+        ));
+    }
+    // The other namespace's reservation holds: a duplicate of its host is refused.
+    let answer = hook
+        .review(&create("team-b", "dup-kept", "kept.example.com"))
+        .await;
+    assert!(!admitted(answer.clone()), "{answer}");
+    // The flood's most recent reservation holds.
+    let last = format!("f{}.example.com", flood - 1);
+    let answer = hook.review(&create("team-b", "dup-last", &last)).await;
+    assert!(!admitted(answer.clone()), "{answer}");
+    // Its oldest was forgotten: the duplicate is judged on the store alone.
+    let answer = hook
+        .review(&create("team-b", "dup-first", "f0.example.com"))
+        .await;
+    assert!(admitted(answer.clone()), "{answer}");
+}
+
+/// One user's flood of reviews does not queue in front of another's: at most four of a
+/// user's reviews reach the runner at once, so another user's review is next in line.
+/// (A runner of the test's own holds the reviews it is handed, so what reached it can be
+/// counted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_flood_does_not_hold_up_another() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ca = crate::webhook_client::certificate(dir.path());
+    let (runner, mut handed) = tokio::sync::mpsc::channel(1024);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let router = isobar::admission::routes().with_state(isobar::admission::Webhook::new(runner));
+    let files = (dir.path().join("tls.crt"), dir.path().join("tls.key"), None);
+    let server = tokio::spawn(isobar::admission::serve(listener, files, router));
+    let as_user = |user: &str, i: usize| {
+        let mut r = review(
+            &format!("{user}-{i}"),
+            "CREATE",
+            &proxy(
+                "team-a",
+                &format!("{user}{i}"),
+                &format!("{user}{i}.example.com"),
+            ),
+        );
+        r["request"]["userInfo"]["username"] = json!(user);
+        r.to_string()
+    };
+    let mut tasks = Vec::new();
+    for body in (0..40)
+        .map(|i| as_user("flood", i))
+        .chain([as_user("bob", 0)])
+    {
+        let ca = ca.clone();
+        tasks.push(tokio::spawn(async move {
+            crate::webhook_client::try_post(addr, &ca, None, &body).await
+        }));
+    }
+    // What reaches the runner while it answers nothing.
+    let mut names = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut replies = Vec::new();
+    while let Ok(Some(request)) = tokio::time::timeout_at(deadline, handed.recv()).await {
+        let isobar::admission::Request { candidate, reply } = request;
+        names.push(candidate.key.name.clone());
+        replies.push(reply);
+    }
+    let flood = names.iter().filter(|n| n.starts_with("flood")).count();
+    assert_eq!(flood, isobar::admission::REVIEWS_PER_USER, "{names:?}");
+    assert!(names.contains(&"bob0".to_string()), "{names:?}");
+    // Answered, the rest of the flood comes through.
+    for reply in replies {
+        let _ = reply.send(isobar::admission::Verdict::allow(Vec::new()));
+    }
+    let more = tokio::time::timeout(std::time::Duration::from_secs(2), handed.recv()).await;
+    assert!(matches!(more, Ok(Some(_))), "the flood stopped");
+    drop(handed);
+    for task in tasks {
+        let _ = task.await;
+    }
+    server.abort();
+}

@@ -111,6 +111,12 @@ fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
         ),
         // Contour's sections, checked as Contour checks them.
         ("cluster:\n  max-request: 2\n", "cluster", "max-request"),
+        // A client rate so slow its window overflows (it once panicked at start).
+        (
+            "kubernetesClientQPS: 1e-30\n",
+            "kubernetesClientQPS",
+            "the slowest rate allowed",
+        ),
         (
             "cluster:\n  dns-lookup-family: v5\n",
             "cluster.dns-lookup-family",

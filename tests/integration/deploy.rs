@@ -491,3 +491,73 @@ fn the_helm_chart_refuses_what_it_cannot_install() {
         "{err}"
     );
 }
+
+/// The NetworkPolicy lets in exactly the controller's served ports: xDS (8001) only from
+/// the Envoy pods, metrics and health (8000) and the webhook's target port from
+/// anywhere; it selects the controller's pods, and the chart leaves it out on request.
+#[test]
+fn the_network_policy_admits_only_the_controllers_served_ports() {
+    let docs = documents(&rendered());
+    let policy = object(&docs, "NetworkPolicy", "isobar");
+    let controller = object(&docs, "Deployment", "isobar");
+    let envoy = object(&docs, "DaemonSet", "envoy");
+    let labels = &controller["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(&labels[k], v, "the policy does not select the controller");
+    }
+    let rules = policy["spec"]["ingress"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ports = |rule: &serde_json::Value| -> Vec<u64> {
+        let list = rule["ports"].as_array().cloned().unwrap_or_default();
+        list.iter().filter_map(|p| p["port"].as_u64()).collect()
+    };
+    let served: Vec<u64> = controller["spec"]["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["containerPort"].as_u64())
+        .collect();
+    let xds = rules
+        .iter()
+        .find(|r| ports(r) == vec![8001])
+        .unwrap_or_else(|| panic!("no rule for xDS: {policy}"));
+    assert!(
+        served.contains(&8001) && served.contains(&8000),
+        "{served:?}"
+    );
+    let from = &xds["from"][0]["podSelector"]["matchLabels"];
+    let envoy_labels = &envoy["spec"]["template"]["metadata"]["labels"];
+    assert!(
+        from.as_object()
+            .into_iter()
+            .flatten()
+            .all(|(k, v)| &envoy_labels[k] == v)
+            && xds["from"].as_array().map(Vec::len) == Some(1),
+        "xDS is open to more than the Envoy pods: {xds}"
+    );
+    let webhook = std::fs::read_to_string(format!("{REPO}/deploy/webhook.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let webhook_port = documents(&webhook)
+        .iter()
+        .find(|d| d["kind"] == "Service")
+        .and_then(|s| s["spec"]["ports"][0]["targetPort"].as_u64())
+        .unwrap_or_default();
+    let mut open: Vec<u64> = rules
+        .iter()
+        .filter(|r| r["from"].is_null())
+        .flat_map(ports)
+        .collect();
+    open.sort_unstable();
+    assert_eq!(open, vec![8000, webhook_port], "{policy}");
+    let without = documents(&render_chart(
+        "projectcontour",
+        serde_json::json!({"networkPolicy": {"enabled": false}}),
+    ));
+    assert!(without.iter().all(|d| d["kind"] != "NetworkPolicy"));
+}

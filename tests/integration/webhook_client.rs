@@ -16,30 +16,53 @@ pub async fn post(
     ca: &CertificateDer<'static>,
     body: &str,
 ) -> (u16, String) {
+    try_post(addr, ca, None, body)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// POSTs `body`, presenting `identity` (certificate, key PEM) when given; the status code
+/// and the response body, or why the exchange failed (TLS refused, connection closed).
+pub async fn try_post(
+    addr: std::net::SocketAddr,
+    ca: &CertificateDer<'static>,
+    identity: Option<(CertificateDer<'static>, String)>,
+    body: &str,
+) -> Result<(u16, String), String> {
     let mut roots = RootCertStore::empty();
-    roots.add(ca.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let config =
+    roots.add(ca.clone()).map_err(|e| e.to_string())?;
+    let builder =
         ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
-            .unwrap_or_else(|e| panic!("{e}"))
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            use rustls::pki_types::pem::PemObject;
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
+                .map_err(|e| e.to_string())?;
+            builder
+                .with_client_auth_cert(vec![cert], key)
+                .map_err(|e| e.to_string())?
+        }
+    };
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let name = ServerName::try_from(NAME).unwrap_or_else(|e| panic!("{e}"));
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(NAME).map_err(|e| e.to_string())?;
     let mut tls = connector
         .connect(name, tcp)
         .await
-        .unwrap_or_else(|e| panic!("TLS: {e}"));
+        .map_err(|e| format!("TLS: {e}"))?;
     let request = format!(
         "POST /validate HTTP/1.1\r\nHost: isobar\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     tls.write_all(request.as_bytes())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .map_err(|e| format!("write: {e}"))?;
     // The webhook answers within its review timeout (4 s); a connection left open
     // without an answer fails the test instead of stalling it.
     let mut raw = Vec::new();
@@ -53,6 +76,11 @@ pub async fn post(
         "no answer (or the connection left open) within 20 s; read so far: {:?}",
         String::from_utf8_lossy(&raw)
     );
+    if let Ok(Err(e)) = read
+        && raw.is_empty()
+    {
+        return Err(format!("read: {e}"));
+    }
     let text = String::from_utf8_lossy(&raw).to_string();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
@@ -60,7 +88,7 @@ pub async fn post(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    (status, body.to_string())
+    Ok((status, body.to_string()))
 }
 
 /// A self-signed certificate for [`NAME`], written as `tls.crt` / `tls.key` in `dir`.
@@ -112,13 +140,15 @@ pub async fn start(
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    let router = isobar::admission::routes().with_state(isobar::admission::Webhook {
-        runner: controller.admission.clone(),
-    });
+    let router = isobar::admission::routes().with_state(isobar::admission::Webhook::new(
+        controller.admission.clone(),
+    ));
+    let client_ca = Some(&config.admission_webhook.client_ca_file)
+        .filter(|f| !f.is_empty())
+        .map(Into::into);
     let server = tokio::spawn(isobar::admission::serve(
         listener,
-        dir.join("tls.crt"),
-        dir.join("tls.key"),
+        (dir.join("tls.crt"), dir.join("tls.key"), client_ca),
         router,
     ));
     let mut snapshots = controller.snapshots.clone();
