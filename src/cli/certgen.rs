@@ -85,6 +85,10 @@ fn names(name: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
+/// The longest lifetime taken: a hundred years (a certificate's end date must stay
+/// within the year 9999 X.509 and the date library can write).
+const MAX_LIFETIME_DAYS: u32 = 36_500;
+
 /// Valid from five minutes ago (clocks differ) for `days`.
 fn validity(params: &mut CertificateParams, days: u32) {
     let now = time::OffsetDateTime::now_utc();
@@ -189,8 +193,9 @@ pub fn run(args: &CertgenArgs) -> anyhow::Result<()> {
         "certgen writes nothing: pass --pem, --yaml and/or --kube"
     );
     anyhow::ensure!(
-        args.certificate_lifetime > 0,
-        "--certificate-lifetime must be at least 1 day"
+        (1..=MAX_LIFETIME_DAYS).contains(&args.certificate_lifetime),
+        "--certificate-lifetime must be from 1 to {MAX_LIFETIME_DAYS} days, not {}",
+        args.certificate_lifetime
     );
     let generated = generate(&args.namespace, args.certificate_lifetime)?;
     let secrets = secrets(&generated, args);

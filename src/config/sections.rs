@@ -377,6 +377,21 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
     {
         return Err(format!("kubernetesClientQPS: {qps} is not above 0"));
     }
+    for (key, delay) in [
+        ("pipeline.holdoff-delay", config.pipeline.holdoff_delay.0),
+        (
+            "pipeline.holdoff-max-delay",
+            config.pipeline.holdoff_max_delay.0,
+        ),
+    ] {
+        if delay > MAX_HOLDOFF {
+            return Err(format!(
+                "{key}: {} is longer than the {} s a change may be held back",
+                humantime::format_duration(delay),
+                MAX_HOLDOFF.as_secs()
+            ));
+        }
+    }
     let rate = crate::provider::kube::RequestRate {
         qps: config.kubernetes_client_qps,
         burst: config.kubernetes_client_burst,
@@ -384,6 +399,9 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
     rate.window().map_err(|e| e.to_string())?;
     Ok(())
 }
+
+/// The longest a change may be held back for more to come.
+const MAX_HOLDOFF: std::time::Duration = std::time::Duration::from_secs(3600);
 
 fn at_least_one(key: &str, value: Option<u32>) -> Result<(), String> {
     match value {

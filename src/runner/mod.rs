@@ -172,7 +172,8 @@ impl Runner {
                 if due_now {
                     first
                 } else {
-                    (last + self.holdoff).min(first + self.holdoff_max)
+                    let at = |from: Instant, after| from.checked_add(after).unwrap_or(from);
+                    at(last, self.holdoff).min(at(first, self.holdoff_max))
                 }
             });
             let event = tokio::select! {

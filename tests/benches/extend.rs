@@ -123,7 +123,73 @@ pub fn webhook(n: usize, reviews: usize) {
             percentile(&samples, 1.0)
         );
         println!("  of which judging (dry builds + policies, server side): {judged:.2} ms mean");
+        flood(addr, &ca, n, reviews).await;
     });
+}
+
+/// One user floods the webhook (16 connections, each posting admitted creates back to
+/// back, none dry: each leaves a reservation) while another posts `reviews` one after
+/// another: the flood's reviews per second, the other user's round trips.
+async fn flood(
+    addr: std::net::SocketAddr,
+    ca: &tokio_rustls::rustls::pki_types::CertificateDer<'static>,
+    n: usize,
+    reviews: usize,
+) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let answered = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut flooders = Vec::new();
+    for c in 0..16 {
+        let (stop, answered, ca) = (stop.clone(), answered.clone(), ca.clone());
+        flooders.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let object = proxy(
+                    "flood",
+                    &format!("f{c}-{i}"),
+                    &format!("flood-{c}-{i}.example.com"),
+                );
+                let body = review(1_000_000 + c * 100_000 + i, "CREATE", &object, false)
+                    .replace("\"username\":\"bench\"", "\"username\":\"flood\"");
+                let (status, _) = webhook_client::post(addr, &ca, &body).await;
+                assert_eq!(status, 200);
+                answered.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (started, before) = (Instant::now(), answered.load(Ordering::Relaxed));
+    let mut samples = Vec::new();
+    for i in 0..reviews {
+        let object = proxy(
+            &format!("ns-{}", i % n),
+            &format!("r{i}"),
+            &format!("real-{i}.example.com"),
+        );
+        let body = review(2_000_000 + i, "CREATE", &object, true);
+        let start = Instant::now();
+        let (status, answer) = webhook_client::post(addr, ca, &body).await;
+        samples.push(start.elapsed());
+        assert!(
+            status == 200 && answer.contains("\"allowed\":true"),
+            "{answer}"
+        );
+    }
+    let rate = (answered.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for f in flooders {
+        let _ = f.await;
+    }
+    samples.sort();
+    println!(
+        "  under a flood from one user (16 connections, admitted creates back to back): {rate:.0} flood reviews/s answered; another user's {} reviews p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        samples.len(),
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.99),
+        percentile(&samples, 1.0)
+    );
 }
 
 /// A build of `n` vhosts with and without the example WebAssembly processor.

@@ -117,6 +117,12 @@ fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
             "kubernetesClientQPS",
             "the slowest rate allowed",
         ),
+        // A holdoff past Instant's range once panicked the runner.
+        (
+            "pipeline:\n  holdoff-delay: 300000000000y\n",
+            "pipeline.holdoff-delay",
+            "longer than",
+        ),
         (
             "cluster:\n  dns-lookup-family: v5\n",
             "cluster.dns-lookup-family",
@@ -968,6 +974,17 @@ fn contour_bootstrap_flags_make_a_bootstrap_envoy_validates() {
     let dir = tempdir();
     let out = dir.path().join("envoy.json");
     let certs = dir.path().join("certs");
+    // A lifetime past the year 9999 (it once panicked) is refused, naming the flag.
+    let (ok, _, err) = isobar(
+        &[
+            "certgen",
+            "--pem",
+            "--certificate-lifetime=3000000",
+            &certs.display().to_string(),
+        ],
+        &[],
+    );
+    assert!(!ok && err.contains("--certificate-lifetime"), "{err}");
     // Contour's spelling: the output directory as an argument.
     let (ok, _, err) = isobar(&["certgen", "--pem", &certs.display().to_string()], &[]);
     assert!(ok, "{err}");
