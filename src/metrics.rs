@@ -31,6 +31,8 @@ pub struct Metrics {
     pub xds_nacks: Family<TypeLabel, Counter>,
     /// Objects whose latest version Envoy refused, held back (see `runner/rejected.rs`).
     pub envoy_rejected_objects: Gauge,
+    /// Resources withheld because Envoy's rules refuse them (see `xds/validate.rs`).
+    pub withheld_resources: Counter,
     pub watch_restarts: Family<KindLabel, Counter>,
     pub decode_errors: Family<KindLabel, Counter>,
     pub status_writes: Family<ResultLabel, Counter>,
@@ -71,6 +73,7 @@ impl Default for Metrics {
         let xds_responses = Family::<TypeLabel, Counter>::default();
         let xds_nacks = Family::<TypeLabel, Counter>::default();
         let envoy_rejected_objects = Gauge::default();
+        let withheld_resources = Counter::default();
         let watch_restarts = Family::<KindLabel, Counter>::default();
         let decode_errors = Family::<KindLabel, Counter>::default();
         let status_writes = Family::<ResultLabel, Counter>::default();
@@ -121,6 +124,11 @@ impl Default for Metrics {
             "envoy_rejected_objects",
             "Objects whose latest version Envoy rejected: their previous version is served (or none, if new)",
             envoy_rejected_objects.clone(),
+        );
+        registry.register(
+            "withheld_resources",
+            "Resources not sent because Envoy's rules would refuse them (Envoy keeps the version it was sent last)",
+            withheld_resources.clone(),
         );
         registry.register(
             "watch_errors",
@@ -187,6 +195,7 @@ impl Default for Metrics {
             xds_responses,
             xds_nacks,
             envoy_rejected_objects,
+            withheld_resources,
             watch_restarts,
             decode_errors,
             status_writes,

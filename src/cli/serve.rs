@@ -333,6 +333,7 @@ impl Controller {
             admission: Some(admission_rx),
             hydrate,
             rejections: Some(rejections_rx),
+            withheld: Default::default(),
         };
         let provider = tokio::spawn(provider.run(kinds, event_tx));
         background.spawn(runner.run(event_rx));

@@ -32,21 +32,45 @@ impl Runner {
         built: &mut Option<Built>,
         dirty: &Dirty,
     ) -> bool {
-        if !dirty.full
-            && !dirty.secrets_matter(built.as_ref())
-            && holding.is_none()
-            && self.pipeline.local()
-            && let Some(last) = built.as_mut()
-            && last.encoder.splices()
-        {
-            if self.splice(objects, unreadable, refused, status, since, last, dirty) {
-                return false;
+        let held = 'built: {
+            if !dirty.full
+                && !dirty.secrets_matter(built.as_ref())
+                && holding.is_none()
+                && self.pipeline.local()
+                && let Some(last) = built.as_mut()
+                && last.encoder.splices()
+            {
+                if self.splice(objects, unreadable, refused, status, since, last, dirty) {
+                    break 'built false;
+                }
+                *built = None;
             }
+            tokio::task::block_in_place(|| {
+                self.build_all(objects, unreadable, refused, status, since, holding, built)
+            })
+        };
+        if self.withheld.lock().is_ok_and(|w| !w.is_empty()) {
+            // What is served is no longer what the build made: the next build makes
+            // everything again (splicing copies from what is served).
             *built = None;
         }
-        tokio::task::block_in_place(|| {
-            self.build_all(objects, unreadable, refused, status, since, holding, built)
-        })
+        held
+    }
+
+    /// Notes resources withheld from what is served (see [`crate::xds::validate`]).
+    fn withhold(&self, withheld: Vec<crate::xds::validate::Withheld>) {
+        if withheld.is_empty() {
+            return;
+        }
+        for w in &withheld {
+            tracing::warn!(resource = %w, "withheld a resource Envoy would refuse");
+        }
+        self.metrics
+            .withheld_resources
+            .inc_by(u64::try_from(withheld.len()).unwrap_or(u64::MAX));
+        if let Ok(mut all) = self.withheld.lock() {
+            all.extend(withheld);
+        }
     }
 
     /// Rebuilds only the routing objects `dirty` reaches and splices the result into
@@ -147,6 +171,7 @@ impl Runner {
             let Some(snapshot) = current.as_ref() else {
                 return false;
             };
+            self.withhold(crate::xds::validate::vet_changes(&mut changes, snapshot));
             let mut next = snapshot.with_all_changes(changes);
             if next == **snapshot {
                 return false;
@@ -220,7 +245,12 @@ impl Runner {
             }
             *holding = None;
         }
-        let (resources, encoder) = translate_keeping(&output.ir, objects, &self.settings);
+        let (mut resources, encoder) = translate_keeping(&output.ir, objects, &self.settings);
+        let served = self.snapshots.borrow().clone();
+        self.withhold(crate::xds::validate::vet_resources(
+            &mut resources,
+            served.as_deref(),
+        ));
         let mut snapshot = Snapshot::new(resources);
         snapshot.changed_at = since;
         let elapsed = started.elapsed();

@@ -50,6 +50,9 @@ pub struct Runner {
     /// Updates Envoy refused, from the xDS streams: traced to the objects that made
     /// them (see `rejected.rs`).
     pub rejections: Option<mpsc::UnboundedReceiver<crate::xds::Rejection>>,
+    /// Resources the last builds withheld because Envoy would refuse them, for the
+    /// runner to trace to the objects that made them.
+    pub withheld: std::sync::Mutex<Vec<crate::xds::validate::Withheld>>,
 }
 
 /// How long a build waits for dropped Secrets to be fetched before serving without them.
@@ -189,6 +192,13 @@ impl Runner {
                     if let Some(seq) = self.published_seq().filter(|s| Some(*s) != before) {
                         refusals.published(seq, true);
                     }
+                    let withheld = self.withheld.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
+                    if !withheld.is_empty() && self.trace_withheld(&mut objects, &mut unreadable, &mut refusals, &withheld, before, &mut synced, &mut dirty) {
+                        // Built again at once, without them.
+                        let now = Instant::now();
+                        due_now = true;
+                        pending = Some((now, now));
+                    }
                     self.metrics.envoy_rejected_objects.set(i64::try_from(refusals.refused.len()).unwrap_or(i64::MAX));
                     last_build = Some(Instant::now());
                     if held {
@@ -322,6 +332,47 @@ impl Runner {
     /// Traces a refused update to the objects whose changes made it, puts their served
     /// versions back (or takes them out, when new) and marks them refused; true when
     /// anything was put back (it needs building).
+    /// Traces resources withheld from the builds since snapshot `before` to the objects
+    /// whose changes made them: those go back to their previous version (or out, when
+    /// new) and say which of Envoy's rules the resource broke. Returns whether any did.
+    #[allow(clippy::too_many_arguments)]
+    fn trace_withheld(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
+        withheld: &[crate::xds::validate::Withheld],
+        before: Option<u64>,
+        synced: &mut bool,
+        dirty: &mut Dirty,
+    ) -> bool {
+        let message = withheld
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let blamed = match refusals.blame_since(before.unwrap_or(0), objects) {
+            Blame::Objects(blamed) => blamed,
+            Blame::Known | Blame::Unknown => {
+                tracing::warn!(
+                    withheld = %message,
+                    "resources Envoy would refuse are withheld; no object's change can be traced to them"
+                );
+                return false;
+            }
+        };
+        let rejection = crate::xds::Rejection {
+            xds_type: withheld[0].xds_type,
+            after: 0,
+            upto: 0,
+            message,
+        };
+        self.revert(
+            objects, unreadable, refusals, blamed, &rejection, synced, dirty, None,
+        );
+        true
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn trace_rejection(
         &self,
@@ -345,6 +396,26 @@ impl Runner {
                 return false;
             }
         };
+        self.revert(
+            objects, unreadable, refusals, blamed, rejection, synced, dirty, built,
+        );
+        true
+    }
+
+    /// Puts each blamed object back to its previous version (or out, when new), noting
+    /// that `rejection` refused its latest one.
+    #[allow(clippy::too_many_arguments)]
+    fn revert(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
+        blamed: Vec<(ObjectKey, Option<isobar_sdk::Object>)>,
+        rejection: &crate::xds::Rejection,
+        synced: &mut bool,
+        dirty: &mut Dirty,
+        built: Option<&Built>,
+    ) {
         let links = built.map(|b| &b.links);
         refusals.pause();
         for (key, previous) in blamed {
@@ -372,7 +443,6 @@ impl Runner {
         self.metrics
             .envoy_rejected_objects
             .set(i64::try_from(refusals.refused.len()).unwrap_or(i64::MAX));
-        true
     }
 
     /// Answers a review, or, when it needs Secrets whose data was dropped and there is

@@ -160,11 +160,36 @@ impl Rejections {
         if rejection.after == 0 || rejection.after < self.floor {
             return Blame::Unknown;
         }
+        let recorded = self
+            .history
+            .iter()
+            .filter(|(seq, _)| *seq > rejection.after && *seq <= rejection.upto)
+            .map(|(_, changes)| changes.as_ref());
+        self.blame_changes(recorded, objects)
+    }
+
+    /// Which objects made the builds since snapshot `after` (published or not): what
+    /// made a resource Envoy would refuse, withheld from them.
+    pub fn blame_since(&self, after: u64, objects: &Objects) -> Blame {
+        if after < self.floor {
+            return Blame::Unknown;
+        }
+        let recorded = self
+            .history
+            .iter()
+            .filter(|(seq, _)| *seq > after)
+            .map(|(_, changes)| changes.as_ref())
+            .chain([self.pending.as_ref()]);
+        self.blame_changes(recorded, objects)
+    }
+
+    fn blame_changes<'a>(
+        &self,
+        recorded: impl Iterator<Item = Option<&'a Changes>>,
+        objects: &Objects,
+    ) -> Blame {
         let mut before = Changes::new();
-        for (seq, changes) in &self.history {
-            if *seq <= rejection.after || *seq > rejection.upto {
-                continue;
-            }
+        for changes in recorded {
             let Some(changes) = changes else {
                 return Blame::Unknown;
             };

@@ -1,8 +1,12 @@
 //! Envoy's own validation rules, checked in process: the protoc-gen-validate annotations
 //! (`(validate.rules)`, `(validate.required)`) that Envoy enforces on every resource it
 //! is sent, read from the descriptors envoy-types carries. A resource breaking one is
-//! refused by Envoy together with every resource of its update (a NACK), so tests and
-//! fuzz targets assert that nothing Isobar builds breaks one.
+//! refused by Envoy together with every resource of its update (a NACK). So every build
+//! `serve` publishes is checked first ([`vet_resources`], [`vet_changes`]: each resource
+//! not already served as it is): one breaking a rule is withheld (Envoy keeps the version
+//! it was sent, or gets none when it is new), and the runner traces it to the objects
+//! whose changes made it, which go back to their previous version with a condition
+//! naming the rule. `translate`, the tests and the fuzz targets check everything.
 //!
 //! Covered: message `required`/`skip`, oneof `required`, string lengths (characters and
 //! bytes), `const`, `prefix`, `suffix`, `contains`, `in`/`not_in`, `pattern` and the
@@ -68,6 +72,98 @@ pub fn check(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
     }
     .message(&message, &name);
     Ok(out)
+}
+
+/// A resource Envoy would refuse, withheld from what is served: Envoy keeps the version
+/// it was last sent (or none, when the resource is new).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld {
+    pub xds_type: XdsType,
+    pub name: String,
+    pub violations: Vec<Violation>,
+}
+
+impl std::fmt::Display for Withheld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rules: Vec<String> = self.violations.iter().map(ToString::to_string).collect();
+        write!(
+            f,
+            "{} {:?} breaks Envoy's rules and was not sent: {}",
+            self.xds_type.short(),
+            self.name,
+            rules.join("; ")
+        )
+    }
+}
+
+/// Why `bytes` of type `t` must not be sent, if it must not.
+fn refused(t: XdsType, name: &str, bytes: &[u8]) -> Option<Withheld> {
+    let violations = match check(t, bytes) {
+        Ok(v) if v.is_empty() => return None,
+        Ok(v) => v,
+        Err(e) => vec![Violation {
+            path: String::new(),
+            rule: format!("does not decode: {e}"),
+        }],
+    };
+    Some(Withheld {
+        xds_type: t,
+        name: name.to_string(),
+        violations,
+    })
+}
+
+/// Checks every resource of `resources` that `served` does not already hold, byte for
+/// byte, against Envoy's rules; each that breaks one is put back to its served version
+/// (or left out when new). What was withheld.
+pub fn vet_resources(
+    resources: &mut super::resource::Resources,
+    served: Option<&super::snapshot::Snapshot>,
+) -> Vec<Withheld> {
+    let mut out = Vec::new();
+    for t in XdsType::ORDER.into_iter().chain([XdsType::VhdsRoute]) {
+        let old = served.map(|s| s.get(t));
+        let mut put_back = Vec::new();
+        for (name, bytes) in resources.of_mut(t).iter() {
+            let held = old.and_then(|o| o.digests.get(name.as_str()));
+            if held == Some(&super::snapshot::digest(bytes)) {
+                continue;
+            }
+            if let Some(withheld) = refused(t, name, bytes) {
+                let previous = old.and_then(|o| o.resources.get(name.as_str()).cloned());
+                put_back.push((name.clone(), previous));
+                out.push(withheld);
+            }
+        }
+        let map = resources.of_mut(t);
+        for (name, previous) in put_back {
+            match previous {
+                Some(previous) => map.insert(name, previous),
+                None => map.remove(&name),
+            };
+        }
+    }
+    out
+}
+
+/// Checks the resources `changes` puts against Envoy's rules; each that breaks one is
+/// put back to its version in `served` (or left out when new). What was withheld.
+pub fn vet_changes(
+    changes: &mut super::resource::Changes,
+    served: &super::snapshot::Snapshot,
+) -> Vec<Withheld> {
+    let mut out = Vec::new();
+    for (t, resources) in &mut changes.by_type {
+        let old = served.get(*t);
+        for (name, resource) in resources.iter_mut() {
+            let Some(bytes) = resource else { continue };
+            if let Some(withheld) = refused(*t, name, bytes) {
+                *resource = old.resources.get(name.as_str()).cloned();
+                out.push(withheld);
+            }
+        }
+    }
+    out
 }
 
 /// The extensions carrying the rules.
@@ -730,5 +826,58 @@ mod tests {
                 .any(|v| v.contains("string_match.prefix: min_len 1")),
             "{said:?}"
         );
+    }
+
+    /// A build's resource that breaks a rule is not served: the served version stays
+    /// (a new one is left out), the others go out, and what was withheld names the
+    /// resource and the rule; a resource already served as it is is not checked again.
+    #[test]
+    fn resources_envoy_would_refuse_are_withheld() {
+        use crate::xds::resource::{Changes, Encoded, Resources};
+        use crate::xds::snapshot::Snapshot;
+        let good: Encoded = table("q", "a").into();
+        let bad: Encoded = table("q", "").into();
+        let mut first = Resources::default();
+        first.routes.insert("kept".into(), good.clone());
+        first.routes.insert("new-bad".into(), bad.clone());
+        let withheld = vet_resources(&mut first, None);
+        assert_eq!(withheld.len(), 1, "{withheld:?}");
+        assert_eq!(
+            (withheld[0].xds_type, withheld[0].name.as_str()),
+            (XdsType::Route, "new-bad")
+        );
+        assert!(
+            withheld[0]
+                .to_string()
+                .contains("string_match.prefix: min_len 1"),
+            "{}",
+            withheld[0]
+        );
+        assert!(
+            !first.routes.contains_key("new-bad"),
+            "a new bad resource is left out"
+        );
+        let served = Snapshot::new(first.clone());
+
+        // A full build changing `kept` for the worse keeps the served version.
+        let mut second = first.clone();
+        second.routes.insert("kept".into(), bad.clone());
+        second.routes.insert("other".into(), good.clone());
+        let withheld = vet_resources(&mut second, Some(&served));
+        assert_eq!(withheld.len(), 1, "{withheld:?}");
+        assert_eq!(second.routes.get("kept"), Some(&good));
+        assert_eq!(second.routes.get("other"), Some(&good));
+
+        // A spliced change does the same.
+        let mut changes = Changes::default();
+        changes.put(XdsType::Route, "kept".into(), Some(bad.clone()));
+        changes.put(XdsType::Route, "fresh".into(), Some(bad));
+        changes.put(XdsType::Route, "gone".into(), None);
+        let withheld = vet_changes(&mut changes, &served);
+        assert_eq!(withheld.len(), 2, "{withheld:?}");
+        let routes = &changes.by_type[&XdsType::Route];
+        assert_eq!(routes["kept"], Some(good), "the served version stays");
+        assert_eq!(routes["fresh"], None, "a new bad resource is left out");
+        assert_eq!(routes["gone"], None);
     }
 }

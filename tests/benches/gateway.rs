@@ -198,6 +198,7 @@ pub fn run(n: usize, changes: usize, vhds: bool) {
         admission: None,
         hydrate: None,
         rejections: None,
+        withheld: Default::default(),
     };
     let runtime = super::runtime();
     runtime.block_on(async move {

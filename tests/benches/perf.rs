@@ -702,6 +702,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         admission: None,
         hydrate: None,
         rejections: None,
+        withheld: Default::default(),
     };
     let runtime = super::runtime();
     let figures = runtime.block_on(async move {

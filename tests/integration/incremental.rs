@@ -210,6 +210,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
             admission: None,
             hydrate: None,
             rejections: None,
+            withheld: Default::default(),
         };
         let (events, rx) = mpsc::channel(1024);
         runtime.block_on(async {
@@ -424,6 +425,7 @@ fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
         admission: None,
         hydrate: None,
         rejections: None,
+        withheld: Default::default(),
     };
     assert_eq!(runner.holdoff, Duration::from_millis(100));
     let proxy = |i: usize, prefix: &str| {
