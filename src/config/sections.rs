@@ -336,6 +336,28 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             }
         }
     }
+    // Envoy listens on what these say: an address it cannot parse as an IP is refused
+    // in Envoy's code (a NACK of every listener), so it is refused here, at start.
+    let envoy = &config.envoy;
+    let health = config.om_enforced_health_listener.as_ref();
+    for (key, address) in [
+        ("envoy.http.address", Some(&envoy.http.address)),
+        ("envoy.https.address", Some(&envoy.https.address)),
+        ("envoy.metrics.address", Some(&envoy.metrics.address)),
+        ("envoy.health.address", Some(&envoy.health.address)),
+        (
+            "omEnforcedHealthListener.address",
+            health.map(|h| &h.address),
+        ),
+    ] {
+        if let Some(address) = address.filter(|a| !a.is_empty() || key.starts_with("envoy."))
+            && address.parse::<std::net::IpAddr>().is_err()
+        {
+            return Err(format!(
+                "{key}: {address:?} is not an IP address (Envoy listens on an address, not a name)"
+            ));
+        }
+    }
     if let Some(h) = &config.om_enforced_health_listener {
         if h.address.is_empty() || h.port == 0 {
             return Err("omEnforcedHealthListener: address and port must be set".into());

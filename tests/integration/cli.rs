@@ -123,6 +123,17 @@ fn unknown_plugins_and_bad_settings_stop_startup_naming_key_and_choices() {
             "pipeline.holdoff-delay",
             "longer than",
         ),
+        // An empty listener address was a listener Envoy refused (found by fuzzing).
+        (
+            "envoy:\n  metrics: {address: ''}\n",
+            "envoy.metrics.address",
+            "not an IP address",
+        ),
+        (
+            "envoy:\n  http: {address: localhost}\n",
+            "envoy.http.address",
+            "not an IP address",
+        ),
         (
             "cluster:\n  dns-lookup-family: v5\n",
             "cluster.dns-lookup-family",

@@ -12,6 +12,7 @@ mod extension;
 mod extension_servers;
 mod extension_services;
 mod fuzz;
+mod fuzz_config;
 mod fuzz_gateway;
 mod gatekeeper;
 mod gateway_api;
