@@ -206,6 +206,12 @@ impl Runner {
                         // Try again shortly even if nothing arrives (the fetch may fail).
                         let at = Instant::now() + HYDRATE_RETRY;
                         pending = Some((at, at.checked_sub(self.holdoff).unwrap_or(at)));
+                    } else if pending.is_none() && self.pipeline.unfinished() {
+                        // Objects a policy had no time to judge: judged by the next build,
+                        // after the hold-off, whether or not anything changes.
+                        dirty.full = true;
+                        let now = Instant::now();
+                        pending = Some((now, now));
                     }
                     continue;
                 }

@@ -304,6 +304,11 @@ impl Pipeline {
             && self.processors.iter().all(|(_, p)| p.local())
     }
 
+    /// Whether a processor's last whole build left objects for a later build to judge.
+    pub fn unfinished(&self) -> bool {
+        self.processors.iter().any(|(_, p)| p.unfinished())
+    }
+
     /// The controller name route-style statuses are written under: the first source's
     /// that names one (Gateway API's `controllerName`), else Contour's default.
     pub fn controller_name(&self) -> &str {

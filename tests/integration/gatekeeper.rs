@@ -304,7 +304,162 @@ fn broken_templates_and_constraints_say_why_in_their_status() {
     );
     assert!(why("K8sHttpsOnly", "odd-action").contains("\"audit\" is not supported"));
     assert!(why("K8sHttpsOnly", "by-namespace-labels").contains("namespaceSelector"));
-    assert!(conditions(&out.status, Kind::Ingress, "a", "plain").is_empty());
+    // Each Constraint that could not judge says so on the Ingress it may select, which
+    // is served (the default failure policy, Ignore, as Gatekeeper's webhook).
+    let said = conditions(&out.status, Kind::Ingress, "a", "plain");
+    assert_eq!(said.len(), 4, "{said:?}");
+    assert!(
+        said.iter()
+            .all(|(reason, message)| *reason == Reason::PolicyNotEvaluated
+                && message.contains("failure policy Ignore")),
+        "{said:?}"
+    );
+    assert!(
+        out.ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("plain.example.com")
+    );
+}
+
+/// What becomes of an object a Constraint cannot judge (its selector cannot be read,
+/// its template does not compile, its evaluation fails): served with a warning under
+/// `Ignore` (the default), not served under `Fail`, set for every Constraint
+/// (`plugins.opa.gatekeeper-failure-policy`) or by one Constraint's annotation; a dry
+/// run refuses nothing; an annotation that is not a failure policy is the Constraint's
+/// error. Either way the Ingress's condition is `PolicyNotEvaluated`.
+#[test]
+fn failure_policies_decide_what_becomes_of_objects_a_constraint_cannot_judge() {
+    // Whether the Ingress is served, and its policy errors and warnings.
+    type Outcome = (bool, Vec<(Reason, String)>, Vec<(Reason, String)>);
+    let https = std::fs::read_to_string(repo("policies/gatekeeper/https-only.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let template = https
+        .split("\n---\n")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    // Loops for millions of steps on every Ingress: past the 100 ms evaluation limit.
+    let slow = "apiVersion: templates.gatekeeper.sh/v1\nkind: ConstraintTemplate\nmetadata: {name: k8sslow}\nspec:\n  crd: {spec: {names: {kind: K8sSlow}}}\n  targets:\n  - target: admission.k8s.gatekeeper.sh\n    rego: |\n      package k8sslow\n      violation[{\"msg\": msg}] {\n        some i, j\n        numbers.range(1, 6000)[i]\n        numbers.range(1, 6000)[j]\n        i == j + 100000\n        msg := \"unreachable\"\n      }\n";
+    let constraint = |kind: &str, annotation: Option<&str>, spec: &str| {
+        let annotations = annotation
+            .map(|a| format!(", annotations: {{isobar.projectcontour.io/failure-policy: '{a}'}}"))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: constraints.gatekeeper.sh/v1beta1\nkind: {kind}\nmetadata: {{name: c{annotations}}}\nspec: {spec}\n"
+        )
+    };
+    let unreadable = "{match: {namespaceSelector: {matchLabels: {team: a}}}}";
+    let build = |policy: serde_json::Value, constraint: String| {
+        let mut config = Config::default();
+        config.pipeline.processors.push("opa".into());
+        config.plugins.insert("opa".into(), policy);
+        let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+        let store = objects(
+            &[
+                template.clone(),
+                slow.to_string(),
+                constraint,
+                service_yaml("a", "web", 8080),
+                ingress("a", "plain", Some("plain.example.com"), false),
+            ]
+            .join("\n---\n"),
+        );
+        let out = pipeline.build(&store);
+        let status = out
+            .status
+            .get(&ObjectKey::new(Kind::Ingress, "a", "plain"))
+            .cloned()
+            .unwrap_or_default();
+        let reasons = |c: &[isobar_sdk::condition::SubCondition]| {
+            c.iter()
+                .filter(|c| c.type_ == ConditionType::PolicyError)
+                .map(|c| (c.reason, c.message.clone()))
+                .collect::<Vec<_>>()
+        };
+        let served = out
+            .ir
+            .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+            .contains_key("plain.example.com");
+        (served, reasons(&status.errors), reasons(&status.warnings))
+    };
+    let open = |(served, errors, warnings): Outcome| {
+        assert!(served && errors.is_empty(), "{errors:?}");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].0, Reason::PolicyNotEvaluated, "{warnings:?}");
+        warnings[0].1.clone()
+    };
+    let closed = |(served, errors, _): Outcome| {
+        assert!(!served, "an unjudged Ingress is not served under Fail");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, Reason::PolicyNotEvaluated, "{errors:?}");
+        assert!(errors[0].1.contains("failure policy Fail"), "{errors:?}");
+        errors[0].1.clone()
+    };
+
+    let message = open(build(
+        json!({}),
+        constraint("K8sHttpsOnly", None, unreadable),
+    ));
+    assert!(
+        message.contains("constraint K8sHttpsOnly/c: match.namespaceSelector"),
+        "{message}"
+    );
+    closed(build(
+        json!({"gatekeeper-failure-policy": "Fail"}),
+        constraint("K8sHttpsOnly", None, unreadable),
+    ));
+    closed(build(
+        json!({}),
+        constraint("K8sHttpsOnly", Some("Fail"), unreadable),
+    ));
+    // The Constraint's own word wins over the setting.
+    open(build(
+        json!({"gatekeeper-failure-policy": "Fail"}),
+        constraint("K8sHttpsOnly", Some("Ignore"), unreadable),
+    ));
+    open(build(
+        json!({}),
+        constraint(
+            "K8sHttpsOnly",
+            Some("Fail"),
+            "{enforcementAction: dryrun, match: {namespaceSelector: {matchLabels: {team: a}}}}",
+        ),
+    ));
+    // Without a template, and with an evaluation that runs out of time.
+    closed(build(
+        json!({}),
+        constraint("K8sMissing", Some("Fail"), "{}"),
+    ));
+    let message = closed(build(json!({}), constraint("K8sSlow", Some("Fail"), "{}")));
+    assert!(message.contains("constraint K8sSlow/c:"), "{message}");
+    let message = open(build(json!({}), constraint("K8sSlow", None, "{}")));
+    assert!(message.contains("failure policy Ignore"), "{message}");
+
+    // An annotation that is not a failure policy: the Constraint's error, and the
+    // setting decides.
+    let mut config = Config::default();
+    config.pipeline.processors.push("opa".into());
+    config.plugins.insert("opa".into(), json!({}));
+    let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    let store = objects(
+        &[
+            template.clone(),
+            constraint("K8sHttpsOnly", Some("Sometimes"), "{}"),
+            service_yaml("a", "web", 8080),
+            ingress("a", "plain", Some("plain.example.com"), false),
+        ]
+        .join("\n---\n"),
+    );
+    let out = pipeline.build(&store);
+    let status = constraint_status(&out.status, "K8sHttpsOnly", "c");
+    assert_eq!(status["byPod"][0]["enforced"], false, "{status}");
+    assert!(
+        status["byPod"][0]["errors"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("isobar.projectcontour.io/failure-policy: failure policy \"Sometimes\""),
+        "{status}"
+    );
 }
 
 /// Policy files in the two shapes policies from the wild come in: OPA kube-mgmt's
@@ -435,6 +590,71 @@ async fn constraints_from_the_cluster_are_enforced_and_their_status_written() {
     })
     .await;
     assert!(cleared.is_some(), "{}", status(&server));
+    controller.shutdown().await;
+}
+
+/// A Constraint reading `data.inventory` that runs out of a build's time
+/// (`inventory-budget`, here 1 ms) leaves objects for later builds, which follow by
+/// themselves, with no change to the objects, until every object is judged: the
+/// Constraint's status then says it is enforced, with no violation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_left_unjudged_are_judged_by_the_next_builds_without_a_change() {
+    let server = ApiServer::start().await;
+    let unique = std::fs::read_to_string(repo("policies/gatekeeper/unique-ingress-host.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for document in unique.split("\n---\n") {
+        server.put(document);
+    }
+    for document in service_yaml("a", "web", 18080).split("\n---\n") {
+        server.put(document);
+    }
+    for i in 0..40 {
+        server.put(&ingress(
+            "a",
+            &format!("i{i}"),
+            Some(&format!("h{i}.example.com")),
+            false,
+        ));
+    }
+    let mut config = Config::default();
+    config.pipeline.processors.push("opa".into());
+    config.plugins.insert(
+        "opa".into(),
+        json!({"inventory-budget": "1ms", "gatekeeper-failure-policy": "Fail"}),
+    );
+    config.leader_election.disabled = true;
+    config.pipeline.holdoff_delay.0 = Duration::from_millis(10);
+    config.pipeline.holdoff_max_delay.0 = Duration::from_millis(10);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let controller = server.controller(&config, dir.path()).await;
+    let status = |server: &ApiServer| {
+        server
+            .get(
+                "constraints.gatekeeper.sh/v1beta1",
+                "K8sUniqueIngressHost",
+                "",
+                "unique-ingress-host",
+            )
+            .map(|o| o["status"].clone())
+            .unwrap_or_default()
+    };
+    let deferred = eventually(Duration::from_secs(30), || async {
+        let s = status(&server);
+        let message = s["byPod"][0]["errors"][0]["message"].as_str()?.to_string();
+        message.contains("not judged yet").then_some(message)
+    })
+    .await;
+    assert!(
+        deferred.is_some(),
+        "a 1 ms budget judged 40 Ingresses at once: {}",
+        status(&server)
+    );
+    let done = eventually(Duration::from_secs(60), || async {
+        let s = status(&server);
+        (s["byPod"][0]["enforced"] == true && s["totalViolations"] == 0).then_some(s)
+    })
+    .await;
+    assert!(done.is_some(), "still unjudged: {}", status(&server));
     controller.shutdown().await;
 }
 

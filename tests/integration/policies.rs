@@ -547,3 +547,92 @@ fn unique_fqdn_lets_routes_share_hosts_with_routes_only() {
         vec!["host \"www.example.com\" is already claimed by HTTPProxy a/p".to_string()]
     );
 }
+
+/// A policy file that cannot judge an object (here: it runs past `eval-timeout`) leaves
+/// the object as `failure-policy` says: served with a `PolicyNotEvaluated` warning
+/// (`Ignore`, the default), or not served with a `PolicyNotEvaluated` error (`Fail`);
+/// with `enforcement: warn` nothing is refused. The object the policy judges in time is
+/// served either way.
+#[test]
+fn a_policy_file_that_cannot_judge_fails_open_or_closed_as_its_failure_policy_says() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("slow.rego");
+    // Objects in namespace "slow" take millions of steps; the others none.
+    std::fs::write(
+        &file,
+        "package slow\n\ndeny contains msg if {\n  input.object.metadata.namespace == \"slow\"\n  some i, j\n  numbers.range(1, 4000)[i]\n  numbers.range(1, 4000)[j]\n  i == j + 100000\n  msg := \"unreachable\"\n}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let store = objects(&format!(
+        "{}---\n{}---\n{}---\n{}",
+        crate::support::service_yaml("slow", "web", 8080),
+        crate::support::service_yaml("fast", "web", 8080),
+        proxy("slow", "p", "slow.example.com", false),
+        proxy("fast", "p", "fast.example.com", false),
+    ));
+    let build = |settings: serde_json::Value| {
+        let mut config = Config::default();
+        config.pipeline.processors.push("opa".into());
+        let mut section = json!({"policies": [file.display().to_string()], "eval-timeout": "20ms"});
+        for (k, v) in settings.as_object().into_iter().flatten() {
+            section[k] = v.clone();
+        }
+        config.plugins.insert("opa".into(), section);
+        let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+        let out = pipeline.build(&store);
+        let served = |host: &str| {
+            out.ir
+                .virtual_hosts(isobar_sdk::ir::HTTP_LISTENER)
+                .contains_key(host)
+        };
+        let slow = out
+            .status
+            .get(&ObjectKey::new(Kind::HTTPProxy, "slow", "p"))
+            .cloned()
+            .unwrap_or_default();
+        let reasons =
+            |conditions: &[isobar_sdk::condition::SubCondition]| -> Vec<(Reason, String)> {
+                conditions
+                    .iter()
+                    .map(|c| (c.reason, c.message.clone()))
+                    .collect()
+            };
+        assert!(served("fast.example.com"), "the judged proxy is served");
+        (
+            served("slow.example.com"),
+            reasons(&slow.errors),
+            reasons(&slow.warnings),
+        )
+    };
+
+    let (served, errors, warnings) = build(json!({}));
+    assert!(served && errors.is_empty(), "{errors:?}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].0, Reason::PolicyNotEvaluated);
+    assert!(
+        warnings[0].1.contains("slow.rego") && warnings[0].1.contains("failure policy Ignore"),
+        "{warnings:?}"
+    );
+
+    let (served, errors, _) = build(json!({"failure-policy": "Fail"}));
+    assert!(!served, "an unjudged proxy is not served under Fail");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, Reason::PolicyNotEvaluated);
+    assert!(errors[0].1.contains("failure policy Fail"), "{errors:?}");
+
+    let (served, errors, warnings) =
+        build(json!({"failure-policy": "Fail", "enforcement": "warn"}));
+    assert!(served && errors.is_empty(), "{errors:?}");
+    assert_eq!(warnings[0].0, Reason::PolicyNotEvaluated);
+
+    let counted = isobar_sdk::telemetry::totals()
+        .into_iter()
+        .filter(|((plugin, event), _)| plugin == "opa" && event.ends_with("slow.rego"))
+        .map(|((_, event), n)| (event.split(':').next().unwrap_or_default().to_string(), n))
+        .collect::<std::collections::BTreeMap<_, _>>();
+    assert!(
+        counted.get("failed-open").is_some_and(|n| *n >= 2)
+            && counted.get("failed-closed").is_some_and(|n| *n >= 1),
+        "{counted:?}"
+    );
+}

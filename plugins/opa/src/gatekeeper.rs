@@ -142,7 +142,8 @@ pub struct Compiled {
     pub reads_inventory: bool,
 }
 
-/// How long one build may spend on templates that read `data.inventory`. Such a template
+/// How long one build may spend on templates that read `data.inventory` by default
+/// (`plugins.opa.inventory-budget`). Such a template
 /// judges each object against every other one (at 10,000 Ingresses, unique ingress host
 /// takes about half a second per object in regorus); the objects left over are judged
 /// by later builds.
@@ -155,6 +156,8 @@ pub const INVENTORY_BUDGET: Duration = Duration::from_secs(1);
 pub struct Cache {
     compiled: Mutex<HashMap<u64, Arc<Result<Compiled, String>>>>,
     verdicts: Mutex<Verdicts>,
+    /// Whether the last whole build left objects unjudged (out of time).
+    unfinished: std::sync::atomic::AtomicBool,
 }
 
 /// (Constraint, with its template's digest; the object's address) → the object, held so
@@ -169,6 +172,11 @@ fn digest_of(text: &str) -> u64 {
 }
 
 impl Cache {
+    /// Whether the last whole build left objects for a later one.
+    pub fn unfinished(&self) -> bool {
+        self.unfinished.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The template compiled, and the digest of its spec.
     pub fn compiled(&self, template: &ConstraintTemplate) -> (u64, Arc<Result<Compiled, String>>) {
         let digest = digest_of(&template.spec.to_string());
@@ -261,11 +269,30 @@ fn add_builtins(engine: &mut regorus::Engine) -> Result<(), String> {
             Box::new(|args: Vec<regorus::Value>| {
                 let pattern = args[0].as_string()?;
                 let text = args[1].as_string()?;
-                let re = regex::Regex::new(pattern)?;
-                Ok(regorus::Value::from(re.is_match(text)))
+                Ok(regorus::Value::from(re_match(pattern, text)?))
             }),
         )
         .map_err(|e| e.to_string())
+}
+
+/// `re_match` with each pattern compiled once: a template reading the inventory calls
+/// it once per inventory entry for every object it judges, and compiling the pattern
+/// each time was most of that cost.
+fn re_match(pattern: &str, text: &str) -> Result<bool, regex::Error> {
+    static COMPILED: Mutex<Option<HashMap<String, regex::Regex>>> = Mutex::new(None);
+    let mut compiled = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+    let compiled = compiled.get_or_insert_with(HashMap::new);
+    if let Some(re) = compiled.get(pattern) {
+        return Ok(re.is_match(text));
+    }
+    let re = regex::Regex::new(pattern)?;
+    let matched = re.is_match(text);
+    // Patterns built from the objects themselves would otherwise grow it without end.
+    if compiled.len() >= 512 {
+        compiled.clear();
+    }
+    compiled.insert(pattern.to_string(), re);
+    Ok(matched)
 }
 
 impl Compiled {
@@ -308,7 +335,14 @@ pub struct Judge<'a> {
     /// templates' and Constraints' statuses are reported, and what was judged is kept.
     pub whole: bool,
     pub cache: &'a Cache,
+    /// For Constraints that do not say their own.
+    pub failure: crate::FailurePolicy,
+    /// The build's time for templates reading `data.inventory` (`INVENTORY_BUDGET`).
+    pub budget: Duration,
 }
+
+/// The annotation by which a Constraint says its own failure policy.
+pub const FAILURE_POLICY_ANNOTATION: &str = "isobar.projectcontour.io/failure-policy";
 
 /// One Constraint's outcome in a build.
 #[derive(Default)]
@@ -316,6 +350,11 @@ struct Outcome {
     errors: Vec<String>,
     total: usize,
     listed: Vec<Value>,
+    /// Objects left for a later build (out of time).
+    deferred: usize,
+    /// The Constraint could not judge at all (`errors` says why); what becomes of the
+    /// objects it may select.
+    failed: Option<crate::FailurePolicy>,
 }
 
 impl Judge<'_> {
@@ -339,12 +378,28 @@ impl Judge<'_> {
         }
         let mut kept = HashMap::new();
         let mut spent = Duration::ZERO;
+        let mut unfinished = false;
         for object in &self.constraints {
             let Some(constraint) = object.get::<Constraint>() else {
                 continue;
             };
             let outcome =
                 self.constraint(constraint, objects, status, rejected, &mut kept, &mut spent);
+            unfinished |= outcome.deferred > 0;
+            if let (Some(failure), Some(error)) = (outcome.failed, outcome.errors.first()) {
+                // Every object it may select (all of them when its selector cannot be read).
+                let who = format!(
+                    "{}/{}",
+                    constraint.kind,
+                    constraint.metadata.name.as_deref().unwrap_or_default()
+                );
+                let why = format!("constraint {who}: {error}");
+                for (key, object) in objects {
+                    if matches(&constraint.spec, object).unwrap_or(true) {
+                        failure.not_judged(key, &who, &why, status, rejected);
+                    }
+                }
+            }
             if self.whole {
                 let key = object.key();
                 let errors: Vec<Value> = outcome
@@ -362,6 +417,9 @@ impl Judge<'_> {
             }
         }
         if self.whole {
+            self.cache
+                .unfinished
+                .store(unfinished, std::sync::atomic::Ordering::Relaxed);
             // Only what this build judged or reused: objects and Constraints that went
             // away are forgotten.
             *self
@@ -384,24 +442,44 @@ impl Judge<'_> {
         kept: &mut Verdicts,
         spent: &mut Duration,
     ) -> Outcome {
-        let fail = |e: String| Outcome {
+        let name = constraint.metadata.name.clone().unwrap_or_default();
+        let who = format!("{}/{name}", constraint.kind);
+        // Whatever keeps the whole Constraint from judging leaves every object it may
+        // select unjudged (`enforce` says so to each).
+        let mut failure = self.failure;
+        let fail = |e: String, failure: crate::FailurePolicy| Outcome {
             errors: vec![e],
+            failed: Some(failure),
             ..Outcome::default()
         };
-        let name = constraint.metadata.name.clone().unwrap_or_default();
+        if let Some(text) = constraint
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(FAILURE_POLICY_ANNOTATION))
+        {
+            match crate::FailurePolicy::parse(text) {
+                Ok(own) => failure = own,
+                Err(e) => return fail(format!("{FAILURE_POLICY_ANNOTATION}: {e}"), failure),
+            }
+        }
+        // A dry run refuses nothing, not even what it cannot judge.
+        if matches!(action(constraint), Ok(Action::DryRun)) {
+            failure = crate::FailurePolicy::Ignore;
+        }
         let Some((_, template_digest, compiled)) = self.templates.get(&constraint.kind) else {
-            return fail(format!(
-                "no ConstraintTemplate declares kind {}",
-                constraint.kind
-            ));
+            return fail(
+                format!("no ConstraintTemplate declares kind {}", constraint.kind),
+                failure,
+            );
         };
         let compiled = match compiled.as_ref() {
             Ok(c) => c,
-            Err(e) => return fail(format!("its template does not compile: {e}")),
+            Err(e) => return fail(format!("its template does not compile: {e}"), failure),
         };
         let action = match action(constraint) {
             Ok(a) => a,
-            Err(e) => return fail(e),
+            Err(e) => return fail(e, failure),
         };
         let parameters = constraint
             .spec
@@ -419,7 +497,7 @@ impl Judge<'_> {
             match matches(&constraint.spec, object) {
                 Ok(true) => {}
                 Ok(false) => continue,
-                Err(e) => return fail(e),
+                Err(e) => return fail(e, failure),
             }
             let slot = (id, object.address());
             let cached = self
@@ -432,16 +510,16 @@ impl Judge<'_> {
                 .map(|(_, messages)| messages.clone());
             let messages = match cached {
                 Some(messages) => messages,
-                None if compiled.reads_inventory && self.whole && *spent >= INVENTORY_BUDGET => {
+                None if compiled.reads_inventory && self.whole && *spent >= self.budget => {
                     deferred += 1;
-                    status.warning(
+                    failure.not_judged(
                         key,
-                        ConditionType::PolicyError,
-                        Reason::PolicyNotEvaluated,
-                        format!(
-                            "constraint {}/{name}: not judged yet (this build's time for constraints reading data.inventory ran out); a later build judges it",
-                            constraint.kind
+                        &who,
+                        &format!(
+                            "constraint {who}: not judged yet (this build's time for constraints reading data.inventory ran out); the next build judges it"
                         ),
+                        status,
+                        rejected,
                     );
                     continue;
                 }
@@ -451,7 +529,7 @@ impl Judge<'_> {
                         Some(engine) => engine,
                         None => match compiled.prepare(&self.data.rego()) {
                             Ok(prepared) => engine.insert(prepared),
-                            Err(e) => return fail(format!("loading data: {e}")),
+                            Err(e) => return fail(format!("loading data: {e}"), failure),
                         },
                     };
                     let review = review(object, &crate::inventory::manifest(object));
@@ -463,15 +541,8 @@ impl Judge<'_> {
                     match judged {
                         Ok(messages) => messages,
                         Err(e) => {
-                            status.warning(
-                                key,
-                                ConditionType::PolicyError,
-                                Reason::PolicyNotEvaluated,
-                                format!(
-                                    "constraint {}/{name}: {e}; the object was not checked by it",
-                                    constraint.kind
-                                ),
-                            );
+                            let why = format!("constraint {who}: {e}");
+                            failure.not_judged(key, &who, &why, status, rejected);
                             continue;
                         }
                     }
@@ -504,6 +575,7 @@ impl Judge<'_> {
                 kept.insert(slot, ((*object).clone(), messages));
             }
         }
+        outcome.deferred = deferred;
         if deferred > 0 {
             outcome.errors.push(format!(
                 "{deferred} objects not judged yet: this build's time for constraints reading data.inventory ran out; later builds judge them"

@@ -52,6 +52,80 @@ pub enum Enforcement {
     Warn,
 }
 
+/// What becomes of an object a policy could not judge (the policy or its template does
+/// not load, its evaluation fails or runs out of time or memory, a Constraint cannot be
+/// matched, or the build had no time left for it). Either way the object gets a
+/// `PolicyNotEvaluated` condition and `isobar_plugin_events_total{plugin="opa"}` counts
+/// it (`failed-open:<policy>` or `failed-closed:<policy>`).
+#[derive(
+    Debug,
+    Default,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    isobar_sdk::schemars::JsonSchema,
+)]
+#[schemars(crate = "isobar_sdk::schemars")]
+pub enum FailurePolicy {
+    /// Served unjudged, with a warning (Gatekeeper's and OPA's webhook default).
+    #[default]
+    #[serde(alias = "ignore")]
+    Ignore,
+    /// Not served (the admission webhook refuses it) until it can be judged.
+    #[serde(alias = "fail")]
+    Fail,
+}
+
+impl FailurePolicy {
+    pub fn parse(text: &str) -> Result<FailurePolicy, String> {
+        match text {
+            "Ignore" | "ignore" => Ok(FailurePolicy::Ignore),
+            "Fail" | "fail" => Ok(FailurePolicy::Fail),
+            other => Err(format!("failure policy {other:?} is not Fail or Ignore")),
+        }
+    }
+
+    /// Reports that `policy` could not judge `key` (`why`): a warning and served
+    /// (`Ignore`), or an error and rejected (`Fail`).
+    pub fn not_judged(
+        self,
+        key: &ObjectKey,
+        policy: &str,
+        why: &str,
+        status: &mut StatusReport,
+        rejected: &mut BTreeSet<ObjectKey>,
+    ) {
+        match self {
+            FailurePolicy::Ignore => {
+                isobar_sdk::telemetry::count(NAME, &format!("failed-open:{policy}"));
+                status.warning(
+                    key,
+                    ConditionType::PolicyError,
+                    Reason::PolicyNotEvaluated,
+                    format!(
+                        "{why}; served without this policy's judgement (failure policy Ignore)"
+                    ),
+                );
+            }
+            FailurePolicy::Fail => {
+                isobar_sdk::telemetry::count(NAME, &format!("failed-closed:{policy}"));
+                status.error(
+                    key,
+                    ConditionType::PolicyError,
+                    Reason::PolicyNotEvaluated,
+                    format!(
+                        "{why}; not served until this policy can judge it (failure policy Fail)"
+                    ),
+                );
+                rejected.insert(key.clone());
+            }
+        }
+    }
+}
+
 /// The `plugins.opa` section of `contour.yaml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, isobar_sdk::schemars::JsonSchema)]
 #[schemars(crate = "isobar_sdk::schemars")]
@@ -80,6 +154,19 @@ pub struct OpaConfig {
     /// over every object, so with this on every change rebuilds everything.
     #[serde(default = "yes")]
     pub gatekeeper: bool,
+    /// How long one build may spend on Gatekeeper templates that read `data.inventory`
+    /// (`1s`); the objects left over are judged by the next builds, which follow at once
+    /// (after the hold-off) until none is left.
+    #[serde(default = "default_inventory_budget", with = "millis")]
+    #[schemars(with = "String")]
+    pub inventory_budget: Duration,
+    /// What becomes of an object a policy file could not judge.
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+    /// The same for Gatekeeper's Constraints; a Constraint's annotation
+    /// `isobar.projectcontour.io/failure-policy` says it for that Constraint.
+    #[serde(default)]
+    pub gatekeeper_failure_policy: FailurePolicy,
 }
 
 fn yes() -> bool {
@@ -92,6 +179,10 @@ fn default_max_memory_mb() -> u32 {
 
 fn empty_object() -> serde_json::Value {
     serde_json::json!({})
+}
+
+fn default_inventory_budget() -> Duration {
+    gatekeeper::INVENTORY_BUDGET
 }
 
 fn default_timeout() -> Duration {
@@ -107,6 +198,9 @@ impl Default for OpaConfig {
             eval_timeout: default_timeout(),
             max_memory_mb: default_max_memory_mb(),
             gatekeeper: true,
+            inventory_budget: default_inventory_budget(),
+            failure_policy: FailurePolicy::Ignore,
+            gatekeeper_failure_policy: FailurePolicy::Ignore,
         }
     }
 }
@@ -186,6 +280,12 @@ pub struct Opa {
     /// Gatekeeper's templates and constraints: enforced when on, their templates
     /// compiled once each.
     gatekeeper: Option<gatekeeper::Cache>,
+    /// What becomes of objects the policy files could not judge.
+    failure: FailurePolicy,
+    /// The same for Constraints without their own.
+    gatekeeper_failure: FailurePolicy,
+    /// A build's time for templates reading `data.inventory`.
+    inventory_budget: Duration,
 }
 
 impl std::fmt::Debug for Opa {
@@ -257,6 +357,9 @@ impl Opa {
             },
             enforcement: config.enforcement,
             gatekeeper: config.gatekeeper.then(gatekeeper::Cache::default),
+            failure: config.failure_policy,
+            gatekeeper_failure: config.gatekeeper_failure_policy,
+            inventory_budget: config.inventory_budget,
         })
     }
 
@@ -330,6 +433,13 @@ impl Processor for Opa {
         self.gatekeeper.is_none() && !self.policies.iter().any(|p| p.reads_inventory())
     }
 
+    /// Constraints reading `data.inventory` that ran out of the build's time.
+    fn unfinished(&self) -> bool {
+        self.gatekeeper
+            .as_ref()
+            .is_some_and(gatekeeper::Cache::unfinished)
+    }
+
     fn reject(&self, ctx: &BuildContext<'_>, status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         let mut rejected = BTreeSet::new();
         let templates: gatekeeper::Templates = match &self.gatekeeper {
@@ -373,6 +483,8 @@ impl Processor for Opa {
                 data: &data,
                 whole: ctx.focus().is_none(),
                 cache,
+                failure: self.gatekeeper_failure,
+                budget: self.inventory_budget,
             };
             judge.enforce(&judged, status, &mut rejected);
         }
@@ -383,7 +495,10 @@ impl Processor for Opa {
             .into_iter()
             .map(|(key, object)| (key, input_for(object)))
             .collect();
-        for (key, verdict) in self.judge(&inventory, &inputs) {
+        // Verdicts come policy by policy, each over every input.
+        let names = self.policy_names();
+        let per_policy = inputs.len().max(1);
+        for (i, (key, verdict)) in self.judge(&inventory, &inputs).into_iter().enumerate() {
             match verdict {
                 Ok(verdict) => {
                     for message in verdict.deny {
@@ -414,12 +529,15 @@ impl Processor for Opa {
                         );
                     }
                 }
-                Err(error) => status.warning(
-                    &key,
-                    ConditionType::PolicyError,
-                    Reason::PolicyNotEvaluated,
-                    format!("{error}; the object was not checked by this policy"),
-                ),
+                Err(error) => {
+                    // Rolling a policy out (`enforcement: warn`) refuses nothing.
+                    let failure = match self.enforcement {
+                        Enforcement::Deny => self.failure,
+                        Enforcement::Warn => FailurePolicy::Ignore,
+                    };
+                    let policy = names.get(i / per_policy).copied().unwrap_or_default();
+                    failure.not_judged(&key, policy, &error, status, &mut rejected);
+                }
             }
         }
         rejected

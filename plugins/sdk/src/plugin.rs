@@ -400,6 +400,12 @@ pub trait Processor: Send + Sync {
     fn local(&self) -> bool {
         false
     }
+
+    /// Whether the last whole build left work for a later one (objects it had no time
+    /// to judge): the host then builds again after the hold-off, even if nothing changes.
+    fn unfinished(&self) -> bool {
+        false
+    }
 }
 
 /// A plugin setting that cannot be used; the message names the field and the valid choices.
