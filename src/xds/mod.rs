@@ -22,6 +22,7 @@ pub mod route;
 pub mod route_rule;
 pub mod runtime;
 pub mod secret;
+pub mod semantic;
 pub mod server;
 pub mod settings;
 pub mod snapshot;

@@ -10,10 +10,17 @@ use super::settings::RuntimeSettings;
 /// The RTDS layer's name, as in Contour's bootstrap.
 pub const DYNAMIC_LAYER: &str = "dynamic";
 
+/// The largest RE2 program Envoy compiles under this layer
+/// (`re2.max_program_size.error_level`, as Contour sets it; Envoy's own default is 100).
+pub const RE2_PROGRAM_MAX: u64 = 1_048_576;
+
 /// The `dynamic` layer: `envoy.service.runtime.v3.Runtime` with its keys in order.
 pub(super) fn dynamic_layer(ir: &Ir, settings: &RuntimeSettings) -> Encoded {
     let mut numbers: Vec<(String, f64)> = vec![
-        ("re2.max_program_size.error_level".to_string(), 1_048_576.0),
+        (
+            "re2.max_program_size.error_level".to_string(),
+            RE2_PROGRAM_MAX as f64,
+        ),
         ("re2.max_program_size.warn_level".to_string(), 1000.0),
     ];
     if let Some(n) = settings.max_requests_per_io_cycle {

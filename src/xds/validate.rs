@@ -8,14 +8,15 @@
 //! whose changes made it, which go back to their previous version with a condition
 //! naming the rule. `translate`, the tests and the fuzz targets check everything.
 //!
-//! Covered: message `required`/`skip`, oneof `required`, string lengths (characters and
-//! bytes), `const`, `prefix`, `suffix`, `contains`, `in`/`not_in`, `pattern` and the
-//! header-name and header-value well-known regexes, numbers (`const`, `lt`, `lte`, `gt`,
-//! `gte`, `in`, `not_in`), enums (`defined_only`, `in`, `not_in`), repeated fields
-//! (`min_items`, `max_items`, `unique`, `items`), maps (`min_pairs`, `max_pairs`, `keys`,
-//! `values`), durations (range and protobuf's own bounds), `Any` (contents checked as
-//! their own type). Not covered: timestamps, and string formats no Isobar field uses
-//! (email, URI, UUID, IP and hostname forms).
+//! Covered: every rule Envoy's API declares ([`SUPPORTED`]; a test walks every message
+//! of the descriptors and fails on one not covered): message `required`/`skip`, oneof
+//! `required`, strings (lengths in characters and bytes, `const`, `prefix`, `suffix`,
+//! `contains`, `in`/`not_in`, `pattern` with RE2's meaning, the header well-known regexes,
+//! and the email, hostname, IP, URI, address and UUID formats), bytes, numbers (also
+//! inside `UInt32Value` and the other wrappers, when set), enums, repeated fields, maps,
+//! durations and timestamps (their bounds and protobuf's own), `Any` (contents checked as
+//! their own type). Beside the annotations, [`check`] applies the rules Envoy keeps in its
+//! code ([`super::semantic`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -51,8 +52,21 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// Every rule of Envoy's that one encoded resource of type `t` breaks.
+/// Every rule of Envoy's that one encoded resource of type `t` breaks: its
+/// protoc-gen-validate annotations and the rules Envoy keeps in code ([`super::semantic`]).
 pub fn check(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
+    check_named(t, "", bytes)
+}
+
+/// [`check`] of the resource named `name` (rules about the name apply too).
+pub fn check_named(t: XdsType, name: &str, bytes: &[u8]) -> Result<Vec<Violation>, String> {
+    let mut out = annotations(t, bytes)?;
+    out.extend(super::semantic::check(t, name, bytes));
+    Ok(out)
+}
+
+/// Every protoc-gen-validate annotation one encoded resource of type `t` breaks.
+fn annotations(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
     let pool = pool()?;
     let name = t
         .type_url()
@@ -98,7 +112,7 @@ impl std::fmt::Display for Withheld {
 
 /// Why `bytes` of type `t` must not be sent, if it must not.
 fn refused(t: XdsType, name: &str, bytes: &[u8]) -> Option<Withheld> {
-    let violations = match check(t, bytes) {
+    let violations = match check_named(t, name, bytes) {
         Ok(v) if v.is_empty() => return None,
         Ok(v) => v,
         Err(e) => vec![Violation {
@@ -164,6 +178,151 @@ pub fn vet_changes(
         }
     }
     out
+}
+
+/// Whether the checker applies `kind.rule` ([`SUPPORTED`], or a bound of a number).
+pub fn supported(rule: &str) -> bool {
+    const NUMBERS: [&str; 12] = [
+        "float", "double", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32",
+        "fixed64", "sfixed32", "sfixed64",
+    ];
+    const BOUNDS: [&str; 8] = [
+        "const",
+        "lt",
+        "lte",
+        "gt",
+        "gte",
+        "in",
+        "not_in",
+        "ignore_empty",
+    ];
+    SUPPORTED.contains(&rule)
+        || rule
+            .split_once('.')
+            .is_some_and(|(kind, r)| NUMBERS.contains(&kind) && BOUNDS.contains(&r))
+}
+
+/// Every rule this checker applies, as `kind.rule` (`kind` the member of protoc-gen-validate's
+/// `FieldRules.type`, `rule` a field of its rules message).
+pub const SUPPORTED: &[&str] = &[
+    "message.required",
+    "message.skip",
+    "repeated.min_items",
+    "repeated.max_items",
+    "repeated.unique",
+    "repeated.items",
+    "repeated.ignore_empty",
+    "map.min_pairs",
+    "map.max_pairs",
+    "map.keys",
+    "map.values",
+    "map.ignore_empty",
+    "map.no_sparse",
+    "any.required",
+    "any.in",
+    "any.not_in",
+    "duration.required",
+    "duration.const",
+    "duration.lt",
+    "duration.lte",
+    "duration.gt",
+    "duration.gte",
+    "timestamp.required",
+    "timestamp.const",
+    "timestamp.lt",
+    "timestamp.lte",
+    "timestamp.gt",
+    "timestamp.gte",
+    "timestamp.lt_now",
+    "timestamp.gt_now",
+    "timestamp.within",
+    "string.len",
+    "string.min_len",
+    "string.max_len",
+    "string.len_bytes",
+    "string.min_bytes",
+    "string.max_bytes",
+    "string.const",
+    "string.prefix",
+    "string.suffix",
+    "string.contains",
+    "string.not_contains",
+    "string.pattern",
+    "string.in",
+    "string.not_in",
+    "string.well_known_regex",
+    "string.strict",
+    "string.ignore_empty",
+    "string.email",
+    "string.hostname",
+    "string.ip",
+    "string.ipv4",
+    "string.ipv6",
+    "string.uri",
+    "string.uri_ref",
+    "string.address",
+    "string.uuid",
+    "bytes.len",
+    "bytes.min_len",
+    "bytes.max_len",
+    "bytes.const",
+    "bytes.prefix",
+    "bytes.suffix",
+    "bytes.contains",
+    "bytes.pattern",
+    "bytes.in",
+    "bytes.not_in",
+    "bytes.ip",
+    "bytes.ipv4",
+    "bytes.ipv6",
+    "bytes.ignore_empty",
+    "enum.const",
+    "enum.defined_only",
+    "enum.in",
+    "enum.not_in",
+    "bool.const",
+];
+
+/// Every `kind.rule` Envoy's API declares, over every message of its descriptors (those
+/// Isobar emits among them), with a field declaring it.
+pub fn declared_rules() -> Result<std::collections::BTreeMap<String, String>, String> {
+    let pool = pool()?;
+    let rules = Rules::of(pool);
+    let mut out = std::collections::BTreeMap::new();
+    let mut note = |found: &DynamicMessage, field: &FieldDescriptor| {
+        if let Some(Value::Message(message)) = rule(found, "message").map(|v| v.into_owned()) {
+            for (rule_field, _) in message.fields() {
+                out.entry(format!("message.{}", rule_field.name()))
+                    .or_insert_with(|| field.full_name().to_string());
+            }
+        }
+        let Some((kind, Value::Message(typed))) = typed_rules(found) else {
+            return;
+        };
+        for (rule_field, _) in typed.fields() {
+            let name = format!("{kind}.{}", rule_field.name());
+            out.entry(name)
+                .or_insert_with(|| field.full_name().to_string());
+        }
+    };
+    for message in pool.all_messages() {
+        for field in message.fields() {
+            let Some(found) = field_rules(&rules, &field) else {
+                continue;
+            };
+            note(&found, &field);
+            // The rules of repeated items and map keys and values.
+            if let Some((_, Value::Message(typed))) = typed_rules(&found) {
+                for inner in ["items", "keys", "values"] {
+                    if let Some(Value::Message(each)) = rule(&typed, inner).map(|v| v.into_owned())
+                    {
+                        note(&each, &field);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The extensions carrying the rules.
@@ -340,16 +499,18 @@ impl Checker<'_> {
         rules: &DynamicMessage,
         path: &str,
     ) {
+        // `message` rules sit beside the `type` oneof, not in it.
+        if let Some(Value::Message(message)) = rule(rules, "message").map(|v| v.into_owned())
+            && rule(&message, "required").is_some_and(|r| r.as_bool() == Some(true))
+            && !set
+        {
+            self.fail(path, "required");
+        }
         let Some((kind, typed)) = typed_rules(rules) else {
             return;
         };
         let Value::Message(typed) = typed else { return };
         match kind.as_str() {
-            "message" => {
-                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
-                    self.fail(path, "required");
-                }
-            }
             "repeated" => self.repeated(field, value, &typed, path),
             "map" => self.map(field, value, &typed, path),
             "any" => {
@@ -368,8 +529,23 @@ impl Checker<'_> {
                     self.duration(d, &typed, path);
                 }
             }
-            "timestamp" => {}
-            _ => self.scalar(&kind, value, &typed, path, enum_of(field)),
+            "timestamp" => {
+                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
+                    self.fail(path, "required");
+                }
+                if set && let Value::Message(t) = value {
+                    self.timestamp(t, &typed, path);
+                }
+            }
+            _ => match value {
+                // A wrapper (UInt32Value & co.): the rules apply to its value, when set.
+                Value::Message(wrapper) => {
+                    if set && let Some(inner) = wrapper.get_field_by_name("value") {
+                        self.scalar(&kind, &inner, &typed, path, enum_of(field));
+                    }
+                }
+                _ => self.scalar(&kind, value, &typed, path, enum_of(field)),
+            },
         }
     }
 
@@ -489,6 +665,51 @@ impl Checker<'_> {
         }
     }
 
+    fn timestamp(&mut self, t: &DynamicMessage, rules: &DynamicMessage, path: &str) {
+        let nanos_of = |m: &DynamicMessage| -> i128 {
+            let seconds = m
+                .get_field_by_name("seconds")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0);
+            let nanos = m
+                .get_field_by_name("nanos")
+                .and_then(|v| v.as_i32())
+                .unwrap_or(0);
+            i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
+        };
+        let value = nanos_of(t);
+        let bound = |name: &str| rule(rules, name).and_then(|v| v.as_message().map(nanos_of));
+        let checks: [Bound<i128>; 5] = [
+            ("const", |v, b| v == b),
+            ("lt", |v, b| v < b),
+            ("lte", |v, b| v <= b),
+            ("gt", |v, b| v > b),
+            ("gte", |v, b| v >= b),
+        ];
+        for (name, holds) in checks {
+            if let Some(b) = bound(name)
+                && !holds(value, b)
+            {
+                self.fail(path, format!("timestamp {name} {b} ns (is {value} ns)"));
+            }
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        let flag = |name: &str| rule(rules, name).is_some_and(|v| v.as_bool() == Some(true));
+        if flag("lt_now") && value >= now {
+            self.fail(path, "timestamp lt_now (it is not in the past)");
+        }
+        if flag("gt_now") && value <= now {
+            self.fail(path, "timestamp gt_now (it is not in the future)");
+        }
+        if let Some(within) = bound("within")
+            && (value - now).abs() > within
+        {
+            self.fail(path, format!("timestamp within {within} ns of now"));
+        }
+    }
+
     fn duration(&mut self, d: &DynamicMessage, rules: &DynamicMessage, path: &str) {
         let nanos_of = |m: &DynamicMessage| -> i128 {
             let seconds = m
@@ -533,22 +754,11 @@ impl Checker<'_> {
     ) {
         match kind {
             "string" => self.string(value.as_str().unwrap_or_default(), rules, path),
-            "bytes" => {
-                let len = value.as_bytes().map(|b| b.len()).unwrap_or(0) as u64;
-                if len == 0 && ignore_empty(rules) {
-                    return;
-                }
-                if let Some(min) = rule(rules, "min_len").and_then(|v| v.as_u64())
-                    && len < min
-                {
-                    self.fail(path, format!("at least {min} bytes"));
-                }
-                if let Some(max) = rule(rules, "max_len").and_then(|v| v.as_u64())
-                    && len > max
-                {
-                    self.fail(path, format!("at most {max} bytes"));
-                }
-            }
+            "bytes" => self.bytes(
+                value.as_bytes().map(|b| b.as_ref()).unwrap_or_default(),
+                rules,
+                path,
+            ),
             "enum" => {
                 let number = value.as_enum_number().unwrap_or(0);
                 if rule(rules, "defined_only").is_some_and(|v| v.as_bool() == Some(true))
@@ -610,6 +820,62 @@ impl Checker<'_> {
             }
         }
         self.listed(path, value, rules);
+    }
+
+    fn bytes(&mut self, data: &[u8], rules: &DynamicMessage, path: &str) {
+        if data.is_empty() && ignore_empty(rules) {
+            return;
+        }
+        let len = data.len() as u64;
+        let limits: [Limit; 3] = [
+            ("len", len, |v, b| v == b),
+            ("min_len", len, |v, b| v >= b),
+            ("max_len", len, |v, b| v <= b),
+        ];
+        for (name, measured, holds) in limits {
+            if let Some(b) = rule(rules, name).and_then(|v| v.as_u64())
+                && !holds(measured, b)
+            {
+                self.fail(path, format!("bytes {name} {b} (is {measured})"));
+            }
+        }
+        let bytes_rule =
+            |name: &str| rule(rules, name).and_then(|v| v.as_bytes().map(|b| b.to_vec()));
+        if let Some(c) = bytes_rule("const")
+            && c != data
+        {
+            self.fail(path, "bytes const");
+        }
+        if let Some(p) = bytes_rule("prefix")
+            && !data.starts_with(&p)
+        {
+            self.fail(path, "bytes prefix");
+        }
+        if let Some(p) = bytes_rule("suffix")
+            && !data.ends_with(&p)
+        {
+            self.fail(path, "bytes suffix");
+        }
+        if let Some(c) = bytes_rule("contains")
+            && !c.is_empty()
+            && !data.windows(c.len()).any(|w| w == c.as_slice())
+        {
+            self.fail(path, "bytes contains");
+        }
+        if let Some(pattern) = rule(rules, "pattern").and_then(|v| v.as_str().map(str::to_string))
+            && !matches_bytes_pattern(&pattern, data)
+        {
+            self.fail(path, format!("bytes pattern {pattern:?}"));
+        }
+        let flag = |name: &str| rule(rules, name).is_some_and(|v| v.as_bool() == Some(true));
+        let (ip, v4, v6) = (flag("ip"), flag("ipv4"), flag("ipv6"));
+        if (ip && !matches!(data.len(), 4 | 16))
+            || (v4 && data.len() != 4)
+            || (v6 && data.len() != 16)
+        {
+            self.fail(path, "bytes an IP address (4 or 16 bytes)");
+        }
+        self.listed(path, &Value::Bytes(data.to_vec().into()), rules);
     }
 
     fn string(&mut self, text: &str, rules: &DynamicMessage, path: &str) {
@@ -687,9 +953,90 @@ impl Checker<'_> {
                 self.fail(path, format!("well_known_regex {known} (strict: {strict})"));
             }
         }
+        let flag = |name: &str| rule(rules, name).is_some_and(|v| v.as_bool() == Some(true));
+        for (name, holds) in FORMATS {
+            if flag(name) && !holds(text) {
+                self.fail(path, format!("string {name} (is {text:?})"));
+            }
+        }
         let listed = Value::String(text.to_string());
         self.listed(path, &listed, rules);
     }
+}
+
+/// protoc-gen-validate's well-known string formats, as its C++ validators read them.
+type Format = (&'static str, fn(&str) -> bool);
+
+const FORMATS: [Format; 9] = [
+    ("email", is_email),
+    ("hostname", is_hostname),
+    ("ip", |t| t.parse::<std::net::IpAddr>().is_ok()),
+    ("ipv4", |t| t.parse::<std::net::Ipv4Addr>().is_ok()),
+    ("ipv6", |t| t.parse::<std::net::Ipv6Addr>().is_ok()),
+    ("uri", is_uri),
+    ("uri_ref", |t| {
+        !t.chars().any(|c| c.is_whitespace() || c.is_control())
+    }),
+    ("address", |t| {
+        t.parse::<std::net::IpAddr>().is_ok() || is_hostname(t)
+    }),
+    ("uuid", is_uuid),
+];
+
+/// A host name: at most 253 characters (one trailing dot allowed), labels of 1 to 63
+/// letters, digits and hyphens, not starting or ending with a hyphen.
+fn is_hostname(text: &str) -> bool {
+    let text = text.strip_suffix('.').unwrap_or(text);
+    !text.is_empty()
+        && text.len() <= 253
+        && text.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// `local@host`: a local part of 1 to 64 characters and a host name.
+fn is_email(text: &str) -> bool {
+    let text = text
+        .rsplit_once('<')
+        .and_then(|(_, rest)| rest.strip_suffix('>'))
+        .unwrap_or(text);
+    match text.rsplit_once('@') {
+        Some((local, host)) => {
+            !local.is_empty()
+                && local.len() <= 64
+                && !local.chars().any(|c| c.is_whitespace() || c.is_control())
+                && is_hostname(host)
+        }
+        None => false,
+    }
+}
+
+/// An absolute URI: a scheme (a letter, then letters, digits, `+`, `-`, `.`), `:`, and
+/// no white space or control characters.
+fn is_uri(text: &str) -> bool {
+    let Some((scheme, _)) = text.split_once(':') else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && !text.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// 8-4-4-4-12 hexadecimal digits.
+fn is_uuid(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 fn enum_of(field: &FieldDescriptor) -> Option<EnumDescriptor> {
@@ -744,18 +1091,85 @@ fn map_key_value(key: &MapKey) -> Value {
     }
 }
 
-/// A protoc-gen-validate `pattern` (RE2 syntax, as the patterns Envoy's API uses are
-/// written) matched against `text`; compiled once each.
+/// A protoc-gen-validate `pattern` matched against `text` with RE2's meaning (Envoy's
+/// validators run RE2): see [`re2_meaning`]; compiled once each.
 fn matches_pattern(pattern: &str, text: &str) -> bool {
-    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
+    matches_bytes_pattern(pattern, text.as_bytes())
+}
+
+fn matches_bytes_pattern(pattern: &str, data: &[u8]) -> bool {
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::bytes::Regex>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Mutex::default);
     let Ok(mut cache) = cache.lock() else {
         return true;
     };
     let compiled = cache
         .entry(pattern.to_string())
-        .or_insert_with(|| regex::Regex::new(pattern).ok());
-    compiled.as_ref().is_none_or(|r| r.is_match(text))
+        .or_insert_with(|| regex::bytes::Regex::new(&re2_meaning(pattern)).ok());
+    compiled.as_ref().is_none_or(|r| r.is_match(data))
+}
+
+/// `pattern` rewritten so that Rust's regex gives it RE2's meaning: RE2's Perl classes
+/// (`\d`, `\w`, `\s` and their negations) are ASCII-only where Rust's are Unicode, and
+/// `\s` leaves out the vertical tab. Everything else means the same in both.
+pub fn re2_meaning(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                let (inner, negated) = match next {
+                    'd' => ("0-9", false),
+                    'w' => ("0-9A-Za-z_", false),
+                    's' => ("\\t\\n\\x0C\\r ", false),
+                    'D' => ("0-9", true),
+                    'W' => ("0-9A-Za-z_", true),
+                    'S' => ("\\t\\n\\x0C\\r ", true),
+                    _ => {
+                        out.push(c);
+                        out.push(next);
+                        continue;
+                    }
+                };
+                match (in_class, negated) {
+                    (false, false) => out.push_str(&format!("[{inner}]")),
+                    (false, true) => out.push_str(&format!("[^{inner}]")),
+                    (true, false) => out.push_str(inner),
+                    // A negated class inside a class: Rust's nested class keeps it.
+                    (true, true) => out.push_str(&format!("[^{inner}]")),
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A leading `]` (or `^]`) is a literal, not the end.
+                let rest = chars.as_str();
+                let skip = if rest.starts_with("^]") {
+                    2
+                } else if rest.starts_with(']') {
+                    1
+                } else {
+                    0
+                };
+                for _ in 0..skip {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -807,6 +1221,122 @@ mod tests {
             ..Default::default()
         }
         .encode_to_vec()
+    }
+
+    /// Every rule Envoy's API declares, over all its messages, is one the checker
+    /// applies.
+    #[test]
+    fn every_rule_envoys_api_declares_is_checked() {
+        let declared = declared_rules().unwrap_or_else(|e| panic!("{e}"));
+        // The walk reaches the rules Isobar's resources meet most.
+        for seen in [
+            "string.well_known_regex",
+            "string.min_len",
+            "uint32.gte",
+            "duration.gt",
+            "repeated.min_items",
+            "enum.defined_only",
+            "message.required",
+            "map.keys",
+        ] {
+            assert!(
+                declared.contains_key(seen),
+                "{seen} not found: {declared:#?}"
+            );
+        }
+        let missing: Vec<(&String, &String)> = declared
+            .iter()
+            .filter(|(rule, _)| !supported(rule))
+            .collect();
+        assert!(missing.is_empty(), "rules not checked: {missing:#?}");
+    }
+
+    /// A message field Envoy requires, left unset, is a violation (message rules sit
+    /// beside the typed ones); a wrapper's rules apply to its value when it is set.
+    #[test]
+    fn required_messages_and_wrapped_numbers_are_checked() {
+        use envoy_types::pb::envoy::config::endpoint::v3::{
+            ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints,
+        };
+        let declared = declared_rules().unwrap_or_else(|e| panic!("{e}"));
+        let field = &declared["message.required"];
+        let (message, name) = field.rsplit_once('.').unwrap_or_default();
+        let descriptor = pool()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .get_message_by_name(message)
+            .unwrap_or_else(|| panic!("{message}"));
+        let empty = DynamicMessage::new(descriptor);
+        let mut out = Vec::new();
+        let pool = pool().unwrap_or_else(|e| panic!("{e}"));
+        Checker {
+            pool,
+            rules: Rules::of(pool),
+            out: &mut out,
+        }
+        .message(&empty, "m");
+        assert!(
+            out.iter()
+                .any(|v| v.path == format!("m.{name}") && v.rule == "required"),
+            "{field}: {out:?}"
+        );
+
+        let cla = |weight: Option<u32>| {
+            ClusterLoadAssignment {
+                cluster_name: "c".into(),
+                endpoints: vec![LocalityLbEndpoints {
+                    lb_endpoints: vec![LbEndpoint {
+                        load_balancing_weight: weight
+                            .map(|value| envoy_types::pb::google::protobuf::UInt32Value { value }),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        let zero = check(XdsType::Endpoint, &cla(Some(0))).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            zero.iter()
+                .any(|v| v.path.ends_with("load_balancing_weight") && v.rule.starts_with("gte 1")),
+            "{zero:?}"
+        );
+        for fine in [Some(1), None] {
+            let said = check(XdsType::Endpoint, &cla(fine)).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                !said
+                    .iter()
+                    .any(|v| v.path.ends_with("load_balancing_weight")),
+                "{said:?}"
+            );
+        }
+    }
+
+    /// Patterns mean what RE2 makes of them: Perl classes are ASCII.
+    #[test]
+    fn patterns_have_re2s_meaning() {
+        assert!(matches_pattern("^\\d+$", "123"));
+        assert!(
+            !matches_pattern("^\\d+$", "١٢٣"),
+            "Arabic-Indic digits are not RE2's \\d"
+        );
+        assert!(!matches_pattern("^\\w+$", "é"));
+        assert!(matches_pattern("^[\\w.-]+$", "a.b-c_d"));
+        assert!(
+            !matches_pattern("^\\s$", "\u{b}"),
+            "RE2's \\s has no vertical tab"
+        );
+        assert!(matches_pattern("^\\S+$", "é"));
+        assert!(matches_pattern("^[]a]+$", "]a"));
+    }
+
+    #[test]
+    fn well_known_string_formats() {
+        assert!(is_hostname("a.example.com") && is_hostname("a-b.c."));
+        assert!(!is_hostname("-a.com") && !is_hostname("a..com") && !is_hostname(&"a".repeat(64)));
+        assert!(is_email("a@example.com") && !is_email("a@") && !is_email("example.com"));
+        assert!(is_uri("https://a/b") && !is_uri("/relative") && !is_uri("a b:c"));
+        assert!(is_uuid("123e4567-e89b-12d3-a456-426614174000") && !is_uuid("123"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod contour_config;
 mod contour_e2e;
 mod deploy;
 mod e2e;
+mod envoy_rules;
 mod extension;
 mod extension_servers;
 mod extension_services;

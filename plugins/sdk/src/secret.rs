@@ -494,6 +494,50 @@ fn tls_certificate(
     })
 }
 
+/// What Envoy refuses of a TLS certificate it is sent (a certificate chain that does not
+/// parse, a private key that does not match the first certificate), checked as narrowly
+/// as Envoy checks it: a key Isobar cannot read is left to Envoy (`Ok`).
+pub fn check_key_pair(chain: &[u8], key: &[u8]) -> Result<(), String> {
+    let data = BTreeMap::from([
+        (TLS_CERT_KEY.to_string(), chain.to_vec()),
+        (TLS_PRIVATE_KEY.to_string(), key.to_vec()),
+    ]);
+    certificates_bundle(&data, TLS_CERT_KEY)
+        .map_err(|e| format!("failed to load certificate chain: {e}"))?;
+    let blocks = pem_blocks(&data, TLS_CERT_KEY)?;
+    let leaf = parse_certificate(TLS_CERT_KEY, 0, blocks[0].contents())?;
+    let keys = pem::parse_many(key).unwrap_or_default();
+    let Some(block) = keys.iter().find(|b| b.tag().ends_with("PRIVATE KEY")) else {
+        return Err("failed to load private key: no PEM private key".to_string());
+    };
+    let der = block.contents().to_vec();
+    let key = match block.tag() {
+        "PRIVATE KEY" => PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der)),
+        "RSA PRIVATE KEY" => PrivateKeyDer::Pkcs1(PrivatePkcs1KeyDer::from(der)),
+        "EC PRIVATE KEY" => PrivateKeyDer::Sec1(PrivateSec1KeyDer::from(der)),
+        _ => return Ok(()),
+    };
+    let Ok(signing) = rustls::crypto::ring::sign::any_supported_type(&key) else {
+        return Ok(());
+    };
+    match signing.public_key() {
+        Some(spki) if spki.as_ref() != leaf.public_key().raw => Err(
+            "failed to load private key: it does not match the first certificate of the chain"
+                .to_string(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Whether PEM text holds at least one certificate that parses (what Envoy needs of a
+/// trusted CA bundle).
+pub fn has_certificate(text: &[u8]) -> bool {
+    pem::parse_many(text)
+        .unwrap_or_default()
+        .iter()
+        .any(|b| b.tag() == "CERTIFICATE" && X509Certificate::from_der(b.contents()).is_ok())
+}
+
 /// A secret reference as objects write it: `name` (the object's own namespace) or
 /// `namespace/name`.
 pub fn split_reference<'a>(
