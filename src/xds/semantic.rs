@@ -76,7 +76,17 @@ const RE2_REPEAT_MAX: u32 = 1000;
 
 /// The rules `bytes` of type `t` (named `name`) breaks.
 pub fn check(t: XdsType, name: &str, bytes: &[u8]) -> Vec<Violation> {
-    let mut out = Rules::default();
+    check_scoped(t, name, bytes, false)
+}
+
+/// [`check`] without the rules across a route table's vhosts or a listener's filter
+/// chains (`entries_only`): for a resource holding only the vhosts or chains that
+/// changed, beside [`check_across`] of the whole.
+pub fn check_scoped(t: XdsType, name: &str, bytes: &[u8], entries_only: bool) -> Vec<Violation> {
+    let mut out = Rules {
+        entries_only,
+        ..Rules::default()
+    };
     match t {
         XdsType::Route | XdsType::VhdsRoute => {
             if let Ok(table) = RouteConfiguration::decode(bytes) {
@@ -116,6 +126,80 @@ pub fn check(t: XdsType, name: &str, bytes: &[u8]) -> Vec<Violation> {
 #[derive(Default)]
 struct Rules {
     found: Vec<Violation>,
+    /// Leave out the rules across vhosts and filter chains.
+    entries_only: bool,
+}
+
+/// A route table's vhost domains alone (the rest of each vhost skipped undecoded).
+#[derive(Clone, PartialEq, prost::Message)]
+struct TableDomains {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, repeated, tag = "2")]
+    virtual_hosts: Vec<VhostDomains>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct VhostDomains {
+    #[prost(string, repeated, tag = "2")]
+    domains: Vec<String>,
+}
+
+/// A listener's filter chain matches alone.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ListenerChains {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, optional, tag = "2")]
+    address: Option<Address>,
+    #[prost(message, repeated, tag = "3")]
+    filter_chains: Vec<ChainMatch>,
+    #[prost(bytes = "vec", optional, tag = "25")]
+    default_filter_chain: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ChainMatch {
+    #[prost(message, optional, tag = "1")]
+    filter_chain_match: Option<FilterChainMatch>,
+    #[prost(string, tag = "7")]
+    name: String,
+}
+
+/// The rules across a route table's vhosts (one `*`, unique domains) or a listener's
+/// filter chains (some chain, no two matching alike), from a light decode of the whole.
+pub fn check_across(t: XdsType, bytes: &[u8]) -> Vec<Violation> {
+    let mut out = Rules::default();
+    match t {
+        XdsType::Route | XdsType::VhdsRoute => {
+            if let Ok(table) = TableDomains::decode(bytes) {
+                out.domains(
+                    "RouteConfiguration",
+                    &table.name,
+                    table.virtual_hosts.iter().map(|v| v.domains.as_slice()),
+                );
+            }
+        }
+        XdsType::Listener => {
+            if let Ok(l) = ListenerChains::decode(bytes) {
+                let path = format!("Listener({})", l.name);
+                out.some_chain(
+                    &path,
+                    l.address.as_ref(),
+                    l.filter_chains.len(),
+                    l.default_filter_chain.is_some(),
+                );
+                out.distinct_chains(
+                    &path,
+                    l.filter_chains
+                        .iter()
+                        .map(|c| (c.name.as_str(), c.filter_chain_match.as_ref())),
+                );
+            }
+        }
+        _ => {}
+    }
+    out.found
 }
 
 impl Rules {
@@ -130,32 +214,12 @@ impl Rules {
 
     fn route_table(&mut self, table: &RouteConfiguration, path: &str) {
         let path = format!("{path}RouteConfiguration");
-        // RouteMatcher: one "*" per table; each domain (lower-cased) in one vhost only.
-        let mut wildcard = false;
-        let mut seen = BTreeSet::new();
-        for (i, vhost) in table.virtual_hosts.iter().enumerate() {
-            for domain in &vhost.domains {
-                let at = format!("{path}.virtual_hosts[{i}].domains");
-                if domain == "*" {
-                    if wildcard {
-                        self.fail(
-                            &at,
-                            "route.single-wildcard-domain",
-                            format!(
-                                "only a single wildcard domain is permitted in route {}",
-                                table.name
-                            ),
-                        );
-                    }
-                    wildcard = true;
-                } else if !seen.insert(domain.to_ascii_lowercase()) {
-                    self.fail(
-                        &at,
-                        "route.unique-domains",
-                        format!("duplicate entry of domain {domain} in route {}", table.name),
-                    );
-                }
-            }
+        if !self.entries_only {
+            self.domains(
+                &path,
+                &table.name,
+                table.virtual_hosts.iter().map(|v| v.domains.as_slice()),
+            );
         }
         let limit = table
             .max_direct_response_body_size_bytes
@@ -172,6 +236,33 @@ impl Rules {
         );
         for (i, vhost) in table.virtual_hosts.iter().enumerate() {
             self.virtual_host(vhost, &format!("{path}.virtual_hosts[{i}]."), limit);
+        }
+    }
+
+    /// RouteMatcher: one `*` per table; each domain (lower-cased) in one vhost only.
+    fn domains<'a>(&mut self, path: &str, table: &str, vhosts: impl Iterator<Item = &'a [String]>) {
+        let mut wildcard = false;
+        let mut seen = BTreeSet::new();
+        for (i, domains) in vhosts.enumerate() {
+            for domain in domains {
+                let at = format!("{path}.virtual_hosts[{i}].domains");
+                if domain == "*" {
+                    if wildcard {
+                        self.fail(
+                            &at,
+                            "route.single-wildcard-domain",
+                            format!("only a single wildcard domain is permitted in route {table}"),
+                        );
+                    }
+                    wildcard = true;
+                } else if !seen.insert(domain.to_ascii_lowercase()) {
+                    self.fail(
+                        &at,
+                        "route.unique-domains",
+                        format!("duplicate entry of domain {domain} in route {table}"),
+                    );
+                }
+            }
         }
     }
 
@@ -316,16 +407,14 @@ impl Rules {
                         );
                     }
                 }
-                let mut upgrades = BTreeSet::new();
-                for (i, u) in action.upgrade_configs.iter().enumerate() {
-                    if !upgrades.insert(u.upgrade_type.to_ascii_lowercase()) {
-                        self.fail(
-                            &format!("{path}.route.upgrade_configs[{i}]"),
-                            "route.duplicate-upgrade",
-                            format!("duplicate upgrade {}", u.upgrade_type),
-                        );
-                    }
-                }
+                self.duplicate_upgrades(
+                    &format!("{path}.route.upgrade_configs"),
+                    "route.duplicate-upgrade",
+                    action
+                        .upgrade_configs
+                        .iter()
+                        .map(|u| u.upgrade_type.as_str()),
+                );
                 if let Some(back_off) = action
                     .retry_policy
                     .as_ref()
@@ -412,6 +501,25 @@ impl Rules {
         }
     }
 
+    /// Upgrade types named twice (case-insensitively), in a route or a connection manager.
+    fn duplicate_upgrades<'a>(
+        &mut self,
+        path: &str,
+        family: &str,
+        types: impl Iterator<Item = &'a str>,
+    ) {
+        let mut seen = BTreeSet::new();
+        for (i, t) in types.enumerate() {
+            if !seen.insert(t.to_ascii_lowercase()) {
+                self.fail(
+                    &format!("{path}[{i}]"),
+                    family,
+                    format!("upgrade {t} twice"),
+                );
+            }
+        }
+    }
+
     fn string_matcher(&mut self, path: &str, matcher: &StringMatcher) {
         if let Some(string_matcher::MatchPattern::SafeRegex(re)) = &matcher.match_pattern {
             if matcher.ignore_case {
@@ -454,23 +562,21 @@ impl Rules {
                 false,
             );
         }
-        let udp = listener
-            .address
-            .as_ref()
-            .and_then(|a| match &a.address {
-                Some(address::Address::SocketAddress(s)) => Some(s.protocol == 1),
-                _ => None,
-            })
-            .unwrap_or(false);
-        if !udp && listener.filter_chains.is_empty() && listener.default_filter_chain.is_none() {
-            self.fail(
+        if !self.entries_only {
+            self.some_chain(
                 &path,
-                "listener.filter-chains",
-                "no filter chains specified",
+                listener.address.as_ref(),
+                listener.filter_chains.len(),
+                listener.default_filter_chain.is_some(),
+            );
+            self.distinct_chains(
+                &path,
+                listener
+                    .filter_chains
+                    .iter()
+                    .map(|c| (c.name.as_str(), c.filter_chain_match.as_ref())),
             );
         }
-        let mut matches: BTreeMap<Vec<u8>, String> = BTreeMap::new();
-        let mut leaves: BTreeMap<String, String> = BTreeMap::new();
         for (i, chain) in listener.filter_chains.iter().enumerate() {
             let at = format!("{path}.filter_chains[{i}]");
             let shown = if chain.name.is_empty() {
@@ -500,6 +606,43 @@ impl Rules {
                     );
                 }
             }
+            self.network_filters(&at, &chain.filters);
+        }
+        if let Some(chain) = &listener.default_filter_chain {
+            self.network_filters(&format!("{path}.default_filter_chain"), &chain.filters);
+        }
+    }
+
+    /// A TCP listener needs a filter chain (or a default one).
+    fn some_chain(&mut self, path: &str, address: Option<&Address>, chains: usize, default: bool) {
+        let udp = address
+            .and_then(|a| match &a.address {
+                Some(address::Address::SocketAddress(s)) => Some(s.protocol == 1),
+                _ => None,
+            })
+            .unwrap_or(false);
+        if !udp && chains == 0 && !default {
+            self.fail(path, "listener.filter-chains", "no filter chains specified");
+        }
+    }
+
+    /// No two filter chains with the same match, or matches overlapping once their
+    /// repeated conditions are expanded.
+    fn distinct_chains<'a>(
+        &mut self,
+        path: &str,
+        chains: impl Iterator<Item = (&'a str, Option<&'a FilterChainMatch>)>,
+    ) {
+        let mut matches: BTreeMap<Vec<u8>, String> = BTreeMap::new();
+        let mut leaves: BTreeMap<String, String> = BTreeMap::new();
+        for (i, (name, m)) in chains.enumerate() {
+            let at = format!("{path}.filter_chains[{i}]");
+            let shown = if name.is_empty() {
+                at.clone()
+            } else {
+                name.to_string()
+            };
+            let m = m.cloned().unwrap_or_default();
             if let Some(first) = matches.insert(m.encode_to_vec(), shown.clone()) {
                 self.fail(
                     &at,
@@ -522,10 +665,6 @@ impl Rules {
                     }
                 }
             }
-            self.network_filters(&at, &chain.filters);
-        }
-        if let Some(chain) = &listener.default_filter_chain {
-            self.network_filters(&format!("{path}.default_filter_chain"), &chain.filters);
         }
     }
 
@@ -621,19 +760,11 @@ impl Rules {
                 "only one of strip_matching_host_port or strip_any_host_port can be set",
             );
         }
-        let mut upgrades = BTreeSet::new();
-        for (i, u) in hcm.upgrade_configs.iter().enumerate() {
-            if !upgrades.insert(u.upgrade_type.to_ascii_lowercase()) {
-                self.fail(
-                    &format!("{path}.upgrade_configs[{i}]"),
-                    "hcm.duplicate-upgrade",
-                    format!(
-                        "multiple upgrade configs with the same name: '{}'",
-                        u.upgrade_type
-                    ),
-                );
-            }
-        }
+        self.duplicate_upgrades(
+            &format!("{path}.upgrade_configs"),
+            "hcm.duplicate-upgrade",
+            hcm.upgrade_configs.iter().map(|u| u.upgrade_type.as_str()),
+        );
         if let Some(http_connection_manager::RouteSpecifier::RouteConfig(table)) =
             &hcm.route_specifier
         {

@@ -110,8 +110,89 @@ impl std::fmt::Display for Withheld {
     }
 }
 
-/// Why `bytes` of type `t` must not be sent, if it must not.
-fn refused(t: XdsType, name: &str, bytes: &[u8]) -> Option<Withheld> {
+/// The field of a route table (its vhosts) or a listener (its filter chains) whose
+/// entries are checked one by one: an entry the served version holds byte for byte is
+/// not checked again (a change to one vhost of a 4 MB table checks that vhost).
+fn entry_field(t: XdsType) -> Option<u64> {
+    match t {
+        XdsType::Route | XdsType::VhdsRoute => Some(2),
+        XdsType::Listener => Some(3),
+        _ => None,
+    }
+}
+
+/// A message's top-level fields: each field's number and the bytes it spans (tag
+/// included). `None` when the bytes are not a well-formed message.
+fn top_fields(bytes: &[u8]) -> Option<Vec<(u64, std::ops::Range<usize>)>> {
+    use prost::encoding::decode_varint;
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let mut buf = &bytes[pos..];
+        let key = decode_varint(&mut buf).ok()?;
+        let len = match key & 7 {
+            0 => {
+                decode_varint(&mut buf).ok()?;
+                0
+            }
+            1 => 8,
+            2 => usize::try_from(decode_varint(&mut buf).ok()?).ok()?,
+            5 => 4,
+            _ => return None,
+        };
+        let header = bytes.len() - pos - buf.len();
+        let end = pos.checked_add(header)?.checked_add(len)?;
+        if end > bytes.len() {
+            return None;
+        }
+        out.push((key >> 3, pos..end));
+        pos = end;
+    }
+    Some(out)
+}
+
+/// `bytes` less the entries (of [`entry_field`]) that `old` holds byte for byte; `None`
+/// when nothing is left out.
+fn changed_entries(t: XdsType, bytes: &[u8], old: &[u8]) -> Option<Vec<u8>> {
+    let field = entry_field(t)?;
+    let old_fields = top_fields(old)?;
+    let held: std::collections::HashSet<&[u8]> = old_fields
+        .iter()
+        .filter(|(f, _)| *f == field)
+        .map(|(_, r)| &old[r.clone()])
+        .collect();
+    let mut reduced = Vec::with_capacity(bytes.len() / 8);
+    let mut left_out = false;
+    for (f, range) in top_fields(bytes)? {
+        let part = &bytes[range];
+        if f == field && held.contains(part) {
+            left_out = true;
+        } else {
+            reduced.extend_from_slice(part);
+        }
+    }
+    left_out.then_some(reduced)
+}
+
+/// Why `bytes` of type `t` must not be sent, if it must not; `old`, the version served,
+/// spares the entries it holds as they are.
+fn refused(t: XdsType, name: &str, bytes: &[u8], old: Option<&[u8]>) -> Option<Withheld> {
+    if let Some(reduced) = old.and_then(|old| changed_entries(t, bytes, old)) {
+        let mut found = match annotations(t, &reduced) {
+            Ok(v) => v,
+            Err(e) => vec![Violation {
+                path: String::new(),
+                rule: format!("does not decode: {e}"),
+            }],
+        };
+        found.extend(super::semantic::check_scoped(t, name, &reduced, true));
+        found.extend(super::semantic::check_across(t, bytes));
+        return (!found.is_empty()).then(|| Withheld {
+            xds_type: t,
+            name: name.to_string(),
+            violations: found,
+        });
+    }
     let violations = match check_named(t, name, bytes) {
         Ok(v) if v.is_empty() => return None,
         Ok(v) => v,
@@ -127,6 +208,9 @@ fn refused(t: XdsType, name: &str, bytes: &[u8]) -> Option<Withheld> {
     })
 }
 
+/// How many resources of a type to check before a second thread helps.
+const PARALLEL_FROM: usize = 256;
+
 /// Checks every resource of `resources` that `served` does not already hold, byte for
 /// byte, against Envoy's rules; each that breaks one is put back to its served version
 /// (or left out when new). What was withheld.
@@ -137,17 +221,43 @@ pub fn vet_resources(
     let mut out = Vec::new();
     for t in XdsType::ORDER.into_iter().chain([XdsType::VhdsRoute]) {
         let old = served.map(|s| s.get(t));
+        let new: Vec<(&String, &super::resource::Encoded)> = resources
+            .of_mut(t)
+            .iter()
+            .filter(|(name, bytes)| {
+                let held = old.and_then(|o| o.digests.get(name.as_str()));
+                held != Some(&super::snapshot::digest(bytes))
+            })
+            .collect();
+        let vet = |part: &[(&String, &super::resource::Encoded)]| -> Vec<Withheld> {
+            part.iter()
+                .filter_map(|(name, bytes)| {
+                    let served = old.and_then(|o| o.resources.get(name.as_str()));
+                    refused(t, name, bytes, served.map(|b| &b[..]))
+                })
+                .collect()
+        };
+        // A cold start checks every resource: on two threads when there are many.
+        let found: Vec<Withheld> = if new.len() >= PARALLEL_FROM {
+            let (first, second) = new.split_at(new.len() / 2);
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| vet(second));
+                let mut found = vet(first);
+                found.extend(
+                    other
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
+                found
+            })
+        } else {
+            vet(&new)
+        };
         let mut put_back = Vec::new();
-        for (name, bytes) in resources.of_mut(t).iter() {
-            let held = old.and_then(|o| o.digests.get(name.as_str()));
-            if held == Some(&super::snapshot::digest(bytes)) {
-                continue;
-            }
-            if let Some(withheld) = refused(t, name, bytes) {
-                let previous = old.and_then(|o| o.resources.get(name.as_str()).cloned());
-                put_back.push((name.clone(), previous));
-                out.push(withheld);
-            }
+        for withheld in found {
+            let previous = old.and_then(|o| o.resources.get(withheld.name.as_str()).cloned());
+            put_back.push((withheld.name.clone(), previous));
+            out.push(withheld);
         }
         let map = resources.of_mut(t);
         for (name, previous) in put_back {
@@ -171,8 +281,9 @@ pub fn vet_changes(
         let old = served.get(*t);
         for (name, resource) in resources.iter_mut() {
             let Some(bytes) = resource else { continue };
-            if let Some(withheld) = refused(*t, name, bytes) {
-                *resource = old.resources.get(name.as_str()).cloned();
+            let served = old.resources.get(name.as_str());
+            if let Some(withheld) = refused(*t, name, bytes, served.map(|b| &b[..])) {
+                *resource = served.cloned();
                 out.push(withheld);
             }
         }
@@ -346,25 +457,80 @@ impl Rules {
 
 /// The rules of each field, decoded once.
 fn field_rules(rules: &Rules, field: &FieldDescriptor) -> Option<DynamicMessage> {
-    type Cache = Mutex<HashMap<String, Option<DynamicMessage>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
     let ext = rules.field.as_ref()?;
-    let cache = CACHE.get_or_init(Mutex::default);
-    let key = field.full_name().to_string();
-    if let Ok(cache) = cache.lock()
-        && let Some(found) = cache.get(&key)
+    let options = field.options();
+    options
+        .has_extension(ext)
+        .then(|| options.get_extension(ext).as_message().cloned())
+        .flatten()
+}
+
+/// What checking one message type takes, worked out once per type.
+struct Plan {
+    /// `validate.disabled` or `validate.ignored`.
+    off: bool,
+    any: bool,
+    /// Oneofs one member of which must be set.
+    required_oneofs: Vec<prost_reflect::OneofDescriptor>,
+    fields: Vec<FieldPlan>,
+}
+
+struct FieldPlan {
+    field: FieldDescriptor,
+    rules: Option<DynamicMessage>,
+    in_oneof: bool,
+    /// `message.skip`: its contents are not checked.
+    skip: bool,
+    /// It holds messages (single, repeated or map values) to descend into.
+    nested: bool,
+}
+
+fn plan(rules: &Rules, descriptor: &prost_reflect::MessageDescriptor) -> std::sync::Arc<Plan> {
+    type Plans = std::sync::RwLock<HashMap<String, std::sync::Arc<Plan>>>;
+    static PLANS: OnceLock<Plans> = OnceLock::new();
+    let plans = PLANS.get_or_init(Plans::default);
+    if let Ok(plans) = plans.read()
+        && let Some(found) = plans.get(descriptor.full_name())
     {
         return found.clone();
     }
-    let options = field.options();
-    let found = options
-        .has_extension(ext)
-        .then(|| options.get_extension(ext).as_message().cloned())
-        .flatten();
-    if let Ok(mut cache) = cache.lock() {
-        cache.insert(key, found.clone());
+    let options = descriptor.options();
+    let fields = descriptor
+        .fields()
+        .map(|field| {
+            let found = field_rules(rules, &field);
+            let skip = found
+                .as_ref()
+                .and_then(|r| rule(r, "message"))
+                .and_then(|m| {
+                    m.as_message()
+                        .and_then(|m| rule(m, "skip"))
+                        .map(|s| s.as_bool() == Some(true))
+                })
+                .unwrap_or(false);
+            let nested = matches!(field.kind(), Kind::Message(_));
+            FieldPlan {
+                in_oneof: field.containing_oneof().is_some(),
+                field,
+                rules: found,
+                skip,
+                nested,
+            }
+        })
+        .collect();
+    let made = std::sync::Arc::new(Plan {
+        off: flag(&options, rules.disabled.as_ref()) || flag(&options, rules.ignored.as_ref()),
+        any: descriptor.full_name() == "google.protobuf.Any",
+        required_oneofs: descriptor
+            .oneofs()
+            .filter(|o| flag(&o.options(), rules.oneof.as_ref()))
+            .collect(),
+        fields,
+    });
+    if let Ok(mut plans) = plans.write() {
+        plans.insert(descriptor.full_name().to_string(), made.clone());
     }
-    found
+    made
 }
 
 fn flag(message: &DynamicMessage, ext: Option<&ExtensionDescriptor>) -> bool {
@@ -400,51 +566,34 @@ impl Checker<'_> {
     }
 
     fn message(&mut self, message: &DynamicMessage, path: &str) {
-        let descriptor = message.descriptor();
-        let options = descriptor.options();
-        if flag(&options, self.rules.disabled.as_ref())
-            || flag(&options, self.rules.ignored.as_ref())
-        {
+        let plan = plan(&self.rules, &message.descriptor());
+        if plan.off {
             return;
         }
-        if descriptor.full_name() == "google.protobuf.Any" {
+        if plan.any {
             self.any_contents(message, path);
             return;
         }
-        for oneof in descriptor.oneofs() {
-            if flag(&oneof.options(), self.rules.oneof.as_ref())
-                && !oneof.fields().any(|f| message.has_field(&f))
-            {
+        for oneof in &plan.required_oneofs {
+            if !oneof.fields().any(|f| message.has_field(&f)) {
                 self.fail(path, format!("one of {} is required", oneof.name()));
             }
         }
-        for field in descriptor.fields() {
-            let at = format!("{path}.{}", field.name());
-            let set = message.has_field(&field);
-            let rules = field_rules(&self.rules, &field);
-            let in_oneof = field.containing_oneof().is_some();
-            if let Some(rules) = &rules {
+        for f in &plan.fields {
+            let set = message.has_field(&f.field);
+            if f.rules.is_none() && !(set && f.nested) {
+                continue;
+            }
+            let at = format!("{path}.{}", f.field.name());
+            if let Some(rules) = &f.rules {
                 // Rules of a oneof member apply only to the member that is set.
-                if !in_oneof || set {
-                    self.field(&field, &message.get_field(&field), set, rules, &at);
+                if !f.in_oneof || set {
+                    self.field(&f.field, &message.get_field(&f.field), set, rules, &at);
                 }
             }
-            if !set {
-                continue;
+            if set && f.nested && !f.skip {
+                self.descend(&message.get_field(&f.field), &at);
             }
-            let skip = rules
-                .as_ref()
-                .and_then(|r| rule(r, "message"))
-                .and_then(|m| {
-                    m.as_message()
-                        .and_then(|m| rule(m, "skip"))
-                        .map(|s| s.as_bool() == Some(true))
-                })
-                .unwrap_or(false);
-            if skip {
-                continue;
-            }
-            self.descend(&message.get_field(&field), &at);
         }
     }
 
@@ -666,33 +815,9 @@ impl Checker<'_> {
     }
 
     fn timestamp(&mut self, t: &DynamicMessage, rules: &DynamicMessage, path: &str) {
-        let nanos_of = |m: &DynamicMessage| -> i128 {
-            let seconds = m
-                .get_field_by_name("seconds")
-                .and_then(|v| v.as_i64())
-                .unwrap_or(0);
-            let nanos = m
-                .get_field_by_name("nanos")
-                .and_then(|v| v.as_i32())
-                .unwrap_or(0);
-            i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
-        };
         let value = nanos_of(t);
+        self.time_bounds("timestamp", value, rules, path);
         let bound = |name: &str| rule(rules, name).and_then(|v| v.as_message().map(nanos_of));
-        let checks: [Bound<i128>; 5] = [
-            ("const", |v, b| v == b),
-            ("lt", |v, b| v < b),
-            ("lte", |v, b| v <= b),
-            ("gt", |v, b| v > b),
-            ("gte", |v, b| v >= b),
-        ];
-        for (name, holds) in checks {
-            if let Some(b) = bound(name)
-                && !holds(value, b)
-            {
-                self.fail(path, format!("timestamp {name} {b} ns (is {value} ns)"));
-            }
-        }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i128);
@@ -711,23 +836,16 @@ impl Checker<'_> {
     }
 
     fn duration(&mut self, d: &DynamicMessage, rules: &DynamicMessage, path: &str) {
-        let nanos_of = |m: &DynamicMessage| -> i128 {
-            let seconds = m
-                .get_field_by_name("seconds")
-                .and_then(|v| v.as_i64())
-                .unwrap_or(0);
-            let nanos = m
-                .get_field_by_name("nanos")
-                .and_then(|v| v.as_i32())
-                .unwrap_or(0);
-            i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
-        };
         let value = nanos_of(d);
         // Protobuf's own range: ±10,000 years.
         if value.abs() > 315_576_000_000 * 1_000_000_000 {
             self.fail(path, "a duration within protobuf's ±315,576,000,000 s");
         }
-        let bound = |name: &str| rule(rules, name).and_then(|v| v.as_message().map(nanos_of));
+        self.time_bounds("duration", value, rules, path);
+    }
+
+    /// A duration's or timestamp's `const`, `lt`, `lte`, `gt` and `gte`, in nanoseconds.
+    fn time_bounds(&mut self, what: &str, value: i128, rules: &DynamicMessage, path: &str) {
         let checks: [Bound<i128>; 5] = [
             ("const", |v, b| v == b),
             ("lt", |v, b| v < b),
@@ -736,10 +854,10 @@ impl Checker<'_> {
             ("gte", |v, b| v >= b),
         ];
         for (name, holds) in checks {
-            if let Some(b) = bound(name)
+            if let Some(b) = rule(rules, name).and_then(|v| v.as_message().map(nanos_of))
                 && !holds(value, b)
             {
-                self.fail(path, format!("duration {name} {b} ns (is {value} ns)"));
+                self.fail(path, format!("{what} {name} {b} ns (is {value} ns)"));
             }
         }
     }
@@ -1039,6 +1157,19 @@ fn is_uuid(text: &str) -> bool {
             .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// A `Duration`'s or `Timestamp`'s nanoseconds.
+fn nanos_of(m: &DynamicMessage) -> i128 {
+    let seconds = m
+        .get_field_by_name("seconds")
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0);
+    let nanos = m
+        .get_field_by_name("nanos")
+        .and_then(|v| v.as_i32())
+        .unwrap_or(0);
+    i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
+}
+
 fn enum_of(field: &FieldDescriptor) -> Option<EnumDescriptor> {
     match field.kind() {
         Kind::Enum(e) => Some(e),
@@ -1310,6 +1441,109 @@ mod tests {
                 "{said:?}"
             );
         }
+    }
+
+    /// A table whose served version holds some vhosts as they are: only the others are
+    /// checked one by one, the rules across vhosts still see them all; a listener's
+    /// filter chains likewise.
+    #[test]
+    fn entries_served_as_they_are_are_not_checked_again_but_still_count_across() {
+        use envoy_types::pb::envoy::config::listener::v3::{
+            FilterChain, FilterChainMatch, Listener,
+        };
+        let vhost = |name: &str, domain: &str, prefix: &str| VirtualHost {
+            name: name.into(),
+            domains: vec![domain.into()],
+            routes: vec![Route {
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::Prefix(prefix.into())),
+                    ..Default::default()
+                }),
+                action: Some(
+                    envoy_types::pb::envoy::config::route::v3::route::Action::DirectResponse(
+                        envoy_types::pb::envoy::config::route::v3::DirectResponseAction {
+                            status: 200,
+                            ..Default::default()
+                        },
+                    ),
+                ),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let table = |vhosts: Vec<VirtualHost>| {
+            RouteConfiguration {
+                name: "t".into(),
+                virtual_hosts: vhosts,
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        let a = vhost("a", "a.example.com", "/");
+        let old = table(vec![a.clone(), vhost("b", "b.example.com", "/")]);
+        let fine = table(vec![a.clone(), vhost("b", "b.example.com", "/x")]);
+        assert!(changed_entries(XdsType::Route, &fine, &old).is_some());
+        assert!(refused(XdsType::Route, "t", &fine, Some(&old)).is_none());
+        // A new vhost claiming a held vhost's domain.
+        let clash = table(vec![a.clone(), vhost("c", "A.example.com", "/")]);
+        let said = refused(XdsType::Route, "t", &clash, Some(&old))
+            .map(|w| w.to_string())
+            .unwrap_or_default();
+        assert!(said.contains("route.unique-domains"), "{said}");
+        // A changed vhost breaking a rule of its own.
+        let bad = table(vec![a, vhost("", "b.example.com", "/")]);
+        let said = refused(XdsType::Route, "t", &bad, Some(&old))
+            .map(|w| w.to_string())
+            .unwrap_or_default();
+        assert!(said.contains(".name: min_len 1"), "{said}");
+
+        let chain = |sni: &str| FilterChain {
+            filter_chain_match: Some(FilterChainMatch {
+                server_names: vec![sni.into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let listener = |port: u32, chains: Vec<FilterChain>| {
+            Listener {
+                name: "l".into(),
+                address: Some(envoy_types::pb::envoy::config::core::v3::Address {
+                    address: Some(
+                        envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
+                            envoy_types::pb::envoy::config::core::v3::SocketAddress {
+                                address: "0.0.0.0".into(),
+                                port_specifier: Some(
+                                    envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(port),
+                                ),
+                                ..Default::default()
+                            },
+                        ),
+                    ),
+                }),
+                filter_chains: chains,
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        let old = listener(443, vec![chain("a.example.com"), chain("b.example.com")]);
+        // Every chain held, the port changed: no chain is missing.
+        let moved = listener(8443, vec![chain("a.example.com"), chain("b.example.com")]);
+        assert!(refused(XdsType::Listener, "l", &moved, Some(&old)).is_none());
+        let twice = listener(
+            443,
+            vec![
+                chain("a.example.com"),
+                chain("b.example.com"),
+                chain("A.example.com"),
+            ],
+        );
+        let said = refused(XdsType::Listener, "l", &twice, Some(&old))
+            .map(|w| w.to_string())
+            .unwrap_or_default();
+        assert!(
+            said.contains("listener.duplicate-filter-chain-match"),
+            "{said}"
+        );
     }
 
     /// Patterns mean what RE2 makes of them: Perl classes are ASCII.
