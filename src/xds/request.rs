@@ -77,8 +77,8 @@ pub(super) fn sotw_request(bytes: Bytes) -> Result<SotwRequest, prost::DecodeErr
 
 /// Where a `DiscoveryRequest`'s names (field 3, every entry one after the other, as
 /// Envoy and prost write them) lie in its bytes (an empty range when it has none).
-/// `None` when the names are not in one run, or the bytes hold a group or do not
-/// parse: the request is then decoded in full, and prost reports what is wrong with it.
+/// `None` when the names are not in one run or not all UTF-8, or the bytes hold a group
+/// or do not parse: the request is then decoded in full, and prost reports what is wrong with it.
 pub(super) fn names_run(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
     const RESOURCE_NAMES: u32 = 3;
     let mut rest = bytes;
@@ -100,6 +100,10 @@ pub(super) fn names_run(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
         };
         if let Some(len) = value {
             if len > rest.len() {
+                return None;
+            }
+            // A name that is not UTF-8: prost decodes the request in full, and refuses it.
+            if tag == RESOURCE_NAMES && std::str::from_utf8(&rest[..len]).is_err() {
                 return None;
             }
             rest.advance(len);
@@ -184,5 +188,107 @@ mod tests {
         group.extend_from_slice(&plain);
         assert!(names_run(&group).is_none());
         assert!(names_run(&plain[..plain.len() - 1]).is_none());
+    }
+
+    /// Found by fuzzing: a name that is not UTF-8 was set apart and the request taken,
+    /// where prost refuses the request.
+    #[test]
+    fn a_name_that_is_not_utf8_refuses_the_request() {
+        // One run of names, the first not UTF-8.
+        let mut bytes = vec![0x1a, 1, 0x80];
+        bytes.extend(request(&[]).encode_to_vec());
+        assert!(names_run(&bytes).is_none());
+        assert!(sotw_request(Bytes::from(bytes)).is_err());
+    }
+
+    /// Fuzzing the parser against prost: requests of random fields (names, version,
+    /// nonce, type, error detail, node) whose records come in any order, and random
+    /// bytes. The parser never panics; whatever prost decodes, it decodes alike (names
+    /// included), and what prost refuses, it refuses.
+    #[test]
+    fn random_requests_decode_as_prost_decodes_them() {
+        use envoy_types::pb::envoy::config::core::v3::Node;
+        use envoy_types::pb::google::rpc::Status as RpcStatus;
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        let cases = std::env::var("XDS_REQUEST_FUZZ_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(2000);
+        let field = prop_oneof![
+            "\\PC{0,12}".prop_map(|v| DiscoveryRequest {
+                version_info: v,
+                ..Default::default()
+            }),
+            prop::collection::vec("\\PC{0,8}", 0..4).prop_map(|n| DiscoveryRequest {
+                resource_names: n,
+                ..Default::default()
+            }),
+            "\\PC{0,20}".prop_map(|t| DiscoveryRequest {
+                type_url: t,
+                ..Default::default()
+            }),
+            "[0-9]{0,4}".prop_map(|n| DiscoveryRequest {
+                response_nonce: n,
+                ..Default::default()
+            }),
+            (any::<i32>(), "\\PC{0,10}").prop_map(|(code, message)| DiscoveryRequest {
+                error_detail: Some(RpcStatus {
+                    code,
+                    message,
+                    details: vec![]
+                }),
+                ..Default::default()
+            }),
+            "\\PC{0,8}".prop_map(|id| DiscoveryRequest {
+                node: Some(Node {
+                    id,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        ];
+        // Records in any order, each encoded alone (protobuf merges them), and names of
+        // any bytes (not always UTF-8).
+        let raw_name = prop::collection::vec(any::<u8>(), 0..4).prop_map(|b| {
+            let mut record = vec![0x1a, b.len() as u8];
+            record.extend(b);
+            record
+        });
+        let record = prop_oneof![
+            4 => field.prop_map(|r| r.encode_to_vec()),
+            1 => raw_name,
+        ];
+        let records = prop::collection::vec(record, 0..8);
+        let check = |bytes: Vec<u8>| {
+            let parsed = sotw_request(Bytes::from(bytes.clone()));
+            match (DiscoveryRequest::decode(bytes.as_slice()), parsed) {
+                (Ok(expected), Ok(got)) => {
+                    let mut request = got.request;
+                    if let Some(names) = got.names {
+                        request.resource_names = names
+                            .decode()
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    }
+                    prop_assert_eq!(request, expected);
+                }
+                (Err(_), Err(_)) => {}
+                (Ok(_), Err(e)) => prop_assert!(false, "prost decodes it, the parser says {}", e),
+                (Err(e), Ok(_)) => {
+                    prop_assert!(false, "prost refuses it ({}), the parser takes it", e)
+                }
+            }
+            Ok(())
+        };
+        let mut runner = TestRunner::new(Config {
+            cases,
+            ..Config::default()
+        });
+        let outcome = runner.run(&records, |records| check(records.concat()));
+        assert!(outcome.is_ok(), "{outcome:?}");
+        let noise = prop::collection::vec(any::<u8>(), 0..64);
+        let outcome = runner.run(&noise, check);
+        assert!(outcome.is_ok(), "{outcome:?}");
     }
 }
