@@ -803,21 +803,11 @@ impl Rules {
         if kind == Some(static_)
             && let Some(cla) = &c.load_assignment
         {
-            for (l, locality) in cla.endpoints.iter().enumerate() {
-                for (e, endpoint) in locality.lb_endpoints.iter().enumerate() {
-                    if let Some(lb_endpoint::HostIdentifier::Endpoint(endpoint)) =
-                        &endpoint.host_identifier
-                        && let Some(address) = &endpoint.address
-                    {
-                        self.ip_address(
-                            &format!("{path}.load_assignment.endpoints[{l}].lb_endpoints[{e}]"),
-                            address,
-                            "cluster.ip-endpoints",
-                            true,
-                        );
-                    }
-                }
-            }
+            self.endpoint_addresses(
+                &format!("{path}.load_assignment"),
+                cla,
+                "cluster.ip-endpoints",
+            );
         }
         if kind == Some(logical_dns) {
             let single = c.load_assignment.as_ref().is_none_or(|cla| {
@@ -873,21 +863,7 @@ impl Rules {
                 ),
             );
         }
-        for (l, locality) in cla.endpoints.iter().enumerate() {
-            for (e, endpoint) in locality.lb_endpoints.iter().enumerate() {
-                if let Some(lb_endpoint::HostIdentifier::Endpoint(endpoint)) =
-                    &endpoint.host_identifier
-                    && let Some(address) = &endpoint.address
-                {
-                    self.ip_address(
-                        &format!("{path}.endpoints[{l}].lb_endpoints[{e}]"),
-                        address,
-                        "endpoints.ip-addresses",
-                        true,
-                    );
-                }
-            }
-        }
+        self.endpoint_addresses(&path, cla, "endpoints.ip-addresses");
         if let Some(policy) = &cla.policy {
             if policy.drop_overloads.len() > 1 {
                 self.fail(
@@ -913,6 +889,25 @@ impl Rules {
                             "drop_ratio past 1",
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// Each endpoint's address an IP (STATIC clusters, EDS).
+    fn endpoint_addresses(&mut self, path: &str, cla: &ClusterLoadAssignment, family: &str) {
+        for (l, locality) in cla.endpoints.iter().enumerate() {
+            for (e, endpoint) in locality.lb_endpoints.iter().enumerate() {
+                if let Some(lb_endpoint::HostIdentifier::Endpoint(endpoint)) =
+                    &endpoint.host_identifier
+                    && let Some(address) = &endpoint.address
+                {
+                    self.ip_address(
+                        &format!("{path}.endpoints[{l}].lb_endpoints[{e}]"),
+                        address,
+                        family,
+                        true,
+                    );
                 }
             }
         }
