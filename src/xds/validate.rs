@@ -465,6 +465,30 @@ fn field_rules(rules: &Rules, field: &FieldDescriptor) -> Option<DynamicMessage>
         .flatten()
 }
 
+/// One field's rules, taken apart once: `message.required` (beside the typed oneof) and
+/// the typed rules (`string`, `repeated`, …) with their kind.
+struct FieldRules {
+    required: bool,
+    typed: Option<(String, DynamicMessage)>,
+}
+
+impl FieldRules {
+    fn of(rules: &DynamicMessage) -> FieldRules {
+        let required = rule(rules, "message")
+            .and_then(|m| {
+                m.as_message()
+                    .and_then(|m| rule(m, "required"))
+                    .map(|r| r.as_bool() == Some(true))
+            })
+            .unwrap_or(false);
+        let typed = typed_rules(rules).and_then(|(kind, typed)| match typed {
+            Value::Message(typed) => Some((kind, typed)),
+            _ => None,
+        });
+        FieldRules { required, typed }
+    }
+}
+
 /// What checking one message type takes, worked out once per type.
 struct Plan {
     /// `validate.disabled` or `validate.ignored`.
@@ -477,7 +501,7 @@ struct Plan {
 
 struct FieldPlan {
     field: FieldDescriptor,
-    rules: Option<DynamicMessage>,
+    rules: Option<FieldRules>,
     in_oneof: bool,
     /// `message.skip`: its contents are not checked.
     skip: bool,
@@ -512,7 +536,7 @@ fn plan(rules: &Rules, descriptor: &prost_reflect::MessageDescriptor) -> std::sy
             FieldPlan {
                 in_oneof: field.containing_oneof().is_some(),
                 field,
-                rules: found,
+                rules: found.as_ref().map(FieldRules::of),
                 skip,
                 nested,
             }
@@ -645,55 +669,50 @@ impl Checker<'_> {
         field: &FieldDescriptor,
         value: &Value,
         set: bool,
-        rules: &DynamicMessage,
+        rules: &FieldRules,
         path: &str,
     ) {
-        // `message` rules sit beside the `type` oneof, not in it.
-        if let Some(Value::Message(message)) = rule(rules, "message").map(|v| v.into_owned())
-            && rule(&message, "required").is_some_and(|r| r.as_bool() == Some(true))
-            && !set
-        {
+        if rules.required && !set {
             self.fail(path, "required");
         }
-        let Some((kind, typed)) = typed_rules(rules) else {
+        let Some((kind, typed)) = &rules.typed else {
             return;
         };
-        let Value::Message(typed) = typed else { return };
         match kind.as_str() {
-            "repeated" => self.repeated(field, value, &typed, path),
-            "map" => self.map(field, value, &typed, path),
+            "repeated" => self.repeated(field, value, typed, path),
+            "map" => self.map(field, value, typed, path),
             "any" => {
-                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
+                if rule(typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
                     self.fail(path, "required");
                 }
                 if set && let Value::Message(any) = value {
-                    self.any_rules(any, &typed, path);
+                    self.any_rules(any, typed, path);
                 }
             }
             "duration" => {
-                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
+                if rule(typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
                     self.fail(path, "required");
                 }
                 if set && let Value::Message(d) = value {
-                    self.duration(d, &typed, path);
+                    self.duration(d, typed, path);
                 }
             }
             "timestamp" => {
-                if rule(&typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
+                if rule(typed, "required").is_some_and(|r| r.as_bool() == Some(true)) && !set {
                     self.fail(path, "required");
                 }
                 if set && let Value::Message(t) = value {
-                    self.timestamp(t, &typed, path);
+                    self.timestamp(t, typed, path);
                 }
             }
             _ => match value {
                 // A wrapper (UInt32Value & co.): the rules apply to its value, when set.
                 Value::Message(wrapper) => {
                     if set && let Some(inner) = wrapper.get_field_by_name("value") {
-                        self.scalar(&kind, &inner, &typed, path, enum_of(field));
+                        self.scalar(kind, &inner, typed, path, enum_of(field));
                     }
                 }
-                _ => self.scalar(&kind, value, &typed, path, enum_of(field)),
+                _ => self.scalar(kind, value, typed, path, enum_of(field)),
             },
         }
     }
@@ -746,6 +765,7 @@ impl Checker<'_> {
             }
         }
         if let Some(Value::Message(each)) = rule(rules, "items").map(|v| v.into_owned()) {
+            let each = FieldRules::of(&each);
             for (i, item) in items.iter().enumerate() {
                 self.field(field, item, true, &each, &format!("{path}[{i}]"));
             }
