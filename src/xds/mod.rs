@@ -32,6 +32,8 @@ pub mod validate;
 pub mod wire;
 
 pub use encoder::{Encoder, translate, translate_keeping};
+#[doc(hidden)]
+pub use request::agrees_with_prost;
 pub use resource::{Changes, Encoded, Name, Resources, XdsType};
 pub use settings::{
     AccessLogSettings, ClusterSettings, Compressor, EnvoySettings, HttpSettings, ListenerSettings,
