@@ -134,6 +134,29 @@ pub fn spawn(name: &'static str, cmd: &mut Command, log: &Path) -> Proc {
     Proc(child)
 }
 
+/// A loopback listener on a port of 12,000–31,999 (Linux hands out 32,768 and up to
+/// outgoing connections and to port 0), taken in turn from a start that differs between
+/// test processes.
+fn unshared_port() -> TcpListener {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 12_000;
+    const SPAN: u32 = 20_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port = FIRST + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port as u16)) {
+            return listener;
+        }
+    }
+    panic!("no free loopback port in {FIRST}–{}", FIRST + SPAN - 1)
+}
+
 /// The loopback ports of one `isobar serve`.
 #[derive(Clone, Copy)]
 pub struct ServePorts {
@@ -152,11 +175,13 @@ pub struct ServePorts {
 }
 
 impl ServePorts {
-    /// Free ports, all different (held open together while chosen).
+    /// Free ports, all different (held open together while chosen), below the kernel's
+    /// ephemeral range: Envoy binds them only once Isobar serves its listeners, and a
+    /// port of that range could meanwhile be taken by any outgoing connection (an
+    /// `envoy-admin` listener once failed so); below it, only another choice here could
+    /// take it, and choices do not repeat.
     pub fn free() -> ServePorts {
-        let held: Vec<TcpListener> = (0..8)
-            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}")))
-            .collect();
+        let held: Vec<TcpListener> = (0..8).map(|_| unshared_port()).collect();
         let port = |i: usize| {
             held[i]
                 .local_addr()
