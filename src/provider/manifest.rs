@@ -24,8 +24,10 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Object>, ManifestError>
     };
     let mut objects = Vec::new();
     if path.extension().is_some_and(|e| e == "json") {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| error(Some(e.line()), e.to_string()))?;
+        // An error at the end of input is reported past the last line; name the last one.
+        let last = text.lines().count().max(1);
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| error(Some(e.line().min(last)), e.to_string()))?;
         decode_value(value, &mut objects).map_err(|m| error(None, m))?;
         return Ok(objects);
     }
@@ -187,6 +189,16 @@ pub fn decode(kind: Kind, value: serde_json::Value) -> Result<Object, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by coverage-guided fuzzing (`tests/fuzz`, target `manifest`): a JSON file
+    /// cut short after a newline was reported at a line past its end.
+    #[test]
+    fn a_json_file_cut_short_names_its_last_line() {
+        let line = parse_file(Path::new("cut.json"), "{\n")
+            .err()
+            .map(|e| e.line);
+        assert_eq!(line, Some(Some(1)));
+    }
 
     #[test]
     fn deep_flow_nesting_is_refused_at_once() {
