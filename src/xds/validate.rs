@@ -1333,6 +1333,18 @@ mod tests {
     use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
     use prost::Message;
 
+    /// A route's action: a direct 200.
+    fn answer_200() -> Option<envoy_types::pb::envoy::config::route::v3::route::Action> {
+        Some(
+            envoy_types::pb::envoy::config::route::v3::route::Action::DirectResponse(
+                envoy_types::pb::envoy::config::route::v3::DirectResponseAction {
+                    status: 200,
+                    ..Default::default()
+                },
+            ),
+        )
+    }
+
     fn table(name: &str, prefix: &str) -> Vec<u8> {
         RouteConfiguration {
             name: "t".to_string(),
@@ -1357,14 +1369,7 @@ mod tests {
                         }],
                         ..Default::default()
                     }),
-                    action: Some(
-                        envoy_types::pb::envoy::config::route::v3::route::Action::DirectResponse(
-                            envoy_types::pb::envoy::config::route::v3::DirectResponseAction {
-                                status: 200,
-                                ..Default::default()
-                            },
-                        ),
-                    ),
+                    action: answer_200(),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -1479,14 +1484,7 @@ mod tests {
                     path_specifier: Some(route_match::PathSpecifier::Prefix(prefix.into())),
                     ..Default::default()
                 }),
-                action: Some(
-                    envoy_types::pb::envoy::config::route::v3::route::Action::DirectResponse(
-                        envoy_types::pb::envoy::config::route::v3::DirectResponseAction {
-                            status: 200,
-                            ..Default::default()
-                        },
-                    ),
-                ),
+                action: answer_200(),
                 ..Default::default()
             }],
             ..Default::default()
