@@ -401,7 +401,7 @@ pub fn declared_rules() -> Result<std::collections::BTreeMap<String, String>, St
     let rules = Rules::of(pool);
     let mut out = std::collections::BTreeMap::new();
     let mut note = |found: &DynamicMessage, field: &FieldDescriptor| {
-        if let Some(Value::Message(message)) = rule(found, "message").map(|v| v.into_owned()) {
+        if let Some(Value::Message(message)) = raw_rule(found, "message").map(|v| v.into_owned()) {
             for (rule_field, _) in message.fields() {
                 out.entry(format!("message.{}", rule_field.name()))
                     .or_insert_with(|| field.full_name().to_string());
@@ -425,7 +425,8 @@ pub fn declared_rules() -> Result<std::collections::BTreeMap<String, String>, St
             // The rules of repeated items and map keys and values.
             if let Some((_, Value::Message(typed))) = typed_rules(&found) {
                 for inner in ["items", "keys", "values"] {
-                    if let Some(Value::Message(each)) = rule(&typed, inner).map(|v| v.into_owned())
+                    if let Some(Value::Message(each)) =
+                        raw_rule(&typed, inner).map(|v| v.into_owned())
                     {
                         note(&each, &field);
                     }
@@ -469,20 +470,20 @@ fn field_rules(rules: &Rules, field: &FieldDescriptor) -> Option<DynamicMessage>
 /// the typed rules (`string`, `repeated`, …) with their kind.
 struct FieldRules {
     required: bool,
-    typed: Option<(String, DynamicMessage)>,
+    typed: Option<(String, RuleSet)>,
 }
 
 impl FieldRules {
     fn of(rules: &DynamicMessage) -> FieldRules {
-        let required = rule(rules, "message")
+        let required = raw_rule(rules, "message")
             .and_then(|m| {
                 m.as_message()
-                    .and_then(|m| rule(m, "required"))
+                    .and_then(|m| raw_rule(m, "required"))
                     .map(|r| r.as_bool() == Some(true))
             })
             .unwrap_or(false);
         let typed = typed_rules(rules).and_then(|(kind, typed)| match typed {
-            Value::Message(typed) => Some((kind, typed)),
+            Value::Message(typed) => Some((kind, RuleSet::of(&typed))),
             _ => None,
         });
         FieldRules { required, typed }
@@ -525,10 +526,10 @@ fn plan(rules: &Rules, descriptor: &prost_reflect::MessageDescriptor) -> std::sy
             let found = field_rules(rules, &field);
             let skip = found
                 .as_ref()
-                .and_then(|r| rule(r, "message"))
+                .and_then(|r| raw_rule(r, "message"))
                 .and_then(|m| {
                     m.as_message()
-                        .and_then(|m| rule(m, "skip"))
+                        .and_then(|m| raw_rule(m, "skip"))
                         .map(|s| s.as_bool() == Some(true))
                 })
                 .unwrap_or(false);
@@ -563,10 +564,42 @@ fn flag(message: &DynamicMessage, ext: Option<&ExtensionDescriptor>) -> bool {
     })
 }
 
-/// A set field of `rules` by name.
-fn rule<'a>(rules: &'a DynamicMessage, name: &str) -> Option<std::borrow::Cow<'a, Value>> {
+/// A set field of a rules message by name (as the plans are worked out).
+fn raw_rule<'a>(rules: &'a DynamicMessage, name: &str) -> Option<std::borrow::Cow<'a, Value>> {
     let field = rules.descriptor().get_field_by_name(name)?;
     rules.has_field(&field).then(|| rules.get_field(&field))
+}
+
+/// One rules message (`StringRules`, `RepeatedRules`, …) as the few fields it sets, taken
+/// apart once: a string's checks ask for some thirty rules by name, and looking each
+/// up in the message's descriptor was most of the time a check took.
+struct RuleSet(Vec<(String, Value)>);
+
+impl RuleSet {
+    fn of(rules: &DynamicMessage) -> RuleSet {
+        RuleSet(
+            rules
+                .fields()
+                .map(|(field, value)| (field.name().to_string(), value.clone()))
+                .collect(),
+        )
+    }
+
+    /// Whether it has an `in` or `not_in` list.
+    fn lists(&self) -> bool {
+        self.0
+            .iter()
+            .any(|(name, _)| name == "in" || name == "not_in")
+    }
+}
+
+/// A set rule of `rules` by name.
+fn rule<'a>(rules: &'a RuleSet, name: &str) -> Option<std::borrow::Cow<'a, Value>> {
+    rules
+        .0
+        .iter()
+        .find(|(set, _)| set == name)
+        .map(|(_, value)| std::borrow::Cow::Borrowed(value))
 }
 
 /// A rule's name and the comparison it makes of a value with its bound.
@@ -722,7 +755,7 @@ impl Checker<'_> {
         &mut self,
         path: &str,
         count: usize,
-        rules: &DynamicMessage,
+        rules: &RuleSet,
         (min_rule, max_rule): (&str, &str),
         what: &str,
     ) {
@@ -739,13 +772,7 @@ impl Checker<'_> {
         }
     }
 
-    fn repeated(
-        &mut self,
-        field: &FieldDescriptor,
-        value: &Value,
-        rules: &DynamicMessage,
-        path: &str,
-    ) {
+    fn repeated(&mut self, field: &FieldDescriptor, value: &Value, rules: &RuleSet, path: &str) {
         let Value::List(items) = value else { return };
         if items.is_empty() && ignore_empty(rules) {
             return;
@@ -772,7 +799,7 @@ impl Checker<'_> {
         }
     }
 
-    fn map(&mut self, field: &FieldDescriptor, value: &Value, rules: &DynamicMessage, path: &str) {
+    fn map(&mut self, field: &FieldDescriptor, value: &Value, rules: &RuleSet, path: &str) {
         let value_field = match field.kind() {
             Kind::Message(entry) => Some(entry.map_entry_value_field()),
             _ => None,
@@ -795,7 +822,7 @@ impl Checker<'_> {
             if let Some(keys) = &keys
                 && let Some((kind, Value::Message(typed))) = typed_rules(keys)
             {
-                self.scalar(&kind, &map_key_value(key), &typed, &at, None);
+                self.scalar(&kind, &map_key_value(key), &RuleSet::of(&typed), &at, None);
             }
             if let Some(values) = &values
                 && let Some((kind, Value::Message(typed))) = typed_rules(values)
@@ -805,7 +832,7 @@ impl Checker<'_> {
                     _ => self.scalar(
                         &kind,
                         item,
-                        &typed,
+                        &RuleSet::of(&typed),
                         &at,
                         value_field.as_ref().and_then(enum_of),
                     ),
@@ -814,7 +841,7 @@ impl Checker<'_> {
         }
     }
 
-    fn any_rules(&mut self, any: &DynamicMessage, rules: &DynamicMessage, path: &str) {
+    fn any_rules(&mut self, any: &DynamicMessage, rules: &RuleSet, path: &str) {
         let url = any
             .get_field_by_name("type_url")
             .and_then(|v| v.as_str().map(str::to_string))
@@ -834,7 +861,7 @@ impl Checker<'_> {
         }
     }
 
-    fn timestamp(&mut self, t: &DynamicMessage, rules: &DynamicMessage, path: &str) {
+    fn timestamp(&mut self, t: &DynamicMessage, rules: &RuleSet, path: &str) {
         let value = nanos_of(t);
         self.time_bounds("timestamp", value, rules, path);
         let bound = |name: &str| rule(rules, name).and_then(|v| v.as_message().map(nanos_of));
@@ -855,7 +882,7 @@ impl Checker<'_> {
         }
     }
 
-    fn duration(&mut self, d: &DynamicMessage, rules: &DynamicMessage, path: &str) {
+    fn duration(&mut self, d: &DynamicMessage, rules: &RuleSet, path: &str) {
         let value = nanos_of(d);
         // Protobuf's own range: ±10,000 years.
         if value.abs() > 315_576_000_000 * 1_000_000_000 {
@@ -865,7 +892,7 @@ impl Checker<'_> {
     }
 
     /// A duration's or timestamp's `const`, `lt`, `lte`, `gt` and `gte`, in nanoseconds.
-    fn time_bounds(&mut self, what: &str, value: i128, rules: &DynamicMessage, path: &str) {
+    fn time_bounds(&mut self, what: &str, value: i128, rules: &RuleSet, path: &str) {
         let checks: [Bound<i128>; 5] = [
             ("const", |v, b| v == b),
             ("lt", |v, b| v < b),
@@ -886,7 +913,7 @@ impl Checker<'_> {
         &mut self,
         kind: &str,
         value: &Value,
-        rules: &DynamicMessage,
+        rules: &RuleSet,
         path: &str,
         enumeration: Option<EnumDescriptor>,
     ) {
@@ -919,7 +946,7 @@ impl Checker<'_> {
     }
 
     /// `in` and `not_in` of any scalar.
-    fn listed(&mut self, path: &str, value: &Value, rules: &DynamicMessage) {
+    fn listed(&mut self, path: &str, value: &Value, rules: &RuleSet) {
         let same = |a: &Value| {
             number_of(a)
                 .zip(number_of(value))
@@ -938,7 +965,7 @@ impl Checker<'_> {
         }
     }
 
-    fn number(&mut self, value: &Value, rules: &DynamicMessage, path: &str) {
+    fn number(&mut self, value: &Value, rules: &RuleSet, path: &str) {
         let Some(v) = number_of(value) else { return };
         if v == 0.0 && ignore_empty(rules) {
             return;
@@ -960,7 +987,7 @@ impl Checker<'_> {
         self.listed(path, value, rules);
     }
 
-    fn bytes(&mut self, data: &[u8], rules: &DynamicMessage, path: &str) {
+    fn bytes(&mut self, data: &[u8], rules: &RuleSet, path: &str) {
         if data.is_empty() && ignore_empty(rules) {
             return;
         }
@@ -1013,10 +1040,12 @@ impl Checker<'_> {
         {
             self.fail(path, "bytes an IP address (4 or 16 bytes)");
         }
-        self.listed(path, &Value::Bytes(data.to_vec().into()), rules);
+        if rules.lists() {
+            self.listed(path, &Value::Bytes(data.to_vec().into()), rules);
+        }
     }
 
-    fn string(&mut self, text: &str, rules: &DynamicMessage, path: &str) {
+    fn string(&mut self, text: &str, rules: &RuleSet, path: &str) {
         if text.is_empty() && ignore_empty(rules) {
             return;
         }
@@ -1097,8 +1126,9 @@ impl Checker<'_> {
                 self.fail(path, format!("string {name} (is {text:?})"));
             }
         }
-        let listed = Value::String(text.to_string());
-        self.listed(path, &listed, rules);
+        if rules.lists() {
+            self.listed(path, &Value::String(text.to_string()), rules);
+        }
     }
 }
 
@@ -1197,7 +1227,7 @@ fn enum_of(field: &FieldDescriptor) -> Option<EnumDescriptor> {
     }
 }
 
-fn ignore_empty(rules: &DynamicMessage) -> bool {
+fn ignore_empty(rules: &RuleSet) -> bool {
     rule(rules, "ignore_empty").is_some_and(|v| v.as_bool() == Some(true))
 }
 
