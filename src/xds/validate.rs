@@ -815,28 +815,29 @@ impl Checker<'_> {
             ("min_pairs", "max_pairs"),
             "pairs",
         );
-        let keys = rule(rules, "keys").and_then(|v| v.as_message().cloned());
-        let values = rule(rules, "values").and_then(|v| v.as_message().cloned());
+        // The keys' and values' rules, taken apart once for every entry.
+        let typed = |name: &str| match rule(rules, name).as_deref() {
+            Some(Value::Message(each)) => match typed_rules(each) {
+                Some((kind, Value::Message(typed))) => Some((kind, RuleSet::of(&typed))),
+                _ => None,
+            },
+            _ => None,
+        };
+        let keys = typed("keys");
+        let values = typed("values").filter(|(kind, _)| {
+            !matches!(
+                kind.as_str(),
+                "message" | "any" | "duration" | "repeated" | "map" | "timestamp"
+            )
+        });
+        let value_enum = value_field.as_ref().and_then(enum_of);
         for (key, item) in entries {
             let at = format!("{path}[{}]", map_key(key));
-            if let Some(keys) = &keys
-                && let Some((kind, Value::Message(typed))) = typed_rules(keys)
-            {
-                self.scalar(&kind, &map_key_value(key), &RuleSet::of(&typed), &at, None);
+            if let Some((kind, typed)) = &keys {
+                self.scalar(kind, &map_key_value(key), typed, &at, None);
             }
-            if let Some(values) = &values
-                && let Some((kind, Value::Message(typed))) = typed_rules(values)
-            {
-                match kind.as_str() {
-                    "message" | "any" | "duration" | "repeated" | "map" | "timestamp" => {}
-                    _ => self.scalar(
-                        &kind,
-                        item,
-                        &RuleSet::of(&typed),
-                        &at,
-                        value_field.as_ref().and_then(enum_of),
-                    ),
-                }
+            if let Some((kind, typed)) = &values {
+                self.scalar(kind, item, typed, &at, value_enum.clone());
             }
         }
     }
