@@ -253,11 +253,16 @@ fn to(conditions: &str, service: &str) -> String {
     format!("    - conditions: {conditions}\n      services: [{{name: {service}, port: 80}}]\n")
 }
 
-/// `req` answers 200 from `service` of namespace `ns`.
+/// `req` comes to answer 200 from `service` of namespace `ns`. Waits for the service, not
+/// only the status: a route that covers `req` too (a wildcard vhost, a shorter prefix)
+/// answers 200 until the route under test reaches Envoy, which may come after its status.
 async fn answers(e2e: &E2e, req: &Req, ns: &str, service: &str) {
-    let answer = e2e.until_status(req, 200).await;
-    assert_eq!(super::service(&answer), service, "{req:?}");
-    assert_eq!(super::seen(&answer, "namespace"), ns, "{req:?}");
+    e2e.until(req, |a| {
+        a.status == 200
+            && super::service(a) == service
+            && super::seen(a, "namespace").as_str() == Some(ns)
+    })
+    .await;
 }
 
 /// testDirectResponseRule: routes answer their direct responses, status and body, the
