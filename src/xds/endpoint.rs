@@ -19,6 +19,7 @@ pub(super) fn load_assignment_of(
     if c.localities.is_empty() {
         return load_assignment(&c.eds_name, objects, &c.namespace, &c.service, &c.port_name);
     }
+    let weigh = locality_weights(c.localities.iter().map(|l| l.weight));
     let endpoints = c
         .localities
         .iter()
@@ -40,7 +41,7 @@ pub(super) fn load_assignment_of(
                 }),
                 lb_endpoints,
                 load_balancing_weight: Some(envoy_types::pb::google::protobuf::UInt32Value {
-                    value: l.weight.max(1),
+                    value: weigh(l.weight),
                 }),
                 ..Default::default()
             })
@@ -83,5 +84,38 @@ pub(super) fn load_assignment(
             }]
         },
         ..Default::default()
+    }
+}
+
+/// Each locality's weight as sent: at least 1, and scaled down in proportion when they
+/// sum past `u32::MAX` (Envoy's ring hash and Maglev balancers refuse such a sum).
+fn locality_weights(weights: impl Iterator<Item = u32> + Clone) -> impl Fn(u32) -> u32 {
+    let count = weights.clone().count() as u64;
+    let total: u64 = weights.map(|w| u64::from(w.max(1))).sum();
+    let room = u64::from(u32::MAX).saturating_sub(count);
+    move |w| {
+        let w = u64::from(w.max(1));
+        if total <= u64::from(u32::MAX) {
+            return w as u32;
+        }
+        u32::try_from((w * room / total).max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::locality_weights;
+
+    #[test]
+    fn locality_weights_past_u32_are_scaled_to_fit_in_proportion() {
+        let weights = [u32::MAX, u32::MAX, 0];
+        let weigh = locality_weights(weights.iter().copied());
+        let sent: Vec<u32> = weights.iter().map(|w| weigh(*w)).collect();
+        let sum: u64 = sent.iter().map(|w| u64::from(*w)).sum();
+        assert!(sum <= u64::from(u32::MAX), "{sent:?}");
+        assert_eq!(sent[0], sent[1]);
+        assert_eq!(sent[2], 1);
+        let weigh = locality_weights([3, 0, 7].into_iter());
+        assert_eq!([weigh(3), weigh(0), weigh(7)], [3, 1, 7]);
     }
 }

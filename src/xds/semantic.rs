@@ -14,7 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{Address, HeaderValueOption, address, data_source};
 use envoy_types::pb::envoy::config::endpoint::v3::{ClusterLoadAssignment, lb_endpoint};
-use envoy_types::pb::envoy::config::listener::v3::{FilterChainMatch, Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::{
+    AdditionalAddress, FilterChainMatch, Listener, filter,
+};
 use envoy_types::pb::envoy::config::route::v3::{
     RouteConfiguration, VirtualHost, route, route_action,
 };
@@ -60,6 +62,7 @@ pub const FAMILIES: &[&str] = &[
     "cluster.logical-dns-single-host",
     "cluster.health-checks",
     "cluster.per-host-thresholds",
+    "cluster.hash-weight-sums",
     "endpoints.cluster-name",
     "endpoints.ip-addresses",
     "endpoints.drop-overloads",
@@ -67,6 +70,11 @@ pub const FAMILIES: &[&str] = &[
     "secret.session-ticket-keys",
     "secret.validation-context",
 ];
+
+/// The rules across the resources of one type (the listener manager's duplicate
+/// addresses, the merged route table of VHDS), checked by [`listeners_across`] and
+/// [`vhosts_across`].
+pub const FAMILIES_ACROSS: &[&str] = &["listener.duplicate-address", "vhds.unique-domains"];
 
 /// Envoy's default cap on a direct response body (`max_direct_response_body_size_bytes`).
 const DIRECT_RESPONSE_MAX: usize = 4096;
@@ -200,6 +208,152 @@ pub fn check_across(t: XdsType, bytes: &[u8]) -> Vec<Violation> {
         _ => {}
     }
     out.found
+}
+
+/// A listener's addresses alone (for the rule across listeners).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ListenerAddresses {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, optional, tag = "2")]
+    address: Option<Address>,
+    #[prost(message, optional, tag = "26")]
+    bind_to_port: Option<envoy_types::pb::google::protobuf::BoolValue>,
+    #[prost(message, repeated, tag = "33")]
+    additional_addresses: Vec<AdditionalAddress>,
+}
+
+/// The listener manager (listener_manager_impl.cc, `hasDuplicatedAddress`): a listener
+/// whose address (of the same socket type) another listener already has is refused,
+/// port 0 aside when it binds. `listeners` are `(resource name, bytes)`, those Envoy
+/// holds first: each later one sharing an address with an earlier one is flagged.
+pub fn listeners_across(listeners: &[(&str, &[u8])]) -> Vec<(String, Violation)> {
+    let mut held: BTreeMap<String, String> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (resource, bytes) in listeners {
+        let Ok(l) = ListenerAddresses::decode(*bytes) else {
+            continue;
+        };
+        let binds = l.bind_to_port.is_none_or(|b| b.value);
+        let keys: BTreeSet<String> = l
+            .address
+            .iter()
+            .chain(
+                l.additional_addresses
+                    .iter()
+                    .filter_map(|a| a.address.as_ref()),
+            )
+            .filter_map(|a| address_key(a, binds))
+            .collect();
+        let clash = keys.iter().find_map(|k| {
+            held.get(k)
+                .filter(|other| **other != l.name)
+                .map(|o| (k, o))
+        });
+        if let Some((key, other)) = clash {
+            out.push((
+                resource.to_string(),
+                Violation {
+                    path: format!("Listener({}).address", l.name),
+                    rule: format!(
+                        "listener.duplicate-address: listener {:?} has duplicate address {key} as existing listener {other:?}",
+                        l.name
+                    ),
+                },
+            ));
+            continue;
+        }
+        for key in keys {
+            held.insert(key, l.name.clone());
+        }
+    }
+    out
+}
+
+/// What makes two listener addresses the same to Envoy: socket type, IP and port (a
+/// binding listener's port 0 is never the same), or the pipe's path.
+fn address_key(a: &Address, binds: bool) -> Option<String> {
+    use envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier;
+    match a.address.as_ref()? {
+        address::Address::SocketAddress(s) => {
+            let port = match s.port_specifier {
+                Some(PortSpecifier::PortValue(p)) => p,
+                _ => return None,
+            };
+            if port == 0 && binds {
+                return None;
+            }
+            let ip = s
+                .address
+                .parse::<std::net::IpAddr>()
+                .map_or_else(|_| s.address.clone(), |ip| ip.to_string());
+            let protocol = if s.protocol == 1 { "udp" } else { "tcp" };
+            Some(format!("{protocol}://{ip}:{port}"))
+        }
+        address::Address::Pipe(p) => Some(format!("pipe:{}", p.path)),
+        _ => None,
+    }
+}
+
+/// Whether two encoded vhosts have the same domains.
+pub fn same_domains(a: &[u8], b: &[u8]) -> bool {
+    match (VhostDomains::decode(a), VhostDomains::decode(b)) {
+        (Ok(a), Ok(b)) => a.domains == b.domains,
+        _ => false,
+    }
+}
+
+/// VHDS (route_config_update_receiver_impl.cc): the vhosts Envoy is sent are merged into
+/// their RouteConfiguration, whose table is then built as one, so one `*` and each domain
+/// once across all of them. `vhosts` are `(resource name, bytes)` of one
+/// RouteConfiguration, those Envoy holds first: each later one repeating an earlier
+/// one's domain is flagged.
+pub fn vhosts_across(table: &str, vhosts: &[(&str, &[u8])]) -> Vec<(String, Violation)> {
+    let mut held: BTreeMap<String, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (resource, bytes) in vhosts {
+        let Ok(v) = VhostDomains::decode(*bytes) else {
+            continue;
+        };
+        let domains: BTreeSet<String> = v.domains.iter().map(|d| d.to_ascii_lowercase()).collect();
+        let twice = (domains.len() < v.domains.len()).then(|| {
+            let mut seen = BTreeSet::new();
+            let d = v.domains.iter().map(|d| d.to_ascii_lowercase());
+            (
+                d.into_iter()
+                    .find(|d| !seen.insert(d.clone()))
+                    .unwrap_or_default(),
+                *resource,
+            )
+        });
+        if let Some((domain, other)) = twice.or_else(|| {
+            domains
+                .iter()
+                .find_map(|d| held.get(d).map(|o| (d.clone(), *o)))
+        }) {
+            let rule = if domain == "*" {
+                format!(
+                    "vhds.unique-domains: only a single wildcard domain is permitted in route {table} (also in {other:?})"
+                )
+            } else {
+                format!(
+                    "vhds.unique-domains: duplicate entry of domain {domain} in route {table} (also in {other:?})"
+                )
+            };
+            out.push((
+                resource.to_string(),
+                Violation {
+                    path: format!("VirtualHost({resource}).domains"),
+                    rule,
+                },
+            ));
+            continue;
+        }
+        for d in domains {
+            held.insert(d, resource);
+        }
+    }
+    out
 }
 
 impl Rules {
@@ -821,6 +975,17 @@ impl Rules {
                 );
             }
         }
+        // The ring hash and Maglev balancers (thread_aware_lb_impl.cc) sum the weights
+        // in 64 bits and refuse a sum past 32.
+        let hashing = [
+            cluster::LbPolicy::RingHash as i32,
+            cluster::LbPolicy::Maglev as i32,
+        ];
+        if hashing.contains(&c.lb_policy)
+            && let Some(cla) = &c.load_assignment
+        {
+            self.hash_weight_sums(&format!("{path}.load_assignment"), cla);
+        }
         if c.health_checks.len() > 1 {
             self.fail(
                 &path,
@@ -890,6 +1055,43 @@ impl Rules {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// Per priority, the localities' weights and each locality's hosts' weights sum to
+    /// at most `u32::MAX` (hosts weigh 1 unless they say).
+    fn hash_weight_sums(&mut self, path: &str, cla: &ClusterLoadAssignment) {
+        let mut by_priority: BTreeMap<u32, u64> = BTreeMap::new();
+        for (l, locality) in cla.endpoints.iter().enumerate() {
+            *by_priority.entry(locality.priority).or_default() +=
+                u64::from(locality.load_balancing_weight.map_or(0, |w| w.value));
+            let hosts: u64 = locality
+                .lb_endpoints
+                .iter()
+                .map(|e| u64::from(e.load_balancing_weight.map_or(1, |w| w.value)))
+                .sum();
+            if hosts > u64::from(u32::MAX) {
+                self.fail(
+                    &format!("{path}.endpoints[{l}]"),
+                    "cluster.hash-weight-sums",
+                    format!(
+                        "the sum of weights of all upstream hosts in a locality exceeds {}",
+                        u32::MAX
+                    ),
+                );
+            }
+        }
+        for (priority, sum) in by_priority {
+            if sum > u64::from(u32::MAX) {
+                self.fail(
+                    path,
+                    "cluster.hash-weight-sums",
+                    format!(
+                        "the sum of weights of all localities at priority {priority} exceeds {}",
+                        u32::MAX
+                    ),
+                );
             }
         }
     }

@@ -219,6 +219,8 @@ pub fn vet_resources(
     served: Option<&super::snapshot::Snapshot>,
 ) -> Vec<Withheld> {
     let mut out = Vec::new();
+    // The listeners and vhosts Envoy does not hold yet, for the rules across them.
+    let mut coming: HashMap<XdsType, std::collections::BTreeSet<String>> = HashMap::new();
     for t in XdsType::ORDER.into_iter().chain([XdsType::VhdsRoute]) {
         let old = served.map(|s| s.get(t));
         let new: Vec<(&String, &super::resource::Encoded)> = resources
@@ -229,6 +231,9 @@ pub fn vet_resources(
                 held != Some(&super::snapshot::digest(bytes))
             })
             .collect();
+        if matches!(t, XdsType::Listener | XdsType::VirtualHost) {
+            coming.insert(t, new.iter().map(|(n, _)| (*n).clone()).collect());
+        }
         let vet = |part: &[(&String, &super::resource::Encoded)]| -> Vec<Withheld> {
             part.iter()
                 .filter_map(|(name, bytes)| {
@@ -267,7 +272,76 @@ pub fn vet_resources(
             };
         }
     }
+    for t in [XdsType::Listener, XdsType::VirtualHost] {
+        let old = served.map(|s| s.get(t));
+        let map = resources.of(t);
+        let all: Vec<(&str, &[u8])> = map.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
+        let changed: std::collections::BTreeSet<&str> = coming
+            .get(&t)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .filter(|n| map.contains_key(*n))
+            .collect();
+        let flagged = across(t, &all, &changed);
+        let map = resources.of_mut(t);
+        for (name, violation) in flagged {
+            match old.and_then(|o| o.resources.get(name.as_str()).cloned()) {
+                Some(previous) => map.insert(name.clone(), previous),
+                None => map.remove(&name),
+            };
+            out.push(Withheld {
+                xds_type: t,
+                name,
+                violations: vec![violation],
+            });
+        }
+    }
     out
+}
+
+/// The rules across the resources of type `t` ([`super::semantic::FAMILIES_ACROSS`]):
+/// `all` is the set Envoy is to hold, `changed` names those it does not hold yet. What
+/// is flagged is among `changed` (Envoy refuses the newcomer, not what it holds).
+fn across(
+    t: XdsType,
+    all: &[(&str, &[u8])],
+    changed: &std::collections::BTreeSet<&str>,
+) -> Vec<(String, Violation)> {
+    if changed.is_empty() {
+        return Vec::new();
+    }
+    // What Envoy holds first, then what comes.
+    fn ordered<'a>(
+        part: &[(&'a str, &'a [u8])],
+        changed: &std::collections::BTreeSet<&str>,
+    ) -> Vec<(&'a str, &'a [u8])> {
+        let (new, held): (Vec<_>, Vec<_>) = part.iter().partition(|(n, _)| changed.contains(n));
+        held.into_iter().chain(new).collect()
+    }
+    match t {
+        XdsType::Listener => super::semantic::listeners_across(&ordered(all, changed)),
+        XdsType::VirtualHost => {
+            let table = |name: &str| name.rsplit_once('/').map_or("", |(t, _)| t).to_string();
+            let touched: std::collections::BTreeSet<String> =
+                changed.iter().map(|n| table(n)).collect();
+            let mut by_table: std::collections::BTreeMap<String, Vec<(&str, &[u8])>> =
+                std::collections::BTreeMap::new();
+            for (name, bytes) in all {
+                let t = table(name);
+                if touched.contains(&t) {
+                    by_table.entry(t).or_default().push((name, bytes));
+                }
+            }
+            by_table
+                .iter()
+                .flat_map(|(t, vhosts)| {
+                    super::semantic::vhosts_across(t, &ordered(vhosts, changed))
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Checks the resources `changes` puts against Envoy's rules; each that breaks one is
@@ -287,8 +361,60 @@ pub fn vet_changes(
                 out.push(withheld);
             }
         }
+        if matches!(t, XdsType::Listener | XdsType::VirtualHost) && needs_across(*t, resources, old)
+        {
+            // The set Envoy is to hold: what is served, changed as `resources` says.
+            let all: Vec<(&str, &[u8])> = old
+                .resources
+                .iter()
+                .filter(|(name, _)| !resources.contains_key(&***name))
+                .map(|(n, b)| (&**n, &b[..]))
+                .chain(
+                    resources
+                        .iter()
+                        .filter_map(|(n, b)| b.as_ref().map(|b| (n.as_str(), &b[..]))),
+                )
+                .collect();
+            let changed: std::collections::BTreeSet<&str> = resources
+                .iter()
+                .filter(|(_, b)| b.is_some())
+                .map(|(n, _)| n.as_str())
+                .collect();
+            let flagged = across(*t, &all, &changed);
+            drop(all);
+            for (name, violation) in flagged {
+                if let Some(resource) = resources.get_mut(&name) {
+                    *resource = old.resources.get(name.as_str()).cloned();
+                }
+                out.push(Withheld {
+                    xds_type: *t,
+                    name,
+                    violations: vec![violation],
+                });
+            }
+        }
     }
     out
+}
+
+/// Whether a change of type `t` may break a rule across resources: any listener put;
+/// a vhost put whose domains differ from its served version's (a change inside a vhost
+/// leaves the merged table's domains as they were, and spares the walk over them all).
+fn needs_across(
+    t: XdsType,
+    resources: &std::collections::BTreeMap<String, Option<super::resource::Encoded>>,
+    old: &super::snapshot::TypeSnapshot,
+) -> bool {
+    match t {
+        XdsType::Listener => resources.values().any(Option::is_some),
+        XdsType::VirtualHost => resources.iter().any(|(name, bytes)| {
+            let Some(bytes) = bytes else { return false };
+            old.resources
+                .get(name.as_str())
+                .is_none_or(|served| !super::semantic::same_domains(bytes, served))
+        }),
+        _ => false,
+    }
 }
 
 /// Whether the checker applies `kind.rule` ([`SUPPORTED`], or a bound of a number).
@@ -1692,5 +1818,125 @@ mod tests {
         assert_eq!(routes["kept"], Some(good), "the served version stays");
         assert_eq!(routes["fresh"], None, "a new bad resource is left out");
         assert_eq!(routes["gone"], None);
+    }
+
+    /// VHDS merges a RouteConfiguration's vhosts into one table: a vhost repeating a
+    /// domain another of the same table holds is withheld (the one Envoy holds stays),
+    /// in a full build and in a spliced change; other tables and changes inside a vhost
+    /// are not concerned.
+    #[test]
+    fn a_vhost_repeating_another_vhosts_domain_is_withheld() {
+        use crate::xds::resource::{Changes, Encoded, Resources};
+        use crate::xds::snapshot::Snapshot;
+        use envoy_types::pb::envoy::config::route::v3::VirtualHost;
+        let vhost = |name: &str, domains: &[&str]| -> Encoded {
+            crate::xds::resource::encoded(&VirtualHost {
+                name: name.into(),
+                domains: domains.iter().map(|d| d.to_string()).collect(),
+                ..Default::default()
+            })
+        };
+        let mut first = Resources::default();
+        let a = vhost("a", &["a.example.com"]);
+        first.virtual_hosts.insert("http/a".into(), a.clone());
+        first
+            .virtual_hosts
+            .insert("other/a".into(), vhost("a", &["a.example.com"]));
+        let withheld = vet_resources(&mut first, None);
+        assert!(withheld.is_empty(), "{withheld:?}");
+        let served = Snapshot::new(first.clone());
+
+        // A new vhost claiming a held domain (in another case) is left out.
+        let mut second = first.clone();
+        second.virtual_hosts.insert(
+            "http/b".into(),
+            vhost("b", &["b.example.com", "A.example.com"]),
+        );
+        let withheld = vet_resources(&mut second, Some(&served));
+        assert_eq!(withheld.len(), 1, "{withheld:?}");
+        assert_eq!(withheld[0].name, "http/b");
+        assert!(
+            withheld[0].to_string().contains("vhds.unique-domains"),
+            "{}",
+            withheld[0]
+        );
+        assert!(!second.virtual_hosts.contains_key("http/b"));
+        assert_eq!(second.virtual_hosts.get("http/a"), Some(&a));
+
+        // As a spliced change: the same; a change inside a vhost and a vhost taking a
+        // domain another gives up in the same change go through.
+        let mut changes = Changes::default();
+        changes.put(
+            XdsType::VirtualHost,
+            "http/b".into(),
+            Some(vhost("b", &["a.example.com"])),
+        );
+        let withheld = vet_changes(&mut changes, &served);
+        assert_eq!(withheld.len(), 1, "{withheld:?}");
+        assert_eq!(changes.by_type[&XdsType::VirtualHost]["http/b"], None);
+        let mut changes = Changes::default();
+        changes.put(XdsType::VirtualHost, "http/a".into(), None);
+        changes.put(
+            XdsType::VirtualHost,
+            "http/b".into(),
+            Some(vhost("b", &["a.example.com"])),
+        );
+        assert!(vet_changes(&mut changes, &served).is_empty());
+        let mut changes = Changes::default();
+        changes.put(
+            XdsType::VirtualHost,
+            "http/a".into(),
+            Some(vhost("a2", &["a.example.com"])),
+        );
+        assert!(!needs_across(
+            XdsType::VirtualHost,
+            &changes.by_type[&XdsType::VirtualHost],
+            served.get(XdsType::VirtualHost)
+        ));
+        assert!(vet_changes(&mut changes, &served).is_empty());
+    }
+
+    /// A listener on an address another listener holds is withheld; the held one stays.
+    #[test]
+    fn a_listener_on_a_held_address_is_withheld() {
+        use crate::xds::resource::{Changes, Resources};
+        use crate::xds::snapshot::Snapshot;
+        use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
+        let listener = |name: &str, port: u16| {
+            crate::xds::resource::encoded(&Listener {
+                name: name.into(),
+                address: Some(crate::xds::proto::socket_address("0.0.0.0", port)),
+                filter_chains: vec![FilterChain::default()],
+                ..Default::default()
+            })
+        };
+        let mut first = Resources::default();
+        first
+            .listeners
+            .insert("http".into(), listener("http", 8080));
+        let served = Snapshot::new(first.clone());
+        let mut changes = Changes::default();
+        changes.put(
+            XdsType::Listener,
+            "stats".into(),
+            Some(listener("stats", 8080)),
+        );
+        let withheld = vet_changes(&mut changes, &served);
+        assert_eq!(withheld.len(), 1, "{withheld:?}");
+        assert_eq!(withheld[0].name, "stats");
+        assert!(
+            withheld[0]
+                .to_string()
+                .contains("listener.duplicate-address"),
+            "{}",
+            withheld[0]
+        );
+        let mut changes = Changes::default();
+        changes.put(
+            XdsType::Listener,
+            "stats".into(),
+            Some(listener("stats", 8002)),
+        );
+        assert!(vet_changes(&mut changes, &served).is_empty());
     }
 }

@@ -478,6 +478,19 @@ fn cases(good: &Pair, other: &Pair) -> Vec<(&'static str, Resource)> {
             }),
         ),
         (
+            "cluster.hash-weight-sums",
+            Resource::Cluster({
+                let mut c = static_cluster("x", json!([]));
+                c["lb_policy"] = json!("RING_HASH");
+                c["load_assignment"]["endpoints"] = json!([
+                    {"locality": {"zone": "a"}, "load_balancing_weight": u32::MAX, "lb_endpoints": [endpoint("127.0.0.1")]},
+                    {"locality": {"zone": "b"}, "load_balancing_weight": u32::MAX, "lb_endpoints": [endpoint("127.0.0.2")]},
+                ]);
+                c["common_lb_config"] = json!({"locality_weighted_lb_config": {}});
+                c
+            }),
+        ),
+        (
             "endpoints.ip-addresses",
             Resource::Endpoints(
                 json!({"cluster_name": "e", "endpoints": [{"lb_endpoints": [endpoint("localhost")]}]}),
@@ -562,6 +575,9 @@ fn envoy_says(family: &str) -> &'static [&'static str] {
         "cluster.logical-dns-single-host" => &["LOGICAL_DNS clusters must have a single"],
         "cluster.health-checks" => &["all health checks must have a name"],
         "cluster.per-host-thresholds" => &["Unsupported field in per_host_thresholds"],
+        "cluster.hash-weight-sums" => {
+            &["The sum of weights of all localities at the same priority exceeds"]
+        }
         "endpoints.drop-overloads" => &["drop_overloads config"],
         "secret.certificate" => &[
             "Failed to load private key",
@@ -704,5 +720,83 @@ fn re2_program_sizes_are_counted_from_below() {
             "{pattern}: counted {counted}, RE2's is {real}"
         );
         assert!(isobar::xds::semantic::re2(pattern).is_ok(), "{pattern}");
+    }
+}
+
+/// The listener manager's rule across listeners: a second listener on an address another
+/// holds (same socket type) is flagged by Isobar, the first is not, and a real Envoy
+/// refuses the pair while it takes each alone and the pair on different ports or
+/// socket types.
+#[test]
+fn a_listener_on_another_listeners_address_is_flagged_and_refused() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let good = pair("a.example.com");
+    let chain = || json!([{"filters": [{"name": "hcm", "typed_config": hcm(table(json!([vhost("v", &["*"], json!({}))])), router())}]}]);
+    let on = |name: &str, address: &str, port: u16, protocol: &str| {
+        let mut l = listener(port, chain());
+        l["name"] = json!(name);
+        l["address"] = json!({"socket_address": {"address": address, "port_value": port, "protocol": protocol}});
+        l
+    };
+    let encoded = |l: &Value| -> Vec<u8> {
+        let descriptor = pool()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .get_message_by_name("envoy.config.listener.v3.Listener")
+            .unwrap_or_else(|| panic!("no Listener"));
+        let dynamic =
+            DynamicMessage::deserialize(descriptor, l.clone()).unwrap_or_else(|e| panic!("{e}"));
+        prost::Message::encode_to_vec(&dynamic)
+    };
+    let run = |listeners: &[Value], n: usize| {
+        let mut config = bootstrap(&Resource::Listener(listeners[0].clone()), &good);
+        config["static_resources"]["listeners"] = json!(listeners);
+        envoy_takes(&config, dir.path(), 2000 + n)
+    };
+    let flagged = |listeners: &[Value]| -> Vec<String> {
+        let bytes: Vec<Vec<u8>> = listeners.iter().map(encoded).collect();
+        let named: Vec<(&str, &[u8])> = listeners
+            .iter()
+            .zip(&bytes)
+            .map(|(l, b)| (l["name"].as_str().unwrap_or_default(), &b[..]))
+            .collect();
+        isobar::xds::semantic::listeners_across(&named)
+            .into_iter()
+            .map(|(name, v)| {
+                assert!(v.rule.starts_with("listener.duplicate-address"), "{v}");
+                name
+            })
+            .collect()
+    };
+    let clash = [
+        on("first", "127.0.0.1", 10000, "TCP"),
+        on("second", "127.0.0.1", 10000, "TCP"),
+    ];
+    assert_eq!(flagged(&clash), ["second"]);
+    let (taken, said) = run(&clash, 0);
+    assert!(!taken, "Envoy took two listeners on one address");
+    assert!(said.contains("has duplicate address"), "{said}");
+    for (n, fine) in [
+        [
+            on("first", "127.0.0.1", 10000, "TCP"),
+            on("second", "127.0.0.1", 10001, "TCP"),
+        ],
+        [
+            on("first", "127.0.0.1", 10000, "TCP"),
+            on("second", "127.0.0.1", 10000, "UDP"),
+        ],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(flagged(&fine), Vec::<String>::new());
+        if fine[1]["address"]["socket_address"]["protocol"] == "UDP" {
+            // A UDP listener takes no HTTP filter chain; Isobar's own are udp_proxy ones.
+            continue;
+        }
+        let (taken, said) = run(&fine, 1 + n);
+        assert!(
+            taken,
+            "Envoy refused listeners on different addresses: {said}"
+        );
     }
 }
