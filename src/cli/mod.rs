@@ -264,12 +264,29 @@ pub enum Format {
 pub struct TranslateArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
+    /// Directory of manifests to translate (or give it as the argument).
+    #[arg(long = "manifests", value_name = "DIR")]
+    pub manifests_flag: Option<PathBuf>,
     /// Directory of manifests to translate.
-    #[arg(long)]
-    pub manifests: PathBuf,
+    #[arg(value_name = "DIR", conflicts_with = "manifests_flag")]
+    pub dir: Option<PathBuf>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
     pub output: Format,
+    /// Exit non-zero when an object is invalid (an error condition, or a Gateway API
+    /// `Accepted`, `ResolvedRefs` or `Programmed` condition False): a lint for CI.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+impl TranslateArgs {
+    /// The manifest directory, given as `--manifests DIR` or as the argument.
+    pub fn manifests(&self) -> anyhow::Result<&PathBuf> {
+        self.manifests_flag
+            .as_ref()
+            .or(self.dir.as_ref())
+            .ok_or_else(|| anyhow::anyhow!("give a manifest directory: isobar translate DIR"))
+    }
 }
 
 /// Puts `value` at the dotted `path` of a JSON object.

@@ -13,13 +13,11 @@ use crate::xds::{XdsType, translate};
 pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
     let config = args.config.load(serde_json::Map::new())?;
     let pipeline = Pipeline::for_config(&config)?;
-    if !args.manifests.is_dir() {
-        anyhow::bail!(
-            "manifest directory {} does not exist",
-            args.manifests.display()
-        );
+    let manifests = args.manifests()?;
+    if !manifests.is_dir() {
+        anyhow::bail!("manifest directory {} does not exist", manifests.display());
     }
-    let (objects, errors) = load_dir(&args.manifests);
+    let (objects, errors) = load_dir(manifests);
     let output = pipeline.build(&objects);
     let resources = translate(&output.ir, &objects, &envoy_settings(&config));
     let doc = translation(
@@ -56,5 +54,41 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
         }
         anyhow::bail!("{} manifest file(s) could not be read", errors.len());
     }
+    if args.strict {
+        let invalid: Vec<String> = output
+            .status
+            .objects
+            .iter()
+            .filter(|(_, status)| invalid(status))
+            .map(|(key, _)| key.to_string())
+            .collect();
+        for key in &invalid {
+            eprintln!("isobar: {key} is invalid (its status says why)");
+        }
+        if !invalid.is_empty() {
+            anyhow::bail!("{} invalid object(s) (--strict)", invalid.len());
+        }
+    }
     Ok(())
+}
+
+/// Whether an object's status says it is invalid: an error condition, or one of Gateway
+/// API's `Accepted`, `ResolvedRefs` and `Programmed` False on it, a parent or a listener.
+fn invalid(status: &isobar_sdk::ObjectStatus) -> bool {
+    use isobar_sdk::condition::ConditionStatus;
+    if !status.errors.is_empty() {
+        return true;
+    }
+    let Some(gateway) = &status.gateway else {
+        return false;
+    };
+    gateway
+        .conditions
+        .iter()
+        .chain(gateway.parents.iter().flat_map(|p| &p.conditions))
+        .chain(gateway.listeners.iter().flat_map(|l| &l.conditions))
+        .any(|c| {
+            matches!(c.type_.as_str(), "Accepted" | "ResolvedRefs" | "Programmed")
+                && c.status == ConditionStatus::False
+        })
 }

@@ -468,6 +468,45 @@ fn translate_prints_resources_and_conditions() {
     assert!(statuses.contains("valid"), "{statuses}");
 }
 
+/// `translate DIR` reads the directory given as its argument; `--strict` makes an invalid
+/// object (here an HTTPProxy whose Service is missing) fail the run, naming it, while the
+/// same directory without `--strict` prints it as it prints valid ones.
+#[test]
+fn translate_strict_fails_on_invalid_objects_and_takes_a_positional_directory() {
+    let dir = tempdir();
+    let path = dir.path().to_string_lossy().to_string();
+    write(dir.path(), "svc.yaml", &service_yaml("default", "s", 8080));
+    write(
+        dir.path(),
+        "ok.yaml",
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: ok, namespace: default}\nspec:\n  virtualhost: {fqdn: ok.example.com}\n  routes: [{services: [{name: s, port: 80}]}]\n",
+    );
+    let (ok, out, err) = isobar(&["translate", &path, "--strict"], &[]);
+    assert!(ok, "{err}");
+    assert!(out.contains("ok.example.com"), "{out}");
+
+    write(
+        dir.path(),
+        "bad.yaml",
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: bad, namespace: default}\nspec:\n  virtualhost: {fqdn: bad.example.com}\n  routes: [{services: [{name: missing, port: 80}]}]\n",
+    );
+    let (ok, _, err) = isobar(&["translate", &path], &[]);
+    assert!(
+        ok,
+        "without --strict an invalid object is reported in its status: {err}"
+    );
+    let (ok, _, err) = isobar(&["translate", &path, "--strict"], &[]);
+    assert!(!ok, "--strict must fail on an invalid object");
+    assert!(
+        err.contains("default/bad") && !err.contains("default/ok "),
+        "{err}"
+    );
+
+    let (ok, _, err) = isobar(&["translate"], &[]);
+    assert!(!ok);
+    assert!(err.contains("isobar translate DIR"), "{err}");
+}
+
 #[test]
 fn translate_fails_on_an_unreadable_manifest_naming_file_and_line() {
     let dir = tempdir();
