@@ -1,8 +1,9 @@
-//! `isobar convert`: HTTPProxies and Ingresses as Gateway API objects — a Gateway with an
-//! HTTP listener and one HTTPS (or TLS) listener per secure host, HTTPRoutes (an
-//! HTTPProxy's includes flattened into its root's route), TLSRoutes for TCP proxies, and
-//! ReferenceGrants for certificates of other namespaces — plus a report of every field
-//! with no Gateway API equivalent, which is left out.
+//! `isobar convert`: HTTPProxies and Ingresses as Gateway API objects — a GatewayClass
+//! (unless `--gateway-class` names an existing one), a Gateway with an HTTP listener and
+//! one HTTPS (or TLS) listener per secure host, HTTPRoutes (an HTTPProxy's includes
+//! flattened into its root's route), TLSRoutes for TCP proxies, and ReferenceGrants for
+//! certificates of other namespaces — plus a report of every field with no Gateway API
+//! equivalent, which is left out, and of every match written with another meaning.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -18,6 +19,9 @@ use crate::provider::manifest::parse_file;
 
 const GROUP: &str = "gateway.networking.k8s.io";
 
+/// Isobar's default Gateway controller name (Contour's).
+const CONTROLLER: &str = isobar_plugin_gateway_api::CONTOUR_CONTROLLER;
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConvertArgs {
     /// A directory of manifests, a manifest file, or `-` for standard input.
@@ -26,9 +30,10 @@ pub struct ConvertArgs {
     /// The Gateway to write and attach the routes to (`namespace/name`).
     #[arg(long, default_value = "projectcontour/contour")]
     pub gateway: String,
-    /// The GatewayClass the Gateway names.
-    #[arg(long, default_value = "contour")]
-    pub gateway_class: String,
+    /// An existing GatewayClass for the Gateway to name. Without it, the output holds a
+    /// GatewayClass of its own, `isobar`, of Isobar's default controller name.
+    #[arg(long)]
+    pub gateway_class: Option<String>,
     /// Port of the Gateway's HTTP listener (Contour's Envoy listens on it + 8000).
     #[arg(long, default_value_t = 80)]
     pub http_port: u16,
@@ -37,12 +42,18 @@ pub struct ConvertArgs {
     pub https_port: u16,
 }
 
-/// What a conversion came to: the objects and what was left out.
+/// The GatewayClass a conversion writes when no `--gateway-class` is given.
+const OWN_CLASS: &str = "isobar";
+
+/// What a conversion came to: the objects, what was left out and what now means
+/// something else.
 #[derive(Debug, Default)]
 pub struct Conversion {
     pub objects: Vec<Value>,
     /// `kind namespace/name: field: why`, one per thing left out.
     pub report: Vec<String>,
+    /// `kind namespace/name: field: how`, one per thing written whose meaning changed.
+    pub changed: Vec<String>,
 }
 
 pub fn run(args: &ConvertArgs) -> anyhow::Result<()> {
@@ -57,6 +68,21 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<()> {
             out.push_str(&format!("#   {line}\n"));
             eprintln!("isobar convert: left out: {line}");
         }
+    }
+    if !conversion.changed.is_empty() {
+        out.push_str("# Changed (written, but matching otherwise than the original):\n");
+        for line in &conversion.changed {
+            out.push_str(&format!("#   {line}\n"));
+            eprintln!("isobar convert: changed: {line}");
+        }
+    }
+    match &args.gateway_class {
+        Some(class) => eprintln!(
+            "isobar convert: the Gateway names GatewayClass {class:?}, which must exist and be Isobar's (its controllerName Isobar's gateway.controllerName)"
+        ),
+        None => eprintln!(
+            "isobar convert: wrote GatewayClass {OWN_CLASS:?} (controllerName {CONTROLLER}); Isobar serves it with gateway.controllerName: {CONTROLLER} in contour.yaml"
+        ),
     }
     for object in &conversion.objects {
         out.push_str("---\n");
@@ -128,15 +154,28 @@ pub fn convert(objects: &Objects, args: &ConvertArgs) -> anyhow::Result<Conversi
         l["port"] = json!(args.https_port);
         listeners.push(l);
     }
-    let mut out = vec![json!({
+    let mut out = Vec::new();
+    let class = match &args.gateway_class {
+        Some(class) => class.as_str(),
+        None => {
+            out.push(json!({
+                "apiVersion": format!("{GROUP}/v1"),
+                "kind": "GatewayClass",
+                "metadata": {"name": OWN_CLASS},
+                "spec": {"controllerName": CONTROLLER},
+            }));
+            OWN_CLASS
+        }
+    };
+    out.push(json!({
         "apiVersion": format!("{GROUP}/v1"),
         "kind": "Gateway",
         "metadata": {"name": gw_name, "namespace": gw_ns},
-        "spec": {"gatewayClassName": args.gateway_class, "listeners": listeners},
-    })];
+        "spec": {"gatewayClassName": class, "listeners": listeners},
+    }));
     for secret_ns in &c.grants {
         out.push(json!({
-            "apiVersion": format!("{GROUP}/v1beta1"),
+            "apiVersion": format!("{GROUP}/v1"),
             "kind": "ReferenceGrant",
             "metadata": {"name": format!("isobar-convert-{gw_name}"), "namespace": secret_ns},
             "spec": {
@@ -147,7 +186,7 @@ pub fn convert(objects: &Objects, args: &ConvertArgs) -> anyhow::Result<Conversi
     }
     for (service_ns, route_ns) in &c.service_grants {
         out.push(json!({
-            "apiVersion": format!("{GROUP}/v1beta1"),
+            "apiVersion": format!("{GROUP}/v1"),
             "kind": "ReferenceGrant",
             "metadata": {"name": format!("isobar-convert-from-{route_ns}"), "namespace": service_ns},
             "spec": {
@@ -160,6 +199,7 @@ pub fn convert(objects: &Objects, args: &ConvertArgs) -> anyhow::Result<Conversi
     Ok(Conversion {
         objects: out,
         report: c.out.report,
+        changed: c.out.changed,
     })
 }
 
@@ -472,7 +512,7 @@ impl<'a> Converter<'a> {
         let path = path.unwrap_or_else(|| {
             let value = if prefix.is_empty() { "/".to_string() } else { prefix.clone() };
             if value != "/" && !value.ends_with('/') {
-                self.out.report.push(format!(
+                self.out.changed.push(format!(
                     "{what}: prefix {value}: the HTTPProxy also matched {value}x…, PathPrefix only {value} and {value}/…"
                 ));
             }

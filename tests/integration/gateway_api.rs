@@ -1410,15 +1410,48 @@ spec:
         "HTTPProxy a/p: virtualhost.ipAllowPolicy: Gateway API has no equivalent",
         "HTTPProxy a/p: retryPolicy: Gateway API has no equivalent",
         "HTTPProxy a/p: header condition on x-a: negated or case-insensitive header matches have no equivalent; the rule is left out",
-        "HTTPProxy a/p: prefix /app: the HTTPProxy also matched /appx…, PathPrefix only /app and /app/…",
     ] {
         assert!(
             out.contains(&format!("#   {left_out}\n")),
             "{left_out:?} not in\n{out}"
         );
-        assert!(err.contains(left_out), "{left_out:?} not in\n{err}");
+        assert!(
+            err.contains(&format!("left out: {left_out}")),
+            "{left_out:?} not in\n{err}"
+        );
     }
+    // Written, with another meaning: said as changed, not as left out.
+    let changed = "HTTPProxy a/p: prefix /app: the HTTPProxy also matched /appx…, PathPrefix only /app and /app/…";
+    let (_, after) = out
+        .split_once("# Changed (written, but matching otherwise than the original):\n")
+        .unwrap_or_else(|| panic!("no changed section in\n{out}"));
+    assert!(after.contains(&format!("#   {changed}\n")), "{out}");
+    assert!(err.contains(&format!("changed: {changed}")), "{err}");
     assert!(out.contains("value: /app\n"), "{out}");
+    // Without --gateway-class the output holds its own GatewayClass, of Isobar's
+    // controller name, which the Gateway names.
+    let docs: Vec<serde_json::Value> = out
+        .split("\n---\n")
+        .skip(1)
+        .map(|d| serde_yaml::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+        .collect();
+    let class = docs
+        .iter()
+        .find(|d| d["kind"] == "GatewayClass")
+        .unwrap_or_else(|| panic!("no GatewayClass in\n{out}"));
+    assert_eq!(
+        class["spec"]["controllerName"],
+        "projectcontour.io/gateway-controller"
+    );
+    let gateway = docs
+        .iter()
+        .find(|d| d["kind"] == "Gateway")
+        .unwrap_or_else(|| panic!("no Gateway in\n{out}"));
+    assert_eq!(
+        gateway["spec"]["gatewayClassName"],
+        class["metadata"]["name"]
+    );
+    assert!(err.contains("wrote GatewayClass"), "{err}");
     let (ok, _, err) = crate::support::isobar(
         &[
             "convert",
