@@ -9,7 +9,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 echo "==> building the example's authorization and rate limit servers"
 (cd "$repo" && cargo build --locked --quiet --example extension-servers)
-"$repo/target/debug/examples/extension-servers" &
+target_dir="$(cd "$repo" && cargo metadata --format-version 1 --no-deps --locked |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+"$target_dir/debug/examples/extension-servers" &
 servers=$!
 trap 'kill "$servers" 2>/dev/null || true' EXIT
 READY_HOST=app.example.com "$here/../quickstart/run.sh" "$here"

@@ -31,9 +31,16 @@ if [ -z "${ENVOY_BIN:-}" ]; then
   ENVOY_BIN="$(python3 -c 'import envoy, pathlib; print(pathlib.Path(envoy.__file__).parent / "_bin" / "envoy")')"
 fi
 
+for tool in cargo curl python3; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "run.sh needs $tool on PATH" >&2; exit 1; }
+done
+
 echo "==> building isobar"
 (cd "$repo" && cargo build --locked --quiet --bin isobar)
-isobar="$repo/target/debug/isobar"
+# Where cargo put it: CARGO_TARGET_DIR and .cargo/config.toml move the target directory.
+target_dir="$(cd "$repo" && cargo metadata --format-version 1 --no-deps --locked |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+isobar="$target_dir/debug/isobar"
 
 work="$(mktemp -d)"
 pids=()
@@ -42,7 +49,9 @@ cleanup() {
   wait 2>/dev/null || true
   rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+# Ctrl-C or a TERM: stop everything, quietly (the EXIT trap cleans up).
+trap 'exit 130' INT TERM
 
 backend() { # name port: answers every GET with "<name> <path>"
   python3 - "$1" "$2" <<'PY' &
@@ -117,5 +126,6 @@ Edit $manifests/*.yaml and repeat a request: Envoy picks the change up within ab
 Logs: $work/isobar.log, $work/envoy.log. Ctrl-C stops everything.
 MSG
 wait -n "${pids[@]}" || true
-echo "a process exited; logs follow" >&2
-tail -20 "$work/isobar.log" "$work/envoy.log" >&2
+echo "a process exited; the last lines of the logs follow" >&2
+tail -n 20 "$work/isobar.log" "$work/envoy.log" >&2
+exit 1
