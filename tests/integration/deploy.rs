@@ -561,3 +561,63 @@ fn the_network_policy_admits_only_the_controllers_served_ports() {
     ));
     assert!(without.iter().all(|d| d["kind"] != "NetworkPolicy"));
 }
+
+/// The image the install runs is the one `deploy/Dockerfile` says to build: the tag of its
+/// `docker build` line is every `isobar` image of the rendered install and the chart's
+/// default; its build stage builds the binary its last stage copies, from a context that
+/// `.dockerignore` keeps free of build output.
+#[test]
+fn the_dockerfile_builds_the_image_the_install_runs() {
+    let dockerfile = std::fs::read_to_string(format!("{REPO}/deploy/Dockerfile"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let built = dockerfile
+        .lines()
+        .find_map(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .strip_prefix("docker build ")
+        })
+        .and_then(|rest| {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "-t")?;
+            words.get(at + 1).map(|s| s.to_string())
+        })
+        .unwrap_or_else(|| panic!("no `docker build … -t IMAGE` line in deploy/Dockerfile"));
+    let install = rendered();
+    let images: Vec<&str> = install
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("image: "))
+        .filter(|i| i.contains("isobar"))
+        .collect();
+    assert!(!images.is_empty(), "no isobar image in the install");
+    for image in images {
+        assert_eq!(
+            image, built,
+            "the install runs an image deploy/Dockerfile does not build"
+        );
+    }
+    let values: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(format!("{REPO}/deploy/helm/isobar/values.yaml"))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let chart = format!(
+        "{}:{}",
+        values["image"]["repository"].as_str().unwrap_or_default(),
+        values["image"]["tag"].as_str().unwrap_or_default()
+    );
+    assert_eq!(chart, built, "the chart's default image");
+    assert!(
+        dockerfile.contains("cargo build --release --locked --bin isobar")
+            && dockerfile.contains("COPY --from=build /src/target/release/isobar /bin/isobar"),
+        "the build stage must build what the last stage copies:\n{dockerfile}"
+    );
+    let ignored =
+        std::fs::read_to_string(format!("{REPO}/.dockerignore")).unwrap_or_else(|e| panic!("{e}"));
+    for path in ["target/", ".git/"] {
+        assert!(
+            ignored.lines().any(|l| l.trim() == path),
+            ".dockerignore must keep {path} out of the build context"
+        );
+    }
+}
