@@ -507,6 +507,34 @@ fn translate_strict_fails_on_invalid_objects_and_takes_a_positional_directory() 
     assert!(err.contains("isobar translate DIR"), "{err}");
 }
 
+/// A misspelt field of an HTTPProxy is named with the field it was likely meant for; a
+/// field unlike any Isobar knows keeps the plain "not supported" warning.
+#[test]
+fn a_typo_in_a_field_names_the_field_it_was_meant_for() {
+    let dir = tempdir();
+    let path = dir.path().to_string_lossy().to_string();
+    write(dir.path(), "svc.yaml", &service_yaml("default", "s", 8080));
+    write(
+        dir.path(),
+        "p.yaml",
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: p, namespace: default}\nspec:\n  virtualhost: {fqdn: p.example.com}\n  routes:\n    - servics: [{name: s, port: 80}]\n      services: [{name: s, port: 80}]\n      frobnicate: true\n",
+    );
+    let (ok, out, err) = isobar(&["translate", &path, "-o", "json"], &[]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(
+            "spec.routes[0].servics: unknown field (did you mean `services`?); it is ignored"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "spec.routes[0].frobnicate is not supported by this version of Isobar and is ignored"
+        ),
+        "{out}"
+    );
+}
+
 #[test]
 fn translate_fails_on_an_unreadable_manifest_naming_file_and_line() {
     let dir = tempdir();

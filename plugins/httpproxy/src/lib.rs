@@ -103,15 +103,60 @@ isobar_sdk::inventory::submit! {
 /// here until it is.
 const FAIL_CLOSED_FIELDS: &[&str] = &[];
 
-/// Reports fields this version does not act on; returns false if one must fail closed.
+/// The fields of a `T`, by their names in manifests (from its schema).
+pub(crate) fn fields_of<T: isobar_sdk::schemars::JsonSchema>(_: &T) -> Vec<String> {
+    let schema = isobar_sdk::schemars::schema_for!(T);
+    schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The known field `field` most likely is a typo of, if one is close enough.
+fn closest(field: &str, known: &[String]) -> Option<String> {
+    known
+        .iter()
+        .map(|k| {
+            (
+                strsim::jaro_winkler(&field.to_ascii_lowercase(), &k.to_ascii_lowercase()),
+                k,
+            )
+        })
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.clone())
+}
+
+/// Reports fields this version does not act on, naming the known field a typo was
+/// likely meant for (`known`: the fields of the object the unknown ones were found in);
+/// returns false if one must fail closed.
 pub(crate) fn check_unsupported(
     status: &mut StatusReport,
     key: &ObjectKey,
     at: impl Fn() -> String,
     fields: &Unsupported,
+    known: impl Fn() -> Vec<String>,
 ) -> bool {
     let mut ok = true;
+    let known = if fields.is_empty() {
+        Vec::new()
+    } else {
+        known()
+    };
     for field in fields.keys() {
+        if let Some(meant) = closest(field, &known) {
+            status.warning(
+                key,
+                ConditionType::SpecError,
+                Reason::IgnoredField,
+                format!(
+                    "{}.{field}: unknown field (did you mean `{meant}`?); it is ignored",
+                    at()
+                ),
+            );
+            continue;
+        }
         if FAIL_CLOSED_FIELDS.contains(&field.as_str()) {
             ok = false;
             status.error(

@@ -53,8 +53,13 @@ impl Walk<'_, '_> {
         chain: &mut Vec<ObjectKey>,
     ) -> bool {
         let spec = &proxy.spec;
-        let mut valid =
-            check_unsupported(self.status, key, || "spec".to_string(), &spec.unsupported);
+        let mut valid = check_unsupported(
+            self.status,
+            key,
+            || "spec".to_string(),
+            &spec.unsupported,
+            || crate::fields_of(spec),
+        );
         let mut vhost_filter = None;
         let mut vhost_cors = None;
         let mut vhost_limit = None;
@@ -112,6 +117,7 @@ impl Walk<'_, '_> {
                 key,
                 || "spec.virtualhost".to_string(),
                 &vhost.unsupported,
+                || crate::fields_of(vhost),
             );
         }
         if spec.routes.is_empty() && spec.includes.is_empty() && spec.tcpproxy.is_none() {
@@ -336,7 +342,9 @@ impl Walk<'_, '_> {
         matches: &Matches,
     ) -> Option<Vec<Route>> {
         let at = || format!("spec.routes[{index}]");
-        let mut ok = check_unsupported(self.status, key, at, &route.unsupported);
+        let mut ok = check_unsupported(self.status, key, at, &route.unsupported, || {
+            crate::fields_of(route)
+        });
 
         for (i, cond) in route.conditions.iter().enumerate() {
             ok &= check_unsupported(
@@ -344,6 +352,7 @@ impl Walk<'_, '_> {
                 key,
                 || format!("{}.conditions[{i}]", at()),
                 &cond.unsupported,
+                || crate::fields_of(cond),
             );
         }
         if let Some(timeouts) = &route.timeout_policy {
@@ -352,6 +361,7 @@ impl Walk<'_, '_> {
                 key,
                 || format!("{}.timeoutPolicy", at()),
                 &timeouts.unsupported,
+                || crate::fields_of(timeouts),
             );
         }
         let mut errors: Vec<PolicyError> = Vec::new();
@@ -521,7 +531,9 @@ impl Walk<'_, '_> {
         let mut weighted = Vec::with_capacity(route.services.len());
         for (i, service) in route.services.iter().enumerate() {
             let sat = || format!("{}.services[{i}]", at());
-            *ok &= check_unsupported(self.status, key, sat, &service.unsupported);
+            *ok &= check_unsupported(self.status, key, sat, &service.unsupported, || {
+                crate::fields_of(service)
+            });
             let port = match i32::try_from(service.port) {
                 Ok(p) if (1..=65535).contains(&p) => p,
                 _ => {

@@ -93,6 +93,7 @@ pub(crate) fn plan(
         key,
         || "spec.virtualhost.tls".to_string(),
         &tls.unsupported,
+        || crate::fields_of(tls),
     ) {
         return Err(());
     }
@@ -361,6 +362,7 @@ fn tcp_proxy(
         key,
         || "spec.tcpproxy".to_string(),
         &tcp.unsupported,
+        || crate::fields_of(tcp),
     ) {
         return Err(());
     }
