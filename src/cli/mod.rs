@@ -602,8 +602,84 @@ fn init_logging(debug: bool, format: LogFormat, kubernetes: Option<u32>) {
     };
 }
 
+/// `serve`'s flags that set one contour.yaml key, by argument id: `--help` shows the
+/// key's default beside each (a flag left out takes the file's value, else the default).
+const SERVE_FLAG_KEYS: &[(&str, &str)] = &[
+    ("envoy_service_http_address", "envoy.http.address"),
+    ("envoy_service_http_port", "envoy.http.port"),
+    ("envoy_service_https_address", "envoy.https.address"),
+    ("envoy_service_https_port", "envoy.https.port"),
+    ("stats_address", "envoy.metrics.address"),
+    ("stats_port", "envoy.metrics.port"),
+    ("admission_webhook_address", "admission-webhook.address"),
+    ("admission_webhook_port", "admission-webhook.port"),
+    ("debug_http_address", "debug-http.address"),
+    ("debug_http_port", "debug-http.port"),
+    ("envoy_service_name", "envoy-service-name"),
+    ("envoy_service_namespace", "envoy-service-namespace"),
+    (
+        "leader_election_lease_duration",
+        "leader-election.lease-duration",
+    ),
+    (
+        "leader_election_renew_deadline",
+        "leader-election.renew-deadline",
+    ),
+    (
+        "leader_election_retry_period",
+        "leader-election.retry-period",
+    ),
+    (
+        "leader_election_resource_name",
+        "leader-election.resource-name",
+    ),
+    (
+        "leader_election_resource_namespace",
+        "leader-election.resource-namespace",
+    ),
+    ("xds_address", "xds-server.address"),
+    ("xds_port", "xds-server.port"),
+    ("accesslog_format", "accesslog-format"),
+    ("envoy_http_access_log", "envoy.access-log"),
+    ("envoy_https_access_log", "envoy.access-log"),
+    ("http_address", "metrics.address"),
+    ("http_port", "metrics.port"),
+    ("health_address", "health.address"),
+    ("health_port", "health.port"),
+    ("kubernetes_client_qps", "kubernetesClientQPS"),
+    ("kubernetes_client_burst", "kubernetesClientBurst"),
+];
+
+/// The command line, with `serve --help` showing the default of each flag that sets a
+/// contour.yaml key ([`SERVE_FLAG_KEYS`]), read from [`Config::default`].
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let defaults = serde_json::to_value(Config::default()).unwrap_or_default();
+    Cli::command().mut_subcommand("serve", |mut serve| {
+        for (id, path) in SERVE_FLAG_KEYS {
+            let value = path
+                .split('.')
+                .try_fold(&defaults, |node, key| node.get(key));
+            let shown = match value {
+                Some(Value::String(text)) if !text.is_empty() => text.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => continue,
+            };
+            serve = serve.mut_arg(*id, |arg| {
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                arg.help(format!("{help} [default: {shown}]"))
+            });
+        }
+        serve
+    })
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::FromArgMatches;
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let format = cli.log_format;
     let init_logging = |debug: bool| init_logging(debug, format, None);
     let result = match cli.command {

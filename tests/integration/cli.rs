@@ -1265,3 +1265,17 @@ fn cli_diff_compares_a_running_server_with_the_translation_of_objects() {
         "{out}"
     );
 }
+
+/// `serve --help` shows the default of each flag that sets a contour.yaml key.
+#[test]
+fn serve_help_shows_the_defaults() {
+    let (ok, out, err) = isobar(&["serve", "--help"], &[]);
+    assert!(ok, "{err}");
+    for shown in [
+        "Port Isobar serves xDS on [default: 8001]",
+        "[default: 15s]",
+        "Port of Isobar's /metrics [default: 8000]",
+    ] {
+        assert!(out.contains(shown), "{shown:?} not in\n{out}");
+    }
+}
