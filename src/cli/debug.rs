@@ -14,8 +14,7 @@ use axum::routing::get;
 use isobar_sdk::ir::{Ir, PathMatch, RouteAction, VirtualHost};
 use tokio::sync::{mpsc, oneshot};
 
-/// A request to the runner for the IR of its current objects.
-pub type IrRequest = oneshot::Sender<Arc<Ir>>;
+use crate::runner::inbox::IrRequest;
 
 pub fn routes() -> Router<mpsc::Sender<IrRequest>> {
     Router::new()

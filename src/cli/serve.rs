@@ -220,9 +220,9 @@ pub struct Controller {
     /// Whether this replica writes status (Kubernetes provider only).
     pub leader: Option<watch::Receiver<bool>>,
     /// Asks the runner for the IR of its current objects (the debug endpoint).
-    pub debug: mpsc::Sender<crate::cli::debug::IrRequest>,
+    pub debug: mpsc::Sender<crate::runner::inbox::IrRequest>,
     /// Hands AdmissionReviews to the runner (the admission webhook).
-    pub admission: mpsc::Sender<crate::admission::Request>,
+    pub admission: mpsc::Sender<crate::runner::inbox::AdmissionRequest>,
     /// Where the xDS server reports updates Envoy refused (`AdsService::reporting`).
     pub rejections: mpsc::UnboundedSender<crate::xds::Rejection>,
     /// Ends with the provider's error, if it fails.

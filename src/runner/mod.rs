@@ -4,10 +4,12 @@
 //! configuration.
 
 mod build;
+pub mod inbox;
 pub mod leader;
 pub mod links;
 pub mod pipeline;
 pub mod rejected;
+pub mod review;
 pub mod status;
 
 use std::sync::Arc;
@@ -41,9 +43,9 @@ pub struct Runner {
     /// `status.loadBalancer`.
     pub statuses: Option<StatusOutput>,
     /// Requests from the debug endpoint for the IR of the current objects.
-    pub debug: Option<mpsc::Receiver<crate::cli::debug::IrRequest>>,
+    pub debug: Option<mpsc::Receiver<inbox::IrRequest>>,
     /// Reviews from the admission webhook, answered against the current objects.
-    pub admission: Option<mpsc::Receiver<crate::admission::Request>>,
+    pub admission: Option<mpsc::Receiver<inbox::AdmissionRequest>>,
     /// Where to ask for Secrets whose data was dropped (a provider that can fetch them
     /// again); with it, unreferenced Secrets keep no data.
     pub hydrate: Option<mpsc::Sender<Vec<(String, String)>>>,
@@ -121,7 +123,7 @@ struct Built {
 
 /// A review being answered, and since when.
 struct Waiting {
-    review: crate::admission::Request,
+    review: inbox::AdmissionRequest,
     started: Instant,
 }
 
@@ -140,7 +142,7 @@ impl Runner {
         let mut rejections = self.rejections.take();
         // What Envoy refused, and what each published snapshot changed.
         let mut refusals = Rejections::default();
-        let mut admissions = crate::admission::Admissions::default();
+        let mut admissions = review::Admissions::default();
         let mut objects = Objects::default();
         let mut synced = false;
         // When the first unbuilt change arrived, and the latest one.
@@ -232,7 +234,7 @@ impl Runner {
                 }
                 Some(review) = async { admission.as_mut()?.recv().await }, if admission.is_some() => {
                     if let Some(message) = review.candidate.object.as_ref().and_then(|o| refusals.refused_shape(o)) {
-                        let _ = review.reply.send(crate::admission::Verdict::deny(
+                        let _ = review.reply.send(inbox::Verdict::deny(
                             format!("Envoy rejected the configuration built from an object of this shape before: {message}"),
                             Vec::new(),
                         ));
@@ -240,7 +242,7 @@ impl Runner {
                         let waiting = Waiting { review, started: Instant::now() };
                         self.judge(&mut admissions, &objects, waiting, &mut waiting_reviews);
                     } else {
-                        let _ = review.reply.send(crate::admission::Verdict::deny(
+                        let _ = review.reply.send(inbox::Verdict::deny(
                             "isobar is not ready to review objects (still reading the cluster)".to_string(),
                             Vec::new(),
                         ));
@@ -455,12 +457,12 @@ impl Runner {
     /// time, asks for them and puts it in `waiting`.
     fn judge(
         &self,
-        admissions: &mut crate::admission::Admissions,
+        admissions: &mut review::Admissions,
         objects: &Objects,
         review: Waiting,
         waiting: &mut Vec<Waiting>,
     ) {
-        use crate::admission::Outcome;
+        use review::Outcome;
         let can_wait = self.hydrate.is_some() && review.started.elapsed() < REVIEW_WAIT_MAX;
         let outcome = tokio::task::block_in_place(|| {
             admissions.review(&self.pipeline, objects, &review.review.candidate, can_wait)

@@ -582,7 +582,7 @@ async fn reservations_are_bounded_per_namespace() {
         hook.review(&create("team-a", "kept", "kept.example.com"))
             .await
     ));
-    let flood = isobar::admission::PENDING_PER_NAMESPACE + 6;
+    let flood = isobar::runner::review::PENDING_PER_NAMESPACE + 6;
     for i in 0..flood {
         let host = format!("f{i}.example.com");
         assert!(admitted(
@@ -649,7 +649,7 @@ async fn one_users_flood_does_not_hold_up_another() {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
     let mut replies = Vec::new();
     while let Ok(Some(request)) = tokio::time::timeout_at(deadline, handed.recv()).await {
-        let isobar::admission::Request { candidate, reply } = request;
+        let isobar::runner::inbox::AdmissionRequest { candidate, reply } = request;
         names.push(candidate.key.name.clone());
         replies.push(reply);
     }
@@ -658,7 +658,7 @@ async fn one_users_flood_does_not_hold_up_another() {
     assert!(names.contains(&"bob0".to_string()), "{names:?}");
     // Answered, the rest of the flood comes through.
     for reply in replies {
-        let _ = reply.send(isobar::admission::Verdict::allow(Vec::new()));
+        let _ = reply.send(isobar::runner::inbox::Verdict::allow(Vec::new()));
     }
     let more = tokio::time::timeout(std::time::Duration::from_secs(2), handed.recv()).await;
     assert!(matches!(more, Ok(Some(_))), "the flood stopped");

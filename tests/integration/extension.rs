@@ -387,15 +387,15 @@ async fn a_refused_change_over(mode: &str) {
         .unwrap_or_else(|e| panic!("{e}"))
         .remove(0);
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let candidate = isobar::admission::Candidate {
-        operation: isobar::admission::Operation::Create,
+    let candidate = isobar::runner::inbox::Candidate {
+        operation: isobar::runner::inbox::Operation::Create,
         key: object.key(),
         object: Some(object),
         dry_run: false,
     };
     let sent = controller
         .admission
-        .send(isobar::admission::Request { candidate, reply })
+        .send(isobar::runner::inbox::AdmissionRequest { candidate, reply })
         .await;
     assert!(sent.is_ok());
     let verdict = answer.await.unwrap_or_else(|e| panic!("{e}"));

@@ -562,9 +562,9 @@ async fn constraints_from_the_cluster_are_enforced_and_their_status_written() {
     let (reply, answer) = tokio::sync::oneshot::channel();
     let sent = controller
         .admission
-        .send(isobar::admission::Request {
-            candidate: isobar::admission::Candidate {
-                operation: isobar::admission::Operation::Create,
+        .send(isobar::runner::inbox::AdmissionRequest {
+            candidate: isobar::runner::inbox::Candidate {
+                operation: isobar::runner::inbox::Operation::Create,
                 key: candidate.key(),
                 object: Some(candidate),
                 dry_run: true,

@@ -956,8 +956,8 @@ async fn a_review_reads_secrets_the_controller_dropped() {
         let object = isobar::provider::manifest::parse_file(std::path::Path::new("b.yaml"), &yaml)
             .unwrap_or_else(|e| panic!("{e}"))
             .remove(0);
-        let candidate = isobar::admission::Candidate {
-            operation: isobar::admission::Operation::Create,
+        let candidate = isobar::runner::inbox::Candidate {
+            operation: isobar::runner::inbox::Operation::Create,
             key: object.key(),
             object: Some(object),
             dry_run: true,
@@ -965,7 +965,7 @@ async fn a_review_reads_secrets_the_controller_dropped() {
         let admission = c.admission.clone();
         async move {
             let (reply, answer) = tokio::sync::oneshot::channel();
-            let request = isobar::admission::Request { candidate, reply };
+            let request = isobar::runner::inbox::AdmissionRequest { candidate, reply };
             assert!(admission.send(request).await.is_ok());
             answer.await.unwrap_or_else(|e| panic!("{e}"))
         }
