@@ -20,31 +20,49 @@ pub fn run(args: &TranslateArgs) -> anyhow::Result<()> {
     let (objects, errors) = load_dir(manifests);
     let output = pipeline.build(&objects);
     let resources = translate(&output.ir, &objects, &envoy_settings(&config));
-    let doc = translation(
-        &resources,
-        &output.status,
-        &objects,
-        pipeline.controller_name(),
-    )
-    .map_err(|e| anyhow::anyhow!(e))?;
-    let text = match args.output {
-        Format::Yaml => serde_yaml::to_string(&doc)?,
-        Format::Json => serde_json::to_string_pretty(&doc)? + "\n",
-    };
-    print!("{text}");
-    // Envoy's own validation rules: anything breaking one would be refused (a NACK).
-    let mut refused = 0;
-    for t in XdsType::ORDER {
-        for (name, bytes) in resources.of(t) {
-            for violation in check(t, bytes).map_err(|e| anyhow::anyhow!(e))? {
-                eprintln!(
-                    "isobar: Envoy would refuse {} {name}: {violation}",
-                    t.short()
-                );
-                refused += 1;
+    // Envoy's own validation rules (anything breaking one would be refused: a NACK),
+    // checked on a second thread while the output is made and printed.
+    let (printed, found) = std::thread::scope(|scope| {
+        let checks = scope.spawn(|| -> anyhow::Result<Vec<String>> {
+            let mut found = Vec::new();
+            for t in XdsType::ORDER {
+                for (name, bytes) in resources.of(t) {
+                    for violation in check(t, bytes).map_err(|e| anyhow::anyhow!(e))? {
+                        found.push(format!(
+                            "isobar: Envoy would refuse {} {name}: {violation}",
+                            t.short()
+                        ));
+                    }
+                }
             }
-        }
+            Ok(found)
+        });
+        let printed = (|| -> anyhow::Result<()> {
+            let doc = translation(
+                &resources,
+                &output.status,
+                &objects,
+                pipeline.controller_name(),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
+            let text = match args.output {
+                Format::Yaml => serde_yaml::to_string(&doc)?,
+                Format::Json => serde_json::to_string_pretty(&doc)? + "\n",
+            };
+            print!("{text}");
+            Ok(())
+        })();
+        let found = checks
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (printed, found)
+    });
+    printed?;
+    let found = found?;
+    for line in &found {
+        eprintln!("{line}");
     }
+    let refused = found.len();
     if refused > 0 {
         anyhow::bail!("{refused} value(s) Envoy would refuse");
     }

@@ -246,11 +246,14 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-streams,webhook,wasm".into()
+        "build,translate,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-streams,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
         build_profiles(n, runs);
+    }
+    if profiles.contains(&"translate") {
+        translate_dir(n, if benching { 5 } else { 1 });
     }
     if profiles.contains(&"tls") {
         tls::run(n, runs);
@@ -310,6 +313,50 @@ fn main() {
     if profiles.contains(&"wasm") {
         extend::wasm(small, runs);
     }
+}
+
+/// `isobar translate DIR` as a user runs it: N tenant files (a Service, an EndpointSlice
+/// and an HTTPProxy each), the optimised binary, its YAML output to /dev/null; the wall
+/// time of the process, decoding, building, checking against Envoy's rules and printing.
+fn translate_dir(n: usize, runs: usize) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let manifests = dir.path().join("manifests");
+    for i in 0..n {
+        support::write(
+            &manifests,
+            &format!("ns-{i}.yaml"),
+            &envoy::tenant(i, 8080, None, false),
+        );
+    }
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let mut command = std::process::Command::new(support::ISOBAR);
+            // The bench's own settings are not Isobar's (it refuses unknown ISOBAR_*).
+            for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("ISOBAR_")) {
+                command.env_remove(key);
+            }
+            let out = command
+                .arg("translate")
+                .arg(&manifests)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .output()
+                .unwrap_or_else(|e| panic!("isobar translate: {e}"));
+            assert!(
+                out.status.success(),
+                "isobar translate failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "translate: {n} tenants in {n} files, `isobar translate DIR`: median {:.2} s, min {:.2} s ({runs} runs)",
+        times[times.len() / 2].as_secs_f64(),
+        times[0].as_secs_f64()
+    );
 }
 
 /// The flat profile and the two inclusion profiles, with their ratios.
