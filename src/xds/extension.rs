@@ -16,8 +16,7 @@ use prost::Message;
 
 use isobar_sdk::ir;
 
-use super::proto::{MAP_KEY, MAP_VALUE, append_field, duration};
-use super::route_rule::header_matcher;
+use super::proto::{MAP_KEY, MAP_VALUE, append_field, duration, header_matcher};
 
 pub(super) const EXT_AUTHZ_FILTER: &str = "envoy.filters.http.ext_authz";
 pub(super) const JWT_AUTHN_FILTER: &str = "envoy.filters.http.jwt_authn";

@@ -8,6 +8,7 @@ use envoy_types::pb::envoy::config::core::v3::{
     self as core, Address, AggregatedConfigSource, ConfigSource, DataSource, HeaderValue,
     HeaderValueOption, SocketAddress,
 };
+use envoy_types::pb::envoy::config::route::v3 as route;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
 use envoy_types::pb::google::protobuf::{self as pb, Any};
@@ -183,5 +184,33 @@ pub(super) fn string_matcher(m: &ir::StringMatch, ignore_case: bool) -> StringMa
         match_pattern: Some(pattern),
         // Envoy rejects ignore_case on a regex matcher.
         ignore_case: ignore_case && !matches!(m, ir::StringMatch::Regex(_)),
+    }
+}
+
+/// An IR header match as Envoy's matcher (routes, and rate limit descriptors).
+pub(super) fn header_matcher(h: &ir::HeaderMatch) -> route::HeaderMatcher {
+    use route::header_matcher::HeaderMatchSpecifier;
+    let specifier = match &h.value {
+        None => HeaderMatchSpecifier::PresentMatch(true),
+        Some(m) => HeaderMatchSpecifier::StringMatch(string_matcher(m, h.ignore_case)),
+    };
+    route::HeaderMatcher {
+        name: h.name.clone(),
+        header_match_specifier: Some(specifier),
+        invert_match: h.invert,
+        treat_missing_header_as_empty: h.treat_missing_as_empty,
+    }
+}
+
+/// An IR query parameter match as Envoy's matcher.
+pub(super) fn query_matcher(q: &ir::QueryMatch) -> route::QueryParameterMatcher {
+    use route::query_parameter_matcher::QueryParameterMatchSpecifier;
+    let specifier = match &q.value {
+        None => QueryParameterMatchSpecifier::PresentMatch(true),
+        Some(m) => QueryParameterMatchSpecifier::StringMatch(string_matcher(m, q.ignore_case)),
+    };
+    route::QueryParameterMatcher {
+        name: q.name.clone(),
+        query_parameter_match_specifier: Some(specifier),
     }
 }

@@ -16,7 +16,7 @@ use envoy_types::util::pack_any;
 use isobar_sdk::ir::{self, PathMatch, RouteAction};
 
 use super::filter::{LUA_FILTER, cookie_rewrite_context};
-use super::proto::{duration, headers_to_add, string_matcher};
+use super::proto::{duration, header_matcher, headers_to_add, query_matcher, string_matcher};
 
 pub(super) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
     use route::route_action::hash_policy::{self, PolicySpecifier};
@@ -99,32 +99,6 @@ pub(super) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
         std::cmp::Reverse(r.matcher.query.len()),
         r.tie.as_deref().map(|t| (t.created, &r.source, t.rule)),
     )
-}
-
-pub(super) fn header_matcher(h: &ir::HeaderMatch) -> HeaderMatcher {
-    use route::header_matcher::HeaderMatchSpecifier;
-    let specifier = match &h.value {
-        None => HeaderMatchSpecifier::PresentMatch(true),
-        Some(m) => HeaderMatchSpecifier::StringMatch(string_matcher(m, h.ignore_case)),
-    };
-    HeaderMatcher {
-        name: h.name.clone(),
-        header_match_specifier: Some(specifier),
-        invert_match: h.invert,
-        treat_missing_header_as_empty: h.treat_missing_as_empty,
-    }
-}
-
-pub(super) fn query_matcher(q: &ir::QueryMatch) -> route::QueryParameterMatcher {
-    use route::query_parameter_matcher::QueryParameterMatchSpecifier;
-    let specifier = match &q.value {
-        None => QueryParameterMatchSpecifier::PresentMatch(true),
-        Some(m) => QueryParameterMatchSpecifier::StringMatch(string_matcher(m, q.ignore_case)),
-    };
-    route::QueryParameterMatcher {
-        name: q.name.clone(),
-        query_parameter_match_specifier: Some(specifier),
-    }
 }
 
 pub(super) fn envoy_route(r: &ir::Route) -> route::Route {

@@ -29,7 +29,19 @@ use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
 use super::XdsType;
-use super::validate::Violation;
+
+/// One broken rule: where (field path from the resource) and which rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub path: String,
+    pub rule: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.rule)
+    }
+}
 
 /// Every rule family checked here, by the name each violation carries (the test walks
 /// them: each has a resource breaking it).

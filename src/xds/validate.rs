@@ -39,18 +39,7 @@ pub fn pool() -> Result<&'static DescriptorPool, String> {
         .map_err(Clone::clone)
 }
 
-/// One broken rule: where (field path from the resource) and which rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    pub path: String,
-    pub rule: String,
-}
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path, self.rule)
-    }
-}
+pub use super::semantic::Violation;
 
 /// Every rule of Envoy's that one encoded resource of type `t` breaks: its
 /// protoc-gen-validate annotations and the rules Envoy keeps in code ([`super::semantic`]).
@@ -281,7 +270,16 @@ pub fn vet_resources(
             .into_iter()
             .flatten()
             .map(String::as_str)
-            .filter(|n| map.contains_key(*n))
+            .filter(
+                |n| match (map.get(*n), old.and_then(|o| o.resources.get(*n))) {
+                    (None, _) => false,
+                    // A vhost whose domains stay cannot break the rule across vhosts.
+                    (Some(new), Some(served)) if t == XdsType::VirtualHost => {
+                        !super::semantic::same_domains(new, served)
+                    }
+                    _ => true,
+                },
+            )
             .collect();
         let flagged = across(t, &all, &changed);
         let map = resources.of_mut(t);
