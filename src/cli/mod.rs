@@ -651,7 +651,7 @@ const SERVE_FLAG_KEYS: &[(&str, &str)] = &[
 ];
 
 /// The command line, with `serve --help` showing the default of each flag that sets a
-/// contour.yaml key ([`SERVE_FLAG_KEYS`]), read from [`Config::default`].
+/// contour.yaml key (`SERVE_FLAG_KEYS`), read from [`Config::default`].
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     let defaults = serde_json::to_value(Config::default()).unwrap_or_default();

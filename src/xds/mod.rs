@@ -1,35 +1,30 @@
-//! xDS: IR → Envoy resources → versioned snapshots → ADS over gRPC.
+//! xDS: IR → Envoy resources → versioned snapshots → ADS over gRPC, by stage.
 //!
-//! Translation is one module per resource type ([`listener`], [`route`], [`cluster`],
-//! [`endpoint`], [`secret`]; [`filter`] for HTTP filters, [`proto`] for the encoding
+//! [`translate`]: one module per resource type ([`listener`], [`route`], [`cluster`],
+//! [`endpoint`], [`secret`]; [`filter`] for HTTP filters; [`proto`] for the encoding
 //! they share): pure functions from IR to protobuf, none importing another's caller.
 //! [`encoder`] runs them over a build, keeping each vhost's share so a change
-//! re-encodes only what it touches; [`snapshot`] versions the result, and [`server`],
-//! [`delta`], [`grpc`] and [`wire`] serve it (with `sotw`, `stream` and `request`).
+//! re-encodes only what it touches; [`snapshot`] versions the result; [`validate`] and
+//! [`semantic`] check it against Envoy's rules before it is published; [`serve`]
+//! ([`server`], [`delta`], [`grpc`], [`wire`], with `sotw`, `stream` and `request`)
+//! serves it.
 
-pub mod cluster;
-pub mod delta;
 pub mod encoder;
-pub mod endpoint;
-pub mod extension;
-pub mod filter;
-pub mod grpc;
-pub mod listener;
 pub mod proto;
-mod request;
 pub mod resource;
-pub mod route;
-pub mod route_rule;
-pub mod runtime;
-pub mod secret;
 pub mod semantic;
-pub mod server;
+pub mod serve;
 pub mod settings;
 pub mod snapshot;
-mod sotw;
-mod stream;
+pub mod translate;
 pub mod validate;
-pub mod wire;
+
+// Each stage's modules keep their paths under `xds` (`xds::cluster`, `xds::server`, ...).
+pub use serve::{delta, grpc, server, wire};
+use serve::{request, sotw, stream};
+pub use translate::{
+    cluster, endpoint, extension, filter, listener, route, route_rule, runtime, secret,
+};
 
 pub use encoder::{Encoder, translate, translate_keeping};
 #[doc(hidden)]

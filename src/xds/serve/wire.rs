@@ -14,8 +14,8 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, k
 use tonic::Status;
 use tonic::codegen::Bytes;
 
-use super::proto::field_len;
-use super::resource::Encoded;
+use crate::xds::proto::field_len;
+use crate::xds::resource::Encoded;
 
 /// A resource value from this size up is shared with the snapshot, not copied.
 const SHARE_FROM: usize = 4096;
@@ -133,7 +133,7 @@ pub fn delta(
     type_url: &str,
     nonce: &str,
     resources: Arc<Resources>,
-    removed: &[super::resource::Name],
+    removed: &[crate::xds::resource::Name],
 ) -> Result<Wire, Status> {
     let len = string_len(1, system_version)
         + resources.len
@@ -381,7 +381,7 @@ mod tests {
                 resource: any,
             })
         };
-        let removed: Vec<super::super::resource::Name> = vec!["gone".into(), "also/gone".into()];
+        let removed: Vec<crate::xds::resource::Name> = vec!["gone".into(), "also/gone".into()];
         let part = Arc::new(delta_resources(TYPE_URL, named()));
         let wire = ok(delta("sys", TYPE_URL, "8", part, &removed));
         let expected = DeltaDiscoveryResponse {

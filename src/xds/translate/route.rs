@@ -9,23 +9,23 @@ use prost::Message;
 
 use isobar_sdk::ir;
 
-use super::extension::{
+use crate::xds::extension::{
     EXT_AUTHZ_FILTER, GLOBAL_RATE_LIMIT_FILTER, JWT_AUTHN_FILTER, ext_authz_per_route,
     ignore_vhost_rate_limits, jwt_requirement,
 };
-use super::filter::{
+use crate::xds::filter::{
     CORS_FILTER, LUA_FILTER, RATE_LIMIT_FILTER, RBAC_FILTER, cookie_rewrite_context, cors_policy,
     local_rate_limit, rbac_per_route,
 };
-use super::proto::{
+use crate::xds::proto::{
     MAP_FIELD, MAP_KEY, MAP_VALUE, PbValue, ads, append_field, append_map_entry, struct_bytes,
 };
-use super::resource::{Encoded, encoded};
-use super::route_rule::{envoy_route, route_order};
+use crate::xds::resource::{Encoded, encoded};
+use crate::xds::route_rule::{envoy_route, route_order};
 
 /// An HTTP listener's RouteConfiguration under `xds-server.vhds`: no vhosts of its own,
 /// Envoy subscribes to them over the same (delta) ADS stream.
-pub(super) fn vhds_route_configuration(name: &str) -> Encoded {
+pub(in crate::xds) fn vhds_route_configuration(name: &str) -> Encoded {
     let shell = RouteConfiguration {
         vhds: Some(Vhds {
             config_source: Some(ads()),
@@ -38,7 +38,7 @@ pub(super) fn vhds_route_configuration(name: &str) -> Encoded {
 /// A plain vhost's VHDS resource name in RouteConfiguration `routes`, which is also its
 /// `VirtualHost` name: Envoy files a vhost under the RouteConfiguration its name starts
 /// with (up to the last `/`).
-pub(super) fn vhds_name(routes: &str, fqdn: &str) -> String {
+pub(in crate::xds) fn vhds_name(routes: &str, fqdn: &str) -> String {
     format!(
         "{routes}/{}",
         isobar_sdk::names::hashname(60, &[fqdn]).replace('/', "_")
@@ -48,7 +48,7 @@ pub(super) fn vhds_name(routes: &str, fqdn: &str) -> String {
 /// A vhost's `VirtualHost` as [`virtual_host`] encodes it for RDS, named instead as its
 /// VHDS resource of RouteConfiguration `routes` (the same bytes but the name, which
 /// prost writes first: fields go in number order).
-pub(super) fn vhds_virtual_host(routes: &str, fqdn: &str, bytes: &[u8]) -> Vec<u8> {
+pub(in crate::xds) fn vhds_virtual_host(routes: &str, fqdn: &str, bytes: &[u8]) -> Vec<u8> {
     let mut rest = bytes;
     if rest.first() == Some(&0x0a) {
         rest = &rest[1..];
@@ -69,7 +69,7 @@ pub(super) fn vhds_virtual_host(routes: &str, fqdn: &str, bytes: &[u8]) -> Vec<u
 /// which differs run to run; identical input must give identical bytes (versions are
 /// content hashes). So routes are encoded one by one with their metadata appended in key
 /// order; protobuf parsers accept fields in any order and merge them.
-pub(super) fn route_configuration<'a>(
+pub(in crate::xds) fn route_configuration<'a>(
     name: &str,
     vhosts: impl Iterator<Item = &'a [u8]>,
 ) -> Vec<u8> {
@@ -80,7 +80,7 @@ pub(super) fn route_configuration<'a>(
     let len = shell.encoded_len()
         + vhosts
             .iter()
-            .map(|v| super::proto::field_len(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, v.len()))
+            .map(|v| crate::xds::proto::field_len(ROUTE_CONFIGURATION_VIRTUAL_HOSTS, v.len()))
             .sum::<usize>();
     let mut bytes = Vec::with_capacity(len);
     shell.encode_raw(&mut bytes);
@@ -94,7 +94,7 @@ pub(super) fn route_configuration<'a>(
 /// of the other hosts it routes, and a virtual host answering 421 for a Host another
 /// chain serves (the domains `misdirected` names, and with `rest` every Host none of its
 /// vhosts has), without any code: Contour's Lua filter does the same.
-pub(super) fn secure_route_configuration(
+pub(in crate::xds) fn secure_route_configuration(
     name: &str,
     vhost: &ir::SecureVirtualHost,
     own: &[u8],
@@ -126,7 +126,7 @@ pub(super) fn secure_route_configuration(
 }
 
 /// Every RouteConfiguration's settings, without vhosts.
-pub(super) fn route_configuration_shell(name: &str) -> RouteConfiguration {
+pub(in crate::xds) fn route_configuration_shell(name: &str) -> RouteConfiguration {
     RouteConfiguration {
         name: name.to_string(),
         request_headers_to_add: vec![HeaderValueOption {
@@ -142,13 +142,13 @@ pub(super) fn route_configuration_shell(name: &str) -> RouteConfiguration {
     }
 }
 
-pub(super) const ROUTE_CONFIGURATION_VIRTUAL_HOSTS: u32 = 2;
-pub(super) const VIRTUAL_HOST_ROUTES: u32 = 3;
-pub(super) const ROUTE_METADATA: u32 = 4;
+pub(in crate::xds) const ROUTE_CONFIGURATION_VIRTUAL_HOSTS: u32 = 2;
+pub(in crate::xds) const VIRTUAL_HOST_ROUTES: u32 = 3;
+pub(in crate::xds) const ROUTE_METADATA: u32 = 4;
 
 /// A vhost's `VirtualHost`; with `vhds`, named as a VHDS resource of that
 /// RouteConfiguration (see [`vhds_name`]).
-pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u8> {
+pub(in crate::xds) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u8> {
     let mut routes: Vec<&ir::Route> = vhost.routes.values().collect();
     routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
     let shell = VirtualHost {
@@ -157,7 +157,7 @@ pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u
             None => isobar_sdk::names::hashname(60, &[&vhost.fqdn]),
         },
         domains: vec![vhost.fqdn.clone()],
-        rate_limits: super::extension::rate_limits(&vhost.extensions().rate_limits),
+        rate_limits: crate::xds::extension::rate_limits(&vhost.extensions().rate_limits),
         ..Default::default()
     };
     let mut bytes = shell.encode_to_vec();
@@ -250,12 +250,12 @@ pub(super) fn virtual_host(vhost: &ir::VirtualHost, vhds: Option<&str>) -> Vec<u
 
 /// `typed_per_filter_config` of a Route and of a VirtualHost: maps, written entry by entry
 /// (one filter name per call, callers in name order) so the bytes stay deterministic.
-pub(super) const ROUTE_FILTER_CONFIG: u32 = 13;
-pub(super) const VHOST_FILTER_CONFIG: u32 = 15;
+pub(in crate::xds) const ROUTE_FILTER_CONFIG: u32 = 13;
+pub(in crate::xds) const VHOST_FILTER_CONFIG: u32 = 15;
 
 /// The source object of a route, for access logs (Contour's keys), as an encoded
 /// `Metadata` whose maps are written in key order.
-pub(super) fn source_metadata(source: &isobar_sdk::ObjectKey) -> Vec<u8> {
+pub(in crate::xds) fn source_metadata(source: &isobar_sdk::ObjectKey) -> Vec<u8> {
     let fields = struct_bytes(&[
         ("io.projectcontour.kind", PbValue::Str(source.kind.as_str())),
         ("io.projectcontour.name", PbValue::Str(&source.name)),

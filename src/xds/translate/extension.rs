@@ -16,11 +16,11 @@ use prost::Message;
 
 use isobar_sdk::ir;
 
-use super::proto::{MAP_KEY, MAP_VALUE, append_field, duration, header_matcher};
+use crate::xds::proto::{MAP_KEY, MAP_VALUE, append_field, duration, header_matcher};
 
-pub(super) const EXT_AUTHZ_FILTER: &str = "envoy.filters.http.ext_authz";
-pub(super) const JWT_AUTHN_FILTER: &str = "envoy.filters.http.jwt_authn";
-pub(super) const GLOBAL_RATE_LIMIT_FILTER: &str = "envoy.filters.http.ratelimit";
+pub(in crate::xds) const EXT_AUTHZ_FILTER: &str = "envoy.filters.http.ext_authz";
+pub(in crate::xds) const JWT_AUTHN_FILTER: &str = "envoy.filters.http.jwt_authn";
+pub(in crate::xds) const GLOBAL_RATE_LIMIT_FILTER: &str = "envoy.filters.http.ratelimit";
 
 fn grpc_service(s: &ir::GrpcService) -> core::GrpcService {
     core::GrpcService {
@@ -65,7 +65,7 @@ fn list_matcher(
         || envoy_types::pb::envoy::r#type::matcher::v3::ListStringMatcher {
             patterns: matchers
                 .iter()
-                .map(|(m, ignore_case)| super::proto::string_matcher(m, *ignore_case))
+                .map(|(m, ignore_case)| crate::xds::proto::string_matcher(m, *ignore_case))
                 .collect(),
         },
     )
@@ -82,7 +82,7 @@ fn filter(name: &str, config: Any) -> HttpFilter {
 /// Envoy's `ext_authz` filter calling `a`'s service: a failed check answers 403,
 /// the route is chosen again after the check (the server may change headers), and the
 /// client's certificate goes with each check.
-pub(super) fn ext_authz_filter(a: &ir::ExtAuthz) -> HttpFilter {
+pub(in crate::xds) fn ext_authz_filter(a: &ir::ExtAuthz) -> HttpFilter {
     filter(
         EXT_AUTHZ_FILTER,
         pack_any(ext_authz::v3::ExtAuthz {
@@ -115,7 +115,7 @@ pub(super) fn ext_authz_filter(a: &ir::ExtAuthz) -> HttpFilter {
 
 /// A route's `ExtAuthzPerRoute`: checks off, or the route's context sent with each
 /// check; `None` when the route takes the filter as it is.
-pub(super) fn ext_authz_per_route(auth: &ir::RouteAuth) -> Option<Any> {
+pub(in crate::xds) fn ext_authz_per_route(auth: &ir::RouteAuth) -> Option<Any> {
     // ExtAuthzPerRoute: disabled = 1, check_settings = 2; CheckSettings:
     // context_extensions = 1 (a map, written in key order).
     let mut value = Vec::new();
@@ -141,7 +141,7 @@ pub(super) fn ext_authz_per_route(auth: &ir::RouteAuth) -> Option<Any> {
 
 /// Envoy's global rate limit filter asking `r`'s service; the service's response timeout
 /// is the filter's (Contour's).
-pub(super) fn rate_limit_filter(r: &ir::RateLimitService) -> HttpFilter {
+pub(in crate::xds) fn rate_limit_filter(r: &ir::RateLimitService) -> HttpFilter {
     use envoy_types::pb::envoy::config::ratelimit::v3::RateLimitServiceConfig;
     let call = ir::GrpcService {
         timeout: None,
@@ -169,7 +169,7 @@ pub(super) fn rate_limit_filter(r: &ir::RateLimitService) -> HttpFilter {
 }
 
 /// A route that takes none of its vhost's global rate limits.
-pub(super) fn ignore_vhost_rate_limits() -> Any {
+pub(in crate::xds) fn ignore_vhost_rate_limits() -> Any {
     pack_any(ratelimit::v3::RateLimitPerRoute {
         vh_rate_limits: ratelimit::v3::rate_limit_per_route::VhRateLimitsOptions::Ignore as i32,
         ..Default::default()
@@ -177,7 +177,9 @@ pub(super) fn ignore_vhost_rate_limits() -> Any {
 }
 
 /// Global rate limit descriptors as Envoy's `rate_limits` (of a route or a vhost).
-pub(super) fn rate_limits(descriptors: &[ir::RateLimitDescriptor]) -> Vec<route::RateLimit> {
+pub(in crate::xds) fn rate_limits(
+    descriptors: &[ir::RateLimitDescriptor],
+) -> Vec<route::RateLimit> {
     use route::rate_limit::Action;
     use route::rate_limit::action::{self, ActionSpecifier};
     descriptors
@@ -227,7 +229,7 @@ pub(super) fn rate_limits(descriptors: &[ir::RateLimitDescriptor]) -> Vec<route:
 
 /// Envoy's `jwt_authn` filter with `providers`, each a requirement of its own name that
 /// routes name; a route naming none is not verified.
-pub(super) fn jwt_authn_filter(providers: &[ir::JwtProvider]) -> HttpFilter {
+pub(in crate::xds) fn jwt_authn_filter(providers: &[ir::JwtProvider]) -> HttpFilter {
     let mut sorted: Vec<&ir::JwtProvider> = providers.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     // JwtAuthentication: providers = 1, requirement_map = 5 (maps, in key order).
@@ -293,7 +295,7 @@ fn jwks_source(keys: &ir::Jwks) -> jwt_authn::v3::jwt_provider::JwksSourceSpecif
 }
 
 /// A route requiring a token of provider `name`.
-pub(super) fn jwt_requirement(name: &str) -> Any {
+pub(in crate::xds) fn jwt_requirement(name: &str) -> Any {
     pack_any(jwt_authn::v3::PerRouteConfig {
         requirement_specifier: Some(
             jwt_authn::v3::per_route_config::RequirementSpecifier::RequirementName(
@@ -305,7 +307,7 @@ pub(super) fn jwt_requirement(name: &str) -> Any {
 
 /// A connection manager's tracing: OpenTelemetry spans to the collector, with a span
 /// of its own for each upstream request.
-pub(super) fn tracing(t: &ir::Tracing) -> hcm::http_connection_manager::Tracing {
+pub(in crate::xds) fn tracing(t: &ir::Tracing) -> hcm::http_connection_manager::Tracing {
     use envoy_types::pb::envoy::config::trace::v3::{OpenTelemetryConfig, tracing};
     use envoy_types::pb::envoy::r#type::tracing::v3::{CustomTag, custom_tag};
     use envoy_types::pb::envoy::r#type::v3::Percent;

@@ -40,7 +40,7 @@ impl EncodedNames {
 /// 10,000 strings per EDS ACK, ≈ 0.4 ms to decode and free again (most of a
 /// state-of-the-world stream's work under endpoint churn). The names' bytes are set
 /// apart and hashed here; the stream decodes them only when the hash differs.
-pub(super) struct SotwDecoder;
+pub(in crate::xds) struct SotwDecoder;
 
 impl Decoder for SotwDecoder {
     type Item = SotwRequest;
@@ -53,7 +53,7 @@ impl Decoder for SotwDecoder {
     }
 }
 
-pub(super) fn sotw_request(bytes: Bytes) -> Result<SotwRequest, prost::DecodeError> {
+pub(in crate::xds) fn sotw_request(bytes: Bytes) -> Result<SotwRequest, prost::DecodeError> {
     let Some(run) = names_run(&bytes).filter(|run| !run.is_empty()) else {
         return Ok(SotwRequest {
             request: DiscoveryRequest::decode(bytes)?,
@@ -79,7 +79,7 @@ pub(super) fn sotw_request(bytes: Bytes) -> Result<SotwRequest, prost::DecodeErr
 /// Envoy and prost write them) lie in its bytes (an empty range when it has none).
 /// `None` when the names are not in one run, not all UTF-8 or not all length-delimited, or
 /// the bytes hold a group or do not parse: the request is then decoded in full, and prost reports what is wrong with it.
-pub(super) fn names_run(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
+pub(in crate::xds) fn names_run(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
     const RESOURCE_NAMES: u32 = 3;
     let mut rest = bytes;
     let mut names: Option<std::ops::Range<usize>> = None;

@@ -8,8 +8,8 @@ use prost::Message;
 use isobar_sdk::ir;
 use isobar_sdk::secret::{CertificateForm, Kept};
 
-use super::proto::{field_len, inline};
-use super::resource::Encoded;
+use crate::xds::proto::{field_len, inline};
+use crate::xds::resource::Encoded;
 
 isobar_sdk::inventory::submit! {
     CertificateForm { keep: sds_secret }
@@ -94,7 +94,9 @@ pub const METRICS_CA: &str = "metrics-ca-certificate";
 
 /// The stats listener's certificate (and client CA) as SDS secrets naming the files
 /// Envoy reads them from (`metrics.envoy`'s paths, in Envoy's filesystem).
-pub(super) fn metrics_secrets(files: &(String, String, Option<String>)) -> Vec<(String, Encoded)> {
+pub(in crate::xds) fn metrics_secrets(
+    files: &(String, String, Option<String>),
+) -> Vec<(String, Encoded)> {
     use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source::Specifier};
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
         CertificateValidationContext, Secret, TlsCertificate, secret,
@@ -106,7 +108,7 @@ pub(super) fn metrics_secrets(files: &(String, String, Option<String>)) -> Vec<(
     let (chain, key, ca) = files;
     let mut out = vec![(
         METRICS_CERTIFICATE.to_string(),
-        super::resource::encoded(&Secret {
+        crate::xds::resource::encoded(&Secret {
             name: METRICS_CERTIFICATE.to_string(),
             r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
                 certificate_chain: Some(file(chain)),
@@ -118,7 +120,7 @@ pub(super) fn metrics_secrets(files: &(String, String, Option<String>)) -> Vec<(
     if let Some(ca) = ca {
         out.push((
             METRICS_CA.to_string(),
-            super::resource::encoded(&Secret {
+            crate::xds::resource::encoded(&Secret {
                 name: METRICS_CA.to_string(),
                 r#type: Some(secret::Type::ValidationContext(
                     CertificateValidationContext {

@@ -29,17 +29,17 @@ use prost::Message;
 
 use isobar_sdk::ir;
 
-use super::filter::http_filter;
-use super::proto::{ads, duration, inline, socket_address, tls_version};
-use super::settings::{AccessLogSettings, EnvoySettings, TlsSettings};
+use crate::xds::filter::http_filter;
+use crate::xds::proto::{ads, duration, inline, socket_address, tls_version};
+use crate::xds::settings::{AccessLogSettings, EnvoySettings, TlsSettings};
 
 /// The bootstrap's static cluster that reaches Envoy's own admin socket.
 pub const ADMIN_CLUSTER: &str = "envoy-admin";
 
 /// The fallback certificate's filter chain (Contour's name).
-pub(super) const FALLBACK_CHAIN: &str = "fallback-certificate";
+pub(in crate::xds) const FALLBACK_CHAIN: &str = "fallback-certificate";
 
-pub(super) fn versions(
+pub(in crate::xds) fn versions(
     t: &ir::DownstreamTls,
     global: &TlsSettings,
 ) -> (ir::TlsVersion, ir::TlsVersion) {
@@ -52,7 +52,7 @@ pub(super) fn versions(
     (min, max.max(min))
 }
 
-pub(super) fn downstream_context(
+pub(in crate::xds) fn downstream_context(
     t: &ir::DownstreamTls,
     settings: &EnvoySettings,
 ) -> DownstreamTlsContext {
@@ -107,7 +107,7 @@ pub(super) fn downstream_context(
     }
 }
 
-pub(super) fn tcp_proxy_filter(stat_prefix: &str, t: &ir::TcpProxy) -> listener::Filter {
+pub(in crate::xds) fn tcp_proxy_filter(stat_prefix: &str, t: &ir::TcpProxy) -> listener::Filter {
     let cluster = match t.clusters.as_slice() {
         // Sources never produce it (Envoy refuses an empty weighted list with the whole
         // listener); a cluster that does not exist closes each connection instead.
@@ -139,7 +139,7 @@ pub(super) fn tcp_proxy_filter(stat_prefix: &str, t: &ir::TcpProxy) -> listener:
     }
 }
 
-pub(super) fn filter_chain(
+pub(in crate::xds) fn filter_chain(
     on: &ir::Listener,
     vhost: &ir::SecureVirtualHost,
     settings: &EnvoySettings,
@@ -162,7 +162,7 @@ pub(super) fn filter_chain(
             if vhost.misdirected.host_is_sni && vhost.fqdn.starts_with("*.") {
                 manager
                     .http_filters
-                    .insert(0, super::filter::misdirected_filter());
+                    .insert(0, crate::xds::filter::misdirected_filter());
             }
             if let Some(f) = forward {
                 manager.forward_client_cert_details = ForwardClientCertDetails::SanitizeSet as i32;
@@ -200,7 +200,7 @@ pub(super) fn filter_chain(
     }
 }
 
-pub(super) fn fallback_chain(
+pub(in crate::xds) fn fallback_chain(
     on: &ir::Listener,
     sds: &str,
     settings: &EnvoySettings,
@@ -238,7 +238,7 @@ pub(super) fn fallback_chain(
 /// An HTTPS listener without its filter chains: TLS inspection and the address. The
 /// chains (one per secure vhost by SNI, then the fallback chain) are appended as encoded
 /// bytes, so a change re-encodes only its own vhost's chain.
-pub(super) fn https_listener_shell(on: &ir::Listener, settings: &EnvoySettings) -> Vec<u8> {
+pub(in crate::xds) fn https_listener_shell(on: &ir::Listener, settings: &EnvoySettings) -> Vec<u8> {
     let mut filters = proxy_protocol(settings);
     filters.push(ListenerFilter {
         name: "envoy.filters.listener.tls_inspector".to_string(),
@@ -264,7 +264,7 @@ pub(super) fn https_listener_shell(on: &ir::Listener, settings: &EnvoySettings) 
 pub const LISTENER_FILTER_CHAINS: u32 = 3;
 
 /// One secure vhost's filter chain on listener `on`, encoded at the end of `buf`.
-pub(super) fn encode_vhost_chain(
+pub(in crate::xds) fn encode_vhost_chain(
     on: &ir::Listener,
     vhost: &ir::SecureVirtualHost,
     settings: &EnvoySettings,
@@ -274,7 +274,7 @@ pub(super) fn encode_vhost_chain(
 }
 
 /// The fallback certificate's filter chain on listener `on`, encoded.
-pub(super) fn fallback_chain_bytes(
+pub(in crate::xds) fn fallback_chain_bytes(
     on: &ir::Listener,
     sds: &str,
     settings: &EnvoySettings,
@@ -283,7 +283,7 @@ pub(super) fn fallback_chain_bytes(
 }
 
 /// The RouteConfiguration of an HTTPS listener's fallback chain.
-pub(super) fn fallback_routes(on: &ir::Listener) -> String {
+pub(in crate::xds) fn fallback_routes(on: &ir::Listener) -> String {
     match &on.routes {
         Some(names) => names.fallback.clone(),
         None => format!("{}/fallback", on.name),
@@ -294,7 +294,7 @@ pub(super) fn fallback_routes(on: &ir::Listener) -> String {
 /// string, or JSON fields (written in their order: a protobuf `Struct` is a hash map,
 /// whose order would change the bytes from build to build), for responses with at
 /// least `log.min_status`.
-pub(super) fn file_access_log(path: &str, log: &AccessLogSettings) -> AccessLog {
+pub(in crate::xds) fn file_access_log(path: &str, log: &AccessLogSettings) -> AccessLog {
     /// `FileAccessLog` with `log_format` (a `SubstitutionFormatString`) as Envoy reads
     /// it, its JSON fields in order.
     #[derive(Clone, PartialEq, prost::Message)]
@@ -375,7 +375,7 @@ pub(super) fn file_access_log(path: &str, log: &AccessLogSettings) -> AccessLog 
     }
 }
 
-pub(super) fn hcm_filter(manager: HttpConnectionManager) -> listener::Filter {
+pub(in crate::xds) fn hcm_filter(manager: HttpConnectionManager) -> listener::Filter {
     listener::Filter {
         name: "envoy.filters.network.http_connection_manager".to_string(),
         config_type: Some(listener::filter::ConfigType::TypedConfig(pack_any(manager))),
@@ -383,7 +383,7 @@ pub(super) fn hcm_filter(manager: HttpConnectionManager) -> listener::Filter {
 }
 
 /// Whether any route of `vhost` rewrites `Set-Cookie` (needs the Lua filter).
-pub(super) fn rewrites_cookies(vhost: &ir::VirtualHost) -> bool {
+pub(in crate::xds) fn rewrites_cookies(vhost: &ir::VirtualHost) -> bool {
     vhost.routes.values().any(|r| {
         !r.policy().cookie_rewrites.is_empty()
             || matches!(&r.action, ir::RouteAction::Forward(clusters)
@@ -398,7 +398,7 @@ pub(super) fn rewrites_cookies(vhost: &ir::VirtualHost) -> bool {
 /// rewrites cookies, so 10,000 HTTPS vhosts do not repeat the script 10,000 times in
 /// the listener. A secure vhost's own manager has `vhost`'s authorization and JWT
 /// providers; the others have the listener's global authorization.
-pub(super) fn connection_manager(
+pub(in crate::xds) fn connection_manager(
     on: &ir::Listener,
     settings: &EnvoySettings,
     rds_name: &str,
@@ -406,7 +406,7 @@ pub(super) fn connection_manager(
     vhost: Option<&ir::VhostExtensions>,
 ) -> HttpConnectionManager {
     let http = &settings.http;
-    let manager = super::filter::Manager {
+    let manager = crate::xds::filter::Manager {
         http,
         extensions: &on.extensions,
         vhost,
@@ -427,7 +427,7 @@ pub(super) fn connection_manager(
             .extensions
             .tracing
             .as_deref()
-            .map(super::extension::tracing),
+            .map(crate::xds::extension::tracing),
         use_remote_address: Some(pb::BoolValue { value: true }),
         normalize_path: Some(pb::BoolValue { value: true }),
         merge_slashes: http.merge_slashes,
@@ -549,7 +549,7 @@ fn proxy_protocol(settings: &EnvoySettings) -> Vec<ListenerFilter> {
 
 /// A plain HTTP listener: one connection manager, routed by the RouteConfiguration of
 /// the listener's name.
-pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
+pub(in crate::xds) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
     let manager = connection_manager(on, settings, &on.name, true, None);
     Listener {
         name: on.name.clone(),
@@ -564,7 +564,7 @@ pub(super) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> List
 }
 
 /// A plain TCP listener: every connection forwarded by its proxy.
-pub(super) fn tcp_listener(
+pub(in crate::xds) fn tcp_listener(
     on: &ir::Listener,
     proxy: &ir::TcpProxy,
     settings: &EnvoySettings,
@@ -584,7 +584,7 @@ pub(super) fn tcp_listener(
 /// A UDP listener: Envoy's UDP proxy forwards each session (source address and port)
 /// to the proxy's one cluster (a route's several weighted backends are one cluster of
 /// weighted localities).
-pub(super) fn udp_listener(on: &ir::Listener, proxy: &ir::TcpProxy) -> Listener {
+pub(in crate::xds) fn udp_listener(on: &ir::Listener, proxy: &ir::TcpProxy) -> Listener {
     use envoy_types::pb::envoy::extensions::filters::udp::udp_proxy::v3 as udp;
     use envoy_types::pb::xds::r#type::matcher::v3::{Matcher, matcher};
     let cluster = proxy
@@ -630,7 +630,7 @@ pub(super) fn udp_listener(on: &ir::Listener, proxy: &ir::TcpProxy) -> Listener 
 
 /// A listener onto Envoy's admin (Contour's `stats-health`, `envoy-admin`,
 /// `health-om-enforced`): GET on its admin paths, and nothing else of it.
-pub(super) fn stats_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
+pub(in crate::xds) fn stats_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
     let get_only = HeaderMatcher {
         name: ":method".to_string(),
         header_match_specifier: Some(route::header_matcher::HeaderMatchSpecifier::StringMatch(
@@ -676,7 +676,7 @@ pub(super) fn stats_listener(on: &ir::Listener, settings: &EnvoySettings) -> Lis
             .http_filters
             .iter()
             .filter_map(|f| {
-                let manager = super::filter::Manager {
+                let manager = crate::xds::filter::Manager {
                     http: &Default::default(),
                     extensions: &on.extensions,
                     vhost: None,
@@ -709,7 +709,7 @@ pub(super) fn stats_listener(on: &ir::Listener, settings: &EnvoySettings) -> Lis
 /// TLS 1.3 with the metrics certificate over SDS, and clients of the metrics CA only
 /// when there is one (Contour's stats listener).
 fn metrics_tls_socket(client_ca: bool) -> TransportSocket {
-    use super::secret::{METRICS_CA, METRICS_CERTIFICATE};
+    use crate::xds::secret::{METRICS_CA, METRICS_CERTIFICATE};
     let sds = |name: &str| SdsSecretConfig {
         name: name.to_string(),
         sds_config: Some(ads()),

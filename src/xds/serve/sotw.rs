@@ -19,11 +19,11 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tonic::Status;
 
-use super::request::{NamesDigest, SotwRequest};
-use super::resource::{Encoded, Name, XdsType};
-use super::snapshot::{LogPosition, ResourceMap, Snapshot, TypeSnapshot, digest, version_of};
-use super::stream::{Session, StreamCore, eds_name};
-use super::wire::{self, Wire};
+use crate::xds::request::{NamesDigest, SotwRequest};
+use crate::xds::resource::{Encoded, Name, XdsType};
+use crate::xds::snapshot::{LogPosition, ResourceMap, Snapshot, TypeSnapshot, digest, version_of};
+use crate::xds::stream::{Session, StreamCore, eds_name};
+use crate::xds::wire::{self, Wire};
 
 #[derive(Debug, Default)]
 struct TypeState {
@@ -62,7 +62,7 @@ struct TypeState {
     basis: Option<LogPosition>,
 }
 
-pub(super) struct AdsStream {
+pub(in crate::xds) struct AdsStream {
     core: StreamCore,
     tx: mpsc::Sender<Result<Wire, Status>>,
     types: BTreeMap<XdsType, TypeState>,
@@ -70,7 +70,7 @@ pub(super) struct AdsStream {
 }
 
 impl AdsStream {
-    pub(super) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
+    pub(in crate::xds) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
         AdsStream {
             core,
             tx,

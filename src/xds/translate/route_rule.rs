@@ -15,10 +15,10 @@ use envoy_types::util::pack_any;
 
 use isobar_sdk::ir::{self, PathMatch, RouteAction};
 
-use super::filter::{LUA_FILTER, cookie_rewrite_context};
-use super::proto::{duration, header_matcher, headers_to_add, query_matcher, string_matcher};
+use crate::xds::filter::{LUA_FILTER, cookie_rewrite_context};
+use crate::xds::proto::{duration, header_matcher, headers_to_add, query_matcher, string_matcher};
 
-pub(super) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
+pub(in crate::xds) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy {
     use route::route_action::hash_policy::{self, PolicySpecifier};
     let (specifier, terminal) = match h {
         ir::HashPolicy::Cookie => (
@@ -69,7 +69,7 @@ pub(super) fn hash_policy(h: &ir::HashPolicy) -> route::route_action::HashPolicy
 /// matches; equally specific routes that carry a tie-break (Gateway API's) by it: older
 /// first, then by source, then by rule.
 /// The sort key [`route_order`] builds: smaller sorts first.
-pub(super) type RouteOrder<'a> = (
+pub(in crate::xds) type RouteOrder<'a> = (
     u8,
     std::cmp::Reverse<usize>,
     std::cmp::Reverse<&'a str>,
@@ -80,7 +80,7 @@ pub(super) type RouteOrder<'a> = (
     Option<(Option<i64>, &'a isobar_sdk::ObjectKey, u32)>,
 );
 
-pub(super) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
+pub(in crate::xds) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
     let (class, value, tie) = match &r.matcher.path {
         PathMatch::Exact(v) => (0, v.as_str(), 0),
         PathMatch::Regex(v) => (1, v.as_str(), 0),
@@ -101,7 +101,7 @@ pub(super) fn route_order(r: &ir::Route) -> RouteOrder<'_> {
     )
 }
 
-pub(super) fn envoy_route(r: &ir::Route) -> route::Route {
+pub(in crate::xds) fn envoy_route(r: &ir::Route) -> route::Route {
     let path_specifier = match &r.matcher.path {
         PathMatch::Prefix(p) => route::route_match::PathSpecifier::Prefix(p.clone()),
         PathMatch::SegmentPrefix(p) => {
@@ -159,7 +159,7 @@ pub(super) fn envoy_route(r: &ir::Route) -> route::Route {
     }
 }
 
-pub(super) fn redirect_action(r: &ir::Redirect) -> route::RedirectAction {
+pub(in crate::xds) fn redirect_action(r: &ir::Redirect) -> route::RedirectAction {
     use route::redirect_action::{
         PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier,
     };
@@ -211,7 +211,7 @@ fn service_over_route(
     out
 }
 
-pub(super) fn forward(
+pub(in crate::xds) fn forward(
     clusters: &[ir::WeightedCluster],
     policy: &ir::RoutePolicy,
 ) -> route::RouteAction {
@@ -327,12 +327,14 @@ pub(super) fn forward(
                 ..Default::default()
             })
             .collect(),
-        rate_limits: super::extension::rate_limits(&policy.rate_limits),
+        rate_limits: crate::xds::extension::rate_limits(&policy.rate_limits),
         ..Default::default()
     }
 }
 
-pub(super) fn internal_redirect_policy(r: &ir::InternalRedirect) -> route::InternalRedirectPolicy {
+pub(in crate::xds) fn internal_redirect_policy(
+    r: &ir::InternalRedirect,
+) -> route::InternalRedirectPolicy {
     use envoy_types::pb::envoy::extensions::internal_redirect::previous_routes::v3::PreviousRoutesConfig;
     use envoy_types::pb::envoy::extensions::internal_redirect::safe_cross_scheme::v3::SafeCrossSchemeConfig;
     let mut predicates = Vec::new();

@@ -20,10 +20,10 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use tokio::sync::mpsc;
 use tonic::Status;
 
-use super::resource::{Name, XdsType};
-use super::snapshot::{LogPosition, Snapshot, hex};
-use super::stream::{Session, StreamCore};
-use super::wire::{self, Named, Wire};
+use crate::xds::resource::{Name, XdsType};
+use crate::xds::snapshot::{LogPosition, Snapshot, hex};
+use crate::xds::stream::{Session, StreamCore};
+use crate::xds::wire::{self, Named, Wire};
 
 #[derive(Debug, Default)]
 struct TypeState {
@@ -80,7 +80,7 @@ pub struct DeltaStream {
 }
 
 impl DeltaStream {
-    pub(super) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
+    pub(in crate::xds) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
         DeltaStream {
             core,
             tx,
@@ -441,9 +441,9 @@ impl DeltaStream {
             && !eds.held.is_empty()
         {
             // Each new or changed cluster warms on its endpoint set: sent after it.
-            let warm_on = changed
-                .iter()
-                .filter_map(|(name, _)| super::stream::eds_name(current.resources.get(*name)?));
+            let warm_on = changed.iter().filter_map(|(name, _)| {
+                crate::xds::stream::eds_name(current.resources.get(*name)?)
+            });
             eds.resend.extend(warm_on);
         }
         self.nonce += 1;

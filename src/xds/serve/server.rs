@@ -9,13 +9,13 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
-use super::delta::DeltaStream;
-use super::request::SotwRequest;
-use super::snapshot::Snapshot;
-use super::sotw::AdsStream;
-use super::stream::{Rejection, ResponseStream, Session, StreamCore, run};
-use super::wire::Wire;
 use crate::metrics::Metrics;
+use crate::xds::delta::DeltaStream;
+use crate::xds::request::SotwRequest;
+use crate::xds::snapshot::Snapshot;
+use crate::xds::sotw::AdsStream;
+use crate::xds::stream::{Rejection, ResponseStream, Session, StreamCore, run};
+use crate::xds::wire::Wire;
 
 /// Serves the latest snapshot to every connected Envoy.
 #[derive(Clone)]
@@ -60,7 +60,7 @@ impl AdsService {
 
 impl AdsService {
     /// Opens a state-of-the-world stream: its responses, while a task answers `requests`.
-    pub(super) fn sotw(&self, requests: Streaming<SotwRequest>) -> ResponseStream<Wire> {
+    pub(in crate::xds) fn sotw(&self, requests: Streaming<SotwRequest>) -> ResponseStream<Wire> {
         let (tx, rx) = mpsc::channel(16);
         let stream = AdsStream::new(self.core(), tx);
         self.spawn(stream, requests);
@@ -68,7 +68,10 @@ impl AdsService {
     }
 
     /// Opens an incremental (delta) stream.
-    pub(super) fn delta(&self, requests: Streaming<DeltaDiscoveryRequest>) -> ResponseStream<Wire> {
+    pub(in crate::xds) fn delta(
+        &self,
+        requests: Streaming<DeltaDiscoveryRequest>,
+    ) -> ResponseStream<Wire> {
         let (tx, rx) = mpsc::channel(16);
         let stream = DeltaStream::new(self.core(), tx);
         self.spawn(stream, requests);

@@ -7,12 +7,12 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 use isobar_sdk::Objects;
 use isobar_sdk::resolve::ready_endpoints;
 
-use super::proto::socket_address;
+use crate::xds::proto::socket_address;
 
 /// The endpoint set of cluster `c`: its Service's ready endpoints, or, for a cluster of
 /// several Services (an ExtensionService's), one weighted locality per Service that has
 /// ready endpoints.
-pub(super) fn load_assignment_of(
+pub(in crate::xds) fn load_assignment_of(
     c: &isobar_sdk::ir::Cluster,
     objects: &Objects,
 ) -> ClusterLoadAssignment {
@@ -54,7 +54,7 @@ pub(super) fn load_assignment_of(
     }
 }
 
-pub(super) fn load_assignment(
+pub(in crate::xds) fn load_assignment(
     eds_name: &str,
     objects: &Objects,
     namespace: &str,

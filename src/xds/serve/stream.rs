@@ -14,18 +14,18 @@ use tokio::time::Instant;
 use tokio_stream::Stream;
 use tonic::{Status, Streaming};
 
-use super::resource::XdsType;
-use super::snapshot::{LogPosition, Snapshot};
-use super::wire::Wire;
 use crate::metrics::Metrics;
+use crate::xds::resource::XdsType;
+use crate::xds::snapshot::{LogPosition, Snapshot};
+use crate::xds::wire::Wire;
 
 /// The longest LDS/RDS wait for Envoy to subscribe to new endpoints before sending anyway.
-pub(super) const HOLD_MAX: Duration = Duration::from_secs(5);
+pub(in crate::xds) const HOLD_MAX: Duration = Duration::from_secs(5);
 
-pub(super) type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+pub(in crate::xds) type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 /// One Envoy stream, state of the world or delta: what the shared loop drives.
-pub(super) trait Session {
+pub(in crate::xds) trait Session {
     type Request: 'static;
     fn core(&mut self) -> &mut StreamCore;
     fn on_request(&mut self, request: Self::Request);
@@ -34,7 +34,7 @@ pub(super) trait Session {
 }
 
 /// What every stream keeps besides its per-type state.
-pub(super) struct StreamCore {
+pub(in crate::xds) struct StreamCore {
     pub snapshots: watch::Receiver<Option<Arc<Snapshot>>>,
     pub metrics: Arc<Metrics>,
     pub node: String,
@@ -143,7 +143,7 @@ impl StreamCore {
 
 /// The loop every stream runs: requests, snapshot changes and the hold deadline each
 /// lead to a push.
-pub(super) async fn run<S: Session>(mut session: S, mut requests: Streaming<S::Request>) {
+pub(in crate::xds) async fn run<S: Session>(mut session: S, mut requests: Streaming<S::Request>) {
     session.core().metrics.xds_streams.inc();
     loop {
         let core = session.core();
@@ -172,7 +172,7 @@ pub(super) async fn run<S: Session>(mut session: S, mut requests: Streaming<S::R
 }
 
 /// The endpoint set (EDS name) an encoded Cluster warms on, if it uses EDS.
-pub(super) fn eds_name(cluster: &[u8]) -> Option<String> {
+pub(in crate::xds) fn eds_name(cluster: &[u8]) -> Option<String> {
     let cluster = Cluster::decode(cluster).ok()?;
     let eds = cluster.eds_cluster_config?;
     Some(if eds.service_name.is_empty() {

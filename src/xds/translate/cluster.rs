@@ -15,10 +15,10 @@ use envoy_types::util::pack_any;
 
 use isobar_sdk::ir;
 
-use super::proto::{ads, duration, inline, tls_version};
-use super::settings::EnvoySettings;
+use crate::xds::proto::{ads, duration, inline, tls_version};
+use crate::xds::settings::EnvoySettings;
 
-pub(super) fn cluster_for(
+pub(in crate::xds) fn cluster_for(
     c: &ir::Cluster,
     settings: &EnvoySettings,
     client_certificate: Option<&str>,
@@ -133,7 +133,7 @@ fn external_name_endpoints(
             lb_endpoints: vec![endpoint::LbEndpoint {
                 host_identifier: Some(endpoint::lb_endpoint::HostIdentifier::Endpoint(
                     endpoint::Endpoint {
-                        address: Some(super::proto::socket_address(
+                        address: Some(crate::xds::proto::socket_address(
                             host,
                             u16::try_from(port).unwrap_or(0),
                         )),
@@ -148,7 +148,10 @@ fn external_name_endpoints(
     }
 }
 
-pub(super) fn slow_start(s: &ir::SlowStart, lb: ir::LbPolicy) -> cluster::cluster::LbConfig {
+pub(in crate::xds) fn slow_start(
+    s: &ir::SlowStart,
+    lb: ir::LbPolicy,
+) -> cluster::cluster::LbConfig {
     use cluster::cluster::{LbConfig, LeastRequestLbConfig, RoundRobinLbConfig, SlowStartConfig};
     let config = SlowStartConfig {
         slow_start_window: Some(duration(s.window)),
@@ -172,7 +175,7 @@ pub(super) fn slow_start(s: &ir::SlowStart, lb: ir::LbPolicy) -> cluster::cluste
 }
 
 /// A health check with its timings; `checker` says what is checked.
-pub(super) fn timed_check(
+pub(in crate::xds) fn timed_check(
     timeout: u64,
     interval: u64,
     unhealthy: u32,
@@ -190,7 +193,7 @@ pub(super) fn timed_check(
     }
 }
 
-pub(super) fn tcp_health_check(h: &ir::TcpHealthCheck) -> core::HealthCheck {
+pub(in crate::xds) fn tcp_health_check(h: &ir::TcpHealthCheck) -> core::HealthCheck {
     use core::health_check::{HealthChecker, TcpHealthCheck};
     timed_check(
         h.timeout_seconds,
@@ -201,7 +204,7 @@ pub(super) fn tcp_health_check(h: &ir::TcpHealthCheck) -> core::HealthCheck {
     )
 }
 
-pub(super) fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
+pub(in crate::xds) fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
     use core::health_check::{HealthChecker, HttpHealthCheck};
     timed_check(
         h.timeout_seconds,
@@ -228,7 +231,7 @@ pub(super) fn health_check(h: &ir::HealthCheck) -> core::HealthCheck {
 
 /// A cluster's circuit breakers: its Service's own thresholds, each one it leaves unset
 /// taken from `cluster.circuit-breakers` (as Contour fills them in).
-pub(super) fn breakers_with_defaults(
+pub(in crate::xds) fn breakers_with_defaults(
     own: Option<&ir::CircuitBreakers>,
     defaults: Option<&ir::CircuitBreakers>,
 ) -> Option<ir::CircuitBreakers> {
@@ -246,7 +249,7 @@ pub(super) fn breakers_with_defaults(
     }
 }
 
-pub(super) fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreakers {
+pub(in crate::xds) fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreakers {
     let limit = |v: Option<u32>| v.map(|value| UInt32Value { value });
     cluster::CircuitBreakers {
         thresholds: vec![cluster::circuit_breakers::Thresholds {
@@ -282,7 +285,7 @@ pub(super) fn circuit_breakers(b: &ir::CircuitBreakers) -> cluster::CircuitBreak
 /// Upstream HTTP/2 (`h2`, `h2c`), the idle timeout of upstream connections and the
 /// requests each may carry (`cluster.max-requests-per-connection`), as Envoy's
 /// `HttpProtocolOptions` (one entry, so the map encodes deterministically).
-pub(super) fn upstream_http_options(
+pub(in crate::xds) fn upstream_http_options(
     options: &ir::ClusterOptions,
     max_requests_per_connection: Option<u32>,
 ) -> HashMap<String, Any> {

@@ -20,10 +20,10 @@ use tonic::codec::{DecodeBuf, Decoder, Streaming};
 use tonic::codegen::{Bytes, Service, http};
 use tonic::server::NamedService;
 
-use super::request::SotwDecoder;
-use super::server::AdsService;
-use super::stream::ResponseStream;
-use super::wire::Wire;
+use crate::xds::request::SotwDecoder;
+use crate::xds::server::AdsService;
+use crate::xds::stream::ResponseStream;
+use crate::xds::wire::Wire;
 
 /// Requests larger than this are refused (a state-of-the-world ACK names every resource
 /// it holds: 10,000 names are ≈ 300 KB).

@@ -3,9 +3,9 @@
 
 use isobar_sdk::ir::{Ir, Protocol};
 
-use super::proto::{PbValue, append_field, struct_bytes};
-use super::resource::Encoded;
-use super::settings::RuntimeSettings;
+use crate::xds::proto::{PbValue, append_field, struct_bytes};
+use crate::xds::resource::Encoded;
+use crate::xds::settings::RuntimeSettings;
 
 /// The RTDS layer's name, as in Contour's bootstrap.
 pub const DYNAMIC_LAYER: &str = "dynamic";
@@ -15,7 +15,7 @@ pub const DYNAMIC_LAYER: &str = "dynamic";
 pub const RE2_PROGRAM_MAX: u64 = 1_048_576;
 
 /// The `dynamic` layer: `envoy.service.runtime.v3.Runtime` with its keys in order.
-pub(super) fn dynamic_layer(ir: &Ir, settings: &RuntimeSettings) -> Encoded {
+pub(in crate::xds) fn dynamic_layer(ir: &Ir, settings: &RuntimeSettings) -> Encoded {
     let mut numbers: Vec<(String, f64)> = vec![
         (
             "re2.max_program_size.error_level".to_string(),

@@ -14,22 +14,22 @@ use envoy_types::util::pack_any;
 
 use isobar_sdk::ir;
 
-use super::proto::{
+use crate::xds::proto::{
     PbValue, append_field, duration, inline, overwrite_headers, string_matcher, struct_bytes,
 };
 
-pub(super) const CORS_FILTER: &str = "envoy.filters.http.cors";
-pub(super) const LUA_FILTER: &str = "envoy.filters.http.lua";
-pub(super) const RATE_LIMIT_FILTER: &str = "envoy.filters.http.local_ratelimit";
-pub(super) const RBAC_FILTER: &str = "envoy.filters.http.rbac";
+pub(in crate::xds) const CORS_FILTER: &str = "envoy.filters.http.cors";
+pub(in crate::xds) const LUA_FILTER: &str = "envoy.filters.http.lua";
+pub(in crate::xds) const RATE_LIMIT_FILTER: &str = "envoy.filters.http.local_ratelimit";
+pub(in crate::xds) const RBAC_FILTER: &str = "envoy.filters.http.rbac";
 
 /// The fixed cookie-rewriting script; rules reach it as the route's filter context.
-pub(super) const COOKIE_REWRITE_LUA: &str = include_str!("cookie_rewrite.lua");
+pub(in crate::xds) const COOKIE_REWRITE_LUA: &str = include_str!("cookie_rewrite.lua");
 
 /// The Lua filter answering 421 on a wildcard vhost's chain when the Host is not the
 /// SNI name (named apart from [`LUA_FILTER`], whose per-route settings are the cookie
 /// rewriter's).
-pub(super) fn misdirected_filter() -> HttpFilter {
+pub(in crate::xds) fn misdirected_filter() -> HttpFilter {
     use envoy_types::pb::envoy::extensions::filters::http::lua;
     empty_filter(
         "envoy.filters.http.lua.misdirected",
@@ -40,7 +40,7 @@ pub(super) fn misdirected_filter() -> HttpFilter {
     )
 }
 
-pub(super) fn cookie_rewrite_context(rewrites: &[ir::CookieRewrite]) -> Any {
+pub(in crate::xds) fn cookie_rewrite_context(rewrites: &[ir::CookieRewrite]) -> Any {
     use envoy_types::pb::envoy::extensions::filters::http::lua::v3::LuaPerRoute;
     let rules = rewrites
         .iter()
@@ -72,7 +72,7 @@ pub(super) fn cookie_rewrite_context(rewrites: &[ir::CookieRewrite]) -> Any {
     }
 }
 
-pub(super) fn cors_policy(c: &ir::Cors) -> Any {
+pub(in crate::xds) fn cors_policy(c: &ir::Cors) -> Any {
     use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
     pack_any(CorsPolicy {
         allow_origin_string_match: c
@@ -97,7 +97,7 @@ pub(super) fn cors_policy(c: &ir::Cors) -> Any {
     })
 }
 
-pub(super) fn local_rate_limit(l: &ir::LocalRateLimit) -> Any {
+pub(in crate::xds) fn local_rate_limit(l: &ir::LocalRateLimit) -> Any {
     use envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit;
     use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, HttpStatus, TokenBucket};
     let always = || {
@@ -126,7 +126,7 @@ pub(super) fn local_rate_limit(l: &ir::LocalRateLimit) -> Any {
     })
 }
 
-pub(super) fn empty_filter(name: &str, config: Any) -> HttpFilter {
+pub(in crate::xds) fn empty_filter(name: &str, config: Any) -> HttpFilter {
     HttpFilter {
         name: name.to_string(),
         config_type: Some(hcm::http_filter::ConfigType::TypedConfig(config)),
@@ -136,7 +136,7 @@ pub(super) fn empty_filter(name: &str, config: Any) -> HttpFilter {
 
 /// An IP allow or deny list as Envoy's per-route RBAC: any request from a listed range
 /// (peer or `X-Forwarded-For` address) is allowed, or denied.
-pub(super) fn rbac_per_route(filter: &ir::IpFilter) -> Any {
+pub(in crate::xds) fn rbac_per_route(filter: &ir::IpFilter) -> Any {
     use envoy_types::pb::envoy::config::rbac::v3 as rbac;
     use envoy_types::pb::envoy::extensions::filters::http::rbac::v3 as rbac_filter;
     let principals = filter
@@ -185,14 +185,14 @@ pub(super) fn rbac_per_route(filter: &ir::IpFilter) -> Any {
 }
 
 /// The RBAC filter with no rules of its own: it enforces only the per-route configs.
-pub(super) fn rbac_filter() -> HttpFilter {
+pub(in crate::xds) fn rbac_filter() -> HttpFilter {
     empty_filter(
         RBAC_FILTER,
         pack_any(envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::default()),
     )
 }
 
-pub(super) fn router_filter() -> HttpFilter {
+pub(in crate::xds) fn router_filter() -> HttpFilter {
     HttpFilter {
         name: "envoy.filters.http.router".to_string(),
         config_type: Some(hcm::http_filter::ConfigType::TypedConfig(pack_any(
@@ -205,8 +205,8 @@ pub(super) fn router_filter() -> HttpFilter {
 /// Envoy's compressor filter with `algorithm`'s library, for the content types Envoy
 /// compresses by default (HTML, plain text, CSS, JavaScript, JSON, XHTML, SVG, XML);
 /// Contour lists gRPC-Web's too, a kilobyte more in every HTTPS vhost's filter chain.
-fn compressor_filter(algorithm: super::settings::Compressor) -> HttpFilter {
-    use super::settings::Compressor as Algorithm;
+fn compressor_filter(algorithm: crate::xds::settings::Compressor) -> HttpFilter {
+    use crate::xds::settings::Compressor as Algorithm;
     use envoy_types::pb::envoy::extensions::compression::{brotli, gzip, zstd};
     use envoy_types::pb::envoy::extensions::filters::http::compressor::v3::Compressor;
     let (name, library) = match algorithm {
@@ -278,8 +278,8 @@ const COMPRESSED_TYPES: &[&str] = &[
 /// What one connection manager's filters are made for: the HTTP settings, the
 /// listener's extensions (global authorization, rate limits, tracing) and, in a secure
 /// vhost's own manager, that vhost's (its authorization and JWT providers).
-pub(super) struct Manager<'a> {
-    pub http: &'a super::settings::HttpSettings,
+pub(in crate::xds) struct Manager<'a> {
+    pub http: &'a crate::xds::settings::HttpSettings,
     pub extensions: &'a ir::HttpExtensions,
     pub vhost: Option<&'a ir::VhostExtensions>,
 }
@@ -287,7 +287,10 @@ pub(super) struct Manager<'a> {
 /// One of a listener's HTTP filters as Envoy's; `None` for one the manager has nothing
 /// for (the compressor with compression disabled, JWT verification without providers,
 /// authorization or global rate limits not configured).
-pub(super) fn http_filter(filter: ir::HttpFilter, manager: &Manager<'_>) -> Option<HttpFilter> {
+pub(in crate::xds) fn http_filter(
+    filter: ir::HttpFilter,
+    manager: &Manager<'_>,
+) -> Option<HttpFilter> {
     let http = manager.http;
     use envoy_types::pb::envoy::extensions::filters::http::{
         cors, grpc_stats, grpc_web, local_ratelimit, lua,
@@ -327,17 +330,17 @@ pub(super) fn http_filter(filter: ir::HttpFilter, manager: &Manager<'_>) -> Opti
             if providers.is_empty() {
                 return None;
             }
-            super::extension::jwt_authn_filter(providers)
+            crate::xds::extension::jwt_authn_filter(providers)
         }
         ir::HttpFilter::ExtAuthz => {
             let authorization = match manager.vhost {
                 Some(vhost) => vhost.authorization.as_deref(),
                 None => manager.extensions.authorization.as_deref(),
             };
-            super::extension::ext_authz_filter(authorization?)
+            crate::xds::extension::ext_authz_filter(authorization?)
         }
         ir::HttpFilter::RateLimit => {
-            super::extension::rate_limit_filter(manager.extensions.rate_limit.as_deref()?)
+            crate::xds::extension::rate_limit_filter(manager.extensions.rate_limit.as_deref()?)
         }
         ir::HttpFilter::Router => router_filter(),
     })
