@@ -12,6 +12,7 @@ pub mod allocator;
 pub mod cli;
 pub mod config;
 pub mod metrics;
+pub mod parallel;
 pub mod provider;
 pub mod runner;
 pub mod tls;

@@ -144,21 +144,7 @@ impl ManifestDir {
                 })
                 .collect()
         };
-        let results = if paths.len() >= PARALLEL_FROM {
-            let (first, second) = paths.split_at(paths.len() / 2);
-            std::thread::scope(|scope| {
-                let other = scope.spawn(|| read(second));
-                let mut results = read(first);
-                results.extend(
-                    other
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                );
-                results
-            })
-        } else {
-            read(&paths)
-        };
+        let results = crate::parallel::in_halves(&paths, PARALLEL_FROM, read);
         for (path, result) in paths.into_iter().zip(results) {
             match result {
                 Read::Unreadable(e) | Read::Decoded(_, Err(e)) => errors.push(e),

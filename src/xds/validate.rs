@@ -232,21 +232,7 @@ pub fn vet_resources(
                 .collect()
         };
         // A cold start checks every resource: on two threads when there are many.
-        let found: Vec<Withheld> = if new.len() >= PARALLEL_FROM {
-            let (first, second) = new.split_at(new.len() / 2);
-            std::thread::scope(|scope| {
-                let other = scope.spawn(|| vet(second));
-                let mut found = vet(first);
-                found.extend(
-                    other
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                );
-                found
-            })
-        } else {
-            vet(&new)
-        };
+        let found: Vec<Withheld> = crate::parallel::in_halves(&new, PARALLEL_FROM, vet);
         let mut put_back = Vec::new();
         for withheld in found {
             let previous = old.and_then(|o| o.resources.get(withheld.name.as_str()).cloned());
