@@ -115,6 +115,11 @@ const RESOURCES: &[(&str, &str, &str)] = &[
         "v1beta1",
         "k8sallowedhostsuffixes",
     ),
+    (
+        "constraints.gatekeeper.sh",
+        "v1beta1",
+        "k8singressespernamespace",
+    ),
 ];
 
 /// The resources whose objects live in no namespace.
@@ -126,6 +131,7 @@ const CLUSTER_SCOPED: &[&str] = &[
     "k8suniqueingresshost",
     "k8sblockwildcardingress",
     "k8sallowedhostsuffixes",
+    "k8singressespernamespace",
 ];
 
 fn kind_of(plural: &str) -> &'static str {
@@ -158,6 +164,7 @@ fn kind_of(plural: &str) -> &'static str {
         "k8suniqueingresshost" => "K8sUniqueIngressHost",
         "k8sblockwildcardingress" => "K8sBlockWildcardIngress",
         "k8sallowedhostsuffixes" => "K8sAllowedHostSuffixes",
+        "k8singressespernamespace" => "K8sIngressesPerNamespace",
         _ => "Unknown",
     }
 }

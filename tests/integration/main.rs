@@ -16,6 +16,7 @@ mod fuzz;
 mod fuzz_config;
 mod fuzz_gateway;
 mod gatekeeper;
+mod gatekeeper_inventory;
 mod gateway_api;
 mod golden;
 mod incremental;

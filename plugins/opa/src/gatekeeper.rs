@@ -140,12 +140,17 @@ pub struct Compiled {
     violation: String,
     /// Whether its Rego reads `data.inventory`.
     pub reads_inventory: bool,
+    /// How its inventory reads are answered from an index (see `join`); `None` when
+    /// each object is judged against the whole inventory.
+    joins: Option<crate::join::Joins>,
+    /// Why its reads of `data.inventory` are not answered from an index.
+    walked: Option<String>,
 }
 
 /// How long one build may spend on templates that read `data.inventory` by default
-/// (`plugins.opa.inventory-budget`). Such a template
-/// judges each object against every other one (at 10,000 Ingresses, unique ingress host
-/// takes about half a second per object in regorus); the objects left over are judged
+/// (`plugins.opa.inventory-budget`) when their reads cannot be answered from an index
+/// (`join`). Such a template judges each object against every other one (at 10,000
+/// Ingresses, 20 ms and more per object in regorus); the objects left over are judged
 /// by later builds.
 pub const INVENTORY_BUDGET: Duration = Duration::from_secs(1);
 
@@ -158,11 +163,35 @@ pub struct Cache {
     verdicts: Mutex<Verdicts>,
     /// Whether the last whole build left objects unjudged (out of time).
     unfinished: std::sync::atomic::AtomicBool,
+    /// The joins' values of each inventory object.
+    index: crate::join::IndexCache,
+    /// The objects of the last whole build's inventory.
+    inventory: Mutex<Arc<Vec<Object>>>,
 }
 
-/// (Constraint, with its template's digest; the object's address) → the object, held so
-/// that its address is not reused, and its messages.
-type Verdicts = HashMap<(u64, usize), (Object, Vec<String>)>;
+/// (Constraint, with its template's digest; the object's address) → what it said.
+type Verdicts = HashMap<(u64, usize), Held>;
+
+/// A verdict kept for the next build, and what it was made from.
+#[derive(Clone)]
+struct Held {
+    /// The object, held so that its address is not reused.
+    object: Object,
+    messages: Vec<String>,
+    /// With joins: the values the object offered and the inventory objects it was
+    /// judged against (the verdict holds while they are the same).
+    keys: Vec<Vec<String>>,
+    against: Vec<Object>,
+    /// A template walking the whole inventory: the inventory it was judged against.
+    inventory: Option<Arc<Vec<Object>>>,
+}
+
+impl Held {
+    fn against_same(&self, objects: &[&Object]) -> bool {
+        self.against.len() == objects.len()
+            && self.against.iter().zip(objects).all(|(a, b)| a.ptr_eq(b))
+    }
+}
 
 fn digest_of(text: &str) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -253,11 +282,57 @@ fn compile(name: &str, spec: &Value) -> Result<Compiled, String> {
     let reads_inventory = std::iter::once(&rego)
         .chain(&libs)
         .any(|t| t.contains("inventory") || t.contains("data["));
+    let (joins, walked) = if reads_inventory {
+        match joins(&mut engine, name, &package, v1) {
+            Ok(joins) => (joins, None),
+            Err(why) => {
+                tracing::info!(
+                    template = name,
+                    "the template's reads of data.inventory are not answered from an index ({why}): each object is judged against the whole inventory, within plugins.opa.inventory-budget per build"
+                );
+                (None, Some(why))
+            }
+        }
+    } else {
+        (None, None)
+    };
     Ok(Compiled {
         engine,
         violation: format!("{package}.violation"),
         reads_inventory,
+        joins,
+        walked,
     })
+}
+
+/// Adds the rules answering the template's inventory reads from an index (`join`) to
+/// its engine, once each evaluates; `Err` says why they cannot be.
+fn joins(
+    engine: &mut regorus::Engine,
+    name: &str,
+    package: &str,
+    v1: bool,
+) -> Result<Option<crate::join::Joins>, String> {
+    let short = package.strip_prefix("data.").unwrap_or(package);
+    let modules = engine.get_modules().clone();
+    let Some(plan) = crate::join::plan(&modules, short, v1)? else {
+        return Ok(None);
+    };
+    let joins = crate::join::Joins {
+        package: package.to_string(),
+        count: plan.joins,
+    };
+    let mut trial = engine.clone();
+    let file = format!("{name}.isobar-join.rego");
+    trial
+        .add_policy(file.clone(), plan.source)
+        .map_err(|e| crate::rego::one_line(&e.to_string(), &file))?;
+    // Each rule evaluates: an unsafe variable or a statement that cannot stand alone
+    // shows here.
+    trial.set_input(regorus::Value::new_object());
+    joins.check(&mut trial)?;
+    *engine = trial;
+    Ok(Some(joins))
 }
 
 /// Built-ins Gatekeeper's library still uses that OPA has deprecated (`re_match`).
@@ -296,6 +371,17 @@ fn re_match(pattern: &str, text: &str) -> Result<bool, regex::Error> {
 }
 
 impl Compiled {
+    /// Whether its reads of `data.inventory` are answered from an index (`join`).
+    pub fn indexed(&self) -> bool {
+        self.joins.is_some()
+    }
+
+    /// Why its reads of `data.inventory` are walked instead (`None`: indexed, or it
+    /// does not read the inventory).
+    pub fn walked_because(&self) -> Option<&str> {
+        self.walked.as_deref()
+    }
+
     /// The engine with the build's data loaded, to ask about objects one by one.
     fn prepare(&self, data: &regorus::Value) -> Result<regorus::Engine, String> {
         let mut engine = self.engine.clone();
@@ -339,6 +425,167 @@ pub struct Judge<'a> {
     pub failure: crate::FailurePolicy,
     /// The build's time for templates reading `data.inventory` (`INVENTORY_BUDGET`).
     pub budget: Duration,
+    /// The judged kinds' objects, as `data.inventory` holds them.
+    pub inventory: &'a crate::inventory::Inventory,
+}
+
+/// What one build carries from Constraint to Constraint.
+struct Round {
+    /// What the next build may reuse.
+    kept: Verdicts,
+    /// The time spent on templates walking the whole inventory.
+    spent: Duration,
+    inventory: Arc<Vec<Object>>,
+}
+
+/// One Constraint's asking of objects within a build.
+struct Asking<'j, 'a> {
+    judge: &'j Judge<'a>,
+    compiled: &'j Compiled,
+    /// The template's digest.
+    template: u64,
+    parameters: Value,
+    inventory: Arc<Vec<Object>>,
+    /// The template's engine with the build's whole data.
+    engine: Option<regorus::Engine>,
+    /// With joins: the template's engine without data, and the build's index.
+    keys_engine: Option<regorus::Engine>,
+    index: Option<crate::join::Index>,
+}
+
+/// What became of one object.
+enum Asked {
+    Judged(Held),
+    /// Left for a later build (out of time).
+    Deferred,
+    /// This object could not be judged.
+    Failed(String),
+    /// No object can be.
+    Broken(String),
+}
+
+impl Asking<'_, '_> {
+    fn input(&self, object: &Object) -> Value {
+        let review = review(object, &crate::inventory::manifest(object));
+        json!({"review": review, "parameters": self.parameters})
+    }
+
+    /// Judges `object`, or reuses `held` (its last verdict) while what that was made
+    /// from is the same. `spent`: the build's time on templates walking the inventory.
+    fn ask(&mut self, object: &Object, held: Option<Held>, spent: &mut Duration) -> Asked {
+        let compiled = self.compiled;
+        if let Some(joins) = &compiled.joins {
+            return self.ask_joined(joins, object, held);
+        }
+        let walks = compiled.reads_inventory;
+        let inventory = walks.then(|| self.inventory.clone());
+        if let Some(held) = held {
+            let same = match (&held.inventory, &inventory) {
+                (Some(then), Some(now)) => Arc::ptr_eq(then, now),
+                (None, None) => true,
+                _ => false,
+            };
+            if same {
+                return Asked::Judged(held);
+            }
+        }
+        if walks && self.judge.whole && *spent >= self.judge.budget {
+            return Asked::Deferred;
+        }
+        let started = std::time::Instant::now();
+        let input = self.input(object);
+        let engine = match &mut self.engine {
+            Some(engine) => engine,
+            None => match compiled.prepare(&self.judge.data.rego()) {
+                Ok(prepared) => self.engine.insert(prepared),
+                Err(e) => return Asked::Broken(format!("loading data: {e}")),
+            },
+        };
+        let judged = compiled.violations(engine, &input);
+        if walks {
+            *spent += started.elapsed();
+        }
+        match judged {
+            Ok(messages) => Asked::Judged(Held {
+                object: object.clone(),
+                messages,
+                keys: Vec::new(),
+                against: Vec::new(),
+                inventory,
+            }),
+            Err(e) => Asked::Failed(e),
+        }
+    }
+
+    /// `ask` for a template whose inventory reads are answered from the index: the
+    /// object is judged against the inventory objects its keys select.
+    fn ask_joined(
+        &mut self,
+        joins: &crate::join::Joins,
+        object: &Object,
+        held: Option<Held>,
+    ) -> Asked {
+        let compiled = self.compiled;
+        let mut input = None;
+        let keys = match &held {
+            Some(held) => held.keys.clone(),
+            None => {
+                let value = input.insert(self.input(object));
+                let engine = self
+                    .keys_engine
+                    .get_or_insert_with(|| compiled.engine.clone());
+                engine.set_input(regorus::Value::from(value.clone()));
+                match joins.keys(engine) {
+                    Ok(keys) => keys,
+                    Err(e) => return Asked::Failed(e),
+                }
+            }
+        };
+        if self.index.is_none() {
+            let judge = self.judge;
+            match joins.index(
+                &compiled.engine,
+                self.template,
+                judge.inventory,
+                &judge.cache.index,
+                judge.whole,
+            ) {
+                Ok(index) => self.index = Some(index),
+                Err(e) => return Asked::Broken(format!("indexing the inventory: {e}")),
+            }
+        }
+        let places = self
+            .index
+            .as_ref()
+            .map(|index| index.places(&keys))
+            .unwrap_or_default();
+        let objects = self.judge.inventory.objects();
+        let against: Vec<&Object> = places.iter().filter_map(|p| objects.get(p)).collect();
+        if let Some(held) = held
+            && held.against_same(&against)
+        {
+            return Asked::Judged(held);
+        }
+        let input = match input {
+            Some(input) => input,
+            None => self.input(object),
+        };
+        let mut engine = compiled.engine.clone();
+        let data = regorus::Value::from(self.judge.inventory.subset(&places));
+        if let Err(e) = engine.add_data(data) {
+            return Asked::Failed(e.to_string());
+        }
+        match compiled.violations(&mut engine, &input) {
+            Ok(messages) => Asked::Judged(Held {
+                object: object.clone(),
+                messages,
+                keys,
+                against: against.into_iter().cloned().collect(),
+                inventory: None,
+            }),
+            Err(e) => Asked::Failed(e),
+        }
+    }
 }
 
 /// The annotation by which a Constraint says its own failure policy.
@@ -376,15 +623,17 @@ impl Judge<'_> {
                 status.field(key, "byPod", json!([{"id": "isobar", "errors": errors}]));
             }
         }
-        let mut kept = HashMap::new();
-        let mut spent = Duration::ZERO;
+        let mut round = Round {
+            kept: HashMap::new(),
+            spent: Duration::ZERO,
+            inventory: self.inventory_objects(),
+        };
         let mut unfinished = false;
         for object in &self.constraints {
             let Some(constraint) = object.get::<Constraint>() else {
                 continue;
             };
-            let outcome =
-                self.constraint(constraint, objects, status, rejected, &mut kept, &mut spent);
+            let outcome = self.constraint(constraint, objects, status, rejected, &mut round);
             unfinished |= outcome.deferred > 0;
             if let (Some(failure), Some(error)) = (outcome.failed, outcome.errors.first()) {
                 // Every object it may select (all of them when its selector cannot be read).
@@ -426,21 +675,38 @@ impl Judge<'_> {
                 .cache
                 .verdicts
                 .lock()
-                .unwrap_or_else(|p| p.into_inner()) = kept;
+                .unwrap_or_else(|p| p.into_inner()) = round.kept;
         }
     }
 
+    /// The inventory's objects; the same `Arc` as the last whole build's while they are
+    /// the same objects (verdicts of templates walking the inventory hold while it is).
+    fn inventory_objects(&self) -> Arc<Vec<Object>> {
+        let now: Vec<&Object> = self.inventory.objects().values().collect();
+        let mut last = self
+            .cache
+            .inventory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.len() == now.len() && last.iter().zip(&now).all(|(a, b)| a.ptr_eq(b)) {
+            return last.clone();
+        }
+        let now = Arc::new(now.into_iter().cloned().collect::<Vec<_>>());
+        if self.whole {
+            *last = now.clone();
+        }
+        now
+    }
+
     /// One Constraint over the objects, reusing the messages of object versions it
-    /// judged before. `kept` collects what the next build may reuse; `spent` is the
-    /// build's time on templates reading the inventory so far.
+    /// judged before.
     fn constraint(
         &self,
         constraint: &Constraint,
         objects: &[(ObjectKey, &Object)],
         status: &mut StatusReport,
         rejected: &mut BTreeSet<ObjectKey>,
-        kept: &mut Verdicts,
-        spent: &mut Duration,
+        round: &mut Round,
     ) -> Outcome {
         let name = constraint.metadata.name.clone().unwrap_or_default();
         let who = format!("{}/{name}", constraint.kind);
@@ -490,7 +756,16 @@ impl Judge<'_> {
             "{}/{name}/{}/{template_digest}",
             constraint.kind, constraint.spec
         ));
-        let mut engine: Option<regorus::Engine> = None;
+        let mut asking = Asking {
+            judge: self,
+            compiled,
+            template: *template_digest,
+            parameters,
+            inventory: round.inventory.clone(),
+            engine: None,
+            keys_engine: None,
+            index: None,
+        };
         let mut outcome = Outcome::default();
         let mut deferred = 0;
         for (key, object) in objects {
@@ -500,17 +775,17 @@ impl Judge<'_> {
                 Err(e) => return fail(e, failure),
             }
             let slot = (id, object.address());
-            let cached = self
+            let held = self
                 .cache
                 .verdicts
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get(&slot)
-                .filter(|(held, _)| held.ptr_eq(object))
-                .map(|(_, messages)| messages.clone());
-            let messages = match cached {
-                Some(messages) => messages,
-                None if compiled.reads_inventory && self.whole && *spent >= self.budget => {
+                .filter(|held| held.object.ptr_eq(object))
+                .cloned();
+            let held = match asking.ask(object, held, &mut round.spent) {
+                Asked::Judged(held) => held,
+                Asked::Deferred => {
                     deferred += 1;
                     failure.not_judged(
                         key,
@@ -523,32 +798,15 @@ impl Judge<'_> {
                     );
                     continue;
                 }
-                None => {
-                    let started = std::time::Instant::now();
-                    let engine = match &mut engine {
-                        Some(engine) => engine,
-                        None => match compiled.prepare(&self.data.rego()) {
-                            Ok(prepared) => engine.insert(prepared),
-                            Err(e) => return fail(format!("loading data: {e}"), failure),
-                        },
-                    };
-                    let review = review(object, &crate::inventory::manifest(object));
-                    let input = json!({"review": review, "parameters": parameters});
-                    let judged = compiled.violations(engine, &input);
-                    if compiled.reads_inventory {
-                        *spent += started.elapsed();
-                    }
-                    match judged {
-                        Ok(messages) => messages,
-                        Err(e) => {
-                            let why = format!("constraint {who}: {e}");
-                            failure.not_judged(key, &who, &why, status, rejected);
-                            continue;
-                        }
-                    }
+                Asked::Failed(e) => {
+                    let why = format!("constraint {who}: {e}");
+                    failure.not_judged(key, &who, &why, status, rejected);
+                    continue;
                 }
+                Asked::Broken(e) => return fail(e, failure),
             };
-            for message in &messages {
+            let messages = &held.messages;
+            for message in messages {
                 outcome.total += 1;
                 if outcome.listed.len() < VIOLATIONS_MAX {
                     outcome.listed.push(violation(action, object, message));
@@ -572,7 +830,7 @@ impl Judge<'_> {
                 }
             }
             if self.whole {
-                kept.insert(slot, ((*object).clone(), messages));
+                round.kept.insert(slot, held);
             }
         }
         outcome.deferred = deferred;

@@ -27,7 +27,12 @@ type ByVersion = BTreeMap<String, BTreeMap<&'static str, serde_json::Map<String,
 pub struct Inventory {
     namespaces: BTreeMap<String, ByVersion>,
     hosts: BTreeMap<String, Vec<Value>>,
+    /// The objects copied, by their place in `data.inventory.namespace`.
+    objects: BTreeMap<Place, Object>,
 }
+
+/// An object's place in `data.inventory.namespace`: namespace, apiVersion, kind, name.
+pub type Place = [String; 4];
 
 impl Inventory {
     /// The host index of `objects` (only of `only` hosts, when given), and with `full`
@@ -58,6 +63,15 @@ impl Inventory {
         if !full {
             return;
         }
+        self.objects.insert(
+            [
+                key.namespace.clone(),
+                api_version.clone(),
+                kind.to_string(),
+                key.name.clone(),
+            ],
+            object.clone(),
+        );
         self.namespaces
             .entry(key.namespace.clone())
             .or_default()
@@ -66,6 +80,39 @@ impl Inventory {
             .entry(kind)
             .or_default()
             .insert(key.name.clone(), manifest(object));
+    }
+
+    /// Every object copied into the inventory, with its place.
+    pub fn objects(&self) -> &BTreeMap<Place, Object> {
+        &self.objects
+    }
+
+    /// `data` holding an inventory of only the objects at `places`.
+    pub fn subset<'a>(&self, places: impl IntoIterator<Item = &'a Place>) -> Value {
+        let mut namespaces = serde_json::Map::new();
+        for [ns, version, kind, name] in places {
+            let Some(object) = self
+                .namespaces
+                .get(ns)
+                .and_then(|v| v.get(version))
+                .and_then(|k| k.get(kind.as_str()))
+                .and_then(|n| n.get(name))
+            else {
+                continue;
+            };
+            let at = [ns, version, kind]
+                .into_iter()
+                .try_fold(&mut namespaces, |at, step| {
+                    match at.entry(step.clone()).or_insert_with(|| json!({})) {
+                        Value::Object(map) => Some(map),
+                        _ => None,
+                    }
+                });
+            if let Some(at) = at {
+                at.insert(name.clone(), object.clone());
+            }
+        }
+        json!({"inventory": {"namespace": namespaces}})
     }
 
     /// `data` for one build: the inventory (empty unless `full`), the host index and the

@@ -13,6 +13,7 @@
 
 pub mod gatekeeper;
 mod inventory;
+mod join;
 mod rego;
 mod wasm;
 
@@ -485,6 +486,7 @@ impl Processor for Opa {
                 cache,
                 failure: self.gatekeeper_failure,
                 budget: self.inventory_budget,
+                inventory: &inventory,
             };
             judge.enforce(&judged, status, &mut rejected);
         }
