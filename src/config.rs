@@ -240,6 +240,12 @@ pub struct XdsServer {
     /// Envoys on state-of-the-world xDS (which cannot take VHDS) get every vhost in the
     /// `ingress_http` RouteConfiguration, as with this off.
     pub vhds: bool,
+    /// An HTTP listener with at least this many vhosts has its routes split into 64
+    /// RouteConfigurations (shards) that Envoy picks per request by the host (scoped
+    /// routes), so a change to one vhost makes Envoy rebuild one shard instead of the
+    /// whole table; every shard holds the wildcard and default vhosts too. A split
+    /// listener stays split until it has fewer than half as many. 0: never.
+    pub route_shards_from: usize,
 }
 
 /// Contour's `tls` section: bounds and parameters of every TLS vhost.
@@ -665,6 +671,7 @@ impl Default for XdsServer {
             cert_file: String::new(),
             key_file: String::new(),
             vhds: true,
+            route_shards_from: 1000,
         }
     }
 }

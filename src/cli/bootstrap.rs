@@ -64,6 +64,23 @@ pub struct BootstrapArgs {
     /// re-reads when the certificate files are replaced (rotation without a restart).
     #[arg(long)]
     pub resources_dir: Option<String>,
+    /// How often Envoy flushes its stats (e.g. `5s`, Envoy's own default), for stat sinks
+    /// added to the bootstrap. Unset: only when its admin is asked (a Prometheus scrape),
+    /// as no sink is configured: a flush walks every stat on Envoy's main thread (about
+    /// 100 ms at 10,000 clusters), and every 5 s it held up the xDS updates behind it.
+    #[arg(long, value_parser = flush_interval)]
+    pub stats_flush_interval: Option<std::time::Duration>,
+}
+
+/// A stats flush interval Envoy takes: from 1 ms to 5 minutes (its bounds).
+fn flush_interval(text: &str) -> Result<std::time::Duration, String> {
+    let every = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if every < std::time::Duration::from_millis(1) || every >= std::time::Duration::from_secs(300) {
+        return Err(format!(
+            "{text}: Envoy flushes stats every 1 ms to 5 minutes (exclusive)"
+        ));
+    }
+    Ok(every)
 }
 
 /// The SDS names of Envoy's xDS client certificate and of the CA it checks Isobar with.
@@ -309,6 +326,12 @@ pub fn bootstrap(args: &BootstrapArgs) -> anyhow::Result<Value> {
                 DnsLookupFamily::V6 => "V6_ONLY",
                 DnsLookupFamily::All => "ALL",
             });
+    }
+    match args.stats_flush_interval {
+        Some(every) => {
+            doc["stats_flush_interval"] = json!(format!("{}s", every.as_secs_f64()));
+        }
+        None => doc["stats_flush_on_admin"] = json!(true),
     }
     if args.overload_max_heap > 0 || args.overload_downstream_max_conn.is_some() {
         doc["overload_manager"] =

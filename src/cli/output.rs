@@ -41,6 +41,9 @@ struct Translation {
 struct TypedResources {
     listeners: Vec<serde_json::Value>,
     routes: Vec<serde_json::Value>,
+    /// SRDS: the scopes of HTTP listeners whose routes are split into shards.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    scoped_routes: Vec<serde_json::Value>,
     clusters: Vec<serde_json::Value>,
     endpoints: Vec<serde_json::Value>,
     /// VHDS (`xds-server.vhds`): the RouteConfigurations delta Envoys get instead of
@@ -125,6 +128,7 @@ pub fn translation(
         resources: TypedResources {
             listeners: all(XdsType::Listener)?,
             routes: all(XdsType::Route)?,
+            scoped_routes: all(XdsType::ScopedRoute)?,
             clusters: all(XdsType::Cluster)?,
             endpoints: all(XdsType::Endpoint)?,
             vhds_routes: all(XdsType::VhdsRoute)?,

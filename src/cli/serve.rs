@@ -38,6 +38,7 @@ pub fn envoy_settings(config: &Config) -> EnvoySettings {
         http: http_settings(config),
         proxy_protocol: config.envoy.use_proxy_protocol,
         vhds: config.xds_server.vhds,
+        route_shards_from: config.xds_server.route_shards_from,
         cluster: cluster_settings(config),
         listener: crate::xds::ListenerSettings {
             exact_balance: config.listener.connection_balancer == "exact",
@@ -334,6 +335,7 @@ impl Controller {
             hydrate,
             rejections: Some(rejections_rx),
             withheld: Default::default(),
+            sharded: Default::default(),
         };
         let provider = tokio::spawn(provider.run(kinds, event_tx));
         background.spawn(runner.run(event_rx));

@@ -14,7 +14,7 @@ use super::rejected::{Refused, report_refused};
 use super::status::Desired;
 use super::{Built, Dirty, HYDRATE_MAX, Runner, SPLICE_MAX};
 use crate::metrics::KindLabel;
-use crate::xds::{Encoder, Snapshot, XdsType, translate_keeping};
+use crate::xds::{Encoder, Snapshot, XdsType, translate_after};
 
 impl Runner {
     /// One build: what `dirty` reaches spliced into the last build when it can be, else
@@ -109,6 +109,15 @@ impl Runner {
             .carry_tcp_proxies(&mut output.ir, &reach.objects);
         if !last.encoder.same_listeners(&output.ir) {
             tracing::debug!("a change reshaped a listener; building everything");
+            return false;
+        }
+        if !last
+            .encoder
+            .keeps_shards(&output.ir, &reach.hosts, &self.settings)
+        {
+            tracing::debug!(
+                "a change splits a listener's routes into shards or joins them; building everything"
+            );
             return false;
         }
         let every = output.ir.listeners.values().flat_map(|l| l.fqdns());
@@ -245,7 +254,12 @@ impl Runner {
             }
             *holding = None;
         }
-        let (mut resources, encoder) = translate_keeping(&output.ir, objects, &self.settings);
+        let (mut resources, encoder) = {
+            let mut sharded = self.sharded.lock().unwrap_or_else(|p| p.into_inner());
+            let built = translate_after(&output.ir, objects, &self.settings, Some(&sharded));
+            *sharded = built.1.sharded_listeners();
+            built
+        };
         let served = self.snapshots.borrow().clone();
         self.withhold(crate::xds::validate::vet_resources(
             &mut resources,

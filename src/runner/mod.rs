@@ -55,6 +55,9 @@ pub struct Runner {
     /// Resources the last builds withheld because Envoy would refuse them, for the
     /// runner to trace to the objects that made them.
     pub withheld: std::sync::Mutex<Vec<crate::xds::validate::Withheld>>,
+    /// The HTTP listeners whose routes the last full build split into shards (a full
+    /// build keeps them split down to half the threshold).
+    pub sharded: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// How long a build waits for dropped Secrets to be fetched before serving without them.

@@ -23,10 +23,10 @@ pub mod validate;
 pub use serve::{delta, grpc, server, wire};
 use serve::{request, sotw, stream};
 pub use translate::{
-    cluster, endpoint, extension, filter, listener, route, route_rule, runtime, secret,
+    cluster, endpoint, extension, filter, listener, route, route_rule, runtime, secret, shard,
 };
 
-pub use encoder::{Encoder, translate, translate_keeping};
+pub use encoder::{Encoder, translate, translate_after, translate_keeping};
 #[doc(hidden)]
 pub use request::agrees_with_prost;
 pub use resource::{Changes, Encoded, Name, Resources, XdsType};

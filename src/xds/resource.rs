@@ -15,6 +15,9 @@ pub enum XdsType {
     Endpoint,
     Secret,
     Listener,
+    /// SRDS: the scopes of an HTTP listener whose routes are split into shards
+    /// (`xds-server.route-shards-from`), each naming its RouteConfiguration.
+    ScopedRoute,
     Route,
     /// VHDS (`xds-server.vhds`, delta streams only): `ingress_http`'s vhosts.
     VirtualHost,
@@ -29,12 +32,13 @@ pub enum XdsType {
 }
 
 impl XdsType {
-    pub const ORDER: [XdsType; 7] = [
+    pub const ORDER: [XdsType; 8] = [
         XdsType::Runtime,
         XdsType::Cluster,
         XdsType::Endpoint,
         XdsType::Secret,
         XdsType::Listener,
+        XdsType::ScopedRoute,
         XdsType::Route,
         XdsType::VirtualHost,
     ];
@@ -53,6 +57,9 @@ impl XdsType {
                 "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
             }
             XdsType::VirtualHost => "type.googleapis.com/envoy.config.route.v3.VirtualHost",
+            XdsType::ScopedRoute => {
+                "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
+            }
             XdsType::Runtime => "type.googleapis.com/envoy.service.runtime.v3.Runtime",
         }
     }
@@ -63,11 +70,11 @@ impl XdsType {
 
     /// LDS and CDS are subscribed to as a whole; EDS and RDS by name. Envoy subscribes
     /// to VHDS as a whole too (the vhosts' names say which RouteConfiguration they are
-    /// of: `ingress_http/...`).
+    /// of: `ingress_http/...`), and to SRDS.
     pub fn is_wildcard(self) -> bool {
         matches!(
             self,
-            XdsType::Cluster | XdsType::Listener | XdsType::VirtualHost
+            XdsType::Cluster | XdsType::Listener | XdsType::VirtualHost | XdsType::ScopedRoute
         )
     }
 
@@ -75,7 +82,11 @@ impl XdsType {
     pub fn is_downstream(self) -> bool {
         matches!(
             self,
-            XdsType::Listener | XdsType::Route | XdsType::VirtualHost | XdsType::VhdsRoute
+            XdsType::Listener
+                | XdsType::ScopedRoute
+                | XdsType::Route
+                | XdsType::VirtualHost
+                | XdsType::VhdsRoute
         )
     }
 
@@ -87,6 +98,7 @@ impl XdsType {
             XdsType::Listener => "lds",
             XdsType::Route | XdsType::VhdsRoute => "rds",
             XdsType::VirtualHost => "vhds",
+            XdsType::ScopedRoute => "srds",
             XdsType::Runtime => "rtds",
         }
     }
@@ -114,6 +126,8 @@ pub struct Resources {
     pub routes: BTreeMap<String, Encoded>,
     /// VHDS (`xds-server.vhds`): `ingress_http`'s vhosts.
     pub virtual_hosts: BTreeMap<String, Encoded>,
+    /// SRDS: the scopes of HTTP listeners whose routes are split into shards.
+    pub scoped_routes: BTreeMap<String, Encoded>,
     /// RTDS: the `dynamic` runtime layer.
     pub runtimes: BTreeMap<String, Encoded>,
     /// `xds-server.vhds`: the RouteConfigurations delta streams get instead of those of
@@ -131,6 +145,7 @@ impl Resources {
             XdsType::Listener => &self.listeners,
             XdsType::Route => &self.routes,
             XdsType::VirtualHost => &self.virtual_hosts,
+            XdsType::ScopedRoute => &self.scoped_routes,
             XdsType::Runtime => &self.runtimes,
             XdsType::VhdsRoute => &self.vhds_routes,
         }
@@ -164,6 +179,7 @@ impl Resources {
             XdsType::Listener => &mut self.listeners,
             XdsType::Route => &mut self.routes,
             XdsType::VirtualHost => &mut self.virtual_hosts,
+            XdsType::ScopedRoute => &mut self.scoped_routes,
             XdsType::Runtime => &mut self.runtimes,
             XdsType::VhdsRoute => &mut self.vhds_routes,
         }

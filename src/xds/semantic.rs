@@ -138,7 +138,9 @@ pub fn check_scoped(t: XdsType, name: &str, bytes: &[u8], entries_only: bool) ->
                 out.secret(&secret);
             }
         }
-        XdsType::Runtime => {}
+        // A scope's own rules are its proto's; the keys of an HTTP listener's scopes
+        // are its shard numbers, unique by construction.
+        XdsType::Runtime | XdsType::ScopedRoute => {}
     }
     out.found
 }

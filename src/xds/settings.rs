@@ -23,6 +23,9 @@ pub struct EnvoySettings {
     /// `xds-server.vhds`: the vhosts of HTTP listeners are `VirtualHost` resources of
     /// their own (VHDS), not fields of the RouteConfiguration.
     pub vhds: bool,
+    /// `xds-server.route-shards-from`: an HTTP listener with at least this many vhosts
+    /// has its routes split into shards (`xds::shard`); 0: never.
+    pub route_shards_from: usize,
     /// Contour's `cluster` section.
     pub cluster: ClusterSettings,
     /// Contour's `listener` section (beyond the connection managers').

@@ -180,7 +180,7 @@ impl TypeSnapshot {
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    types: [TypeSnapshot; 8],
+    types: [TypeSnapshot; 9],
     /// `xds-server.vhds`: the RouteConfigurations of [`XdsType::VhdsRoute`] that are not
     /// [`XdsType::Route`]'s (HTTP listeners' shells); `None` when delta streams get
     /// `Route` as it is.
@@ -225,6 +225,7 @@ impl Snapshot {
             (XdsType::Listener, resources.listeners),
             (XdsType::Route, resources.routes),
             (XdsType::VirtualHost, resources.virtual_hosts),
+            (XdsType::ScopedRoute, resources.scoped_routes),
             (XdsType::Runtime, resources.runtimes),
         ] {
             snapshot.types[t.index()] = TypeSnapshot::of(map);

@@ -66,25 +66,25 @@ pub fn serve(
     manifests: &Path,
     ports: &ServePorts,
 ) -> super::support::Proc {
-    spawn(
-        "isobar",
-        Command::new(ISOBAR)
-            .args([
-                "serve",
-                "-c",
-                &config.to_string_lossy(),
-                "--insecure",
-                "--manifests",
-                &manifests.to_string_lossy(),
-            ])
-            .args(ports.args())
-            .envs(ports.envs())
-            .env("ISOBAR_LOG", "warn")
-            .env_remove("ISOBAR_BENCH_PROFILES")
-            .env_remove("ISOBAR_BENCH_N")
-            .env_remove("ISOBAR_BENCH_RUNS"),
-        &dir.join("isobar.log"),
-    )
+    let mut command = Command::new(ISOBAR);
+    command
+        .args([
+            "serve",
+            "-c",
+            &config.to_string_lossy(),
+            "--insecure",
+            "--manifests",
+            &manifests.to_string_lossy(),
+        ])
+        .args(ports.args())
+        .envs(ports.envs())
+        .env("ISOBAR_LOG", "warn");
+    // The bench's own settings are not Isobar's (it refuses unknown ISOBAR_*); Isobar's
+    // own (`ISOBAR_XDS_SERVER__…`) go through.
+    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("ISOBAR_BENCH_")) {
+        command.env_remove(key);
+    }
+    spawn("isobar", &mut command, &dir.join("isobar.log"))
 }
 
 /// `defaults`: Isobar with its default settings (adaptive hold-off, VHDS to delta
@@ -168,7 +168,14 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
             ms(samples[samples.len() - 1])
         );
         // Envoy's own account of applying the route tables (its subscription's
-        // `update_duration` histogram), to tell its share from Isobar's.
+        // `update_duration` histogram), to tell its share from Isobar's. Envoy merges its
+        // histograms when its admin is asked (`isobar bootstrap`'s default): ask once
+        // to merge them, then read.
+        let _ = client
+            .get(format!("http://127.0.0.1:{}/stats", ports.stats))
+            .send()
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let stats = client
             .get(format!("http://127.0.0.1:{}/stats", ports.stats))
             .send()
@@ -185,6 +192,17 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
             })
         }) {
             println!("  envoy: {line}");
+        }
+        // Routes split into shards: each shard's RouteConfiguration has its own.
+        let shards: Vec<&str> = stats
+            .lines()
+            .filter(|l| l.contains("rds.ingress_http/shard-") && l.contains("update_duration"))
+            .collect();
+        for line in shards.iter().take(4) {
+            println!("  envoy: {line}");
+        }
+        if shards.len() > 4 {
+            println!("  envoy: ({} shards' update_duration in all)", shards.len());
         }
         // Isobar's own account: the change's event reaching the runner → the route
         // table handed to the stream (mean over the changes).

@@ -199,6 +199,7 @@ pub fn run(n: usize, changes: usize, vhds: bool) {
         hydrate: None,
         rejections: None,
         withheld: Default::default(),
+        sharded: Default::default(),
     };
     let runtime = super::runtime();
     runtime.block_on(async move {

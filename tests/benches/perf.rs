@@ -279,6 +279,10 @@ fn resource_name(t: XdsType, value: &[u8]) -> String {
         XdsType::Listener => Listener::decode(value).map(|r| r.name),
         XdsType::Route | XdsType::VhdsRoute => RouteConfiguration::decode(value).map(|r| r.name),
         XdsType::VirtualHost => VirtualHost::decode(value).map(|r| r.name),
+        XdsType::ScopedRoute => {
+            envoy_types::pb::envoy::config::route::v3::ScopedRouteConfiguration::decode(value)
+                .map(|r| r.name)
+        }
         XdsType::Runtime => {
             envoy_types::pb::envoy::service::runtime::v3::Runtime::decode(value).map(|r| r.name)
         }
@@ -703,6 +707,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         hydrate: None,
         rejections: None,
         withheld: Default::default(),
+        sharded: Default::default(),
     };
     let runtime = super::runtime();
     let figures = runtime.block_on(async move {

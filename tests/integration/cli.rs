@@ -603,6 +603,45 @@ fn bootstrap_is_accepted_by_real_envoy() {
     );
 }
 
+/// Envoy flushes its stats when its admin is asked (no sink is configured), unless
+/// `--stats-flush-interval` says how often; both bootstraps are Envoy's to take, and an
+/// interval Envoy refuses is refused.
+#[test]
+fn bootstrap_flushes_stats_on_admin_unless_an_interval_is_given() {
+    let dir = tempdir();
+    for (flags, on_admin, interval) in [
+        (&[][..], serde_json::json!(true), serde_json::Value::Null),
+        (
+            &["--stats-flush-interval", "10s"][..],
+            serde_json::Value::Null,
+            serde_json::json!("10s"),
+        ),
+    ] {
+        let path = dir.path().join("bootstrap.json");
+        let mut args = vec!["bootstrap", path.to_str().unwrap_or_default()];
+        args.extend_from_slice(flags);
+        let (ok, _, err) = isobar(&args, &[]);
+        assert!(ok, "{err}");
+        let written = std::fs::read_to_string(&path).unwrap_or_default();
+        let doc: serde_json::Value =
+            serde_json::from_str(&written).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(doc["stats_flush_on_admin"], on_admin, "{flags:?}");
+        assert_eq!(doc["stats_flush_interval"], interval, "{flags:?}");
+        let out = Command::new(envoy_bin())
+            .args(["--mode", "validate", "--use-dynamic-base-id", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap_or_else(|e| panic!("envoy: {e}"));
+        assert!(
+            out.status.success(),
+            "envoy rejected the bootstrap with {flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (ok, _, err) = isobar(&["bootstrap", "-", "--stats-flush-interval", "10m"], &[]);
+    assert!(!ok && err.contains("5 minutes"), "{err}");
+}
+
 #[test]
 fn root_namespaces_and_ingress_class_flags_reach_the_filters() {
     let (ok, out, err) = isobar(

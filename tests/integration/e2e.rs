@@ -71,7 +71,7 @@ impl Stack {
 
     /// The body and status Envoy answers for `host` + `path`, or None if the request failed.
     /// Sends `method` `path` to Envoy's HTTP listener with `Host: host` and `headers`.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: reqwest::Method,
         host: &str,
@@ -470,7 +470,7 @@ async fn start_demo() -> Stack {
     .await
 }
 
-fn edit(manifests: &Path, name: &str, text: &str) {
+pub(crate) fn edit(manifests: &Path, name: &str, text: &str) {
     write(manifests, name, text);
 }
 

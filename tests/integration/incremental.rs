@@ -168,11 +168,14 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
     };
     let reference = pipeline();
     assert!(reference.local(), "the default plugins must be local");
-    // Both ways of serving `ingress_http`: its vhosts in it, and each on its own (VHDS).
-    let every_settings = [false, true].map(|vhds| EnvoySettings {
-        vhds,
-        ..envoy_settings(&config)
-    });
+    // Every way of serving `ingress_http`: its vhosts in it, each on its own (VHDS),
+    // and split into shards.
+    let every_settings =
+        [(false, 0), (true, 0), (true, 1)].map(|(vhds, shards_from)| EnvoySettings {
+            vhds,
+            route_shards_from: shards_from,
+            ..envoy_settings(&config)
+        });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -184,10 +187,10 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         .iter()
         .flat_map(|s| cases().into_iter().map(move |c| (s, c)))
     {
-        let case = if settings.vhds {
-            format!("{case} (vhds)")
-        } else {
-            case
+        let case = match (settings.vhds, settings.route_shards_from) {
+            (_, 1) => format!("{case} (shards)"),
+            (true, _) => format!("{case} (vhds)"),
+            _ => case,
         };
         let dir = manifests(&path, &[]);
         let all = objects_in(dir.path());
@@ -211,6 +214,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
             hydrate: None,
             rejections: None,
             withheld: Default::default(),
+            sharded: Default::default(),
         };
         let (events, rx) = mpsc::channel(1024);
         runtime.block_on(async {
@@ -426,6 +430,7 @@ fn a_change_after_a_quiet_period_is_built_at_once_and_bursts_are_batched() {
         hydrate: None,
         rejections: None,
         withheld: Default::default(),
+        sharded: Default::default(),
     };
     assert_eq!(runner.holdoff, Duration::from_millis(100));
     let proxy = |i: usize, prefix: &str| {

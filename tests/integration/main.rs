@@ -25,6 +25,7 @@ mod mtls;
 mod pipeline;
 mod policies;
 mod routing;
+mod shards;
 mod support;
 mod tls;
 mod wasm;

@@ -46,7 +46,8 @@ where
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
     /// 200 with its name as the body; the request's path, `Host` and `x-hello` header
-    /// come back as `x-seen-path`, `x-seen-host` and `x-seen-hello`.
+    /// come back as `x-seen-path`, `x-seen-host` and `x-seen-hello` (and the scope
+    /// header of split routes, which should never arrive, as `x-seen-scope`).
     Echo,
     /// 503 on every other request.
     Flaky,
@@ -70,6 +71,12 @@ pub async fn backend_with(
         let seen = seen.clone();
         async move {
             let n = seen.fetch_add(1, Ordering::SeqCst);
+            let scope = request
+                .headers()
+                .get(isobar::xds::shard::SCOPE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
             let (path, host, hello) = seen_request(request);
             let status = match behaviour {
                 Behaviour::Flaky if n.is_multiple_of(2) => 503,
@@ -84,6 +91,7 @@ pub async fn backend_with(
                 .header("x-seen-path", path)
                 .header("x-seen-host", host)
                 .header("x-seen-hello", hello)
+                .header("x-seen-scope", scope)
                 .header("set-cookie", "session=abc; Path=/app; Secure")
                 .header("set-cookie", "other=1; Path=/")
                 .body(axum::body::Body::from(name))

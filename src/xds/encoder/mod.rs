@@ -65,11 +65,38 @@ impl Placed {
 struct Parts {
     on: Box<[Placed]>,
     clusters: SmallSet<String>,
+    /// Its shard on a listener whose routes are split ([`EVERY_SHARD`]: a wildcard or
+    /// default vhost, in all of them).
+    shard: u8,
 }
+
+/// [`Parts::shard`] of a vhost in every shard.
+const EVERY_SHARD: u8 = u8::MAX;
 
 impl Parts {
     fn on(&self, listener: usize) -> Option<&Placed> {
         self.on.iter().find(|p| p.listener == listener)
+    }
+
+    fn in_shard(&self, k: usize) -> bool {
+        self.shard == EVERY_SHARD || usize::from(self.shard) == k
+    }
+}
+
+/// Whether an HTTP listener with `vhosts` vhosts has its routes split into shards
+/// (`were`: it had), by `xds-server.route-shards-from`: from that many, and down to half
+/// as many once split.
+fn splits(settings: &EnvoySettings, vhosts: usize, were: bool) -> bool {
+    let from = settings.route_shards_from;
+    from > 0 && (vhosts >= from || (were && vhosts * 2 >= from))
+}
+
+/// The shards a vhost's change touches, as a mask.
+fn shard_mask(shard: u8) -> u64 {
+    if shard == EVERY_SHARD {
+        u64::MAX
+    } else {
+        1 << shard
     }
 }
 
@@ -104,6 +131,9 @@ struct ListenerState {
     /// change of shape.
     proxy: Option<ir::TcpProxy>,
     proxy_clusters: BTreeMap<String, ir::Cluster>,
+    /// HTTP: its routes are split into shards (see `xds::shard`), decided by a full
+    /// build from how many vhosts it has.
+    sharded: bool,
 }
 
 impl ListenerState {
@@ -127,6 +157,8 @@ impl ListenerState {
 struct Touched {
     /// Its table (RouteConfiguration or filter chains) must be assembled again.
     table: bool,
+    /// A split HTTP listener: the shards to assemble again, as a mask.
+    shards: u64,
     /// Its fallback RouteConfiguration must be assembled again.
     fallback: bool,
 }
@@ -152,6 +184,9 @@ pub struct Encoder {
     /// SDS names by how many vhosts (and fallback chains) use them.
     secrets: HashMap<String, usize>,
     started: bool,
+    /// The HTTP listeners the last full build split into shards (they stay split down to
+    /// half the threshold, so a listener near it does not flip back and forth).
+    were_sharded: BTreeSet<String>,
 }
 
 pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
@@ -163,6 +198,17 @@ pub fn translate_keeping(
     ir: &Ir,
     objects: &Objects,
     settings: &EnvoySettings,
+) -> (Resources, Encoder) {
+    translate_after(ir, objects, settings, None)
+}
+
+/// [`translate_keeping`] after a build that split the HTTP listeners `sharded` into
+/// shards (they stay split down to half the threshold).
+pub fn translate_after(
+    ir: &Ir,
+    objects: &Objects,
+    settings: &EnvoySettings,
+    sharded: Option<&BTreeSet<String>>,
 ) -> (Resources, Encoder) {
     let mut out = Resources::default();
     // Envoy's client certificate for upstream TLS, served over SDS when it is valid.
@@ -203,6 +249,9 @@ pub fn translate_keeping(
         super::runtime::dynamic_layer(ir, &settings.runtime),
     );
     let mut encoder = Encoder::new(client_certificate);
+    if let Some(sharded) = sharded {
+        encoder.were_sharded.clone_from(sharded);
+    }
     let every: BTreeSet<String> = ir
         .listeners
         .values()
@@ -227,6 +276,41 @@ impl Encoder {
             client_certificate,
             ..Encoder::default()
         }
+    }
+
+    /// The HTTP listeners whose routes are split into shards.
+    pub fn sharded_listeners(&self) -> BTreeSet<String> {
+        self.listeners
+            .iter()
+            .filter(|l| l.sharded)
+            .map(|l| l.shape.name.clone())
+            .collect()
+    }
+
+    /// Whether replacing the vhosts `touched` with those of `ir` leaves every HTTP
+    /// listener split into shards or not as it is: a change that would split or join a
+    /// listener's routes is a full build's (the listener and every shard change).
+    pub fn keeps_shards(
+        &self,
+        ir: &Ir,
+        touched: &BTreeSet<String>,
+        settings: &EnvoySettings,
+    ) -> bool {
+        self.listeners
+            .iter()
+            .zip(ir.listeners.values())
+            .enumerate()
+            .all(|(li, (state, l))| {
+                if state.shape.protocol != Protocol::Http {
+                    return true;
+                }
+                let gone = touched
+                    .iter()
+                    .filter(|f| self.vhosts.get(*f).is_some_and(|p| p.on(li).is_some()))
+                    .count();
+                let now = (state.vhosts + l.virtual_hosts.len()).saturating_sub(gone);
+                splits(settings, now, state.sharded) == state.sharded
+            })
     }
 
     /// Whether builds may be spliced in: the upstream client certificate is served only
@@ -340,6 +424,12 @@ impl Encoder {
                     fallback_counted: false,
                     proxy: l.tcp_proxy.clone(),
                     proxy_clusters: proxy_clusters(ir, l),
+                    sharded: l.protocol == Protocol::Http
+                        && splits(
+                            settings,
+                            l.virtual_hosts.len(),
+                            self.were_sharded.contains(&l.name),
+                        ),
                 })
                 .collect();
         } else if !self.same_listeners(ir) {
@@ -382,6 +472,9 @@ impl Encoder {
             // RDS is always published, even empty, so a listener never waits on it.
             for (touch, state) in touches.iter_mut().zip(&self.listeners) {
                 touch.table = state.shape.protocol == Protocol::Http;
+                if state.sharded {
+                    touch.shards = u64::MAX;
+                }
             }
         }
         // The old shares: released now, compared with the new ones below so that only
@@ -420,6 +513,7 @@ impl Encoder {
                     now: parts.on(li),
                     bytes: arena.get(range.as_ref()),
                     rds,
+                    shard: parts.shard,
                 };
                 self.compare(fqdn, li, share, settings.vhds, touch, &mut changes);
             }
@@ -444,6 +538,7 @@ impl Encoder {
                     now: None,
                     bytes: None,
                     rds: None,
+                    shard: old.shard,
                 };
                 self.compare(
                     fqdn,
@@ -454,6 +549,16 @@ impl Encoder {
                     &mut changes,
                 );
             }
+        }
+        // A change that would split a listener's routes, or join them, is a full build's
+        // (the listener and every shard change).
+        if self.started
+            && self.listeners.iter().any(|l| {
+                l.shape.protocol == Protocol::Http
+                    && l.sharded != splits(settings, l.vhosts, l.sharded)
+            })
+        {
+            return Err(Stale);
         }
         for (li, touch) in touches.iter_mut().enumerate() {
             self.count_fallback(ir, li, touch, &mut changes);
@@ -565,9 +670,17 @@ impl Encoder {
                 on.push(placed);
                 entries.push(entry);
             }
+            let shard = if !self.listeners.iter().any(|l| l.sharded) {
+                0
+            } else if crate::xds::shard::in_every_shard(fqdn) {
+                EVERY_SHARD
+            } else {
+                u8::try_from(crate::xds::shard::shard_of(fqdn)).unwrap_or(EVERY_SHARD)
+            };
             let parts = Parts {
                 on: on.into_boxed_slice(),
                 clusters,
+                shard,
             };
             out.push((fqdn, parts, Fresh(start..entries.len())));
         }
@@ -633,6 +746,7 @@ impl Encoder {
             now,
             bytes,
             rds,
+            shard,
         } = share;
         if was.is_none() && now.is_none() {
             return;
@@ -640,8 +754,10 @@ impl Encoder {
         let listener = &self.listeners[li].shape;
         let same = was.map(|p| p.share) == now.map(|p| p.share);
         touch.table |= !same;
+        let sharded = self.listeners[li].sharded;
         match listener.protocol {
-            Protocol::Http if vhds && !same => {
+            Protocol::Http if sharded && !same => touch.shards |= shard_mask(shard),
+            Protocol::Http if vhds && !sharded && !same => {
                 let vhost = bytes
                     .filter(|_| now.is_some())
                     .map(|b| Encoded::from(vhds_virtual_host(&listener.name, fqdn, b)));
@@ -729,6 +845,33 @@ impl Encoder {
             return Ok(());
         }
         match listener.protocol {
+            Protocol::Http if state.sharded => {
+                // Each touched shard's RouteConfiguration, and its scope.
+                for k in 0..crate::xds::shard::SHARDS {
+                    if touch.shards & (1 << k) == 0 {
+                        continue;
+                    }
+                    let routes = crate::xds::shard::shard_name(name, k);
+                    let shell = crate::xds::shard::route_shell(&routes);
+                    let any = table.splice(
+                        &shell,
+                        (XdsType::Route, &routes),
+                        ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+                        li,
+                        None,
+                        Some(&|parts: &Parts| parts.in_shard(k)),
+                    )?;
+                    changes.put(XdsType::Route, routes, Some(any));
+                    changes.put(
+                        XdsType::ScopedRoute,
+                        crate::xds::shard::shard_name(name, k),
+                        Some(crate::xds::shard::scope(name, k)),
+                    );
+                }
+                let served =
+                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, true)));
+                changes.put(XdsType::Listener, name.clone(), served);
+            }
             Protocol::Http => {
                 // Every vhost in one RouteConfiguration (state-of-the-world streams);
                 // under VHDS delta streams get a shell instead, and the vhosts apart.
@@ -738,6 +881,7 @@ impl Encoder {
                     (XdsType::Route, name),
                     ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
                     li,
+                    None,
                     None,
                 )?;
                 changes.put(XdsType::Route, name.clone(), Some(any));
@@ -749,7 +893,7 @@ impl Encoder {
                     );
                 }
                 let served =
-                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings)));
+                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, false)));
                 changes.put(XdsType::Listener, name.clone(), served);
             }
             Protocol::Https => {
@@ -764,6 +908,7 @@ impl Encoder {
                         LISTENER_FILTER_CHAINS,
                         li,
                         fallback.as_deref(),
+                        None,
                     )?)
                 } else {
                     None
@@ -792,6 +937,8 @@ struct Compared<'a> {
     now: Option<&'a Placed>,
     bytes: Option<&'a [u8]>,
     rds: Option<Encoded>,
+    /// The vhost's [`Parts::shard`].
+    shard: u8,
 }
 
 /// A vhost of some listener, plain or secure.
@@ -826,6 +973,7 @@ mod tests {
             http: crate::xds::HttpSettings::default(),
             proxy_protocol: false,
             vhds: false,
+            route_shards_from: 0,
             cluster: crate::xds::ClusterSettings::default(),
             listener: crate::xds::ListenerSettings::default(),
             runtime: crate::xds::RuntimeSettings::default(),

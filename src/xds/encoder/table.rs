@@ -98,7 +98,8 @@ impl Table<'_> {
     /// between the removed and replaced ones; then `tail` as one more `tag` field, if any
     /// (what the published table has after its vhosts is not copied). The bytes are
     /// written straight into the block the snapshot keeps, made at their exact size: no
-    /// copy of a 12 MB listener, and no spare capacity kept with it.
+    /// copy of a 12 MB listener, and no spare capacity kept with it. With `member`, only
+    /// the vhosts it takes (a shard's).
     pub(super) fn splice(
         &self,
         shell: &[u8],
@@ -106,13 +107,16 @@ impl Table<'_> {
         tag: u32,
         listener: usize,
         tail: Option<&[u8]>,
+        member: Option<&dyn Fn(&Parts) -> bool>,
     ) -> Result<Encoded, Stale> {
-        let share = |parts: &Parts| parts.on(listener).map(|p| p.share);
+        let taken = |parts: &Parts| member.is_none_or(|m| m(parts));
+        let share = |parts: &Parts| parts.on(listener).filter(|_| taken(parts)).map(|p| p.share);
         let len = shell.len()
             + tail.map_or(0, |t| field_len(tag, t.len()))
             + self
                 .vhosts
                 .iter()
+                .filter(|(_, parts)| taken(parts))
                 .map(|(fqdn, parts)| match self.fresh.get(fqdn) {
                     Some(new) => self
                         .arena
@@ -144,6 +148,9 @@ impl Table<'_> {
         for (fqdn, parts) in self.vhosts {
             while let Some((_, old)) = gone.next_if(|(g, _)| **g < fqdn) {
                 cursor += was(Some(old));
+            }
+            if !taken(parts) {
+                continue;
             }
             if let Some(new) = self.fresh.get(fqdn) {
                 if let Some(b) = self.arena.get(new.on(self.entries, listener)) {

@@ -548,9 +548,20 @@ fn proxy_protocol(settings: &EnvoySettings) -> Vec<ListenerFilter> {
 }
 
 /// A plain HTTP listener: one connection manager, routed by the RouteConfiguration of
-/// the listener's name.
-pub(in crate::xds) fn http_listener(on: &ir::Listener, settings: &EnvoySettings) -> Listener {
-    let manager = connection_manager(on, settings, &on.name, true, None);
+/// the listener's name, or (`sharded`) by the shards of its routes (see `xds::shard`).
+pub(in crate::xds) fn http_listener(
+    on: &ir::Listener,
+    settings: &EnvoySettings,
+    sharded: bool,
+) -> Listener {
+    let mut manager = connection_manager(on, settings, &on.name, true, None);
+    if sharded {
+        manager.route_specifier = Some(hcm::http_connection_manager::RouteSpecifier::ScopedRoutes(
+            crate::xds::shard::scoped_routes(&on.name),
+        ));
+        manager.early_header_mutation_extensions =
+            vec![crate::xds::shard::scope_header_mutation(&on.name)];
+    }
     Listener {
         name: on.name.clone(),
         address: Some(socket_address(&on.address, on.port)),

@@ -1,5 +1,5 @@
 //! Translation: IR → Envoy messages, one module per resource type ([`listener`],
-//! [`route`] and [`route_rule`], [`cluster`], [`endpoint`], [`secret`], [`runtime`]);
+//! [`route`] and [`route_rule`], [`cluster`], [`endpoint`], [`secret`], [`runtime`]); [`shard`] splits an HTTP listener's routes;
 //! [`filter`] and [`extension`] build the HTTP filters and their per-route config. Pure
 //! functions from IR to protobuf; the shared encoding is `xds::proto`.
 
@@ -12,3 +12,4 @@ pub mod route;
 pub mod route_rule;
 pub mod runtime;
 pub mod secret;
+pub mod shard;
