@@ -6,7 +6,8 @@
 //! `build` (flat and inclusion), `tls`, `kube`, `kube-status` (1,000 HTTPProxies created at
 //! once on the Kubernetes API: every status written), `gateway` (Gateway API; `gateway-vhds` with
 //! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
-//! `envoy`, `envoy-defaults` (with Isobar's default settings), `envoy-vhds` (the same over
+//! `envoy`, `envoy-defaults` (with Isobar's default settings; `envoy-defaults-sotw` with an
+//! Envoy on state of the world, `envoy-defaults-ingress` with Ingresses), `envoy-vhds` (the same over
 //! VHDS), `envoy-gateway` and `envoy-gateway-vhds`
 //! (the same with HTTPRoutes), `envoy-streams` (TCPRoute and UDPRoute edits beside
 //! HTTPRoute ones, default settings), `webhook` and `wasm`; all by default;
@@ -246,7 +247,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,translate,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-streams,webhook,wasm".into()
+        "build,translate,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-defaults-ingress,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-streams,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -284,23 +285,69 @@ fn main() {
         perf::run(n, benching, true);
     }
     if profiles.contains(&"envoy") {
-        envoy::run(n, if benching { 100 } else { 5 }, false, false, false);
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            false,
+            envoy::Routes::Proxy,
+            false,
+        );
     }
     if profiles.contains(&"envoy-defaults") {
-        envoy::run(n, if benching { 100 } else { 5 }, true, false, true);
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            true,
+            envoy::Routes::Proxy,
+            true,
+        );
+    }
+    // The defaults with each tenant's host routed by an Ingress.
+    if profiles.contains(&"envoy-defaults-ingress") {
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            true,
+            envoy::Routes::Ingress,
+            true,
+        );
     }
     // The defaults with an Envoy on Contour's bootstrap (state of the world).
     if profiles.contains(&"envoy-defaults-sotw") {
-        envoy::run(n, if benching { 100 } else { 5 }, false, false, true);
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            false,
+            envoy::Routes::Proxy,
+            true,
+        );
     }
     if profiles.contains(&"envoy-vhds") {
-        envoy::run(n, if benching { 100 } else { 5 }, true, false, false);
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            true,
+            envoy::Routes::Proxy,
+            false,
+        );
     }
     if profiles.contains(&"envoy-gateway") {
-        envoy::run(n, if benching { 100 } else { 5 }, false, true, false);
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            false,
+            envoy::Routes::Gateway,
+            false,
+        );
     }
     if profiles.contains(&"envoy-gateway-vhds") {
-        envoy::run(n, if benching { 100 } else { 5 }, true, true, false);
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            true,
+            envoy::Routes::Gateway,
+            false,
+        );
     }
     if profiles.contains(&"envoy-streams") {
         streams::run(n, if benching { 90 } else { 6 });
@@ -325,7 +372,7 @@ fn translate_dir(n: usize, runs: usize) {
         support::write(
             &manifests,
             &format!("ns-{i}.yaml"),
-            &envoy::tenant(i, 8080, None, false),
+            &envoy::tenant(i, 8080, None, envoy::Routes::Proxy),
         );
     }
     let mut times: Vec<Duration> = (0..runs)

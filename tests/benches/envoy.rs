@@ -17,9 +17,29 @@ use std::time::{Duration, Instant};
 
 use super::support::{Behaviour, ISOBAR, ServePorts, backend_with, envoy_on, spawn, write};
 
-pub fn tenant(i: usize, port: u16, extra: Option<&str>, gateway: bool) -> String {
+/// What routes each tenant's host: an HTTPProxy, an Ingress or an HTTPRoute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routes {
+    Proxy,
+    Ingress,
+    Gateway,
+}
+
+pub fn tenant(i: usize, port: u16, extra: Option<&str>, routes: Routes) -> String {
     let service = super::support::service_yaml(&format!("ns-{i}"), "app", port);
-    if gateway {
+    if routes == Routes::Ingress {
+        let path = |p: &str| {
+            format!(
+                "          - {{path: {p}, pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}\n"
+            )
+        };
+        let extra = extra.map(path).unwrap_or_default();
+        return format!(
+            "{service}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: site, namespace: ns-{i}}}\nspec:\n  rules:\n    - host: site-{i}.example.com\n      http:\n        paths:\n{}{extra}",
+            path("/ok")
+        );
+    }
+    if routes == Routes::Gateway {
         let extra = extra
             .map(|prefix| {
                 format!("    - matches: [{{path: {{value: {prefix}}}}}]\n      backendRefs: [{{name: app, port: 80}}]\n")
@@ -91,14 +111,15 @@ pub fn serve(
 /// Envoys), as a user meets it, instead of hold-off 0; then `vhds` says whether Envoy is
 /// bootstrapped as `isobar bootstrap` does by default (delta) or as Contour's bootstrap
 /// does (state of the world, served whole route tables).
-pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) {
+pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool) {
+    let gateway = routes == Routes::Gateway;
     let runtime = super::runtime();
     runtime.block_on(async {
         let (backend, _) = backend_with("ok", Behaviour::Echo).await;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let manifests = dir.path().join("manifests");
         for i in 0..n {
-            write(&manifests, &format!("ns-{i}.yaml"), &tenant(i, backend, None, gateway));
+            write(&manifests, &format!("ns-{i}.yaml"), &tenant(i, backend, None, routes));
         }
         let config = dir.path().join("contour.yaml");
         let mut text = if defaults {
@@ -131,7 +152,11 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
         }
         println!(
             "envoy{}{}{}: {n} tenants in {n} files, isobar serve + a real Envoy: every vhost served {:.1} s after start",
-            if gateway { " (Gateway API)" } else { "" },
+            match routes {
+                Routes::Gateway => " (Gateway API)",
+                Routes::Ingress => " (Ingress)",
+                Routes::Proxy => "",
+            },
             if defaults { " with default settings" } else { "" },
             if vhds { " over VHDS" } else { "" },
             started.elapsed().as_secs_f64()
@@ -148,7 +173,7 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             let since = Instant::now();
-            write(Path::new(&manifests), &format!("ns-{i}.yaml"), &tenant(i, backend, Some(&path), gateway));
+            write(Path::new(&manifests), &format!("ns-{i}.yaml"), &tenant(i, backend, Some(&path), routes));
             loop {
                 if status(&client, http, &host, &path).await == 200 {
                     break;
@@ -243,8 +268,8 @@ pub fn run(n: usize, changes: usize, vhds: bool, gateway: bool, defaults: bool) 
         }
         if defaults {
             let ports = (http, ports.metrics);
-            burst(&client, ports, _isobar.0.id(), &manifests, backend, n, gateway).await;
-            under_load(http, &manifests, backend, n, gateway, changes * 10).await;
+            burst(&client, ports, _isobar.0.id(), &manifests, backend, n, routes).await;
+            under_load(http, &manifests, backend, n, routes, changes * 10).await;
         }
     });
 }
@@ -257,7 +282,7 @@ async fn under_load(
     manifests: &Path,
     backend: u16,
     n: usize,
-    gateway: bool,
+    routes: Routes,
     edits: usize,
 ) {
     use std::sync::Arc;
@@ -305,7 +330,7 @@ async fn under_load(
         write(
             manifests,
             &format!("ns-{i}.yaml"),
-            &tenant(i, backend, extra.as_deref(), gateway),
+            &tenant(i, backend, extra.as_deref(), routes),
         );
     }
     let took = started.elapsed();
@@ -333,7 +358,7 @@ async fn burst(
     manifests: &Path,
     backend: u16,
     n: usize,
-    gateway: bool,
+    routes: Routes,
 ) {
     let builds = || async {
         let text = client
@@ -372,7 +397,7 @@ async fn burst(
         write(
             manifests,
             &format!("ns-{i}.yaml"),
-            &tenant(i, backend, Some(&path), gateway),
+            &tenant(i, backend, Some(&path), routes),
         );
         last = (format!("site-{i}.example.com"), path);
     }

@@ -114,7 +114,7 @@ pub fn run(n: usize, changes: usize) {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let manifests = dir.path().join("manifests");
         for i in 0..n {
-            write(&manifests, &format!("ns-{i}.yaml"), &super::envoy::tenant(i, backend, None, true));
+            write(&manifests, &format!("ns-{i}.yaml"), &super::envoy::tenant(i, backend, None, super::envoy::Routes::Gateway));
         }
         let ports = ServePorts::free();
         let (tcp_port, udp_port) = (free_port(false), free_port(true));
@@ -189,7 +189,7 @@ pub fn run(n: usize, changes: usize) {
                     write(
                         Path::new(&manifests),
                         &format!("ns-{i}.yaml"),
-                        &super::envoy::tenant(i, backend, Some(&path), true),
+                        &super::envoy::tenant(i, backend, Some(&path), super::envoy::Routes::Gateway),
                     );
                     while status(host.clone(), path.clone()).await != 200 {
                         assert!(since.elapsed() < Duration::from_secs(60), "{host}{path} never served");
