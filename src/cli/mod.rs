@@ -245,8 +245,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "LOG LEVEL")]
     pub kubernetes_debug: Option<u32>,
     /// Watch none of these kinds, as if their CRDs were not installed (Contour's;
-    /// repeatable).
-    #[arg(long, value_parser = ["extensionservices", "tlsroutes", "grpcroutes", "tcproutes", "udproutes", "backendtlspolicies", "xbackendtrafficpolicies"])]
+    /// repeatable): the plural of any kind a CustomResourceDefinition serves.
+    #[arg(long, value_parser = disableable_kinds())]
     pub disable_feature: Vec<String>,
     /// Debug logging.
     #[arg(short = 'd', long)]
@@ -578,6 +578,21 @@ impl ServeArgs {
         config.disabled_features = self.disable_feature.clone();
         Ok(config)
     }
+}
+
+/// `--disable-feature`'s values: the plurals of the kinds in the table of kinds (every
+/// linked plugin's) that Kubernetes does not serve itself.
+fn disableable_kinds() -> clap::builder::PossibleValuesParser {
+    let mut plurals: Vec<&'static str> = isobar_sdk::Kind::all()
+        .filter(|info| !info.kind.is_built_in())
+        // A group of kinds defined at run time (Gatekeeper's constraints) is stored as
+        // one kind no API serves.
+        .filter(|info| !isobar_sdk::DynamicKinds::all().any(|d| d.kind == info.kind))
+        .map(|info| info.plural)
+        .collect();
+    plurals.sort_unstable();
+    plurals.dedup();
+    clap::builder::PossibleValuesParser::new(plurals)
 }
 
 /// Logs to standard error as `format` says, `debug` and above with `debug`; the

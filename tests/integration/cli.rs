@@ -1318,3 +1318,39 @@ fn serve_help_shows_the_defaults() {
         assert!(out.contains(shown), "{shown:?} not in\n{out}");
     }
 }
+
+/// `serve --disable-feature` takes every value Contour's does (and any other kind a
+/// CustomResourceDefinition serves, from the table of kinds), and refuses kinds
+/// Kubernetes serves itself, listing the ones it takes.
+#[test]
+fn disable_feature_takes_the_kinds_crds_serve() {
+    let parse = |value: &str| {
+        isobar::cli::command().try_get_matches_from(["isobar", "serve", "--disable-feature", value])
+    };
+    for contour in [
+        "extensionservices",
+        "tlsroutes",
+        "grpcroutes",
+        "tcproutes",
+        "udproutes",
+        "backendtlspolicies",
+    ] {
+        assert!(parse(contour).is_ok(), "{contour}");
+    }
+    for more in ["xbackendtrafficpolicies", "httpproxies", "listenersets"] {
+        assert!(parse(more).is_ok(), "{more}");
+    }
+    for built_in in [
+        "services",
+        "secrets",
+        "ingresses",
+        "endpointslices",
+        "constraints",
+    ] {
+        let error = parse(built_in)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("tlsroutes"), "{built_in}: {error}");
+    }
+}

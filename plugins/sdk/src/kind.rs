@@ -91,6 +91,16 @@ impl Kind {
         self.0.group
     }
 
+    /// Whether Kubernetes itself serves it (the core group and the built-in API groups
+    /// Isobar reads: Services, EndpointSlices, Secrets, Ingresses, Leases, ...), not a
+    /// CustomResourceDefinition that may be missing.
+    pub fn is_built_in(self) -> bool {
+        matches!(
+            self.group(),
+            "" | "apps" | "discovery.k8s.io" | "networking.k8s.io" | "coordination.k8s.io"
+        )
+    }
+
     /// Its entry in the table of kinds; `None` when no linked crate registers it.
     pub fn info(self) -> Option<&'static KindInfo> {
         table().get(&self).copied()
