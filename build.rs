@@ -2,7 +2,7 @@
 //! export them) so `isobar translate` can print resources as Envoy's JSON.
 //! Set `ENVOY_TYPES_DESCRIPTORS` to a descriptor file to skip the search.
 //! It also asks the linker for a compact relocation table where the C library can load it,
-//! and to lay out together the functions that run at start (`src/startup-symbols.txt`).
+//! and to lay out together the functions that run at start (`build/startup-symbols.txt`).
 //! Both are link options of the `isobar` binary alone; `ISOBAR_BUILD_RELR=0` and
 //! `ISOBAR_BUILD_SYMBOL_ORDER=0` turn them off.
 
@@ -59,7 +59,7 @@ fn pack_relative_relocations() {
 /// The functions `isobar serve` runs as it starts and idles are spread over the whole
 /// `.text` (25 MB), and the kernel maps code into a process in runs of pages around each
 /// one it touches: at idle, 8–10 MiB of code pages were resident. Laid out together, in
-/// the order `src/startup-symbols.txt` lists them (recorded on x86-64 Linux by the
+/// the order `build/startup-symbols.txt` lists them (recorded on x86-64 Linux by the
 /// `symbols` bench profile), they fill ~3 MiB. LLD (rustc's default linker there since
 /// 1.90) takes such a list; GNU ld and mold do not: a one-line program is linked with
 /// the option first, with the same flags and linker, and the option is kept only if
@@ -75,7 +75,7 @@ fn startup_symbol_order() {
         return;
     }
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
-    let list = format!("{dir}/src/startup-symbols.txt");
+    let list = format!("{dir}/build/startup-symbols.txt");
     println!("cargo:rerun-if-changed={list}");
     // `-Wl,` splits its argument at commas.
     if list.contains(',') || !Path::new(&list).is_file() {

@@ -288,7 +288,7 @@ pub fn report(n: usize) {
 /// Records which of the binary's functions run while `isobar serve` starts and idles —
 /// against the test API server with a few tenants, with none, and on the quick-start
 /// manifests — under Callgrind (`valgrind` must be installed), and writes them, grouped
-/// as Callgrind's records list them, to `src/startup-symbols.txt`. `build.rs` asks the linker to lay
+/// as Callgrind's records list them, to `build/startup-symbols.txt`. `build.rs` asks the linker to lay
 /// them out together: the code a process touches at start then fills a few pages instead
 /// of being spread over the whole 25 MB of `.text` (idle RSS; BENCHMARKS.md).
 ///
@@ -343,7 +343,7 @@ pub fn startup_symbols() {
         "only {} functions recorded",
         names.len()
     );
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/startup-symbols.txt");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("build/startup-symbols.txt");
     let header = "# The functions `isobar serve` runs as it starts and idles, grouped as Callgrind's\n\
                   # records list them: build.rs has the linker lay them out together, in this\n\
                   # order (see BENCHMARKS.md, idle RSS). Written by\n\
