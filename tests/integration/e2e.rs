@@ -238,9 +238,11 @@ impl Stack {
     }
 }
 
-fn proxy_yaml(name: &str, fqdn: &str, routes: &[(&str, &[(&str, u32)])]) -> String {
+/// An HTTPProxy in `default` for `fqdn` (a wildcard too): each route a prefix and its
+/// services with their weights.
+pub(crate) fn proxy_yaml(name: &str, fqdn: &str, routes: &[(&str, &[(&str, u32)])]) -> String {
     let mut text = format!(
-        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n"
+        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  virtualhost: {{fqdn: '{fqdn}'}}\n  routes:\n"
     );
     for (prefix, services) in routes {
         text.push_str(&format!(

@@ -8,22 +8,18 @@ use std::time::Duration;
 
 use isobar::xds::shard::{SHARDS, shard_of};
 
-use crate::e2e::{Stack, edit, start_sotw, start_with};
+use crate::e2e::{Stack, edit, proxy_yaml, start_sotw, start_with};
 use crate::support::eventually;
 
 const CONFIG: &str = "xds-server:\n  route-shards-from: 1\n";
 const ONE_TABLE: &str = "xds-server:\n  route-shards-from: 0\n";
 
+/// An HTTPProxy sending each prefix to one service.
 fn proxy(name: &str, fqdn: &str, routes: &[(&str, &str)]) -> String {
-    let mut text = format!(
-        "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  virtualhost: {{fqdn: '{fqdn}'}}\n  routes:\n"
-    );
-    for (prefix, service) in routes {
-        text.push_str(&format!(
-            "    - conditions: [{{prefix: \"{prefix}\"}}]\n      services: [{{name: {service}, port: 80}}]\n"
-        ));
-    }
-    text
+    let routes: Vec<(&str, [(&str, u32); 1])> =
+        routes.iter().map(|(p, s)| (*p, [(*s, 1)])).collect();
+    let routes: Vec<(&str, &[(&str, u32)])> = routes.iter().map(|(p, s)| (*p, &s[..])).collect();
+    proxy_yaml(name, fqdn, &routes)
 }
 
 const DEFAULT_BACKEND: &str = r#"apiVersion: networking.k8s.io/v1

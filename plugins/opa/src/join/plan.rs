@@ -156,14 +156,22 @@ fn walk<'a>(expr: &'a Expr, f: &mut dyn FnMut(&'a Expr) -> bool) {
             value,
             collection,
             ..
-        } => {
-            if let Some(key) = key {
-                walk(key, f);
-            }
-            walk(value, f);
-            walk(collection, f);
-        }
+        } => walk_membership(key.as_ref(), value, collection, f),
     }
+}
+
+/// `key, value in collection` (`some … in`, or a membership test).
+fn walk_membership<'a>(
+    key: Option<&'a Node<Expr>>,
+    value: &'a Expr,
+    collection: &'a Expr,
+    f: &mut dyn FnMut(&'a Expr) -> bool,
+) {
+    if let Some(key) = key {
+        walk(key, f);
+    }
+    walk(value, f);
+    walk(collection, f);
 }
 
 fn walk_query<'a>(query: &'a Query, f: &mut dyn FnMut(&'a Expr) -> bool) {
@@ -180,13 +188,7 @@ fn walk_stmt<'a>(stmt: &'a LiteralStmt, f: &mut dyn FnMut(&'a Expr) -> bool) {
             value,
             collection,
             ..
-        } => {
-            if let Some(key) = key {
-                walk(key, f);
-            }
-            walk(value, f);
-            walk(collection, f);
-        }
+        } => walk_membership(key.as_ref(), value, collection, f),
         Literal::Expr { expr, .. } | Literal::NotExpr { expr, .. } => walk(expr, f),
         Literal::Every { domain, query, .. } => {
             walk(domain, f);
