@@ -23,6 +23,7 @@
 //! inventory reads have any other shape (a count over the inventory, a read inside a
 //! function or comprehension, `data` taken whole, `with`) is evaluated as before.
 
+mod ast;
 mod index;
 mod plan;
 

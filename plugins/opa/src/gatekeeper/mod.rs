@@ -1,0 +1,489 @@
+//! OPA Gatekeeper's policies, enforced without Gatekeeper: ConstraintTemplates
+//! (`templates.gatekeeper.sh`) and their Constraints (`constraints.gatekeeper.sh`, one
+//! kind per template), read from the cluster or the manifest directory.
+//!
+//! A template's Rego (`spec.targets[0].rego` and `libs`, or `code[]` with
+//! `engine: Rego`) is evaluated by regorus, Gatekeeper's way: `violation[{"msg": …}]`
+//! over `input.review` (the object as an admission request carries it: `kind` as
+//! group/version/kind, `name`, `namespace`, `object`) and `input.parameters` (the
+//! Constraint's `spec.parameters`), with `data.inventory` in Gatekeeper's layout. Each
+//! Constraint applies to the HTTPProxies, Ingresses and routes its `spec.match` selects
+//! (`kinds`, `namespaces`, `excludedNamespaces`, `labelSelector`, `name`, `scope`), and
+//! acts on a violation as its `enforcementAction` says: `deny` (the default) makes the
+//! object invalid (`PolicyDenied`, not served; the webhook rejects it), `warn` gives a
+//! `PolicyWarning`, `dryrun` only counts it. The Constraint's status gets
+//! `totalViolations` and `violations` (the first 20, as Gatekeeper's audit writes
+//! them); the template's gets `created`, or the errors that kept it from compiling.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use isobar_sdk::api::ObjectMeta;
+use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::{
+    DynamicKinds, Kind, KindId, KindInfo, Object, ObjectKey, Objects, Resource, StatusReport,
+    StatusStyle,
+};
+
+mod ask;
+mod compile;
+mod matching;
+
+use ask::{Asked, Asking, Held, Round};
+pub use compile::Compiled;
+use compile::compile;
+pub use matching::{Action, action, matches, review, violation};
+
+/// How many violations a Constraint's status lists (Gatekeeper's audit default).
+pub const VIOLATIONS_MAX: usize = 20;
+
+const TEMPLATE_ID: KindId = KindId::new("templates.gatekeeper.sh", "ConstraintTemplate");
+pub const CONSTRAINT_TEMPLATE: Kind = Kind::new(&TEMPLATE_ID);
+
+const CONSTRAINT_ID: KindId = KindId::new("constraints.gatekeeper.sh", "Constraint");
+/// Every Constraint, whatever its kind, stored in the namespace its kind names.
+pub const CONSTRAINT: Kind = Kind::new(&CONSTRAINT_ID);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintTemplate {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Value,
+}
+
+impl Resource for ConstraintTemplate {
+    const KIND: Kind = CONSTRAINT_TEMPLATE;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Constraint {
+    /// Its own kind (`K8sHttpsOnly`): the template's `spec.crd.spec.names.kind`.
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Value,
+}
+
+impl Resource for Constraint {
+    const KIND: Kind = CONSTRAINT;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: CONSTRAINT_TEMPLATE,
+        versions: &["v1", "v1beta1", "v1alpha1"],
+        plural: "constrainttemplates",
+        namespaced: false,
+        decode: isobar_sdk::kind::decode_object::<ConstraintTemplate>,
+        status: StatusStyle::Fields,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    KindInfo {
+        kind: CONSTRAINT,
+        versions: &["v1beta1", "v1", "v1alpha1"],
+        plural: "constraints",
+        // Stored per kind: the namespace is the Constraint's kind.
+        namespaced: true,
+        decode: decode_constraint,
+        status: StatusStyle::Fields,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    DynamicKinds {
+        kind: CONSTRAINT,
+        group: "constraints.gatekeeper.sh",
+        declared_by: CONSTRAINT_TEMPLATE,
+        declares: declared_kind,
+    }
+}
+
+/// A Constraint, placed in the namespace its kind names (two kinds may share a name).
+fn decode_constraint(mut value: Value) -> Result<Object, String> {
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if kind.is_empty() {
+        return Err("a Constraint needs its kind".to_string());
+    }
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("namespace".into(), kind.into());
+    }
+    isobar_sdk::kind::decode_object::<Constraint>(value)
+}
+
+/// The Constraint kind a template declares, and its plural (the kind in lower case, as
+/// Gatekeeper names the resource).
+fn declared_kind(object: &Object) -> Option<(String, String)> {
+    let template = object.get::<ConstraintTemplate>()?;
+    let kind = template
+        .spec
+        .pointer("/crd/spec/names/kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())?;
+    Some((kind.to_string(), kind.to_ascii_lowercase()))
+}
+
+/// How long one build may spend on templates that read `data.inventory` by default
+/// (`plugins.opa.inventory-budget`) when their reads cannot be answered from an index
+/// (`join`). Such a template judges each object against every other one (at 10,000
+/// Ingresses, 20 ms and more per object in regorus); the objects left over are judged
+/// by later builds.
+pub const INVENTORY_BUDGET: Duration = Duration::from_secs(1);
+
+/// What Gatekeeper's enforcement keeps between builds: each template compiled (by the
+/// digest of its spec), and each Constraint's messages for each object version it judged,
+/// so a build judges only the objects that changed.
+#[derive(Default)]
+pub struct Cache {
+    compiled: Mutex<HashMap<u64, Arc<Result<Compiled, String>>>>,
+    verdicts: Mutex<Verdicts>,
+    /// Whether the last whole build left objects unjudged (out of time).
+    unfinished: std::sync::atomic::AtomicBool,
+    /// The joins' values of each inventory object.
+    index: crate::join::IndexCache,
+    /// The objects of the last whole build's inventory.
+    inventory: Mutex<Arc<Vec<Object>>>,
+}
+
+/// (Constraint, with its template's digest; the object's address) → what it said.
+type Verdicts = HashMap<(u64, usize), Held>;
+
+fn digest_of(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+impl Cache {
+    /// Whether the last whole build left objects for a later one.
+    pub fn unfinished(&self) -> bool {
+        self.unfinished.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The template compiled, and the digest of its spec.
+    pub fn compiled(&self, template: &ConstraintTemplate) -> (u64, Arc<Result<Compiled, String>>) {
+        let digest = digest_of(&template.spec.to_string());
+        let mut cache = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = cache.get(&digest) {
+            return (digest, found.clone());
+        }
+        let name = template.metadata.name.clone().unwrap_or_default();
+        let compiled = Arc::new(compile(&name, &template.spec));
+        // Templates edited away are not kept forever.
+        if cache.len() > 1024 {
+            cache.clear();
+        }
+        cache.insert(digest, compiled.clone());
+        (digest, compiled)
+    }
+}
+
+/// The templates of a build, compiled, by the Constraint kind each declares: the
+/// template's key, the digest of its spec, and what it compiled to.
+pub type Templates = BTreeMap<String, (ObjectKey, u64, Arc<Result<Compiled, String>>)>;
+
+/// One build's enforcement of every Constraint.
+pub struct Judge<'a> {
+    pub templates: &'a Templates,
+    pub constraints: Vec<&'a Object>,
+    pub data: &'a crate::Data,
+    /// Whether this build judges every object (not a dry build judging one): then the
+    /// templates' and Constraints' statuses are reported, and what was judged is kept.
+    pub whole: bool,
+    pub cache: &'a Cache,
+    /// For Constraints that do not say their own.
+    pub failure: crate::FailurePolicy,
+    /// The build's time for templates reading `data.inventory` (`INVENTORY_BUDGET`).
+    pub budget: Duration,
+    /// The judged kinds' objects, as `data.inventory` holds them.
+    pub inventory: &'a crate::inventory::Inventory,
+}
+
+/// The annotation by which a Constraint says its own failure policy.
+pub const FAILURE_POLICY_ANNOTATION: &str = "isobar.projectcontour.io/failure-policy";
+
+/// One Constraint's outcome in a build.
+#[derive(Default)]
+struct Outcome {
+    errors: Vec<String>,
+    total: usize,
+    listed: Vec<Value>,
+    /// Objects left for a later build (out of time).
+    deferred: usize,
+    /// The Constraint could not judge at all (`errors` says why); what becomes of the
+    /// objects it may select.
+    failed: Option<crate::FailurePolicy>,
+}
+
+impl Judge<'_> {
+    /// Asks each Constraint about the objects it matches; a `deny` violation puts the
+    /// object in `rejected`.
+    pub fn enforce(
+        &self,
+        objects: &[(ObjectKey, &Object)],
+        status: &mut StatusReport,
+        rejected: &mut BTreeSet<ObjectKey>,
+    ) {
+        if self.whole {
+            for (key, _, compiled) in self.templates.values() {
+                let errors: Vec<Value> = match compiled.as_ref() {
+                    Ok(_) => Vec::new(),
+                    Err(e) => vec![json!({"code": "ingest_error", "message": e})],
+                };
+                status.field(key, "created", json!(errors.is_empty()));
+                status.field(key, "byPod", json!([{"id": "isobar", "errors": errors}]));
+            }
+        }
+        let mut round = Round {
+            kept: HashMap::new(),
+            spent: Duration::ZERO,
+            inventory: self.inventory_objects(),
+        };
+        let mut unfinished = false;
+        for object in &self.constraints {
+            let Some(constraint) = object.get::<Constraint>() else {
+                continue;
+            };
+            let outcome = self.constraint(constraint, objects, status, rejected, &mut round);
+            unfinished |= outcome.deferred > 0;
+            if let (Some(failure), Some(error)) = (outcome.failed, outcome.errors.first()) {
+                // Every object it may select (all of them when its selector cannot be read).
+                let who = format!(
+                    "{}/{}",
+                    constraint.kind,
+                    constraint.metadata.name.as_deref().unwrap_or_default()
+                );
+                let why = format!("constraint {who}: {error}");
+                for (key, object) in objects {
+                    if matches(&constraint.spec, object).unwrap_or(true) {
+                        failure.not_judged(key, &who, &why, status, rejected);
+                    }
+                }
+            }
+            if self.whole {
+                let key = object.key();
+                let errors: Vec<Value> = outcome
+                    .errors
+                    .iter()
+                    .map(|e| json!({"code": "isobar_error", "message": e}))
+                    .collect();
+                status.field(&key, "totalViolations", json!(outcome.total));
+                status.field(&key, "violations", Value::Array(outcome.listed));
+                status.field(
+                    &key,
+                    "byPod",
+                    json!([{"id": "isobar", "enforced": errors.is_empty(), "errors": errors}]),
+                );
+            }
+        }
+        if self.whole {
+            self.cache
+                .unfinished
+                .store(unfinished, std::sync::atomic::Ordering::Relaxed);
+            // Only what this build judged or reused: objects and Constraints that went
+            // away are forgotten.
+            *self
+                .cache
+                .verdicts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = round.kept;
+        }
+    }
+
+    /// The inventory's objects; the same `Arc` as the last whole build's while they are
+    /// the same objects (verdicts of templates walking the inventory hold while it is).
+    fn inventory_objects(&self) -> Arc<Vec<Object>> {
+        let now: Vec<&Object> = self.inventory.objects().values().collect();
+        let mut last = self
+            .cache
+            .inventory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.len() == now.len() && last.iter().zip(&now).all(|(a, b)| a.ptr_eq(b)) {
+            return last.clone();
+        }
+        let now = Arc::new(now.into_iter().cloned().collect::<Vec<_>>());
+        if self.whole {
+            *last = now.clone();
+        }
+        now
+    }
+
+    /// One Constraint over the objects, reusing the messages of object versions it
+    /// judged before.
+    fn constraint(
+        &self,
+        constraint: &Constraint,
+        objects: &[(ObjectKey, &Object)],
+        status: &mut StatusReport,
+        rejected: &mut BTreeSet<ObjectKey>,
+        round: &mut Round,
+    ) -> Outcome {
+        let name = constraint.metadata.name.clone().unwrap_or_default();
+        let who = format!("{}/{name}", constraint.kind);
+        // Whatever keeps the whole Constraint from judging leaves every object it may
+        // select unjudged (`enforce` says so to each).
+        let mut failure = self.failure;
+        let fail = |e: String, failure: crate::FailurePolicy| Outcome {
+            errors: vec![e],
+            failed: Some(failure),
+            ..Outcome::default()
+        };
+        if let Some(text) = constraint
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(FAILURE_POLICY_ANNOTATION))
+        {
+            match crate::FailurePolicy::parse(text) {
+                Ok(own) => failure = own,
+                Err(e) => return fail(format!("{FAILURE_POLICY_ANNOTATION}: {e}"), failure),
+            }
+        }
+        // A dry run refuses nothing, not even what it cannot judge.
+        if matches!(action(constraint), Ok(Action::DryRun)) {
+            failure = crate::FailurePolicy::Ignore;
+        }
+        let Some((_, template_digest, compiled)) = self.templates.get(&constraint.kind) else {
+            return fail(
+                format!("no ConstraintTemplate declares kind {}", constraint.kind),
+                failure,
+            );
+        };
+        let compiled = match compiled.as_ref() {
+            Ok(c) => c,
+            Err(e) => return fail(format!("its template does not compile: {e}"), failure),
+        };
+        let action = match action(constraint) {
+            Ok(a) => a,
+            Err(e) => return fail(e, failure),
+        };
+        let parameters = constraint
+            .spec
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let id = digest_of(&format!(
+            "{}/{name}/{}/{template_digest}",
+            constraint.kind, constraint.spec
+        ));
+        let mut asking = Asking {
+            judge: self,
+            compiled,
+            template: *template_digest,
+            parameters,
+            inventory: round.inventory.clone(),
+            engine: None,
+            keys_engine: None,
+            index: None,
+        };
+        let mut outcome = Outcome::default();
+        let mut deferred = 0;
+        for (key, object) in objects {
+            match matches(&constraint.spec, object) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => return fail(e, failure),
+            }
+            let slot = (id, object.address());
+            let held = self
+                .cache
+                .verdicts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&slot)
+                .filter(|held| held.object.ptr_eq(object))
+                .cloned();
+            let held = match asking.ask(object, held, &mut round.spent) {
+                Asked::Judged(held) => held,
+                Asked::Deferred => {
+                    deferred += 1;
+                    failure.not_judged(
+                        key,
+                        &who,
+                        &format!(
+                            "constraint {who}: not judged yet (this build's time for constraints reading data.inventory ran out); the next build judges it"
+                        ),
+                        status,
+                        rejected,
+                    );
+                    continue;
+                }
+                Asked::Failed(e) => {
+                    let why = format!("constraint {who}: {e}");
+                    failure.not_judged(key, &who, &why, status, rejected);
+                    continue;
+                }
+                Asked::Broken(e) => return fail(e, failure),
+            };
+            let messages = &held.messages;
+            for message in messages {
+                outcome.total += 1;
+                if outcome.listed.len() < VIOLATIONS_MAX {
+                    outcome.listed.push(violation(action, object, message));
+                }
+                // Gatekeeper's admission message: the constraint's name, then the message.
+                let text = format!("[{name}] {message}");
+                match action {
+                    Action::Deny => {
+                        status.error(key, ConditionType::PolicyError, Reason::PolicyDenied, text);
+                        rejected.insert(key.clone());
+                    }
+                    Action::Warn => {
+                        status.warning(
+                            key,
+                            ConditionType::PolicyError,
+                            Reason::PolicyWarning,
+                            text,
+                        );
+                    }
+                    Action::DryRun => {}
+                }
+            }
+            if self.whole {
+                round.kept.insert(slot, held);
+            }
+        }
+        outcome.deferred = deferred;
+        if deferred > 0 {
+            outcome.errors.push(format!(
+                "{deferred} objects not judged yet: this build's time for constraints reading data.inventory ran out; later builds judge them"
+            ));
+        }
+        outcome
+    }
+}
+
+/// The templates by the Constraint kind they declare.
+pub fn templates(objects: &Objects) -> BTreeMap<String, (ObjectKey, Arc<ConstraintTemplate>)> {
+    let mut out = BTreeMap::new();
+    for object in objects.of_kind(CONSTRAINT_TEMPLATE).values() {
+        if let (Some(template), Some((kind, _))) =
+            (object.arc::<ConstraintTemplate>(), declared_kind(object))
+        {
+            out.insert(kind, (object.key(), template));
+        }
+    }
+    out
+}
