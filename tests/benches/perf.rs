@@ -799,10 +799,20 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             println!("  initial sync of one stream: {:.1} MB", synced_bytes as f64 / 1e6);
             sotw = Some(client);
         }
-        // Where a plain vhost's change shows: its own VirtualHost over VHDS, else the
-        // whole `ingress_http`.
+        // Where a plain vhost's change shows: its shard when the listener's routes are
+        // split (`xds-server.route-shards-from`), else its own VirtualHost over VHDS, else
+        // the whole `ingress_http`.
+        let sharded = snapshots.borrow().as_ref().is_some_and(|snapshot| {
+            snapshot
+                .get(XdsType::Route)
+                .resources
+                .contains_key(isobar::xds::shard::shard_name("ingress_http", 0).as_str())
+        });
         let plain = |fqdn: String| {
-            if vhds {
+            if sharded {
+                let k = isobar::xds::shard::shard_of(&fqdn);
+                (XdsType::Route, isobar::xds::shard::shard_name("ingress_http", k))
+            } else if vhds {
                 (XdsType::VirtualHost, format!("ingress_http/{fqdn}"))
             } else {
                 (XdsType::Route, "ingress_http".to_string())
