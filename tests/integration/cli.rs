@@ -590,14 +590,19 @@ fn bootstrap_is_accepted_by_real_envoy() {
         written.contains("\"edge\""),
         "the namespace is the node cluster: {written}"
     );
+    assert_envoy_takes(&path, "");
+}
+
+/// A real Envoy validates the bootstrap at `path` (`what` says which, on failure).
+fn assert_envoy_takes(path: &Path, what: &str) {
     let out = Command::new(envoy_bin())
         .args(["--mode", "validate", "--use-dynamic-base-id", "-c"])
-        .arg(&path)
+        .arg(path)
         .output()
         .unwrap_or_else(|e| panic!("envoy: {e}"));
     assert!(
         out.status.success(),
-        "envoy rejected the bootstrap: {}{}",
+        "envoy rejected the bootstrap{what}: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -627,16 +632,7 @@ fn bootstrap_flushes_stats_on_admin_unless_an_interval_is_given() {
             serde_json::from_str(&written).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(doc["stats_flush_on_admin"], on_admin, "{flags:?}");
         assert_eq!(doc["stats_flush_interval"], interval, "{flags:?}");
-        let out = Command::new(envoy_bin())
-            .args(["--mode", "validate", "--use-dynamic-base-id", "-c"])
-            .arg(&path)
-            .output()
-            .unwrap_or_else(|e| panic!("envoy: {e}"));
-        assert!(
-            out.status.success(),
-            "envoy rejected the bootstrap with {flags:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_envoy_takes(&path, &format!(" with {flags:?}"));
     }
     let (ok, _, err) = isobar(&["bootstrap", "-", "--stats-flush-interval", "10m"], &[]);
     assert!(!ok && err.contains("5 minutes"), "{err}");

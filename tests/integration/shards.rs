@@ -174,28 +174,29 @@ async fn a_change_sends_one_shard(stack: &Stack) {
 
 const READY: (&str, &str, &str) = ("site-1.example.com", "/", "mirror");
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn split_routes_answer_as_one_table_over_delta() {
+/// Both stacks (split, and one table) on `files`, Envoy over state of the world or delta.
+async fn split_and_one_table(sotw: bool) {
     let files = files();
     let files: Vec<(&str, &str)> = files
         .iter()
         .map(|(n, t)| (n.as_str(), t.as_str()))
         .collect();
-    let stack = start_with(Some(CONFIG), &files, READY).await;
-    let one = start_with(Some(ONE_TABLE), &files, READY).await;
+    let start = async |config| match sotw {
+        true => start_sotw(Some(config), &files, READY).await,
+        false => start_with(Some(config), &files, READY).await,
+    };
+    let stack = start(CONFIG).await;
+    let one = start(ONE_TABLE).await;
     answers_as_one_table(&stack, &one).await;
     a_change_sends_one_shard(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_routes_answer_as_one_table_over_delta() {
+    split_and_one_table(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_routes_answer_as_one_table_over_state_of_the_world() {
-    let files = files();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.as_str()))
-        .collect();
-    let stack = start_sotw(Some(CONFIG), &files, READY).await;
-    let one = start_sotw(Some(ONE_TABLE), &files, READY).await;
-    answers_as_one_table(&stack, &one).await;
-    a_change_sends_one_shard(&stack).await;
+    split_and_one_table(true).await;
 }

@@ -619,6 +619,7 @@ impl Encoder {
             heads.push((li, secure.peekable()));
         }
         let listeners: Vec<&ir::Listener> = ir.listeners.values().collect();
+        let sharding = self.listeners.iter().any(|l| l.sharded);
         let mut out = Vec::new();
         loop {
             let next = heads
@@ -670,7 +671,7 @@ impl Encoder {
                 on.push(placed);
                 entries.push(entry);
             }
-            let shard = if !self.listeners.iter().any(|l| l.sharded) {
+            let shard = if !sharding {
                 0
             } else if crate::xds::shard::in_every_shard(fqdn) {
                 EVERY_SHARD
@@ -861,10 +862,10 @@ impl Encoder {
                         None,
                         Some(&|parts: &Parts| parts.in_shard(k)),
                     )?;
-                    changes.put(XdsType::Route, routes, Some(any));
+                    changes.put(XdsType::Route, routes.clone(), Some(any));
                     changes.put(
                         XdsType::ScopedRoute,
-                        crate::xds::shard::shard_name(name, k),
+                        routes,
                         Some(crate::xds::shard::scope(name, k)),
                     );
                 }
