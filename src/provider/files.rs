@@ -3,6 +3,12 @@
 //! Each file is parsed on its own. A file that fails to parse is reported with its line
 //! and keeps contributing the objects it last parsed to; other files are unaffected.
 //! When two files define the same object, the later path (in byte order) wins.
+//!
+//! The objects themselves are not kept here: the store downstream keeps what routing
+//! reads of them (of a Service or an EndpointSlice, a summary a tenth of its size). Each
+//! file is remembered by a digest of its text and the keys it defines; an object is read
+//! again from its file only when the definition that wins moves to a file that did not
+//! change (the later of two files defining it went away).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -14,6 +20,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use isobar_sdk::{Kind, Object, ObjectKey, Objects};
+use std::collections::HashMap;
 
 use super::manifest::{ManifestError, parse_file};
 use super::{Event, Provider};
@@ -55,17 +62,24 @@ impl FilesProvider {
 struct FileState {
     /// A digest of the file's text (the text itself is not kept: 6 MB at 10,000 files).
     digest: blake3::Hash,
-    objects: Vec<Object>,
+    /// The keys of the objects it defines, in its order.
+    keys: Box<[ObjectKey]>,
+}
+
+/// The files defining one object.
+struct Defined {
+    /// In path order: the last one wins.
+    by: Vec<Arc<Path>>,
+    /// The file whose definition was last sent.
+    sent: Option<Arc<Path>>,
 }
 
 /// The parsed state of a directory, rescanned in place.
 #[derive(Default)]
 pub struct ManifestDir {
-    files: BTreeMap<PathBuf, FileState>,
-    /// The winning definition of every object.
-    merged: BTreeMap<ObjectKey, Object>,
-    /// The files defining each object (the last one wins).
-    defined_by: BTreeMap<ObjectKey, BTreeSet<PathBuf>>,
+    files: BTreeMap<Arc<Path>, FileState>,
+    /// Every object some file defines.
+    defined: HashMap<ObjectKey, Defined>,
     /// The error last reported for each failing path, so a rescan that finds the same
     /// broken file again stays quiet.
     reported: BTreeMap<PathBuf, String>,
@@ -80,13 +94,24 @@ pub struct ManifestDir {
     linked_dirs: bool,
 }
 
+/// A file read again: its digest and objects, or `None` when it went.
+type Reread = (PathBuf, Option<(blake3::Hash, Vec<Object>)>);
+
 /// The largest manifest file read; a bigger one is reported and skipped.
 const MAX_MANIFEST_BYTES: u64 = 32 << 20;
 
 /// `path`'s text, if it is a regular file of at most [`MAX_MANIFEST_BYTES`] (a FIFO
 /// would block every later read, a device or a huge file exhaust memory).
 fn read_manifest(path: &Path) -> std::io::Result<String> {
-    let meta = std::fs::metadata(path)?;
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Opened without blocking (a FIFO with no writer would block the open itself), then
+    // looked at: one lookup of the path, not two.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file; skipped"));
     }
@@ -97,7 +122,9 @@ fn read_manifest(path: &Path) -> std::io::Result<String> {
             MAX_MANIFEST_BYTES >> 20
         )));
     }
-    std::fs::read_to_string(path)
+    let mut text = String::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// How many files a rescan reads before a second thread helps.
@@ -125,7 +152,6 @@ impl ManifestDir {
         self.dirs = dirs;
         self.links = links;
         self.linked_dirs = linked_dirs;
-        self.files.retain(|path, _| paths.contains(path));
         let paths: Vec<PathBuf> = paths.into_iter().collect();
         // Each file read, hashed and (unless unchanged) decoded on its own: on two
         // threads when there are many (a start with thousands of files).
@@ -137,7 +163,11 @@ impl ManifestDir {
                         Err(e) => return Read::Unreadable(unreadable(path, &e)),
                     };
                     let digest = blake3::hash(text.as_bytes());
-                    if self.files.get(path).is_some_and(|f| f.digest == digest) {
+                    if self
+                        .files
+                        .get(path.as_path())
+                        .is_some_and(|f| f.digest == digest)
+                    {
                         return Read::Same;
                     }
                     Read::Decoded(digest, parse_file(path, &text))
@@ -145,12 +175,19 @@ impl ManifestDir {
                 .collect()
         };
         let results = crate::parallel::in_halves(&paths, PARALLEL_FROM, read);
-        for (path, result) in paths.into_iter().zip(results) {
+        let mut reread: Vec<Reread> = Vec::new();
+        // `paths` is sorted (it came from a set).
+        for path in self.files.keys() {
+            if paths.binary_search_by(|p| p.as_path().cmp(path)).is_err() {
+                reread.push((path.to_path_buf(), None));
+            }
+        }
+        for (path, result) in paths.iter().zip(results) {
             match result {
                 Read::Unreadable(e) | Read::Decoded(_, Err(e)) => errors.push(e),
                 Read::Same => {}
                 Read::Decoded(digest, Ok(objects)) => {
-                    self.files.insert(path, FileState { digest, objects });
+                    reread.push((path.clone(), Some((digest, objects))));
                 }
             }
         }
@@ -164,7 +201,7 @@ impl ManifestDir {
             reported.insert(error.path, message);
         }
         self.reported = reported;
-        (self.merge(), fresh)
+        (self.update(reread), fresh)
     }
 
     /// Re-reads only `paths` (what the watcher saw change), as [`ManifestDir::rescan`]
@@ -176,7 +213,7 @@ impl ManifestDir {
         paths: &BTreeSet<PathBuf>,
     ) -> Option<(Vec<Event>, Vec<ManifestError>)> {
         let mut errors = Vec::new();
-        let mut affected: BTreeSet<ObjectKey> = BTreeSet::new();
+        let mut reread: Vec<Reread> = Vec::new();
         for path in paths {
             let Ok(relative) = path.strip_prefix(dir) else {
                 tracing::debug!(path = %path.display(), "a change outside the manifest directory");
@@ -213,7 +250,7 @@ impl ManifestDir {
                     continue;
                 }
             };
-            let old = self.files.get(path);
+            let old = self.files.get(path.as_path());
             let digest = text.as_ref().map(|t| blake3::hash(t.as_bytes()));
             if old.map(|f| f.digest) == digest {
                 self.reported.remove(path);
@@ -221,7 +258,7 @@ impl ManifestDir {
             }
             let parsed = match text.zip(digest) {
                 Some((text, digest)) => match parse_file(path, &text) {
-                    Ok(objects) => Some(FileState { digest, objects }),
+                    Ok(objects) => Some((digest, objects)),
                     Err(e) => {
                         errors.push(e);
                         continue;
@@ -230,29 +267,7 @@ impl ManifestDir {
                 None => None,
             };
             self.reported.remove(path);
-            for object in old.into_iter().flat_map(|f| &f.objects) {
-                let key = object.key();
-                if let Some(set) = self.defined_by.get_mut(&key) {
-                    set.remove(path);
-                }
-                affected.insert(key);
-            }
-            match parsed {
-                Some(file) => {
-                    for object in &file.objects {
-                        let key = object.key();
-                        self.defined_by
-                            .entry(key.clone())
-                            .or_default()
-                            .insert(path.clone());
-                        affected.insert(key);
-                    }
-                    self.files.insert(path.clone(), file);
-                }
-                None => {
-                    self.files.remove(path);
-                }
-            }
+            reread.push((path.clone(), parsed));
         }
         let mut fresh = Vec::new();
         for error in errors {
@@ -262,75 +277,120 @@ impl ManifestDir {
             }
             self.reported.insert(error.path, message);
         }
+        Some((self.update(reread), fresh))
+    }
+
+    /// The files that may have changed since `since` (made, changed or gone): what a
+    /// watcher started only after a read would have missed. `None`: everything (links
+    /// may change what a name reads without its time changing).
+    fn changed_since(&self, dir: &Path, since: std::time::SystemTime) -> Option<BTreeSet<PathBuf>> {
+        let walk = manifest_paths(dir, &mut Vec::new());
+        if walk.links || walk.dirs != self.dirs {
+            return None;
+        }
+        // File times move in the kernel's coarse clock ticks: a second of slack.
+        let since = since - Duration::from_secs(1);
+        let mut changed: BTreeSet<PathBuf> = self
+            .files
+            .keys()
+            .filter(|path| !walk.paths.contains(&***path))
+            .map(|path| path.to_path_buf())
+            .collect();
+        for path in walk.paths {
+            let recent = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .map_or(true, |modified| modified >= since);
+            if recent || !self.files.contains_key(path.as_path()) {
+                changed.insert(path);
+            }
+        }
+        Some(changed)
+    }
+
+    /// Takes in files read again (or gone): what each defines now, and an event for
+    /// every object whose winning definition changed.
+    fn update(&mut self, reread: Vec<Reread>) -> Vec<Event> {
+        let mut affected: Vec<ObjectKey> = Vec::new();
+        let mut parsed: HashMap<Arc<Path>, Vec<Object>> = HashMap::new();
+        for (path, now) in reread {
+            let (path, old) = match self.files.remove_entry(path.as_path()) {
+                Some((path, old)) => (path, Some(old)),
+                None => (Arc::from(path), None),
+            };
+            for key in old.iter().flat_map(|f| f.keys.iter()) {
+                if let Some(defined) = self.defined.get_mut(key) {
+                    defined.by.retain(|p| *p != path);
+                }
+                affected.push(key.clone());
+            }
+            let Some((digest, objects)) = now else {
+                continue;
+            };
+            let keys: Box<[ObjectKey]> = objects.iter().map(Object::key).collect();
+            for key in &keys {
+                let defined = self.defined.entry(key.clone()).or_insert(Defined {
+                    by: Vec::new(),
+                    sent: None,
+                });
+                if let Err(at) = defined.by.binary_search(&path) {
+                    defined.by.insert(at, path.clone());
+                }
+                affected.push(key.clone());
+            }
+            self.files.insert(path.clone(), FileState { digest, keys });
+            parsed.insert(path, objects);
+        }
+        // In key order, each once.
+        affected.sort_unstable();
+        affected.dedup();
         let mut events = Vec::new();
         for key in affected {
-            let winner = self
-                .defined_by
-                .get(&key)
-                .and_then(|paths| paths.last())
-                .and_then(|path| self.files.get(path))
-                .and_then(|file| file.objects.iter().rev().find(|o| o.key() == key));
-            match winner {
+            let Some(defined) = self.defined.get_mut(&key) else {
+                continue;
+            };
+            let Some(winner) = defined.by.last().cloned() else {
+                let sent = self.defined.remove(&key).and_then(|d| d.sent);
+                if sent.is_some() {
+                    events.push(Event::Delete(key));
+                }
+                continue;
+            };
+            let object = match parsed.get(&winner) {
+                Some(objects) => objects.iter().rev().find(|o| o.key() == key).cloned(),
+                None if defined.sent.as_ref() == Some(&winner) => continue,
+                // The definition that wins now is in a file that did not change.
+                None => read_again(&winner, &key),
+            };
+            match object {
                 Some(object) => {
-                    let same = self
-                        .merged
-                        .get(&key)
-                        .is_some_and(|old| same_object(old, object));
-                    if !same {
-                        self.merged.insert(key, object.clone());
-                        events.push(Event::Apply(object.clone()));
-                    }
+                    defined.sent = Some(winner);
+                    events.push(Event::Apply(object));
                 }
                 None => {
-                    self.defined_by.remove(&key);
-                    if self.merged.remove(&key).is_some() {
+                    if defined.sent.take().is_some() {
                         events.push(Event::Delete(key));
                     }
                 }
             }
         }
-        Some((events, fresh))
-    }
-
-    fn merge(&mut self) -> Vec<Event> {
-        let mut merged = BTreeMap::new();
-        let mut defined_by: BTreeMap<ObjectKey, BTreeSet<PathBuf>> = BTreeMap::new();
-        for (path, file) in &self.files {
-            for object in &file.objects {
-                merged.insert(object.key(), object.clone());
-                defined_by
-                    .entry(object.key())
-                    .or_default()
-                    .insert(path.clone());
-            }
-        }
-        self.defined_by = defined_by;
-        let mut events = Vec::new();
-        for key in self.merged.keys() {
-            if !merged.contains_key(key) {
-                events.push(Event::Delete(key.clone()));
-            }
-        }
-        for (key, object) in &merged {
-            let same = self
-                .merged
-                .get(key)
-                .is_some_and(|old| same_object(old, object));
-            if !same {
-                events.push(Event::Apply(object.clone()));
-            }
-        }
-        self.merged = merged;
         events
     }
+}
 
-    /// The current objects as a store.
-    pub fn objects(&self) -> Objects {
-        let mut objects = Objects::default();
-        for object in self.merged.values() {
-            objects.apply(object.clone());
+/// `key`'s definition in `path`, read again: the file did not change, but the later
+/// file that defined `key` too went. `None` (with a warning) when it no longer reads.
+fn read_again(path: &Path, key: &ObjectKey) -> Option<Object> {
+    let found = read_manifest(path)
+        .map_err(|e| unreadable(path, &e))
+        .and_then(|text| parse_file(path, &text))
+        .map(|objects| objects.into_iter().rev().find(|o| o.key() == *key));
+    match found {
+        Ok(Some(object)) => Some(object),
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(file = %error.path.display(), error = %error.message, object = %key, "the file that defines the object now does not read; the object goes until it does");
+            None
         }
-        objects
     }
 }
 
@@ -340,10 +400,6 @@ fn unreadable(path: &Path, e: &std::io::Error) -> ManifestError {
         line: None,
         message: e.to_string(),
     }
-}
-
-fn same_object(a: &Object, b: &Object) -> bool {
-    a.ptr_eq(b)
 }
 
 fn is_manifest(path: &Path) -> bool {
@@ -392,9 +448,16 @@ fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> Walk {
             if entry.file_name().to_string_lossy().starts_with('.') {
                 continue;
             }
-            let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            let kind = entry.file_type().ok();
+            let link = kind.is_some_and(|t| t.is_symlink());
             links |= link;
-            if path.is_dir() {
+            // The entry's own type, as the directory listing gives it (no look at the
+            // file); a link's target is looked at.
+            let is_dir = match kind {
+                Some(kind) if !link => kind.is_dir(),
+                _ => path.is_dir(),
+            };
+            if is_dir {
                 linked_dirs |= link;
                 match path.canonicalize() {
                     Ok(real) if !visited.insert(real.clone()) => {
@@ -428,8 +491,14 @@ fn manifest_paths(dir: &Path, errors: &mut Vec<ManifestError>) -> Walk {
 /// Reads a directory once: its objects and the files that failed.
 pub fn load_dir(dir: &Path) -> (Objects, Vec<ManifestError>) {
     let mut state = ManifestDir::default();
-    let (_, errors) = state.rescan(dir);
-    (state.objects(), errors)
+    let (events, errors) = state.rescan(dir);
+    let mut objects = Objects::default();
+    for event in events {
+        if let Event::Apply(object) = event {
+            objects.apply(object);
+        }
+    }
+    (objects, errors)
 }
 
 #[async_trait::async_trait]
@@ -469,19 +538,12 @@ impl Provider for FilesProvider {
             }
             let _ = wake_tx.try_send(());
         };
-        // Links are not followed: one back up the tree would be walked forever.
-        let watcher = notify::RecommendedWatcher::new(
-            handler,
-            notify::Config::default().with_follow_symlinks(false),
-        )
-        .and_then(|mut w| w.watch(&dir, RecursiveMode::Recursive).map(|()| w));
-        let polling = match &watcher {
-            Ok(_) => false,
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the manifest directory; polling it");
-                true
-            }
-        };
+        // Watching starts once the first read is done (see below).
+        let mut handler = Some(handler);
+        // Kept for as long as the provider runs: dropped, it stops watching.
+        let mut _watching: Option<notify::RecommendedWatcher> = None;
+        let mut polling = false;
+        let first_read_at = std::time::SystemTime::now();
 
         let mut state = ManifestDir::default();
         let mut first = true;
@@ -498,7 +560,11 @@ impl Provider for FilesProvider {
             if looked.is_none() && !first {
                 tracing::debug!(dir = %dir.display(), "reading the whole manifest directory again");
             }
+            let started = std::time::Instant::now();
             let (changes, errors) = looked.unwrap_or_else(|| state.rescan(&dir));
+            if first {
+                tracing::info!(dir = %dir.display(), files = state.files.len(), objects = changes.len(), millis = started.elapsed().as_secs_f64() * 1e3, "read the manifest directory");
+            }
             for error in errors {
                 tracing::warn!(file = %error.path.display(), line = error.line, error = %error.message, "manifest not loaded; keeping its last good objects");
                 send(&events, Event::Problem(error.to_string())).await?;
@@ -518,6 +584,33 @@ impl Provider for FilesProvider {
             if first {
                 send(&events, Event::Synced).await?;
                 first = false;
+                // Watched only now: each of the first read's own opens would have been an
+                // event for the watcher to take in (100,000 at a start with as many
+                // files). What changed while that read ran is looked at at once instead.
+                // Links are not followed: one back up the tree would be walked forever.
+                let made = handler.take().map(|handler| {
+                    notify::RecommendedWatcher::new(
+                        handler,
+                        notify::Config::default().with_follow_symlinks(false),
+                    )
+                    .and_then(|mut w| w.watch(&dir, RecursiveMode::Recursive).map(|()| w))
+                });
+                match made {
+                    Some(Ok(made)) => _watching = Some(made),
+                    Some(Err(e)) => {
+                        tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the manifest directory; polling it");
+                        polling = true;
+                    }
+                    None => {}
+                }
+                let missed = state.changed_since(&dir, first_read_at);
+                if let Ok(mut seen) = seen.lock() {
+                    match (seen.as_mut(), missed) {
+                        (Some(set), Some(missed)) => set.extend(missed),
+                        _ => *seen = None,
+                    }
+                }
+                continue;
             }
             if polling {
                 tokio::time::sleep(POLL).await;
@@ -559,8 +652,34 @@ mod tests {
         )
     }
 
-    fn state(dir: &ManifestDir) -> Vec<String> {
-        dir.merged.values().map(|o| format!("{o:?}")).collect()
+    /// What a consumer of the events holds: each object's last version, as text.
+    #[derive(Default)]
+    struct Held(BTreeMap<ObjectKey, String>);
+
+    impl Held {
+        fn of(events: &[Event]) -> Held {
+            let mut held = Held::default();
+            held.take(events);
+            held
+        }
+
+        fn take(&mut self, events: &[Event]) {
+            for event in events {
+                match event {
+                    Event::Apply(o) => {
+                        self.0.insert(o.key(), format!("{o:?}"));
+                    }
+                    Event::Delete(key) => {
+                        self.0.remove(key);
+                    }
+                    _ => {}
+                }
+            }
+        }
+
+        fn state(&self) -> Vec<String> {
+            self.0.values().cloned().collect()
+        }
     }
 
     /// A link back up the tree is read once, a FIFO named like a manifest is skipped:
@@ -609,7 +728,7 @@ mod tests {
         write(&a, &service("x", 80));
         write(&b, &(service("x", 81) + &service("y", 82)));
         let mut live = ManifestDir::default();
-        live.rescan(dir);
+        let mut held = Held::of(&live.rescan(dir).0);
         type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
         let steps: Vec<Step> = vec![
             (
@@ -636,9 +755,9 @@ mod tests {
             let (events, _) = live
                 .refresh(dir, &named)
                 .unwrap_or_else(|| panic!("{what}: files only, yet a whole rescan was asked for"));
-            let mut fresh = ManifestDir::default();
-            fresh.rescan(dir);
-            assert_eq!(state(&live), state(&fresh), "{what}");
+            held.take(&events);
+            let fresh = Held::of(&ManifestDir::default().rescan(dir).0);
+            assert_eq!(held.state(), fresh.state(), "{what}");
             // A file that comes back broken changes nothing; every other step does.
             assert_eq!(
                 events.is_empty(),
@@ -648,12 +767,13 @@ mod tests {
         }
         // Broken again: the last good objects stay, as a rescan keeps them.
         write(&b, "kind: [unclosed");
-        let (_, errors) = live
+        let (events, errors) = live
             .refresh(dir, &BTreeSet::from([b.clone()]))
             .unwrap_or_else(|| panic!("files only"));
         assert_eq!(errors.len(), 1);
+        held.take(&events);
         assert!(
-            state(&live).iter().any(|o| o.contains("\"y\"")),
+            held.state().iter().any(|o| o.contains("\"y\"")),
             "y was dropped"
         );
         // Written to a hidden file, then renamed over the manifest (as editors and the
@@ -704,18 +824,68 @@ mod tests {
         run(&["ln", "-s", "..v1", "..data"]);
         run(&["ln", "-s", "..data/a.yaml", "a.yaml"]);
         let mut live = ManifestDir::default();
-        live.rescan(dir);
+        let mut held = Held::of(&live.rescan(dir).0);
         std::fs::create_dir(&two).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(two.join("a.yaml"), service("x", 81)).unwrap_or_else(|e| panic!("{e}"));
         run(&["ln", "-sfn", "..v2", "..data"]);
         let named = BTreeSet::from([dir.join("..data"), two.join("a.yaml")]);
         assert!(live.refresh(dir, &named).is_none(), "the swap went unseen");
-        live.rescan(dir);
+        held.take(&live.rescan(dir).0);
         assert!(
-            state(&live).iter().any(|o| o.contains("81")),
+            held.state().iter().any(|o| o.contains("81")),
             "{:?}",
-            state(&live)
+            held.state()
         );
+    }
+
+    /// Two files define `x`; the later one wins. When it goes, `x` is read again from
+    /// the earlier file, which did not change; if that file no longer reads, `x` goes
+    /// (as a fresh read of the directory would not have it either).
+    #[test]
+    fn an_object_whose_later_definition_goes_is_read_again_from_the_earlier_file() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tmp.path();
+        let (a, b) = (dir.join("a.yaml"), dir.join("b.yaml"));
+        let write = |path: &Path, text: &str| {
+            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+        };
+        write(&a, &service("x", 80));
+        write(&b, &service("x", 81));
+        let mut live = ManifestDir::default();
+        let mut held = Held::of(&live.rescan(dir).0);
+        assert!(held.state()[0].contains("81"), "{:?}", held.state());
+        std::fs::remove_file(&b).unwrap_or_else(|e| panic!("{e}"));
+        let (events, _) = live
+            .refresh(dir, &BTreeSet::from([b.clone()]))
+            .unwrap_or_else(|| panic!("files only"));
+        held.take(&events);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(held.state()[0].contains("80"), "{:?}", held.state());
+        // Again, with the earlier file broken meanwhile: nothing changes while the later
+        // file wins, and `x` goes with it.
+        write(&b, &service("x", 82));
+        held.take(
+            &live
+                .refresh(dir, &BTreeSet::from([b.clone()]))
+                .unwrap_or_default()
+                .0,
+        );
+        write(&a, "kind: [unclosed");
+        let (events, errors) = live
+            .refresh(dir, &BTreeSet::from([a.clone()]))
+            .unwrap_or_else(|| panic!("files only"));
+        assert!(
+            events.is_empty() && errors.len() == 1,
+            "{events:?} {errors:?}"
+        );
+        std::fs::remove_file(&b).unwrap_or_else(|e| panic!("{e}"));
+        let (events, _) = live
+            .refresh(dir, &BTreeSet::from([b.clone()]))
+            .unwrap_or_else(|| panic!("files only"));
+        held.take(&events);
+        assert!(held.state().is_empty(), "{events:?}");
+        let fresh = Held::of(&ManifestDir::default().rescan(dir).0);
+        assert_eq!(held.state(), fresh.state());
     }
 
     /// Past [`PARALLEL_FROM`] files a rescan reads on two threads: every file's objects
@@ -744,11 +914,7 @@ mod tests {
             n - 1
         );
         let key = ObjectKey::new(Kind::Service, "default", "shared");
-        let shared = state
-            .merged
-            .get(&key)
-            .map(|o| format!("{o:?}"))
-            .unwrap_or_default();
+        let shared = Held::of(&events).0.get(&key).cloned().unwrap_or_default();
         assert!(shared.contains(&format!("{}", 1000 + n - 1)), "{shared}");
         let (events, errors) = state.rescan(dir);
         assert!(
