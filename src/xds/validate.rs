@@ -19,7 +19,7 @@
 //! code ([`super::semantic`]).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use prost_reflect::{
     DescriptorPool, DynamicMessage, EnumDescriptor, ExtensionDescriptor, FieldDescriptor, Kind,
@@ -70,10 +70,9 @@ fn annotations(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
     let mut out = Vec::new();
     Checker {
         pool,
-        rules: Rules::of(pool),
         out: &mut out,
     }
-    .message(&message, &name);
+    .message(&message, &At::Root(&name));
     Ok(out)
 }
 
@@ -199,6 +198,8 @@ fn refused(t: XdsType, name: &str, bytes: &[u8], old: Option<&[u8]>) -> Option<W
 
 /// How many resources of a type to check before a second thread helps.
 const PARALLEL_FROM: usize = 256;
+/// How many bytes of resources of a type to check before a second thread helps.
+const PARALLEL_BYTES: usize = 256 << 10;
 
 /// Checks every resource of `resources` that `served` does not already hold, byte for
 /// byte, against Envoy's rules; each that breaks one is put back to its served version
@@ -232,7 +233,14 @@ pub fn vet_resources(
                 .collect()
         };
         // A cold start checks every resource: on two threads when there are many.
-        let found: Vec<Withheld> = crate::parallel::in_halves(&new, PARALLEL_FROM, vet);
+        // A few big ones (the shards of a large listener's routes) count as many.
+        let bytes: usize = new.iter().map(|(_, b)| b.len()).sum();
+        let from = if bytes >= PARALLEL_BYTES {
+            2
+        } else {
+            PARALLEL_FROM
+        };
+        let found: Vec<Withheld> = crate::parallel::in_halves(&new, from, vet);
         let mut put_back = Vec::new();
         for withheld in found {
             let previous = old.and_then(|o| o.resources.get(withheld.name.as_str()).cloned());
@@ -607,21 +615,30 @@ struct Plan {
     any: bool,
     /// Oneofs one member of which must be set.
     required_oneofs: Vec<prost_reflect::OneofDescriptor>,
+    /// In the order the type declares them.
     fields: Vec<FieldPlan>,
+    /// Each field's place in `fields`, by number.
+    by_number: HashMap<u32, usize>,
+    /// The fields whose rules an unset field breaks (a required one, a string with a
+    /// minimum length): their places in `fields`.
+    failing_unset: Vec<usize>,
 }
 
 struct FieldPlan {
     field: FieldDescriptor,
     rules: Option<FieldRules>,
-    in_oneof: bool,
     /// `message.skip`: its contents are not checked.
     skip: bool,
     /// It holds messages (single, repeated or map values) to descend into.
     nested: bool,
+    /// The rules it breaks when unset: an unset field reads as its default, always the
+    /// same, so they are worked out once.
+    unset: Vec<String>,
 }
 
-fn plan(rules: &Rules, descriptor: &prost_reflect::MessageDescriptor) -> std::sync::Arc<Plan> {
-    type Plans = std::sync::RwLock<HashMap<String, std::sync::Arc<Plan>>>;
+/// The plan of `descriptor`'s type (worked out on first use).
+fn plan(pool: &DescriptorPool, descriptor: &prost_reflect::MessageDescriptor) -> Arc<Plan> {
+    type Plans = std::sync::RwLock<HashMap<String, Arc<Plan>>>;
     static PLANS: OnceLock<Plans> = OnceLock::new();
     let plans = PLANS.get_or_init(Plans::default);
     if let Ok(plans) = plans.read()
@@ -629,11 +646,12 @@ fn plan(rules: &Rules, descriptor: &prost_reflect::MessageDescriptor) -> std::sy
     {
         return found.clone();
     }
+    let rules = Rules::of(pool);
     let options = descriptor.options();
-    let fields = descriptor
+    let fields: Vec<FieldPlan> = descriptor
         .fields()
         .map(|field| {
-            let found = field_rules(rules, &field);
+            let found = field_rules(&rules, &field);
             let skip = found
                 .as_ref()
                 .and_then(|r| raw_rule(r, "message"))
@@ -644,21 +662,45 @@ fn plan(rules: &Rules, descriptor: &prost_reflect::MessageDescriptor) -> std::sy
                 })
                 .unwrap_or(false);
             let nested = matches!(field.kind(), Kind::Message(_));
+            let rules = found.as_ref().map(FieldRules::of);
+            // Rules of a oneof member apply only to the member that is set.
+            let mut unset = Vec::new();
+            if let Some(rules) = rules
+                .as_ref()
+                .filter(|_| field.containing_oneof().is_none())
+            {
+                let mut found = Vec::new();
+                let default = field.default_value();
+                Checker {
+                    pool,
+                    out: &mut found,
+                }
+                .field(&field, &default, false, rules, &At::Root(""));
+                unset = found.into_iter().map(|v| v.rule).collect();
+            }
             FieldPlan {
-                in_oneof: field.containing_oneof().is_some(),
                 field,
-                rules: found.as_ref().map(FieldRules::of),
+                rules,
                 skip,
                 nested,
+                unset,
             }
         })
         .collect();
-    let made = std::sync::Arc::new(Plan {
+    let made = Arc::new(Plan {
         off: flag(&options, rules.disabled.as_ref()) || flag(&options, rules.ignored.as_ref()),
         any: descriptor.full_name() == "google.protobuf.Any",
         required_oneofs: descriptor
             .oneofs()
             .filter(|o| flag(&o.options(), rules.oneof.as_ref()))
+            .collect(),
+        by_number: fields
+            .iter()
+            .enumerate()
+            .map(|(at, f)| (f.field.number(), at))
+            .collect(),
+        failing_unset: (0..fields.len())
+            .filter(|at| !fields[*at].unset.is_empty())
             .collect(),
         fields,
     });
@@ -718,22 +760,45 @@ type Bound<T> = (&'static str, fn(T, T) -> bool);
 /// A length rule: its name, the length it measures, the comparison with its bound.
 type Limit = (&'static str, u64, fn(u64, u64) -> bool);
 
+/// Where a value sits in a resource (`Cluster.load_assignment.endpoints[0]`), put into
+/// words only when it breaks a rule: a walk meets far more places than violations.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root(&'a str),
+    Field(&'a At<'a>, &'a str),
+    Item(&'a At<'a>, usize),
+    Key(&'a At<'a>, &'a MapKey),
+    /// The contents of an `Any`, by the type they decode as.
+    Any(&'a At<'a>, &'a str),
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Root(name) => f.write_str(name),
+            At::Field(up, name) => write!(f, "{up}.{name}"),
+            At::Item(up, i) => write!(f, "{up}[{i}]"),
+            At::Key(up, key) => write!(f, "{up}[{}]", map_key(key)),
+            At::Any(up, name) => write!(f, "{up}<{name}>"),
+        }
+    }
+}
+
 struct Checker<'a> {
     pool: &'a DescriptorPool,
-    rules: Rules,
     out: &'a mut Vec<Violation>,
 }
 
 impl Checker<'_> {
-    fn fail(&mut self, path: &str, rule: impl Into<String>) {
+    fn fail(&mut self, path: &At<'_>, rule: impl Into<String>) {
         self.out.push(Violation {
             path: path.to_string(),
             rule: rule.into(),
         });
     }
 
-    fn message(&mut self, message: &DynamicMessage, path: &str) {
-        let plan = plan(&self.rules, &message.descriptor());
+    fn message(&mut self, message: &DynamicMessage, path: &At<'_>) {
+        let plan = plan(self.pool, &message.descriptor());
         if plan.off {
             return;
         }
@@ -746,39 +811,55 @@ impl Checker<'_> {
                 self.fail(path, format!("one of {} is required", oneof.name()));
             }
         }
-        for f in &plan.fields {
-            let set = message.has_field(&f.field);
-            if f.rules.is_none() && !(set && f.nested) {
-                continue;
+        // The fields set, and those whose rules an unset field breaks, in the order the
+        // type declares them (the order violations are reported in).
+        let mut visit: Vec<(usize, Option<&Value>)> = message
+            .fields()
+            .filter_map(|(field, value)| {
+                let at = *plan.by_number.get(&field.number())?;
+                let f = &plan.fields[at];
+                (f.rules.is_some() || f.nested).then_some((at, Some(value)))
+            })
+            .collect();
+        for at in &plan.failing_unset {
+            if !message.has_field(&plan.fields[*at].field) {
+                visit.push((*at, None));
             }
-            let at = format!("{path}.{}", f.field.name());
-            if let Some(rules) = &f.rules {
-                // Rules of a oneof member apply only to the member that is set.
-                if !f.in_oneof || set {
-                    self.field(&f.field, &message.get_field(&f.field), set, rules, &at);
+        }
+        visit.sort_by_key(|(at, _)| *at);
+        for (at, value) in visit {
+            let f = &plan.fields[at];
+            let here = At::Field(path, f.field.name());
+            let Some(value) = value else {
+                for rule in &f.unset {
+                    self.fail(&here, rule.clone());
                 }
+                continue;
+            };
+            if let Some(rules) = &f.rules {
+                self.field(&f.field, value, true, rules, &here);
             }
-            if set && f.nested && !f.skip {
-                self.descend(&message.get_field(&f.field), &at);
+            if f.nested && !f.skip {
+                self.descend(value, &here);
             }
         }
     }
 
     /// Nested messages (single, repeated, map values) are checked with their own rules.
-    fn descend(&mut self, value: &Value, path: &str) {
+    fn descend(&mut self, value: &Value, path: &At<'_>) {
         match value {
             Value::Message(m) => self.message(m, path),
             Value::List(items) => {
                 for (i, item) in items.iter().enumerate() {
                     if let Value::Message(m) = item {
-                        self.message(m, &format!("{path}[{i}]"));
+                        self.message(m, &At::Item(path, i));
                     }
                 }
             }
             Value::Map(entries) => {
                 for (key, item) in entries {
                     if let Value::Message(m) = item {
-                        self.message(m, &format!("{path}[{}]", map_key(key)));
+                        self.message(m, &At::Key(path, key));
                     }
                 }
             }
@@ -787,7 +868,7 @@ impl Checker<'_> {
     }
 
     /// An `Any`: its contents, decoded as the type it names, checked in turn.
-    fn any_contents(&mut self, any: &DynamicMessage, path: &str) {
+    fn any_contents(&mut self, any: &DynamicMessage, path: &At<'_>) {
         let text = |name: &str| {
             any.get_field_by_name(name)
                 .map(|v| v.into_owned())
@@ -802,7 +883,7 @@ impl Checker<'_> {
             return;
         };
         match DynamicMessage::decode(descriptor, bytes.as_ref()) {
-            Ok(inner) => self.message(&inner, &format!("{path}<{name}>")),
+            Ok(inner) => self.message(&inner, &At::Any(path, name)),
             Err(e) => self.fail(path, format!("an Any that does not decode as {name}: {e}")),
         }
     }
@@ -813,7 +894,7 @@ impl Checker<'_> {
         value: &Value,
         set: bool,
         rules: &FieldRules,
-        path: &str,
+        path: &At<'_>,
     ) {
         if rules.required && !set {
             self.fail(path, "required");
@@ -863,7 +944,7 @@ impl Checker<'_> {
     /// A repeated field's or map's `min_*`/`max_*` rules on its `count` of `what`.
     fn count_bounds(
         &mut self,
-        path: &str,
+        path: &At<'_>,
         count: usize,
         rules: &RuleSet,
         (min_rule, max_rule): (&str, &str),
@@ -882,7 +963,7 @@ impl Checker<'_> {
         }
     }
 
-    fn repeated(&mut self, field: &FieldDescriptor, value: &Value, rules: &RuleSet, path: &str) {
+    fn repeated(&mut self, field: &FieldDescriptor, value: &Value, rules: &RuleSet, path: &At<'_>) {
         let Value::List(items) = value else { return };
         if items.is_empty() && ignore_empty(rules) {
             return;
@@ -897,19 +978,19 @@ impl Checker<'_> {
         if rule(rules, "unique").is_some_and(|v| v.as_bool() == Some(true)) {
             for (i, item) in items.iter().enumerate() {
                 if items[..i].contains(item) {
-                    self.fail(&format!("{path}[{i}]"), "unique items");
+                    self.fail(&At::Item(path, i), "unique items");
                 }
             }
         }
         if let Some(Value::Message(each)) = rule(rules, "items").map(|v| v.into_owned()) {
             let each = FieldRules::of(&each);
             for (i, item) in items.iter().enumerate() {
-                self.field(field, item, true, &each, &format!("{path}[{i}]"));
+                self.field(field, item, true, &each, &At::Item(path, i));
             }
         }
     }
 
-    fn map(&mut self, field: &FieldDescriptor, value: &Value, rules: &RuleSet, path: &str) {
+    fn map(&mut self, field: &FieldDescriptor, value: &Value, rules: &RuleSet, path: &At<'_>) {
         let value_field = match field.kind() {
             Kind::Message(entry) => Some(entry.map_entry_value_field()),
             _ => None,
@@ -942,7 +1023,7 @@ impl Checker<'_> {
         });
         let value_enum = value_field.as_ref().and_then(enum_of);
         for (key, item) in entries {
-            let at = format!("{path}[{}]", map_key(key));
+            let at = At::Key(path, key);
             if let Some((kind, typed)) = &keys {
                 self.scalar(kind, &map_key_value(key), typed, &at, None);
             }
@@ -952,7 +1033,7 @@ impl Checker<'_> {
         }
     }
 
-    fn any_rules(&mut self, any: &DynamicMessage, rules: &RuleSet, path: &str) {
+    fn any_rules(&mut self, any: &DynamicMessage, rules: &RuleSet, path: &At<'_>) {
         let url = any
             .get_field_by_name("type_url")
             .and_then(|v| v.as_str().map(str::to_string))
@@ -972,7 +1053,7 @@ impl Checker<'_> {
         }
     }
 
-    fn timestamp(&mut self, t: &DynamicMessage, rules: &RuleSet, path: &str) {
+    fn timestamp(&mut self, t: &DynamicMessage, rules: &RuleSet, path: &At<'_>) {
         let value = nanos_of(t);
         self.time_bounds("timestamp", value, rules, path);
         let bound = |name: &str| rule(rules, name).and_then(|v| v.as_message().map(nanos_of));
@@ -993,7 +1074,7 @@ impl Checker<'_> {
         }
     }
 
-    fn duration(&mut self, d: &DynamicMessage, rules: &RuleSet, path: &str) {
+    fn duration(&mut self, d: &DynamicMessage, rules: &RuleSet, path: &At<'_>) {
         let value = nanos_of(d);
         // Protobuf's own range: ±10,000 years.
         if value.abs() > 315_576_000_000 * 1_000_000_000 {
@@ -1003,7 +1084,7 @@ impl Checker<'_> {
     }
 
     /// A duration's or timestamp's `const`, `lt`, `lte`, `gt` and `gte`, in nanoseconds.
-    fn time_bounds(&mut self, what: &str, value: i128, rules: &RuleSet, path: &str) {
+    fn time_bounds(&mut self, what: &str, value: i128, rules: &RuleSet, path: &At<'_>) {
         let checks: [Bound<i128>; 5] = [
             ("const", |v, b| v == b),
             ("lt", |v, b| v < b),
@@ -1025,7 +1106,7 @@ impl Checker<'_> {
         kind: &str,
         value: &Value,
         rules: &RuleSet,
-        path: &str,
+        path: &At<'_>,
         enumeration: Option<EnumDescriptor>,
     ) {
         match kind {
@@ -1057,7 +1138,7 @@ impl Checker<'_> {
     }
 
     /// `in` and `not_in` of any scalar.
-    fn listed(&mut self, path: &str, value: &Value, rules: &RuleSet) {
+    fn listed(&mut self, path: &At<'_>, value: &Value, rules: &RuleSet) {
         let same = |a: &Value| {
             number_of(a)
                 .zip(number_of(value))
@@ -1076,7 +1157,7 @@ impl Checker<'_> {
         }
     }
 
-    fn number(&mut self, value: &Value, rules: &RuleSet, path: &str) {
+    fn number(&mut self, value: &Value, rules: &RuleSet, path: &At<'_>) {
         let Some(v) = number_of(value) else { return };
         if v == 0.0 && ignore_empty(rules) {
             return;
@@ -1098,7 +1179,7 @@ impl Checker<'_> {
         self.listed(path, value, rules);
     }
 
-    fn bytes(&mut self, data: &[u8], rules: &RuleSet, path: &str) {
+    fn bytes(&mut self, data: &[u8], rules: &RuleSet, path: &At<'_>) {
         if data.is_empty() && ignore_empty(rules) {
             return;
         }
@@ -1156,7 +1237,7 @@ impl Checker<'_> {
         }
     }
 
-    fn string(&mut self, text: &str, rules: &RuleSet, path: &str) {
+    fn string(&mut self, text: &str, rules: &RuleSet, path: &At<'_>) {
         if text.is_empty() && ignore_empty(rules) {
             return;
         }
@@ -1567,10 +1648,9 @@ mod tests {
         let pool = pool().unwrap_or_else(|e| panic!("{e}"));
         Checker {
             pool,
-            rules: Rules::of(pool),
             out: &mut out,
         }
-        .message(&empty, "m");
+        .message(&empty, &At::Root("m"));
         assert!(
             out.iter()
                 .any(|v| v.path == format!("m.{name}") && v.rule == "required"),
