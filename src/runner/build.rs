@@ -229,6 +229,7 @@ impl Runner {
     ) -> bool {
         let started = Instant::now();
         let mut output = self.pipeline.build(objects);
+        let piped = started.elapsed();
         report_unreadable(&mut output.status, objects, unreadable, &self.pipeline);
         report_refused(&mut output.status, refused);
         let mut requested = objects.take_requested();
@@ -260,11 +261,13 @@ impl Runner {
             *sharded = built.1.sharded_listeners();
             built
         };
+        let encoded = started.elapsed();
         let served = self.snapshots.borrow().clone();
         self.withhold(crate::xds::validate::vet_resources(
             &mut resources,
             served.as_deref(),
         ));
+        let vetted = started.elapsed();
         let mut snapshot = Snapshot::new(resources);
         snapshot.changed_at = since;
         let elapsed = started.elapsed();
@@ -289,6 +292,9 @@ impl Runner {
             clusters = output.ir.clusters.len(),
             published,
             millis = elapsed.as_secs_f64() * 1000.0,
+            pipeline_ms = piped.as_secs_f64() * 1000.0,
+            encode_ms = (encoded - piped).as_secs_f64() * 1000.0,
+            vet_ms = (vetted - encoded).as_secs_f64() * 1000.0,
             "built"
         );
         self.publish_statuses(objects, |_, lb| {
