@@ -638,6 +638,31 @@ fn bootstrap_flushes_stats_on_admin_unless_an_interval_is_given() {
     assert!(!ok && err.contains("5 minutes"), "{err}");
 }
 
+/// A cluster's traffic stats are made on its first use unless `--eager-stats` is given;
+/// Envoy takes both bootstraps.
+#[test]
+fn bootstrap_defers_cluster_traffic_stats_unless_eager_stats_is_given() {
+    let dir = tempdir();
+    for (flags, deferred) in [
+        (&[][..], serde_json::json!(true)),
+        (&["--eager-stats"][..], serde_json::Value::Null),
+    ] {
+        let path = dir.path().join("bootstrap.json");
+        let mut args = vec!["bootstrap", path.to_str().unwrap_or_default()];
+        args.extend_from_slice(flags);
+        let (ok, _, err) = isobar(&args, &[]);
+        assert!(ok, "{err}");
+        let written = std::fs::read_to_string(&path).unwrap_or_default();
+        let doc: serde_json::Value =
+            serde_json::from_str(&written).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            doc["deferred_stat_options"]["enable_deferred_creation_stats"], deferred,
+            "{flags:?}"
+        );
+        assert_envoy_takes(&path, &format!(" with {flags:?}"));
+    }
+}
+
 #[test]
 fn root_namespaces_and_ingress_class_flags_reach_the_filters() {
     let (ok, out, err) = isobar(
