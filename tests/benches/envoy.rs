@@ -142,7 +142,11 @@ pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool)
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
         let last = format!("site-{}.example.com", n - 1);
+        let mut ready = None;
         while status(&client, http, &last, "/ok").await != 200 {
+            if ready.is_none() && readyz(&client, ports.health).await {
+                ready = Some(started.elapsed());
+            }
             assert!(
                 started.elapsed() < Duration::from_secs(600),
                 "Envoy never served {last}: {}",
@@ -161,6 +165,10 @@ pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool)
             if vhds { " over VHDS" } else { "" },
             started.elapsed().as_secs_f64()
         );
+        if let Some(ready) = ready {
+            println!("  isobar: /readyz 200 {:.1} s after start", ready.as_secs_f64());
+        }
+        let (isobar_pid, envoy_pid) = (_isobar.0.id(), _envoy.0.id());
         let mut samples = Vec::new();
         for k in 0..changes {
             let i = (k * 7919) % n;
@@ -266,12 +274,38 @@ pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool)
                 within(0.99)
             );
         }
+        // Memory once the changes have settled: resident now, and the most it ever was.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for (who, pid) in [("isobar", isobar_pid), ("envoy", envoy_pid)] {
+            let (rss, peak) = (memory(pid, "VmRSS"), memory(pid, "VmHWM"));
+            println!("  {who}: RSS {rss:.0} MiB, peak {peak:.0} MiB");
+        }
         if defaults {
             let ports = (http, ports.metrics);
             burst(&client, ports, _isobar.0.id(), &manifests, backend, n, routes).await;
             under_load(http, &manifests, backend, n, routes, changes * 10).await;
         }
     });
+}
+
+/// Whether `isobar serve` answers `/readyz` with 200.
+async fn readyz(client: &reqwest::Client, port: u16) -> bool {
+    client
+        .get(format!("http://127.0.0.1:{port}/readyz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+}
+
+/// A `/proc/<pid>/status` memory figure (`VmRSS`, `VmHWM`), in MiB.
+fn memory(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with(field))?.to_string();
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 /// Route edits under traffic: 200 requests a second to each of 5 vhosts (their `/ok`
