@@ -773,11 +773,16 @@ async fn delta_changes(config: Option<&str>, mode: &str) -> Stack {
         _ => start_delta(config, &files, ready).await,
     };
     let log = std::fs::read_to_string(stack.dir.path().join("isobar.log")).unwrap_or_default();
-    let connected = match mode {
-        "sotw" => "envoy connected node",
-        _ => "envoy connected (delta xds)",
+    let transport = match mode {
+        "sotw" => "transport=state-of-the-world",
+        _ => "transport=delta",
     };
-    assert!(log.contains(connected), "{}", stack.logs());
+    assert!(
+        log.lines()
+            .any(|l| l.contains("envoy connected") && l.contains(transport)),
+        "{}",
+        stack.logs()
+    );
     assert_eq!(stack.body("shop.example.com", "/b/x").await, "b");
 
     // A changed route, a new site, a removed site (its route and cluster go away).

@@ -17,16 +17,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
-use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::xds::resource::{Name, XdsType};
 use crate::xds::snapshot::{LogPosition, Snapshot, hex};
-use crate::xds::stream::{Session, StreamCore};
+use crate::xds::stream::{Ads, Transport};
 use crate::xds::wire::{self, Named, Wire};
 
 #[derive(Debug, Default)]
-struct TypeState {
+pub(in crate::xds) struct TypeState {
     requested: bool,
     wildcard: bool,
     names: BTreeSet<String>,
@@ -72,51 +71,24 @@ impl TypeState {
     }
 }
 
-pub struct DeltaStream {
-    core: StreamCore,
-    tx: mpsc::Sender<Result<Wire, Status>>,
-    types: BTreeMap<XdsType, TypeState>,
-    nonce: u64,
-}
+/// A delta stream.
+pub(in crate::xds) type DeltaStream = Ads<TypeState>;
 
-impl DeltaStream {
-    pub(in crate::xds) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
-        DeltaStream {
-            core,
-            tx,
-            types: XdsType::ORDER
-                .into_iter()
-                .map(|t| (t, TypeState::default()))
-                .collect(),
-            nonce: 0,
-        }
-    }
-}
-
-impl Session for DeltaStream {
+impl Transport for TypeState {
     type Request = DeltaDiscoveryRequest;
 
-    fn core(&mut self) -> &mut StreamCore {
-        &mut self.core
+    fn on_request(stream: &mut DeltaStream, request: DeltaDiscoveryRequest) {
+        stream.on_request(request);
     }
 
-    fn on_request(&mut self, request: DeltaDiscoveryRequest) {
-        DeltaStream::on_request(self, request);
-    }
-
-    async fn push(&mut self) -> Result<(), ()> {
-        DeltaStream::push(self).await
+    fn push(stream: &mut DeltaStream) -> impl std::future::Future<Output = Result<(), ()>> + Send {
+        stream.push()
     }
 }
 
 impl DeltaStream {
     fn on_request(&mut self, request: DeltaDiscoveryRequest) {
-        if let Some(node) = &request.node
-            && self.core.node.is_empty()
-        {
-            self.core.node = node.id.clone();
-            tracing::info!(node = %self.core.node, cluster = %node.cluster, "envoy connected (delta xds)");
-        }
+        self.meet(request.node.as_ref(), "delta");
         let Some(t) = XdsType::from_type_url(&request.type_url) else {
             tracing::debug!(type_url = %request.type_url, "delta request for a type isobar does not serve");
             return;
@@ -446,8 +418,7 @@ impl DeltaStream {
             });
             eds.resend.extend(warm_on);
         }
-        self.nonce += 1;
-        let nonce = self.nonce.to_string();
+        let nonce = self.next_nonce();
         let state = self.types.get_mut(&t)?;
         state.in_flight = Some((nonce.clone(), sent));
         state.answered = true;

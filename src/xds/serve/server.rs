@@ -14,7 +14,7 @@ use crate::xds::delta::DeltaStream;
 use crate::xds::request::SotwRequest;
 use crate::xds::snapshot::Snapshot;
 use crate::xds::sotw::AdsStream;
-use crate::xds::stream::{Rejection, ResponseStream, Session, StreamCore, run};
+use crate::xds::stream::{Ads, Rejection, ResponseStream, StreamCore, Transport, run};
 use crate::xds::wire::Wire;
 
 /// Serves the latest snapshot to every connected Envoy.
@@ -79,10 +79,7 @@ impl AdsService {
     }
 
     /// Runs one stream's session until Envoy hangs up or shutdown begins.
-    fn spawn<S: Session + Send + 'static>(&self, session: S, requests: Streaming<S::Request>)
-    where
-        S::Request: Send,
-    {
+    fn spawn<T: Transport>(&self, stream: Ads<T>, requests: Streaming<T::Request>) {
         let mut closing = self.closing.clone();
         tokio::spawn(async move {
             let closed = async move {
@@ -92,7 +89,7 @@ impl AdsService {
                 }
             };
             tokio::select! {
-                () = run(session, requests) => {}
+                () = run(stream, requests) => {}
                 () = closed => {}
             }
         });

@@ -16,17 +16,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::xds::request::{NamesDigest, SotwRequest};
 use crate::xds::resource::{Encoded, Name, XdsType};
 use crate::xds::snapshot::{LogPosition, ResourceMap, Snapshot, TypeSnapshot, digest, version_of};
-use crate::xds::stream::{Session, StreamCore, eds_name};
+use crate::xds::stream::{Ads, Transport, eds_name};
 use crate::xds::wire::{self, Wire};
 
 #[derive(Debug, Default)]
-struct TypeState {
+pub(in crate::xds) struct TypeState {
     /// Envoy has asked for this type at least once.
     requested: bool,
     wildcard: bool,
@@ -62,51 +61,24 @@ struct TypeState {
     basis: Option<LogPosition>,
 }
 
-pub(in crate::xds) struct AdsStream {
-    core: StreamCore,
-    tx: mpsc::Sender<Result<Wire, Status>>,
-    types: BTreeMap<XdsType, TypeState>,
-    nonce: u64,
-}
+/// A state-of-the-world stream.
+pub(in crate::xds) type AdsStream = Ads<TypeState>;
 
-impl AdsStream {
-    pub(in crate::xds) fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
-        AdsStream {
-            core,
-            tx,
-            types: XdsType::ORDER
-                .into_iter()
-                .map(|t| (t, TypeState::default()))
-                .collect(),
-            nonce: 0,
-        }
-    }
-}
-
-impl Session for AdsStream {
+impl Transport for TypeState {
     type Request = SotwRequest;
 
-    fn core(&mut self) -> &mut StreamCore {
-        &mut self.core
+    fn on_request(stream: &mut AdsStream, request: SotwRequest) {
+        stream.on_request(request);
     }
 
-    fn on_request(&mut self, request: SotwRequest) {
-        AdsStream::on_request(self, request);
-    }
-
-    async fn push(&mut self) -> Result<(), ()> {
-        AdsStream::push(self).await
+    fn push(stream: &mut AdsStream) -> impl std::future::Future<Output = Result<(), ()>> + Send {
+        stream.push()
     }
 }
 
 impl AdsStream {
     fn on_request(&mut self, SotwRequest { mut request, names }: SotwRequest) {
-        if let Some(node) = &request.node
-            && self.core.node.is_empty()
-        {
-            self.core.node = node.id.clone();
-            tracing::info!(node = %self.core.node, cluster = %node.cluster, "envoy connected");
-        }
+        self.meet(request.node.as_ref(), "state-of-the-world");
         let Some(t) = XdsType::from_type_url(&request.type_url) else {
             tracing::debug!(type_url = %request.type_url, "request for a type isobar does not serve");
             return;
@@ -244,8 +216,7 @@ impl AdsStream {
             self.partial_response(t, snapshot)?
         };
 
-        self.nonce += 1;
-        let nonce = self.nonce.to_string();
+        let nonce = self.next_nonce();
         let state = self.types.get_mut(&t)?;
         state.nonce = Some(nonce.clone());
         state.in_flight = true;

@@ -3,11 +3,13 @@
 //! holding routes until Envoy has subscribed to the endpoints they use, and counting
 //! what is sent.
 
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::Node;
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -24,13 +26,51 @@ pub(in crate::xds) const HOLD_MAX: Duration = Duration::from_secs(5);
 
 pub(in crate::xds) type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
-/// One Envoy stream, state of the world or delta: what the shared loop drives.
-pub(in crate::xds) trait Session {
-    type Request: 'static;
-    fn core(&mut self) -> &mut StreamCore;
-    fn on_request(&mut self, request: Self::Request);
+/// What a transport (state of the world, delta) brings to the shared loop: the state it
+/// keeps per xDS type, how it takes Envoy's requests and what it pushes.
+pub(in crate::xds) trait Transport: Default + Send + Sized + 'static {
+    type Request: Send + 'static;
+    fn on_request(stream: &mut Ads<Self>, request: Self::Request);
     /// Sends every type that has news; `Err` when the stream is gone.
-    fn push(&mut self) -> impl std::future::Future<Output = Result<(), ()>> + Send;
+    fn push(stream: &mut Ads<Self>) -> impl std::future::Future<Output = Result<(), ()>> + Send;
+}
+
+/// One Envoy's ADS stream: what every stream keeps, and its transport's state per type.
+pub(in crate::xds) struct Ads<T> {
+    pub core: StreamCore,
+    pub tx: mpsc::Sender<Result<Wire, Status>>,
+    pub types: BTreeMap<XdsType, T>,
+    nonce: u64,
+}
+
+impl<T: Transport> Ads<T> {
+    pub fn new(core: StreamCore, tx: mpsc::Sender<Result<Wire, Status>>) -> Self {
+        Ads {
+            core,
+            tx,
+            types: XdsType::ORDER
+                .into_iter()
+                .map(|t| (t, T::default()))
+                .collect(),
+            nonce: 0,
+        }
+    }
+
+    /// The nonce of the next response.
+    pub fn next_nonce(&mut self) -> String {
+        self.nonce += 1;
+        self.nonce.to_string()
+    }
+
+    /// Records the Envoy a request names, the first time one does.
+    pub fn meet(&mut self, node: Option<&Node>, transport: &str) {
+        if let Some(node) = node
+            && self.core.node.is_empty()
+        {
+            self.core.node = node.id.clone();
+            tracing::info!(node = %self.core.node, cluster = %node.cluster, transport = %transport, "envoy connected");
+        }
+    }
 }
 
 /// What every stream keeps besides its per-type state.
@@ -143,18 +183,21 @@ impl StreamCore {
 
 /// The loop every stream runs: requests, snapshot changes and the hold deadline each
 /// lead to a push.
-pub(in crate::xds) async fn run<S: Session>(mut session: S, mut requests: Streaming<S::Request>) {
-    session.core().metrics.xds_streams.inc();
+pub(in crate::xds) async fn run<T: Transport>(
+    mut stream: Ads<T>,
+    mut requests: Streaming<T::Request>,
+) {
+    stream.core.metrics.xds_streams.inc();
     loop {
-        let core = session.core();
+        let core = &mut stream.core;
         let hold_deadline = core.holding_since.map(|since| since + HOLD_MAX);
         tokio::select! {
             () = tokio::time::sleep_until(hold_deadline.unwrap_or_else(Instant::now)), if hold_deadline.is_some() => {}
             request = requests.message() => match request {
-                Ok(Some(request)) => session.on_request(request),
+                Ok(Some(request)) => T::on_request(&mut stream, request),
                 Ok(None) => break,
                 Err(status) => {
-                    tracing::debug!(node = %session.core().node, error = %status, "xds stream ended");
+                    tracing::debug!(node = %stream.core.node, error = %status, "xds stream ended");
                     break;
                 }
             },
@@ -164,11 +207,11 @@ pub(in crate::xds) async fn run<S: Session>(mut session: S, mut requests: Stream
                 }
             }
         }
-        if session.push().await.is_err() {
+        if T::push(&mut stream).await.is_err() {
             break;
         }
     }
-    session.core().metrics.xds_streams.dec();
+    stream.core.metrics.xds_streams.dec();
 }
 
 /// The endpoint set (EDS name) an encoded Cluster warms on, if it uses EDS.
