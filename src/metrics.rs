@@ -31,7 +31,7 @@ pub struct Metrics {
     pub xds_nacks: Family<TypeLabel, Counter>,
     /// Objects whose latest version Envoy refused, held back (see `runner/rejected.rs`).
     pub envoy_rejected_objects: Gauge,
-    /// Resources withheld because Envoy's rules refuse them (see `xds/validate.rs`).
+    /// Resources withheld because Envoy's rules refuse them (see `xds/validate/`).
     pub withheld_resources: Counter,
     pub watch_restarts: Family<KindLabel, Counter>,
     pub decode_errors: Family<KindLabel, Counter>,
