@@ -10,7 +10,7 @@
 //! again from its file only when the definition that wins moves to a file that did not
 //! change (the later of two files defining it went away).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,6 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use isobar_sdk::{Kind, Object, ObjectKey, Objects};
-use std::collections::HashMap;
 
 use super::manifest::{ManifestError, parse_file};
 use super::{Event, Provider};
