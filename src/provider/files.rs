@@ -645,6 +645,10 @@ async fn send(events: &mpsc::Sender<Event>, event: Event) -> anyhow::Result<()> 
 mod tests {
     use super::*;
 
+    fn write(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+
     fn service(name: &str, port: u16) -> String {
         format!(
             "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  ports: [{{port: {port}}}]\n---\n"
@@ -721,9 +725,6 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let dir = tmp.path();
         let (a, b) = (dir.join("a.yaml"), dir.join("b.yaml"));
-        let write = |path: &Path, text: &str| {
-            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
-        };
         write(&a, &service("x", 80));
         write(&b, &(service("x", 81) + &service("y", 82)));
         let mut live = ManifestDir::default();
@@ -845,9 +846,6 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let dir = tmp.path();
         let (a, b) = (dir.join("a.yaml"), dir.join("b.yaml"));
-        let write = |path: &Path, text: &str| {
-            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
-        };
         write(&a, &service("x", 80));
         write(&b, &service("x", 81));
         let mut live = ManifestDir::default();

@@ -608,12 +608,26 @@ fn assert_envoy_takes(path: &Path, what: &str) {
     );
 }
 
+/// `isobar bootstrap` with `flags`, written to a file Envoy is then asked to validate:
+/// the document written.
+fn bootstrap_taken_by_envoy(flags: &[&str]) -> serde_json::Value {
+    let dir = tempdir();
+    let path = dir.path().join("bootstrap.json");
+    let mut args = vec!["bootstrap", path.to_str().unwrap_or_default()];
+    args.extend_from_slice(flags);
+    let (ok, _, err) = isobar(&args, &[]);
+    assert!(ok, "{err}");
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    let doc = serde_json::from_str(&written).unwrap_or_else(|e| panic!("{e}"));
+    assert_envoy_takes(&path, &format!(" with {flags:?}"));
+    doc
+}
+
 /// Envoy flushes its stats when its admin is asked (no sink is configured), unless
 /// `--stats-flush-interval` says how often; both bootstraps are Envoy's to take, and an
 /// interval Envoy refuses is refused.
 #[test]
 fn bootstrap_flushes_stats_on_admin_unless_an_interval_is_given() {
-    let dir = tempdir();
     for (flags, on_admin, interval) in [
         (&[][..], serde_json::json!(true), serde_json::Value::Null),
         (
@@ -622,17 +636,9 @@ fn bootstrap_flushes_stats_on_admin_unless_an_interval_is_given() {
             serde_json::json!("10s"),
         ),
     ] {
-        let path = dir.path().join("bootstrap.json");
-        let mut args = vec!["bootstrap", path.to_str().unwrap_or_default()];
-        args.extend_from_slice(flags);
-        let (ok, _, err) = isobar(&args, &[]);
-        assert!(ok, "{err}");
-        let written = std::fs::read_to_string(&path).unwrap_or_default();
-        let doc: serde_json::Value =
-            serde_json::from_str(&written).unwrap_or_else(|e| panic!("{e}"));
+        let doc = bootstrap_taken_by_envoy(flags);
         assert_eq!(doc["stats_flush_on_admin"], on_admin, "{flags:?}");
         assert_eq!(doc["stats_flush_interval"], interval, "{flags:?}");
-        assert_envoy_takes(&path, &format!(" with {flags:?}"));
     }
     let (ok, _, err) = isobar(&["bootstrap", "-", "--stats-flush-interval", "10m"], &[]);
     assert!(!ok && err.contains("5 minutes"), "{err}");
@@ -642,24 +648,15 @@ fn bootstrap_flushes_stats_on_admin_unless_an_interval_is_given() {
 /// Envoy takes both bootstraps.
 #[test]
 fn bootstrap_defers_cluster_traffic_stats_unless_eager_stats_is_given() {
-    let dir = tempdir();
     for (flags, deferred) in [
         (&[][..], serde_json::json!(true)),
         (&["--eager-stats"][..], serde_json::Value::Null),
     ] {
-        let path = dir.path().join("bootstrap.json");
-        let mut args = vec!["bootstrap", path.to_str().unwrap_or_default()];
-        args.extend_from_slice(flags);
-        let (ok, _, err) = isobar(&args, &[]);
-        assert!(ok, "{err}");
-        let written = std::fs::read_to_string(&path).unwrap_or_default();
-        let doc: serde_json::Value =
-            serde_json::from_str(&written).unwrap_or_else(|e| panic!("{e}"));
+        let doc = bootstrap_taken_by_envoy(flags);
         assert_eq!(
             doc["deferred_stat_options"]["enable_deferred_creation_stats"], deferred,
             "{flags:?}"
         );
-        assert_envoy_takes(&path, &format!(" with {flags:?}"));
     }
 }
 
