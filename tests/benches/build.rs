@@ -247,7 +247,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,translate,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-defaults-ingress,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-streams,webhook,wasm".into()
+        "build,translate,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-defaults-ingress,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-kube,envoy-streams,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -348,6 +348,9 @@ fn main() {
             envoy::Routes::Gateway,
             false,
         );
+    }
+    if profiles.contains(&"envoy-kube") {
+        envoy::kube(n, if benching { 100 } else { 5 });
     }
     if profiles.contains(&"envoy-streams") {
         streams::run(n, if benching { 90 } else { 6 });

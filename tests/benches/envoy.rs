@@ -455,3 +455,94 @@ async fn burst(
         served.as_secs_f64() * 1e3
     );
 }
+
+/// The Kubernetes provider through a real Envoy (`envoy-kube`): N HTTPProxy tenants on the
+/// test API server (real HTTP, paged lists, watches; objects as a cluster holds them),
+/// the release `isobar serve --kubeconfig` with its default settings and leader election
+/// (so it writes statuses too), an Envoy from `isobar bootstrap`; each change an update
+/// of one tenant's HTTPProxy adding a route, as `kubectl apply` makes it → the first
+/// request through Envoy that the new route answers.
+pub fn kube(n: usize, changes: usize) {
+    use crate::apiserver::ApiServer;
+    let runtime = super::runtime();
+    runtime.block_on(async {
+        let (backend, _) = backend_with("ok", Behaviour::Echo).await;
+        let server = ApiServer::start().await;
+        let put = |i: usize, extra: Option<&str>| {
+            let text = tenant(i, backend, extra, Routes::Proxy);
+            for document in text.split("---\n").filter(|d| !d.trim().is_empty()) {
+                server.put(&super::kube::as_a_cluster_has_it(document, i));
+            }
+        };
+        for i in 0..n {
+            put(i, None);
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let kubeconfig = server.kubeconfig(dir.path());
+        let ports = ServePorts::free();
+        let log = dir.path().join("isobar.log");
+        let started = Instant::now();
+        let isobar = super::kube::isobar(super::kube::this_isobar(), None, &log)
+            .args(["--kubeconfig", &kubeconfig])
+            .args(ports.args())
+            .envs(ports.envs())
+            .spawn()
+            .map(super::support::Proc)
+            .unwrap_or_else(|e| panic!("isobar: {e}"));
+        let envoy = envoy_on(dir.path(), ports.xds, "delta");
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let last = format!("site-{}.example.com", n - 1);
+        let mut ready = None;
+        while status(&client, ports.http, &last, "/ok").await != 200 {
+            if ready.is_none() && readyz(&client, ports.health).await {
+                ready = Some(started.elapsed());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "Envoy never served {last}: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        println!(
+            "envoy-kube: {n} HTTPProxy tenants on the Kubernetes API, isobar serve --kubeconfig (default settings) + a real Envoy: every vhost served {:.1} s after start",
+            started.elapsed().as_secs_f64()
+        );
+        if let Some(ready) = ready {
+            println!("  isobar: /readyz 200 {:.1} s after start", ready.as_secs_f64());
+        }
+        let mut samples = Vec::new();
+        for k in 0..changes {
+            let i = (k * 7919) % n;
+            let host = format!("site-{i}.example.com");
+            let path = format!("/v{k}");
+            assert_eq!(status(&client, ports.http, &host, &path).await, 404);
+            // One change as a user makes it, after a quiet moment (see `run`).
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let since = Instant::now();
+            put(i, Some(&path));
+            while status(&client, ports.http, &host, &path).await != 200 {
+                assert!(since.elapsed() < Duration::from_secs(60), "{host}{path} never served");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            samples.push(since.elapsed());
+        }
+        samples.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let at = |q: f64| ms(samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1]);
+        println!(
+            "  object updated on the API → first response from the new route ({changes} changes): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+            at(0.5),
+            at(0.99),
+            ms(samples[samples.len() - 1])
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for (who, pid) in [("isobar", isobar.0.id()), ("envoy", envoy.0.id())] {
+            let (rss, peak) = (memory(pid, "VmRSS"), memory(pid, "VmHWM"));
+            println!("  {who}: RSS {rss:.0} MiB, peak {peak:.0} MiB");
+        }
+    });
+}

@@ -29,7 +29,7 @@ fn certificate() -> (String, String) {
 /// An object as a real cluster holds it: what `kubectl apply` created carries its
 /// last-applied copy; an EndpointSlice, as its controller writes it, names each
 /// endpoint's pod, node and zone, its owner and when it last changed.
-fn as_a_cluster_has_it(document: &str, i: usize) -> String {
+pub(crate) fn as_a_cluster_has_it(document: &str, i: usize) -> String {
     if !document.contains("kind: EndpointSlice") {
         let Some((head, rest)) = document.split_once("metadata: {") else {
             return document.to_string();
