@@ -205,12 +205,12 @@ pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool)
         // histograms when its admin is asked (`isobar bootstrap`'s default): ask once
         // to merge them, then read.
         let _ = client
-            .get(format!("http://127.0.0.1:{}/stats", ports.stats))
+            .get(format!("http://127.0.0.1:{}/stats?filter=ingress_http", ports.stats))
             .send()
             .await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let stats = client
-            .get(format!("http://127.0.0.1:{}/stats", ports.stats))
+            .get(format!("http://127.0.0.1:{}/stats?filter=ingress_http", ports.stats))
             .send()
             .await
             .ok();
@@ -247,32 +247,33 @@ pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool)
             Ok(r) => r.text().await.unwrap_or_default(),
             Err(_) => String::new(),
         };
-        // Bucket bounds and cumulative counts of the RDS histogram.
-        let buckets: Vec<(f64, f64)> = metrics
-            .lines()
-            .filter(|l| {
-                l.starts_with("isobar_event_to_xds_seconds_bucket")
-                    && l.contains(if vhds { "type=\"vhds\"" } else { "type=\"rds\"" })
-            })
-            .filter_map(|l| {
-                let le = l.split("le=\"").nth(1)?.split('"').next()?;
-                let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
-                Some((le, l.rsplit(' ').next()?.parse().ok()?))
-            })
-            .collect();
-        let total = buckets.last().map_or(0.0, |b| b.1);
-        let within = |q: f64| {
-            buckets
-                .iter()
-                .find(|(_, count)| *count >= (total * q).ceil())
-                .map_or(f64::NAN, |b| b.0 * 1e3)
-        };
-        if total > 0.0 {
-            println!(
-                "  isobar: event → route table sent ({total} responses, the first sync included): p50 ≤ {} ms, p99 ≤ {} ms (histogram bucket bounds)",
-                within(0.5),
-                within(0.99)
-            );
+        // Per xDS type that carried the changes (vhosts over VHDS; whole tables or a split
+        // listener's shards over RDS): bucket bounds and cumulative counts.
+        for t in ["vhds", "rds"] {
+            let label = format!("type=\"{t}\"");
+            let buckets: Vec<(f64, f64)> = metrics
+                .lines()
+                .filter(|l| l.starts_with("isobar_event_to_xds_seconds_bucket") && l.contains(&label))
+                .filter_map(|l| {
+                    let le = l.split("le=\"").nth(1)?.split('"').next()?;
+                    let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+                    Some((le, l.rsplit(' ').next()?.parse().ok()?))
+                })
+                .collect();
+            let total = buckets.last().map_or(0.0, |b| b.1);
+            let within = |q: f64| {
+                buckets
+                    .iter()
+                    .find(|(_, count)| *count >= (total * q).ceil())
+                    .map_or(f64::NAN, |b| b.0 * 1e3)
+            };
+            if total > 0.0 {
+                println!(
+                    "  isobar: event → {t} sent ({total} responses, the first sync included): p50 ≤ {} ms, p99 ≤ {} ms (histogram bucket bounds)",
+                    within(0.5),
+                    within(0.99)
+                );
+            }
         }
         // Memory once the changes have settled: resident now, and the most it ever was.
         tokio::time::sleep(Duration::from_secs(2)).await;
