@@ -182,24 +182,9 @@ pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool)
             }
             let since = Instant::now();
             write(Path::new(&manifests), &format!("ns-{i}.yaml"), &tenant(i, backend, Some(&path), routes));
-            loop {
-                if status(&client, http, &host, &path).await == 200 {
-                    break;
-                }
-                assert!(since.elapsed() < Duration::from_secs(60), "{host}{path} never served");
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            samples.push(since.elapsed());
+            samples.push(served_since(&client, http, &host, &path, since).await);
         }
-        samples.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let at = |q: f64| ms(samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1]);
-        println!(
-            "  file rewritten → first response from the new route ({changes} changes): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
-            at(0.5),
-            at(0.99),
-            ms(samples[samples.len() - 1])
-        );
+        print_latencies("file rewritten", &mut samples);
         // Envoy's own account of applying the route tables (its subscription's
         // `update_duration` histogram), to tell its share from Isobar's. Envoy merges its
         // histograms when its admin is asked (`isobar bootstrap`'s default): ask once
@@ -275,18 +260,58 @@ pub fn run(n: usize, changes: usize, vhds: bool, routes: Routes, defaults: bool)
                 );
             }
         }
-        // Memory once the changes have settled: resident now, and the most it ever was.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        for (who, pid) in [("isobar", isobar_pid), ("envoy", envoy_pid)] {
-            let (rss, peak) = (memory(pid, "VmRSS"), memory(pid, "VmHWM"));
-            println!("  {who}: RSS {rss:.0} MiB, peak {peak:.0} MiB");
-        }
+        print_memory(isobar_pid, envoy_pid).await;
         if defaults {
             let ports = (http, ports.metrics);
             burst(&client, ports, _isobar.0.id(), &manifests, backend, n, routes).await;
             under_load(http, &manifests, backend, n, routes, changes * 10).await;
         }
     });
+}
+
+/// How long after `since` Envoy first answers `host``path` with 200 (polled every 2 ms;
+/// fails after a minute).
+async fn served_since(
+    client: &reqwest::Client,
+    http: u16,
+    host: &str,
+    path: &str,
+    since: Instant,
+) -> Duration {
+    while status(client, http, host, path).await != 200 {
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "{host}{path} never served"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    since.elapsed()
+}
+
+/// The changes' p50, p99 and max: `what` happened → first response from the new route.
+fn print_latencies(what: &str, samples: &mut [Duration]) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let at = |q: f64| {
+        ms(samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1])
+    };
+    println!(
+        "  {what} → first response from the new route ({} changes): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        samples.len(),
+        at(0.5),
+        at(0.99),
+        ms(samples[samples.len() - 1])
+    );
+}
+
+/// Both processes' memory once the changes have settled: resident now, and the most it
+/// ever was.
+async fn print_memory(isobar: u32, envoy: u32) {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (who, pid) in [("isobar", isobar), ("envoy", envoy)] {
+        let (rss, peak) = (memory(pid, "VmRSS"), memory(pid, "VmHWM"));
+        println!("  {who}: RSS {rss:.0} MiB, peak {peak:.0} MiB");
+    }
 }
 
 /// Whether `isobar serve` answers `/readyz` with 200.
@@ -525,25 +550,9 @@ pub fn kube(n: usize, changes: usize) {
             tokio::time::sleep(Duration::from_millis(200)).await;
             let since = Instant::now();
             put(i, Some(&path));
-            while status(&client, ports.http, &host, &path).await != 200 {
-                assert!(since.elapsed() < Duration::from_secs(60), "{host}{path} never served");
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            samples.push(since.elapsed());
+            samples.push(served_since(&client, ports.http, &host, &path, since).await);
         }
-        samples.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let at = |q: f64| ms(samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1]);
-        println!(
-            "  object updated on the API → first response from the new route ({changes} changes): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
-            at(0.5),
-            at(0.99),
-            ms(samples[samples.len() - 1])
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        for (who, pid) in [("isobar", isobar.0.id()), ("envoy", envoy.0.id())] {
-            let (rss, peak) = (memory(pid, "VmRSS"), memory(pid, "VmHWM"));
-            println!("  {who}: RSS {rss:.0} MiB, peak {peak:.0} MiB");
-        }
+        print_latencies("object updated on the API", &mut samples);
+        print_memory(isobar.0.id(), envoy.0.id()).await;
     });
 }
