@@ -433,6 +433,18 @@ impl Checker<'_> {
         self.listed(path, value, rules);
     }
 
+    /// Length rules: each of `limits` whose rule is set and does not hold, named after
+    /// `prefix`.
+    fn limits(&mut self, prefix: &str, limits: &[Limit], rules: &RuleSet, path: &At<'_>) {
+        for (name, measured, holds) in limits {
+            if let Some(b) = rule(rules, name).and_then(|v| v.as_u64())
+                && !holds(*measured, b)
+            {
+                self.fail(path, format!("{prefix}{name} {b} (is {measured})"));
+            }
+        }
+    }
+
     pub(super) fn bytes(&mut self, data: &[u8], rules: &RuleSet, path: &At<'_>) {
         if data.is_empty() && ignore_empty(rules) {
             return;
@@ -443,13 +455,7 @@ impl Checker<'_> {
             ("min_len", len, |v, b| v >= b),
             ("max_len", len, |v, b| v <= b),
         ];
-        for (name, measured, holds) in limits {
-            if let Some(b) = rule(rules, name).and_then(|v| v.as_u64())
-                && !holds(measured, b)
-            {
-                self.fail(path, format!("bytes {name} {b} (is {measured})"));
-            }
-        }
+        self.limits("bytes ", &limits, rules, path);
         let bytes_rule =
             |name: &str| rule(rules, name).and_then(|v| v.as_bytes().map(|b| b.to_vec()));
         if let Some(c) = bytes_rule("const")
@@ -505,13 +511,7 @@ impl Checker<'_> {
             ("min_bytes", bytes, |v, b| v >= b),
             ("max_bytes", bytes, |v, b| v <= b),
         ];
-        for (name, measured, holds) in limits {
-            if let Some(b) = rule(rules, name).and_then(|v| v.as_u64())
-                && !holds(measured, b)
-            {
-                self.fail(path, format!("{name} {b} (is {measured})"));
-            }
-        }
+        self.limits("", &limits, rules, path);
         let text_rule = |name: &str| rule(rules, name).and_then(|v| v.as_str().map(str::to_string));
         if let Some(c) = text_rule("const")
             && c != text
