@@ -1,5 +1,6 @@
 //! How routing objects reach each other: one includes another (an HTTPProxy's
-//! `includes`), or two objects claim the same host, as their sources say
+//! `includes`) or uses it (an ExtensionService its authorization calls), or two objects
+//! claim the same host, as their sources say
 //! (`Source::claim`). A build's output for an object depends only on the objects
 //! linked to it, directly or not (with local plugins, see `Processor::local`), so a
 //! change needs only those rebuilt; the admission webhook judges over the same set.
@@ -10,13 +11,14 @@ use isobar_sdk::{ObjectKey, Objects, SmallSet};
 
 use super::pipeline::Pipeline;
 
-/// What the index keeps of one routing object's claim: the hosts and includes, and the
-/// Services it names when its kind may name other namespaces' (those of its own
-/// namespace are read again when a Service changes, not kept).
+/// What the index keeps of one routing object's claim: the hosts, includes and objects
+/// used, and the Services it names when its kind may name other namespaces' (those of
+/// its own namespace are read again when a Service changes, not kept).
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Claim {
     hosts: Vec<String>,
     includes: Vec<ObjectKey>,
+    uses: Vec<ObjectKey>,
     services: Vec<(String, String)>,
 }
 
@@ -25,6 +27,7 @@ fn claim_of(objects: &Objects, pipeline: &Pipeline, key: &ObjectKey) -> Claim {
     Claim {
         hosts: claim.hosts,
         includes: claim.includes,
+        uses: claim.uses,
         services: if pipeline.names_other_namespaces(key.kind) {
             claim.services
         } else {
@@ -81,6 +84,8 @@ pub struct Links {
     claims: BTreeMap<ObjectKey, Claim>,
     by_host: BTreeMap<String, SmallSet<ObjectKey>>,
     included_by: BTreeMap<ObjectKey, SmallSet<ObjectKey>>,
+    /// Objects by the objects using them (a change to one reaches its users).
+    used_by: BTreeMap<ObjectKey, SmallSet<ObjectKey>>,
     /// Services (namespace, name) by the objects naming them, for kinds that may name
     /// other namespaces' Services.
     by_service: BTreeMap<(String, String), SmallSet<ObjectKey>>,
@@ -118,11 +123,16 @@ impl Links {
                     }
                 }
             }
-            for child in &old.includes {
-                if let Some(set) = self.included_by.get_mut(child) {
-                    set.remove(&key);
-                    if set.is_empty() {
-                        self.included_by.remove(child);
+            for (index, keys) in [
+                (&mut self.included_by, &old.includes),
+                (&mut self.used_by, &old.uses),
+            ] {
+                for other in keys {
+                    if let Some(set) = index.get_mut(other) {
+                        set.remove(&key);
+                        if set.is_empty() {
+                            index.remove(other);
+                        }
                     }
                 }
             }
@@ -147,6 +157,12 @@ impl Links {
         for child in &claim.includes {
             self.included_by
                 .entry(child.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        for used in &claim.uses {
+            self.used_by
+                .entry(used.clone())
                 .or_default()
                 .insert(key.clone());
         }
@@ -199,6 +215,7 @@ impl Links {
                 continue;
             }
             todo.extend(self.included_by.get(&key).into_iter().flatten().cloned());
+            todo.extend(self.used_by.get(&key).into_iter().flatten().cloned());
             let Some(claim) = self.claims.get(&key) else {
                 continue;
             };

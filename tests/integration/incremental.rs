@@ -89,19 +89,34 @@ fn differences(a: &Snapshot, b: &Snapshot) -> Vec<String> {
 
 /// An edit that changes what a routing object routes: another prefix on its first
 /// route or rule, a new FQDN, a Gateway API route's first hostname, an HTTPRoute's
-/// first rule's match, a TCPRoute's first backend's weight.
+/// first rule's match, a TCPRoute's first backend's weight, an ExtensionService's
+/// balancing and timeout.
 fn edited(object: &Object) -> Option<Object> {
     if object.kind() == Kind::Secret || object.kind() == Kind::Service {
         return None;
     }
     let mut value = object.to_json();
+    let extension_service = object.kind() == Kind::ExtensionService;
+    let http_route = object.kind().to_string() == "HTTPRoute";
     let edit = |v: &mut serde_json::Value| -> Option<()> {
+        // An ExtensionService: its cluster's balancing and the checks' timeout.
+        if extension_service {
+            let spec = v.get_mut("spec")?.as_object_mut()?;
+            spec.insert(
+                "loadBalancerPolicy".to_string(),
+                serde_json::json!({"strategy": "Random"}),
+            );
+            spec.insert(
+                "timeoutPolicy".to_string(),
+                serde_json::json!({"response": "750ms"}),
+            );
+            return Some(());
+        }
         // An HTTPRoute: its first hostname moved, or its first rule's path.
         if let Some(host) = v.pointer_mut("/spec/hostnames/0") {
             *host = format!("edited.{}", host.as_str()?).into();
             return Some(());
         }
-        let http_route = v["kind"] == "HTTPRoute";
         if let Some(rule) = v.pointer_mut("/spec/rules/0")
             && rule.get("backendRefs").is_some()
         {
@@ -154,28 +169,41 @@ fn renamed_port(object: &Object) -> Option<Object> {
 
 #[test]
 fn a_change_spliced_into_the_last_build_equals_a_full_build() {
-    let mut config = config::load(
-        Some(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/contour.yaml")),
-        serde_json::json!({}),
-    )
-    .unwrap_or_else(|e| panic!("golden contour.yaml: {e}"));
-    // The WebAssembly processor sees the whole IR, so it makes every build a full one.
-    config.pipeline.processors.retain(|p| p != "wasm");
-    let pipeline = || {
-        Pipeline::for_config(&config)
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/contour.yaml");
+    let load = |flags: serde_json::Value| {
+        let mut config = config::load(Some(&golden), flags)
+            .unwrap_or_else(|e| panic!("golden contour.yaml: {e}"));
+        // The WebAssembly processor sees the whole IR, so it makes every build a full one.
+        config.pipeline.processors.retain(|p| p != "wasm");
+        config
+    };
+    let pipeline = |config: &config::Config| {
+        Pipeline::for_config(config)
             .unwrap_or_else(|e| panic!("pipeline: {e}"))
             .with_fallback_certificate(config.tls.fallback())
     };
-    let reference = pipeline();
-    assert!(reference.local(), "the default plugins must be local");
+    let config = load(serde_json::json!({}));
+    assert!(
+        pipeline(&config).local(),
+        "the default plugins must be local"
+    );
     // Every way of serving `ingress_http`: its vhosts in it, each on its own (VHDS),
     // and split into shards.
-    let every_settings =
-        [(false, 0), (true, 0), (true, 1)].map(|(vhds, shards_from)| EnvoySettings {
-            vhds,
-            route_shards_from: shards_from,
-            ..envoy_settings(&config)
-        });
+    let mut variants: Vec<(&str, config::Config, EnvoySettings)> =
+        [("", 0, false), (" (vhds)", 0, true), (" (shards)", 1, true)]
+            .map(|(label, shards_from, vhds)| {
+                let settings = EnvoySettings {
+                    vhds,
+                    route_shards_from: shards_from,
+                    ..envoy_settings(&config)
+                };
+                (label, config.clone(), settings)
+            })
+            .into();
+    // Contour's `globalExtAuth`, over the cases that have its ExtensionService: a change
+    // to it reaches every proxy.
+    let global = load(serde_json::json!({"globalExtAuth": {"extensionService": "default/authz"}}));
+    variants.push((" (globalExtAuth)", global.clone(), envoy_settings(&global)));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -183,22 +211,24 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     let (mut changes, mut spliced, mut skipped) = (0u64, 0u64, 0u64);
     let mut mismatches = Vec::new();
-    for (settings, (case, path)) in every_settings
+    let mut built_whole = Vec::new();
+    for ((label, config, settings), (case, path)) in variants
         .iter()
-        .flat_map(|s| cases().into_iter().map(move |c| (s, c)))
+        .flat_map(|v| cases().into_iter().map(move |c| (v, c)))
     {
-        let case = match (settings.vhds, settings.route_shards_from) {
-            (_, 1) => format!("{case} (shards)"),
-            (true, _) => format!("{case} (vhds)"),
-            _ => case,
-        };
+        let case = format!("{case}{label}");
         let dir = manifests(&path, &[]);
         let all = objects_in(dir.path());
+        let global_ext_auth = label.contains("globalExtAuth");
+        if global_ext_auth && !all.iter().any(|o| o.kind() == Kind::ExtensionService) {
+            continue;
+        }
+        let reference = pipeline(config);
         let metrics = Arc::new(Metrics::default());
         let (snapshot_tx, snapshots) = watch::channel(None);
         let (desired_tx, desired) = watch::channel(None);
         let runner = Runner {
-            pipeline: pipeline(),
+            pipeline: pipeline(config),
             settings: settings.clone(),
             holdoff: Duration::ZERO,
             holdoff_max: Duration::ZERO,
@@ -382,7 +412,13 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
                     check(format!("{label} restored"), &current);
                     changes += 2;
                 }
-                spliced += metrics.spliced_builds.get() - before;
+                let alone = metrics.spliced_builds.get() - before;
+                if key.kind == Kind::ExtensionService && !global_ext_auth && alone < 4 {
+                    built_whole.push(format!(
+                        "{case}: {label}: {alone} of its changes built alone (an ExtensionService reaches only the proxies naming it)"
+                    ));
+                }
+                spliced += alone;
             }
             drop(events);
             task.abort();
@@ -393,6 +429,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         "spliced builds differ from full builds:\n{}",
         mismatches.join("\n")
     );
+    assert!(built_whole.is_empty(), "{}", built_whole.join("\n"));
     // Nearly every change must have been spliced, or this test proves nothing.
     assert!(
         spliced * 10 >= changes * 9,

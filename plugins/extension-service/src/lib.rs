@@ -89,12 +89,6 @@ impl Source for ExtensionServiceSource {
         &[Kind::Service, Kind::EndpointSlice, Kind::Secret]
     }
 
-    /// Every ExtensionService is built (and statused) in every build: a change to one,
-    /// or to a Service it names, may change what every vhost calling it gets.
-    fn whole_kinds(&self) -> &'static [Kind] {
-        &[Kind::ExtensionService]
-    }
-
     /// An ExtensionService names the Services of its own namespace it calls.
     fn claim(&self, objects: &Objects, key: &ObjectKey) -> Claim {
         let Some(service) = objects.get::<ExtensionService>(&key.namespace, &key.name) else {
@@ -112,8 +106,9 @@ impl Source for ExtensionServiceSource {
     }
 
     fn build(&self, ctx: &BuildContext<'_>, ir: &mut Ir, status: &mut StatusReport) {
-        // Every ExtensionService, also in a build of part of the store: the extension
-        // clusters are part of the listeners' shape.
+        // Every ExtensionService, also in a build of part of the store: every extension
+        // cluster is served, whichever vhost calls it (a change to one reaches the
+        // proxies naming it, see `Claim::uses`, and the encoder replaces its cluster).
         for ((namespace, name), object) in ctx.store().of_kind(Kind::ExtensionService) {
             let Some(service) = object.get::<ExtensionService>() else {
                 continue;

@@ -92,8 +92,8 @@ pub fn tls_route(objects: &Objects, key: &ObjectKey, route: &TlsRoute) -> Claim 
         .map(|b| backend_ref!(b));
     Claim {
         hosts: hosts(objects, key, parents, &spec.hostnames),
-        includes: Vec::new(),
         services: services(key, backends),
+        ..Claim::default()
     }
 }
 
@@ -101,9 +101,8 @@ pub fn tcp_route(key: &ObjectKey, route: &TcpRoute) -> Claim {
     let rules = route.spec.rules.iter();
     let backends = rules.flat_map(|r| &r.backend_refs).map(|b| backend_ref!(b));
     Claim {
-        hosts: Vec::new(),
-        includes: Vec::new(),
         services: services(key, backends),
+        ..Claim::default()
     }
 }
 
@@ -111,9 +110,8 @@ pub fn udp_route(key: &ObjectKey, route: &UdpRoute) -> Claim {
     let rules = route.spec.rules.iter();
     let backends = rules.flat_map(|r| &r.backend_refs).map(|b| backend_ref!(b));
     Claim {
-        hosts: Vec::new(),
-        includes: Vec::new(),
         services: services(key, backends),
+        ..Claim::default()
     }
 }
 
@@ -145,7 +143,7 @@ fn http_spec(objects: &Objects, key: &ObjectKey, spec: &HttpRouteSpec) -> Claim 
         .chain(mirrors.map(|m| backend_ref!(&m.backend_ref)));
     Claim {
         hosts,
-        includes: Vec::new(),
         services: services(key, backends),
+        ..Claim::default()
     }
 }

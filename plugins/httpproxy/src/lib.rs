@@ -220,6 +220,22 @@ impl Source for HttpProxySource {
         {
             claim.hosts.push(host.fqdn);
         }
+        // The ExtensionServices its checks call: its own authorization's, and
+        // `globalExtAuth`'s (whose validity every proxy's status reports).
+        let own = proxy.spec.virtualhost.as_ref().and_then(|v| {
+            let reference = &v.authorization.as_ref()?.extension_ref;
+            let ns = reference.namespace.as_deref().filter(|ns| !ns.is_empty());
+            Some((ns.unwrap_or(&key.namespace), reference.name.as_str()))
+        });
+        let global = self.global_ext_auth.as_ref().map(|g| g.service());
+        for (ns, name) in own.into_iter().chain(global) {
+            if !name.is_empty() {
+                let used = ObjectKey::new(Kind::ExtensionService, ns, name);
+                if !claim.uses.contains(&used) {
+                    claim.uses.push(used);
+                }
+            }
+        }
         let tcp_services = tcp.iter().flat_map(|t| &t.services);
         let route_services = proxy.spec.routes.iter().flat_map(|r| &r.services);
         for service in route_services.chain(tcp_services) {

@@ -300,7 +300,7 @@ impl BuildContext<'_> {
 
 /// What one routing object claims and names: a change to it reaches every object
 /// claiming one of its hosts or including it or included by it, and a change to a
-/// Service it names reaches it.
+/// Service or routing object it names reaches it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Claim {
     /// The vhost FQDNs it adds routes to, as the source's IR spells them.
@@ -309,6 +309,9 @@ pub struct Claim {
     pub includes: Vec<ObjectKey>,
     /// The Services (namespace, name) it sends traffic to.
     pub services: Vec<(String, String)>,
+    /// Other routing objects whose output goes into its own (the ExtensionService its
+    /// vhost's authorization calls): a change to one of them reaches it.
+    pub uses: Vec<ObjectKey>,
 }
 
 /// Turns one family of objects into IR.

@@ -319,8 +319,8 @@ impl Encoder {
         self.client_certificate.is_none()
     }
 
-    /// Whether `ir` has the listeners this encoder has, in the same shape, and the same
-    /// extension clusters (a change spliced in cannot add, remove or reshape a listener).
+    /// Whether `ir` has the listeners this encoder has, in the same shape (a change
+    /// spliced in cannot add, remove or reshape a listener).
     /// A TCP or UDP listener's proxy may change when the route that made it still makes
     /// it (its backends changed): the listener is then sent again.
     pub fn same_listeners(&self, ir: &Ir) -> bool {
@@ -338,7 +338,32 @@ impl Encoder {
                     };
                     known.shape.same_shape(l) && (same_proxy || same_source)
                 })
-            && self.extension_clusters == ir.extension_clusters
+    }
+
+    /// Serves the extension clusters `ir` has: a new one is put, one gone removed, one
+    /// that changed replaced (its endpoints put again if they moved).
+    fn replace_extension_clusters(
+        &mut self,
+        ir: &Ir,
+        objects: &Objects,
+        settings: &EnvoySettings,
+        changes: &mut Changes,
+    ) {
+        if self.extension_clusters == ir.extension_clusters {
+            return;
+        }
+        let known = std::mem::take(&mut self.extension_clusters);
+        for (name, was) in &known {
+            if ir.extension_clusters.get(name) != Some(was) {
+                self.release_cluster(name, changes);
+            }
+        }
+        for (name, now) in &ir.extension_clusters {
+            if known.get(name) != Some(now) {
+                self.use_cluster(ir, objects, settings, name, changes);
+            }
+        }
+        self.extension_clusters.clone_from(&ir.extension_clusters);
     }
 
     /// Sends again each TCP or UDP listener whose proxy changed (see
@@ -438,6 +463,7 @@ impl Encoder {
         let mut changes = Changes::default();
         if self.started {
             self.replace_proxies(ir, objects, settings, &mut changes);
+            self.replace_extension_clusters(ir, objects, settings, &mut changes);
         }
         if !self.started {
             self.extension_clusters.clone_from(&ir.extension_clusters);
@@ -1040,8 +1066,8 @@ mod tests {
     }
 
     /// An extension cluster is served with its endpoints whether or not a route sends to
-    /// it, stays when the vhosts change, and a build whose extension clusters differ is
-    /// not spliced in.
+    /// it, stays when the vhosts change, is replaced when it changes (its endpoints kept)
+    /// and goes when the IR no longer holds it.
     #[test]
     fn extension_clusters_are_served_for_as_long_as_the_ir_holds_them() {
         let objects = objects();
@@ -1054,8 +1080,9 @@ mod tests {
         );
         assert!(resources.endpoints.contains_key(&auth.eds_name));
         assert!(resources.clusters.contains_key(&cluster("app").name));
+        let original = resources.clusters[&auth.name].clone();
         // The vhost goes: its cluster goes, the extension cluster stays.
-        let snapshot = Snapshot::new(resources);
+        let mut snapshot = Snapshot::new(resources);
         let touched = BTreeSet::from(["a.example.com".to_string()]);
         let changes = encoder
             .replace(&ir(false), &objects, &settings(), &touched, Some(&snapshot))
@@ -1063,10 +1090,42 @@ mod tests {
         let clusters = &changes.by_type[&XdsType::Cluster];
         assert_eq!(clusters.get(&cluster("app").name), Some(&None));
         assert!(!clusters.contains_key(&auth.name), "{:?}", clusters.keys());
-        // Without the extension cluster the IR is not the same shape.
+        snapshot = snapshot.with_all_changes(changes);
+        // Its options change: the cluster is sent again, its endpoints stay.
+        let mut edited = ir(false);
+        let balanced = edited
+            .extension_clusters
+            .get_mut(&auth.name)
+            .unwrap_or_else(|| panic!("no extension cluster"));
+        balanced.options.lb_policy = ir::LbPolicy::Random;
+        assert!(encoder.same_listeners(&edited));
+        let none = BTreeSet::new();
+        let changes = encoder
+            .replace(&edited, &objects, &settings(), &none, Some(&snapshot))
+            .unwrap_or_else(|_| panic!("stale"));
+        let sent = changes.by_type[&XdsType::Cluster][&auth.name]
+            .clone()
+            .unwrap_or_else(|| panic!("the edited extension cluster is removed"));
+        assert_ne!(sent, original);
+        let endpoints = changes.by_type.get(&XdsType::Endpoint);
+        assert!(
+            endpoints.is_none_or(|e| e.get(&auth.eds_name).is_none_or(Option::is_some)),
+            "the edited extension cluster's endpoints are removed"
+        );
+        snapshot = snapshot.with_all_changes(changes);
+        // The IR no longer holds it: it goes, with its endpoints.
         let mut without = ir(false);
         without.extension_clusters.clear();
-        assert!(encoder.same_listeners(&ir(false)));
-        assert!(!encoder.same_listeners(&without));
+        let changes = encoder
+            .replace(&without, &objects, &settings(), &none, Some(&snapshot))
+            .unwrap_or_else(|_| panic!("stale"));
+        assert_eq!(
+            changes.by_type[&XdsType::Cluster].get(&auth.name),
+            Some(&None)
+        );
+        assert_eq!(
+            changes.by_type[&XdsType::Endpoint].get(&auth.eds_name),
+            Some(&None)
+        );
     }
 }

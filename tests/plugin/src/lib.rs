@@ -178,8 +178,8 @@ impl Source for MappingSource {
             hosts: parse_host(&mapping.spec.hostname)
                 .map(|h| vec![h.fqdn])
                 .unwrap_or_default(),
-            includes: Vec::new(),
             services: vec![(key.namespace.clone(), mapping.spec.service.clone())],
+            ..Claim::default()
         }
     }
 
