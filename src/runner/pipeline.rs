@@ -332,6 +332,10 @@ impl Pipeline {
         self.sources
             .iter()
             .any(|(_, s)| s.whole_kinds().contains(&kind))
+            || self
+                .processors
+                .iter()
+                .any(|(_, p)| p.whole_kinds().contains(&kind))
     }
 
     /// The kinds the enabled sources turn into routes (see `Source::kinds`), in kind

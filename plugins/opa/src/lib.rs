@@ -428,10 +428,20 @@ impl Processor for Opa {
         }
     }
 
-    /// Local unless a policy reads `data.inventory` (every object of the cluster), or
-    /// Gatekeeper's constraints are enforced (their status counts every object).
+    /// Local unless a policy or a Gatekeeper template reads `data.inventory` (every
+    /// object of the cluster). A Constraint's status counts every object: a build of part
+    /// of the store adds what it judged to what the last builds said of the others.
     fn local(&self) -> bool {
-        self.gatekeeper.is_none() && !self.policies.iter().any(|p| p.reads_inventory())
+        self.gatekeeper
+            .as_ref()
+            .is_none_or(|c| !c.reads_inventory())
+            && !self.policies.iter().any(|p| p.reads_inventory())
+    }
+
+    /// With Gatekeeper's constraints, the templates and Constraints: their status is
+    /// reported by every build.
+    fn whole_kinds(&self) -> &'static [isobar_sdk::Kind] {
+        self.kinds()
     }
 
     /// Constraints reading `data.inventory` that ran out of the build's time.
@@ -457,10 +467,16 @@ impl Processor for Opa {
         if self.policies.is_empty() && templates.is_empty() && constraints.is_empty() {
             return rejected;
         }
-        let full = self.policies.iter().any(|p| p.reads_inventory())
-            || templates
-                .values()
-                .any(|(_, _, c)| c.as_ref().as_ref().is_ok_and(|c| c.reads_inventory));
+        let templates_read = templates
+            .values()
+            .any(|(_, _, c)| c.as_ref().as_ref().is_ok_and(|c| c.reads_inventory));
+        if let Some(cache) = &self.gatekeeper
+            && ctx.focus().is_none()
+            && ctx.scope().is_none()
+        {
+            cache.set_reads_inventory(templates_read);
+        }
+        let full = self.policies.iter().any(|p| p.reads_inventory()) || templates_read;
         // Judging one object, the host index needs only the hosts it claims.
         let focus_hosts = ctx
             .focus()
@@ -483,6 +499,7 @@ impl Processor for Opa {
                 constraints: constraints.values().collect(),
                 data: &data,
                 whole: ctx.focus().is_none(),
+                scope: ctx.scope(),
                 cache,
                 failure: self.gatekeeper_failure,
                 budget: self.inventory_budget,

@@ -385,6 +385,12 @@ pub trait Processor: Send + Sync {
         &[]
     }
 
+    /// Kinds of its own whose status counts every object (a Gatekeeper Constraint's
+    /// violations): every build reports it, a build of part of the store too.
+    fn whole_kinds(&self) -> &'static [Kind] {
+        &[]
+    }
+
     /// Objects the sources must not see; the processor says why in `status`.
     fn reject(&self, _ctx: &BuildContext<'_>, _status: &mut StatusReport) -> BTreeSet<ObjectKey> {
         BTreeSet::new()

@@ -29,6 +29,8 @@ impl Held {
 pub(super) struct Round {
     /// What the next build may reuse.
     pub(super) kept: Verdicts,
+    /// Each Constraint's violations by object, for the next build.
+    pub(super) tallies: HashMap<u64, Tally>,
     /// The time spent on templates walking the whole inventory.
     pub(super) spent: Duration,
     pub(super) inventory: Arc<Vec<Object>>,

@@ -151,12 +151,17 @@ fn declared_kind(object: &Object) -> Option<(String, String)> {
 pub const INVENTORY_BUDGET: Duration = Duration::from_secs(1);
 
 /// What Gatekeeper's enforcement keeps between builds: each template compiled (by the
-/// digest of its spec), and each Constraint's messages for each object version it judged,
-/// so a build judges only the objects that changed.
+/// digest of its spec), each Constraint's messages for each object version it judged,
+/// so a build judges only the objects that changed, and each Constraint's violations by
+/// object, so a build of part of the store (a change spliced in) reports its totals.
 #[derive(Default)]
 pub struct Cache {
     compiled: Mutex<HashMap<u64, Arc<Result<Compiled, String>>>>,
     verdicts: Mutex<Verdicts>,
+    tallies: Mutex<HashMap<u64, Tally>>,
+    /// Whether a template of the last whole build reads `data.inventory` (then an
+    /// object's verdict may depend on any other object: every build is a whole one).
+    reads_inventory: std::sync::atomic::AtomicBool,
     /// Whether the last whole build left objects unjudged (out of time).
     unfinished: std::sync::atomic::AtomicBool,
     /// The joins' values of each inventory object.
@@ -165,8 +170,21 @@ pub struct Cache {
     inventory: Mutex<Arc<Vec<Object>>>,
 }
 
-/// (Constraint, with its template's digest; the object's address) → what it said.
-type Verdicts = HashMap<(u64, usize), Held>;
+/// (Constraint, with its template's digest; the object) → what it said of the version
+/// held.
+type Verdicts = HashMap<(u64, ObjectKey), Held>;
+
+/// One Constraint's violations by object (in the order its status lists them: judged
+/// kind, then key), objects without any left out: how many, and the first
+/// [`VIOLATIONS_MAX`] as its status lists them.
+type Tally = BTreeMap<(usize, ObjectKey), (usize, Vec<Value>)>;
+
+/// Where objects of `kind` come in a Constraint's violations.
+fn kind_order(kind: Kind) -> usize {
+    crate::inventory::judged()
+        .position(|k| k == kind)
+        .unwrap_or(usize::MAX)
+}
 
 fn digest_of(text: &str) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -179,6 +197,18 @@ impl Cache {
     /// Whether the last whole build left objects for a later one.
     pub fn unfinished(&self) -> bool {
         self.unfinished.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a template of the last whole build reads `data.inventory`.
+    pub fn reads_inventory(&self) -> bool {
+        self.reads_inventory
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Notes whether the templates of a whole build read `data.inventory`.
+    pub fn set_reads_inventory(&self, reads: bool) {
+        self.reads_inventory
+            .store(reads, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The template compiled, and the digest of its spec.
@@ -211,6 +241,10 @@ pub struct Judge<'a> {
     /// Whether this build judges every object (not a dry build judging one): then the
     /// templates' and Constraints' statuses are reported, and what was judged is kept.
     pub whole: bool,
+    /// In a build of part of the store (no template reads `data.inventory`), the
+    /// routing objects it covers: `objects` are those of them still stored, and what
+    /// the last builds said of every other object still holds.
+    pub scope: Option<&'a BTreeSet<ObjectKey>>,
     pub cache: &'a Cache,
     /// For Constraints that do not say their own.
     pub failure: crate::FailurePolicy,
@@ -257,6 +291,7 @@ impl Judge<'_> {
         }
         let mut round = Round {
             kept: HashMap::new(),
+            tallies: HashMap::new(),
             spent: Duration::ZERO,
             inventory: self.inventory_objects(),
         };
@@ -297,17 +332,34 @@ impl Judge<'_> {
                 );
             }
         }
-        if self.whole {
-            self.cache
-                .unfinished
-                .store(unfinished, std::sync::atomic::Ordering::Relaxed);
-            // Only what this build judged or reused: objects and Constraints that went
-            // away are forgotten.
-            *self
-                .cache
-                .verdicts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = round.kept;
+        if !self.whole {
+            return;
+        }
+        let mut verdicts = self
+            .cache
+            .verdicts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *self.cache.tallies.lock().unwrap_or_else(|p| p.into_inner()) = round.tallies;
+        match self.scope {
+            // The verdicts on the objects it covers are replaced (those deleted go).
+            Some(scope) => {
+                let ids: BTreeSet<u64> = verdicts.keys().map(|(id, _)| *id).collect();
+                for key in scope {
+                    for id in &ids {
+                        verdicts.remove(&(*id, key.clone()));
+                    }
+                }
+                verdicts.extend(round.kept);
+            }
+            None => {
+                self.cache
+                    .unfinished
+                    .store(unfinished, std::sync::atomic::Ordering::Relaxed);
+                // Only what this build judged or reused: objects and Constraints that
+                // went away are forgotten.
+                *verdicts = round.kept;
+            }
         }
     }
 
@@ -324,7 +376,7 @@ impl Judge<'_> {
             return last.clone();
         }
         let now = Arc::new(now.into_iter().cloned().collect::<Vec<_>>());
-        if self.whole {
+        if self.whole && self.scope.is_none() {
             *last = now.clone();
         }
         now
@@ -400,13 +452,31 @@ impl Judge<'_> {
         };
         let mut outcome = Outcome::default();
         let mut deferred = 0;
+        // The violations of the objects judged now; in a build of part of the store,
+        // on top of the last builds' of every other object.
+        let mut tally = match self.scope {
+            Some(scope) => {
+                let mut tally = self
+                    .cache
+                    .tallies
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id)
+                    .unwrap_or_default();
+                for key in scope {
+                    tally.remove(&(kind_order(key.kind), key.clone()));
+                }
+                tally
+            }
+            None => Tally::new(),
+        };
         for (key, object) in objects {
             match matches(&constraint.spec, object) {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => return fail(e, failure),
             }
-            let slot = (id, object.address());
+            let slot = (id, key.clone());
             let held = self
                 .cache
                 .verdicts
@@ -438,11 +508,15 @@ impl Judge<'_> {
                 Asked::Broken(e) => return fail(e, failure),
             };
             let messages = &held.messages;
+            if !messages.is_empty() {
+                let listed = messages.iter().take(VIOLATIONS_MAX);
+                let listed = listed.map(|m| violation(action, object, m)).collect();
+                tally.insert(
+                    (kind_order(key.kind), key.clone()),
+                    (messages.len(), listed),
+                );
+            }
             for message in messages {
-                outcome.total += 1;
-                if outcome.listed.len() < VIOLATIONS_MAX {
-                    outcome.listed.push(violation(action, object, message));
-                }
                 // Gatekeeper's admission message: the constraint's name, then the message.
                 let text = format!("[{name}] {message}");
                 match action {
@@ -464,6 +538,14 @@ impl Judge<'_> {
             if self.whole {
                 round.kept.insert(slot, held);
             }
+        }
+        for (count, listed) in tally.values() {
+            outcome.total += count;
+            let room = VIOLATIONS_MAX - outcome.listed.len();
+            outcome.listed.extend(listed.iter().take(room).cloned());
+        }
+        if self.whole {
+            round.tallies.insert(id, tally);
         }
         outcome.deferred = deferred;
         if deferred > 0 {
