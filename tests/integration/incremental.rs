@@ -213,6 +213,20 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         gatekeeper.clone(),
         envoy_settings(&gatekeeper),
     ));
+    // The shipped Rego policies that judge each object alone or by the hosts it claims
+    // (`data.isobar.hosts`), over every case: a spliced build denies what a full one does.
+    let mut rego = config.clone();
+    rego.pipeline.processors.push("opa".to_string());
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let shipped = [
+        "unique-fqdn.rego",
+        "no-wildcard-hosts.rego",
+        "tls-required.rego",
+    ]
+    .map(|file| shipped.join(file).display().to_string());
+    rego.plugins
+        .insert("opa".into(), serde_json::json!({"policies": shipped}));
+    variants.push((" (policies)", rego.clone(), envoy_settings(&rego)));
     let policies = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/gatekeeper");
     let local_policies = [
         "https-only",

@@ -48,12 +48,14 @@ impl Inventory {
     }
 
     fn add(&mut self, object: &Object, full: bool, only: Option<&[String]>) {
+        let mut claimed = hosts(object);
+        claimed.retain(|host| only.is_none_or(|only| only.contains(host)));
+        if claimed.is_empty() && !full {
+            return;
+        }
         let key = object.key();
         let (api_version, kind) = type_of(object);
-        for host in hosts(object) {
-            if only.is_some_and(|only| !only.contains(&host)) {
-                continue;
-            }
+        for host in claimed {
             self.hosts.entry(host).or_default().push(json!({
                 "kind": kind,
                 "namespace": key.namespace,

@@ -477,12 +477,6 @@ impl Processor for Opa {
             cache.set_reads_inventory(templates_read);
         }
         let full = self.policies.iter().any(|p| p.reads_inventory()) || templates_read;
-        // Judging one object, the host index needs only the hosts it claims.
-        let focus_hosts = ctx
-            .focus()
-            .and_then(|f| focus_object(ctx, f))
-            .map(|o| inventory::hosts(&o));
-        let inventory = Inventory::of(ctx.store(), full, focus_hosts.as_deref());
         let wanted = |key: &ObjectKey| ctx.focus().is_none_or(|f| f == key);
         let mut judged = Vec::new();
         for kind in inventory::judged() {
@@ -492,6 +486,23 @@ impl Processor for Opa {
                 }
             }
         }
+        // Judging one object or part of the store, the host index needs only the hosts
+        // the judged objects claim: a lookup by `input.hosts` reads no other.
+        let only_hosts = match (ctx.focus(), ctx.scope()) {
+            (Some(focus), _) => Some(
+                focus_object(ctx, focus)
+                    .map(|o| inventory::hosts(&o))
+                    .unwrap_or_default(),
+            ),
+            (None, Some(_)) => Some(
+                judged
+                    .iter()
+                    .flat_map(|(_, object)| inventory::hosts(object))
+                    .collect(),
+            ),
+            (None, None) => None,
+        };
+        let inventory = Inventory::of(ctx.store(), full, only_hosts.as_deref());
         if let Some(cache) = &self.gatekeeper {
             let data = Data::new(inventory.data(&self.config, full));
             let judge = gatekeeper::Judge {
