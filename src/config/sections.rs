@@ -4,8 +4,6 @@
 //! Contour checks them (`pkg/config/parameters.go`): an unknown key or a value Contour
 //! refuses stops start-up with the key named.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 /// How the DNS names of ExternalName Services are looked up.
@@ -104,29 +102,11 @@ pub struct SocketOptions {
 
 /// Header changes applied to every service's requests or responses, under the
 /// service's own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct HeadersPolicy {
-    pub set: BTreeMap<String, String>,
-    pub remove: Vec<String>,
-}
-
-impl HeadersPolicy {
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.remove.is_empty()
-    }
-}
+pub use isobar_sdk::headers::HeaderChanges as HeadersPolicy;
 
 /// Contour's `policy` section: default header policies of every HTTPProxy service (and
-/// of Ingresses' with `applyToIngress`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct Policy {
-    pub request_headers: HeadersPolicy,
-    pub response_headers: HeadersPolicy,
-    #[serde(rename = "applyToIngress")]
-    pub apply_to_ingress: bool,
-}
+/// of Ingresses' with `applyToIngress`); the sources read it (the SDK's type).
+pub use isobar_sdk::headers::ContourPolicy as Policy;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

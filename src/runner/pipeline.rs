@@ -162,114 +162,35 @@ impl Pipeline {
     pub fn for_config(config: &crate::config::Config) -> Result<Pipeline, PipelineError> {
         let mut pipeline = config.pipeline.clone();
         let mut plugins = config.plugins.clone();
-        // Contour's `disablePermitInsecure` is a setting of the HTTPProxy source.
-        if config.disable_permit_insecure {
-            let section = plugins
-                .entry(isobar_plugin_httpproxy::NAME.to_string())
-                .or_insert_with(|| serde_json::json!({}));
-            if let Some(section) = section.as_object_mut() {
-                section.insert("disable-permit-insecure".into(), serde_json::json!(true));
-            }
-        }
-        // Contour's `policy` section: default headers of HTTPProxy services, and of
-        // Ingress backends with `applyToIngress`.
-        let defaults = isobar_sdk::headers::DefaultHeaders {
-            request: isobar_sdk::headers::HeaderChanges {
-                set: config.policy.request_headers.set.clone(),
-                remove: config.policy.request_headers.remove.clone(),
-            },
-            response: isobar_sdk::headers::HeaderChanges {
-                set: config.policy.response_headers.set.clone(),
-                remove: config.policy.response_headers.remove.clone(),
-            },
-        };
-        if !defaults.is_empty() {
-            let mut sources = vec![isobar_plugin_httpproxy::NAME];
-            if config.policy.apply_to_ingress {
-                sources.push(isobar_plugin_ingress::NAME);
-            }
-            for name in sources {
-                let section = plugins
-                    .entry(name.to_string())
-                    .or_insert_with(|| serde_json::json!({}));
-                if let Some(section) = section.as_object_mut() {
-                    section.insert(
-                        "default-headers".into(),
-                        serde_json::to_value(&defaults).unwrap_or_default(),
-                    );
-                }
-            }
-        }
-        // Contour's extension service settings configure (and enable) the
-        // `extension-service` source; the HTTPProxy source applies `globalExtAuth` and
-        // the default global rate limit policy to its vhosts.
-        let extensions = [
-            (
-                "global-ext-auth",
-                serde_json::to_value(&config.global_ext_auth).unwrap_or_default(),
-            ),
-            (
-                "rate-limit-service",
-                serde_json::to_value(&config.rate_limit_service).unwrap_or_default(),
-            ),
-            (
-                "tracing",
-                serde_json::to_value(&config.tracing).unwrap_or_default(),
-            ),
-        ];
-        if extensions.iter().any(|(_, v)| !v.is_null()) {
-            let name = isobar_plugin_extension_service::NAME;
-            let section = plugins
-                .entry(name.to_string())
-                .or_insert_with(|| serde_json::json!({}));
-            if let Some(section) = section.as_object_mut() {
-                for (key, value) in &extensions {
-                    if !value.is_null() {
-                        section.insert(key.to_string(), value.clone());
-                    }
-                }
-            }
-            if !pipeline.sources.iter().any(|s| s == name) {
-                pipeline.sources.insert(0, name.to_string());
-            }
-        }
-        let default_limits = config
-            .rate_limit_service
-            .as_ref()
-            .and_then(|r| r.default_global_rate_limit_policy.as_ref());
-        for (key, value) in [
-            (
-                "global-ext-auth",
-                config.global_ext_auth.as_ref().map(serde_json::to_value),
-            ),
-            (
-                "default-global-rate-limit-policy",
-                default_limits.map(serde_json::to_value),
-            ),
-        ] {
-            let Some(Ok(value)) = value else {
-                continue;
+        // Contour's top-level keys (`policy`, `globalExtAuth`, `gateway`, …) configure,
+        // and may enable, the plugins that act on them, as each plugin reads them.
+        let contour = serde_json::to_value(config).unwrap_or_default();
+        for keys in isobar_sdk::plugin::top_level_keys() {
+            let given = (keys.read)(&contour);
+            let empty = match &given.settings {
+                serde_json::Value::Null => true,
+                serde_json::Value::Object(map) => map.is_empty(),
+                _ => false,
             };
-            let section = plugins
-                .entry(isobar_plugin_httpproxy::NAME.to_string())
-                .or_insert_with(|| serde_json::json!({}));
-            if let Some(section) = section.as_object_mut() {
-                section.insert(key.into(), value);
+            if !empty {
+                let section = plugins
+                    .entry(keys.plugin.to_string())
+                    .or_insert_with(|| serde_json::json!({}));
+                match (section.as_object_mut(), given.settings) {
+                    (Some(into), serde_json::Value::Object(from)) => into.extend(from),
+                    (_, other) => *section = other,
+                }
             }
-        }
-        // Contour's `gateway` section configures (and enables) the Gateway API source.
-        if let Some(gateway) = &config.gateway {
-            let name = isobar_plugin_gateway_api::NAME;
-            let section = plugins
-                .entry(name.to_string())
-                .or_insert(serde_json::json!({}));
-            if let (Some(into), Some(from)) = (section.as_object_mut(), gateway.as_object()) {
-                into.extend(from.clone());
-            } else {
-                *section = gateway.clone();
-            }
-            if !pipeline.sources.iter().any(|s| s == name) {
-                pipeline.sources.push(name.to_string());
+            let listed = pipeline.sources.iter().any(|s| s == keys.plugin);
+            match given.enable {
+                Some(_) if listed => {}
+                Some(isobar_sdk::plugin::Enable::First) => {
+                    pipeline.sources.insert(0, keys.plugin.to_string());
+                }
+                Some(isobar_sdk::plugin::Enable::Last) => {
+                    pipeline.sources.push(keys.plugin.to_string());
+                }
+                None => {}
             }
         }
         Ok(Pipeline::from_config(&pipeline, &plugins)?

@@ -76,6 +76,30 @@ isobar_sdk::inventory::submit! {
     }
 }
 
+/// Contour's extension service settings (`globalExtAuth`, `rateLimitService`,
+/// `tracing`) configure the source, and enable it first among the sources.
+fn from_top_level(contour: &serde_json::Value) -> isobar_sdk::plugin::FromTopLevel {
+    let mut settings = serde_json::Map::new();
+    for (key, ours) in [
+        ("globalExtAuth", "global-ext-auth"),
+        ("rateLimitService", "rate-limit-service"),
+        ("tracing", "tracing"),
+    ] {
+        if let Some(value) = contour.get(key).filter(|v| !v.is_null()) {
+            settings.insert(ours.into(), value.clone());
+        }
+    }
+    let enable = (!settings.is_empty()).then_some(isobar_sdk::plugin::Enable::First);
+    isobar_sdk::plugin::FromTopLevel {
+        settings: settings.into(),
+        enable,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    isobar_sdk::plugin::TopLevelKeys { plugin: NAME, read: from_top_level }
+}
+
 impl Source for ExtensionServiceSource {
     fn local(&self) -> bool {
         true

@@ -166,6 +166,22 @@ isobar_sdk::inventory::submit! {
     }
 }
 
+/// Contour's `gateway` section (`controllerName`, `gatewayRef`) configures the source
+/// and enables it, last among the sources.
+fn from_top_level(contour: &serde_json::Value) -> isobar_sdk::plugin::FromTopLevel {
+    match contour.get("gateway").filter(|v| !v.is_null()) {
+        Some(gateway) => isobar_sdk::plugin::FromTopLevel {
+            settings: gateway.clone(),
+            enable: Some(isobar_sdk::plugin::Enable::Last),
+        },
+        None => isobar_sdk::plugin::FromTopLevel::default(),
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    isobar_sdk::plugin::TopLevelKeys { plugin: NAME, read: from_top_level }
+}
+
 pub struct GatewayApiSource {
     config: GatewayApiConfig,
     /// `address_pool`, read.

@@ -98,6 +98,39 @@ isobar_sdk::inventory::submit! {
     }
 }
 
+/// Contour's top-level keys the source acts on: `disablePermitInsecure`, the `policy`
+/// section's default headers, `globalExtAuth` and
+/// `rateLimitService.defaultGlobalRateLimitPolicy`.
+fn from_top_level(contour: &serde_json::Value) -> isobar_sdk::plugin::FromTopLevel {
+    let mut settings = serde_json::Map::new();
+    if contour.get("disablePermitInsecure") == Some(&serde_json::Value::Bool(true)) {
+        settings.insert("disable-permit-insecure".into(), true.into());
+    }
+    let defaults = isobar_sdk::headers::ContourPolicy::of(contour).defaults();
+    if !defaults.is_empty()
+        && let Ok(value) = serde_json::to_value(&defaults)
+    {
+        settings.insert("default-headers".into(), value);
+    }
+    if let Some(auth) = contour.get("globalExtAuth").filter(|v| !v.is_null()) {
+        settings.insert("global-ext-auth".into(), auth.clone());
+    }
+    if let Some(limits) = contour
+        .pointer("/rateLimitService/defaultGlobalRateLimitPolicy")
+        .filter(|v| !v.is_null())
+    {
+        settings.insert("default-global-rate-limit-policy".into(), limits.clone());
+    }
+    isobar_sdk::plugin::FromTopLevel {
+        settings: settings.into(),
+        enable: None,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    isobar_sdk::plugin::TopLevelKeys { plugin: NAME, read: from_top_level }
+}
+
 /// Fields whose absence would widen who reaches a route: not acting on them must fail
 /// closed. Every such field of Contour 1.33 is implemented; one a later CRD adds goes
 /// here until it is.

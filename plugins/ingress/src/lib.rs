@@ -70,6 +70,28 @@ isobar_sdk::inventory::submit! {
     }
 }
 
+/// Contour's `policy` section: with `applyToIngress`, its default headers apply to
+/// Ingress backends too.
+fn from_top_level(contour: &serde_json::Value) -> isobar_sdk::plugin::FromTopLevel {
+    let policy = isobar_sdk::headers::ContourPolicy::of(contour);
+    let defaults = policy.defaults();
+    let mut settings = serde_json::Map::new();
+    if policy.apply_to_ingress
+        && !defaults.is_empty()
+        && let Ok(value) = serde_json::to_value(&defaults)
+    {
+        settings.insert("default-headers".into(), value);
+    }
+    isobar_sdk::plugin::FromTopLevel {
+        settings: settings.into(),
+        enable: None,
+    }
+}
+
+isobar_sdk::inventory::submit! {
+    isobar_sdk::plugin::TopLevelKeys { plugin: NAME, read: from_top_level }
+}
+
 const REGEX_CHARS: &[char] = &['^', '+', '*', '[', ']', '%'];
 
 impl Source for IngressSource {

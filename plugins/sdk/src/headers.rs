@@ -153,6 +153,36 @@ pub struct DefaultHeaders {
     pub response: HeaderChanges,
 }
 
+/// Contour's `policy` section of `contour.yaml`: the default header changes of every
+/// HTTPProxy service and, with `applyToIngress`, of every Ingress backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ContourPolicy {
+    pub request_headers: HeaderChanges,
+    pub response_headers: HeaderChanges,
+    #[serde(rename = "applyToIngress")]
+    pub apply_to_ingress: bool,
+}
+
+impl ContourPolicy {
+    /// The `policy` section of `contour.yaml` read whole (as JSON); unset or unreadable
+    /// (the configuration refused it already): no defaults.
+    pub fn of(contour: &serde_json::Value) -> ContourPolicy {
+        contour
+            .get("policy")
+            .and_then(|p| serde_json::from_value(p.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// The default header changes it gives sources.
+    pub fn defaults(&self) -> DefaultHeaders {
+        DefaultHeaders {
+            request: self.request_headers.clone(),
+            response: self.response_headers.clone(),
+        }
+    }
+}
+
 impl DefaultHeaders {
     /// Gives the service `(namespace, name, port)` sent to by `target` every default it
     /// does not set itself: a header it sets keeps its value, one it removes stays

@@ -518,6 +518,44 @@ pub fn registered() -> Vec<&'static PluginRegistration> {
     all
 }
 
+/// How a plugin reads keys of `contour.yaml` outside its own `plugins.<name>` section
+/// (Contour's top-level settings it acts on: `policy`, `globalExtAuth`, `gateway`, …),
+/// registered beside the plugin and read whenever the pipeline is made.
+pub struct TopLevelKeys {
+    /// The plugin they configure.
+    pub plugin: &'static str,
+    /// From the whole of `contour.yaml` (as JSON, keys as the file spells them, every
+    /// default filled in), what those keys give the plugin.
+    pub read: fn(&serde_json::Value) -> FromTopLevel,
+}
+
+inventory::collect!(TopLevelKeys);
+
+/// What `contour.yaml`'s top-level keys give one plugin.
+#[derive(Debug, Default, PartialEq)]
+pub struct FromTopLevel {
+    /// Settings put in its section over what `plugins.<name>` says: an object's keys
+    /// each replace that key; anything else replaces the section.
+    pub settings: serde_json::Value,
+    /// Whether they enable the plugin (a source not listed in `pipeline.sources`), and
+    /// where it then goes.
+    pub enable: Option<Enable>,
+}
+
+/// Where a source enabled by `contour.yaml`'s top-level keys goes in `pipeline.sources`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enable {
+    First,
+    Last,
+}
+
+/// Every plugin's reading of `contour.yaml`'s top-level keys, by plugin name.
+pub fn top_level_keys() -> Vec<&'static TopLevelKeys> {
+    let mut all: Vec<_> = inventory::iter::<TopLevelKeys>.into_iter().collect();
+    all.sort_by_key(|k| k.plugin);
+    all
+}
+
 /// Reads a plugin's section; a missing section (`null`) gives the defaults.
 pub fn parse_config<T: DeserializeOwned + Default>(
     value: &serde_json::Value,
