@@ -350,8 +350,14 @@ fn desired_status(
     }
     match style(kind) {
         StatusStyle::Contour => status["loadBalancer"] = load_balancer.clone(),
-        // Gateways have addresses; GatewayClasses and ListenerSets do not.
-        StatusStyle::Gateway if kind.as_str() == "Gateway" && status.get("addresses").is_none() => {
+        // An empty `addresses`: a Gateway served where Envoy is (GatewayClasses and
+        // ListenerSets have none).
+        StatusStyle::Gateway
+            if status
+                .get("addresses")
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty) =>
+        {
             status["addresses"] = addresses(load_balancer);
         }
         _ => {}
@@ -545,7 +551,8 @@ mod tests {
     }
 
     /// A Gateway's conditions and each listener's keep their transition times while
-    /// their status holds; its addresses come from the load balancer.
+    /// their status holds; its addresses (rendered empty: it has none of its own) come
+    /// from the load balancer.
     #[test]
     fn gateway_listeners_keep_their_transition_times() {
         let current = json!({
@@ -555,6 +562,7 @@ mod tests {
         let desired = desired_status(
             Kind::new(&GATEWAY),
             &json!({"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}],
+                "addresses": [],
                 "listeners": [
                     {"name": "http", "attachedRoutes": 2, "supportedKinds": [],
                      "conditions": [{"type": "Programmed", "status": "True", "reason": "Programmed", "message": ""}]},

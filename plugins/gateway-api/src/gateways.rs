@@ -356,6 +356,7 @@ pub fn serve(
                 value: a.value.as_deref(),
             })
             .collect();
+        status.gateway(&key).addresses_from_service = true;
         envoy.site = match assigner.place(&key, &asked) {
             Placement::Shared => Site::Shared,
             Placement::Own(ip) => {

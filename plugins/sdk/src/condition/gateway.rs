@@ -115,9 +115,12 @@ pub struct GatewayStatus {
     /// A Gateway's `attachedListenerSets` (when it takes ListenerSets or is named by
     /// one).
     pub attached_listener_sets: Option<i32>,
-    /// A Gateway's `addresses` (type, value), when it has addresses of its own; without
-    /// them the status writer gives it the Envoy Service's.
+    /// A Gateway's `addresses` (type, value), when it has addresses of its own.
     pub addresses: Vec<(String, String)>,
+    /// A Gateway served where Envoy is: without addresses of its own, the status writer
+    /// gives it the Envoy Service's (rendered as an empty `addresses` for it to fill).
+    /// GatewayClasses and ListenerSets have no addresses.
+    pub addresses_from_service: bool,
 }
 
 /// Replaces the condition of the same type, or adds it.
@@ -189,6 +192,8 @@ impl GatewayStatus {
                 .map(|(type_, value)| serde_json::json!({ "type": type_, "value": value }))
                 .collect();
             out["addresses"] = serde_json::Value::Array(addresses);
+        } else if self.addresses_from_service {
+            out["addresses"] = serde_json::json!([]);
         }
         if !self.supported_features.is_empty() {
             let features: Vec<serde_json::Value> = self
