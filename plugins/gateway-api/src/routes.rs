@@ -21,7 +21,9 @@ use crate::kinds::{GATEWAY, GROUP, GRPC_ROUTE, GrpcRoute, HttpRoute};
 use crate::rules::{policy_for, redirect_for, rules};
 
 /// The Gateway listeners (`(gateway, listener name)`) a route is attached to.
-pub type Attachments = BTreeSet<(ObjectKey, String)>;
+/// (A sorted vector: most routes attach to one listener, and a B-tree's first node
+/// holds room for eleven.)
+pub type Attachments = isobar_sdk::SmallSet<(ObjectKey, String)>;
 
 /// What serving the routes came to, per route: the listeners each is attached to, and
 /// the policies naming the Services each sends to.

@@ -123,11 +123,15 @@ pub struct GatewayStatus {
     pub addresses_from_service: bool,
 }
 
-/// Replaces the condition of the same type, or adds it.
+/// Replaces the condition of the same type, or adds it. (The lists are kept as long
+/// as the statuses, one per object: no spare room.)
 fn set(conditions: &mut Vec<Condition>, condition: Condition) {
     match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
         Some(existing) => *existing = condition,
-        None => conditions.push(condition),
+        None => {
+            conditions.reserve_exact(1);
+            conditions.push(condition);
+        }
     }
 }
 
@@ -142,6 +146,7 @@ impl GatewayStatus {
         let entry = match self.parents.iter().position(|p| p.parent_ref == *parent) {
             Some(i) => &mut self.parents[i],
             None => {
+                self.parents.reserve_exact(1);
                 self.parents.push(ParentStatus {
                     parent_ref: parent.clone(),
                     conditions: Vec::new(),
