@@ -10,20 +10,9 @@ use isobar_sdk::{
 
 use crate::config::PipelineConfig;
 
-/// The built-in plugins this binary links. Naming each crate here keeps its
-/// `inventory` registration from being dropped by the linker.
-pub const BUILTIN_PLUGINS: &[&str] = &[
-    isobar_plugin_conflicts::NAME,
-    isobar_plugin_extension_service::NAME,
-    isobar_plugin_gateway_api::NAME,
-    isobar_plugin_httpproxy::NAME,
-    isobar_plugin_ingress::NAME,
-    isobar_plugin_ingress_class::NAME,
-    isobar_plugin_opa::NAME,
-    isobar_plugin_root_namespaces::NAME,
-    isobar_plugin_tls_delegation::NAME,
-    isobar_plugin_wasm::NAME,
-];
+/// The built-in plugins this binary links (the `isobar-builtin-plugins` crate names
+/// each, which keeps its registration from being dropped by the linker).
+pub const BUILTIN_PLUGINS: &[&str] = isobar_builtin_plugins::NAMES;
 
 /// A plugin name or setting that stops start-up.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

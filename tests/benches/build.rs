@@ -3,8 +3,8 @@
 //!
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
-//! `build` (flat and inclusion), `tls`, `kube`, `kube-status` (1,000 HTTPProxies created at
-//! once on the Kubernetes API: every status written), `gateway` (Gateway API; `gateway-vhds` with
+//! `build` (flat and inclusion), `tls`, `kube`, `kube-status` (1,000 HTTPProxies, or
+//! `ISOBAR_BENCH_CHANGES`, created at once on the Kubernetes API: every status written), `gateway` (Gateway API; `gateway-vhds` with
 //! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
 //! `envoy`, `envoy-defaults` (with Isobar's default settings; `envoy-defaults-sotw` with an
 //! Envoy on state of the world, `envoy-defaults-ingress` with Ingresses), `envoy-vhds` (the same over
@@ -263,7 +263,12 @@ fn main() {
         kube::report(n);
     }
     if profiles.contains(&"kube-status") {
-        kube::statuses(n, if benching { 1000 } else { 20 });
+        // 1,000 created at once when benching; `ISOBAR_BENCH_CHANGES` sets another count.
+        let burst = std::env::var("ISOBAR_BENCH_CHANGES")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(if benching { 1000 } else { 20 });
+        kube::statuses(n, burst);
     }
     // Not among the defaults: it needs valgrind, and it rewrites a source file.
     if profiles.contains(&"symbols") {
