@@ -505,6 +505,25 @@ pub fn statuses(base: usize, burst: usize) {
             created.elapsed().as_secs_f64() * 1e3,
             pending.len()
         );
+        // What the first few still pending say, and what Isobar logged of them.
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        for i in pending.iter().take(3) {
+            let status = server
+                .get("projectcontour.io/v1", "HTTPProxy", &format!("ns-{i}"), "site")
+                .map(|p| p["status"].clone());
+            println!("  ns-{i}/site: status {status:?}");
+            let mentions = format!("ns=ns-{i} ");
+            for line in logged.lines().filter(|l| l.contains(&mentions)).take(5) {
+                println!("    {line}");
+            }
+        }
+        if !pending.is_empty() {
+            let lines: Vec<&str> = logged.lines().collect();
+            println!("  the log's last lines:");
+            for line in &lines[lines.len().saturating_sub(10)..] {
+                println!("    {line}");
+            }
+        }
         stop(child, false);
     });
 }

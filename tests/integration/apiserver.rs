@@ -318,8 +318,11 @@ impl ApiServer {
             object,
         };
         store.history.push(change.clone());
-        drop(store);
+        // Sent while the store is held: every watcher gets changes in resourceVersion
+        // order (one sent after the lock went could overtake an earlier one, which a
+        // watcher then skips as already seen).
         let _ = self.changes.send(change);
+        drop(store);
     }
 
     /// Deletes an object by apiVersion, kind, namespace and name.
@@ -342,8 +345,9 @@ impl ApiServer {
             object,
         };
         store.history.push(change.clone());
-        drop(store);
+        // Sent while the store is held (see `put`).
         let _ = self.changes.send(change);
+        drop(store);
     }
 
     /// Ends every open watch. With `compact`, the history so far is forgotten: a watch
@@ -561,7 +565,7 @@ impl ApiServer {
             .and_then(|t| t.parse().ok())
             .unwrap_or(290u64);
         let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
-        let (backlog, generation, gone) = {
+        let (backlog, generation, gone, snapshot_rv) = {
             let store = self.lock();
             let gone = from != 0 && from < store.oldest;
             let backlog: Vec<Change> = store
@@ -570,7 +574,7 @@ impl ApiServer {
                 .filter(|c| c.rv > from)
                 .cloned()
                 .collect();
-            (backlog, store.generation, gone)
+            (backlog, store.generation, gone, store.rv)
         };
         let server = self.clone();
         tokio::spawn(async move {
@@ -601,16 +605,18 @@ impl ApiServer {
                     return;
                 }
             }
+            // The newest change this watch has passed (sent, or not of its resource): a
+            // bookmark names no later one, as the API server's do, or a watch resumed
+            // from it would miss the changes still queued for this one.
+            let mut seen = snapshot_rv.max(from);
             let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => return,
                     _ = tick.tick() => {
-                        let (current, rv) = {
-                            let store = server.lock();
-                            (store.generation, store.rv)
-                        };
+                        let current = server.lock().generation;
+                        let rv = seen;
                         if current != generation {
                             return;
                         }
@@ -628,12 +634,15 @@ impl ApiServer {
                     change = changes.recv() => match change {
                         Ok(change) if change.rv > last && relevant(&change) => {
                             last = change.rv;
+                            seen = seen.max(change.rv);
                             let event = json!({"type": change.kind, "object": change.object});
                             if tx.send(line(event)).await.is_err() {
                                 return;
                             }
                         }
-                        Ok(_) => {}
+                        Ok(change) => seen = seen.max(change.rv),
+                        // Fallen behind the broadcast: the watch ends, and the client
+                        // resumes from its last bookmark or event.
                         Err(_) => return,
                     },
                 }
@@ -740,8 +749,9 @@ impl ApiServer {
             object: object.clone(),
         };
         store.history.push(change.clone());
-        drop(store);
+        // Sent while the store is held (see `put`).
         let _ = self.changes.send(change);
+        drop(store);
         json_response(
             if created {
                 StatusCode::CREATED

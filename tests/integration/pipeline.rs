@@ -765,3 +765,32 @@ fn include_chains_past_the_depth_limit_are_an_error_not_a_crash() {
         "no 502 route on deep.example.com"
     );
 }
+
+/// Contour's top-level keys of contour.yaml reach the plugins that read them, each as its
+/// registration says: `gateway` enables the Gateway API source under its controller name,
+/// `globalExtAuth` the ExtensionService source.
+#[test]
+fn contours_top_level_keys_configure_and_enable_the_plugins_that_read_them() {
+    let mut config = Config::default();
+    config.pipeline.sources = vec!["httpproxy".into()];
+    let plain = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plain.routing_kinds(), [Kind::HTTPProxy].into());
+    assert_eq!(
+        plain.controller_name(),
+        "projectcontour.io/gateway-controller"
+    );
+
+    config.gateway = Some(serde_json::json!({"controllerName": "example.com/gateways"}));
+    config.global_ext_auth = Some(
+        serde_json::from_value(serde_json::json!({"extensionService": "auth/authz"}))
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let configured = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(configured.controller_name(), "example.com/gateways");
+    let kinds = configured.routing_kinds();
+    assert!(kinds.contains(&Kind::ExtensionService), "{kinds:?}");
+    assert!(
+        kinds.contains(&isobar_plugin_gateway_api::kinds::HTTP_ROUTE),
+        "{kinds:?}"
+    );
+}
