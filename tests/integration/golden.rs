@@ -248,3 +248,121 @@ async fn real_envoy_accepts_every_golden_case() {
     }
     stack.assert_nothing_rejected().await;
 }
+
+/// Every golden case's resources, and each of them broken in many ways (a field left
+/// out, a string made a control character, a number made its type's largest or -1), are
+/// checked against Envoy's annotations by walking their bytes: the walk finds what the
+/// walk of the decoded resource finds, violation for violation, in the same order.
+#[test]
+fn the_walk_on_the_bytes_finds_what_the_decoded_walk_finds() {
+    use isobar::xds::XdsType;
+    use isobar::xds::validate::{annotations, annotations_decoded, pool};
+    use prost::Message;
+    use prost_reflect::{DynamicMessage, Kind, ReflectMessage, Value};
+
+    /// `message` with one field changed, for every field set anywhere in it (down to
+    /// `depth` levels): removed, and (a scalar) set to an awkward value.
+    fn variants(message: &DynamicMessage, depth: usize, out: &mut Vec<DynamicMessage>) {
+        if depth == 0 {
+            return;
+        }
+        let set: Vec<_> = message.fields().map(|(f, v)| (f, v.clone())).collect();
+        for (field, value) in set {
+            let mut cleared = message.clone();
+            cleared.clear_field(&field);
+            out.push(cleared);
+            let awkward = match (&value, field.kind()) {
+                (Value::String(_), _) => Some(Value::String("\n".into())),
+                (Value::U32(_), _) => Some(Value::U32(u32::MAX)),
+                (Value::U64(_), _) => Some(Value::U64(u64::MAX)),
+                (Value::I32(_), _) => Some(Value::I32(-1)),
+                (Value::I64(_), _) => Some(Value::I64(-1)),
+                (Value::EnumNumber(_), _) => Some(Value::EnumNumber(9999)),
+                _ => None,
+            };
+            if let Some(awkward) = awkward {
+                let mut changed = message.clone();
+                changed.set_field(&field, awkward);
+                out.push(changed);
+            }
+            // One level down: the field's message (or its first item) changed in turn.
+            let inner = match &value {
+                Value::Message(m) => Some((m.clone(), None)),
+                Value::List(items) => match items.first() {
+                    Some(Value::Message(m)) => Some((m.clone(), Some(items.clone()))),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let (Some((inner, items)), Kind::Message(_)) = (inner, field.kind()) {
+                let mut below = Vec::new();
+                variants(&inner, depth - 1, &mut below);
+                for changed in below {
+                    let mut outer = message.clone();
+                    let put = match &items {
+                        None => Value::Message(changed),
+                        Some(items) => {
+                            let mut items = items.clone();
+                            items[0] = Value::Message(changed);
+                            Value::List(items)
+                        }
+                    };
+                    outer.set_field(&field, put);
+                    out.push(outer);
+                }
+            }
+        }
+    }
+
+    let golden = Path::new(GOLDEN).join("contour.yaml");
+    let config = isobar::config::load(Some(&golden), serde_json::json!({}))
+        .unwrap_or_else(|e| panic!("golden contour.yaml: {e}"));
+    let pipeline = isobar::runner::pipeline::Pipeline::for_config(&config)
+        .unwrap_or_else(|e| panic!("pipeline: {e}"));
+    let settings = isobar::cli::serve::envoy_settings(&config);
+    let pool = pool().unwrap_or_else(|e| panic!("{e}"));
+    let (mut compared, mut violations) = (0usize, 0usize);
+    let mut differing = Vec::new();
+    for (case, path) in cases() {
+        let dir = manifests(&path, &[]);
+        let (objects, _) = isobar::provider::files::load_dir(dir.path());
+        let output = pipeline.build(&objects);
+        let resources = isobar::xds::translate(&output.ir, &objects, &settings);
+        for t in XdsType::ORDER {
+            let name = t.type_url().rsplit('/').next().unwrap_or_default();
+            let descriptor = pool
+                .get_message_by_name(name)
+                .unwrap_or_else(|| panic!("{name}"));
+            // A few of each type per case: the variants of a large listener are many.
+            for (resource, bytes) in resources.of(t).iter().take(3) {
+                let decoded = DynamicMessage::decode(descriptor.clone(), &bytes[..])
+                    .unwrap_or_else(|e| panic!("{case} {resource}: {e}"));
+                let mut all = vec![decoded.clone()];
+                variants(&decoded, 3, &mut all);
+                for message in all {
+                    let bytes = message.encode_to_vec();
+                    let walked = annotations(t, &bytes);
+                    let reference = annotations_decoded(t, &bytes);
+                    compared += 1;
+                    if let Ok(found) = &reference {
+                        violations += found.len();
+                    }
+                    if walked != reference && differing.len() < 5 {
+                        differing.push(format!(
+                            "{case} {} {resource} ({}): walked {walked:?}, decoded {reference:?}",
+                            t.short(),
+                            message.descriptor().full_name()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(differing.is_empty(), "{differing:#?}");
+    // The corpus is large and breaks many rules (else it would prove little).
+    assert!(
+        compared > 10_000 && violations > 1_000,
+        "{compared} resources, {violations} violations"
+    );
+    println!("{compared} resources compared, {violations} violations found by both walks");
+}

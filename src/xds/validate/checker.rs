@@ -1,4 +1,5 @@
-//! The walk of one decoded resource, field by field, against its plan.
+//! A value against its rules, and the walk of one decoded resource, field by field,
+//! against its plan (what the walk on the bytes, `wire.rs`, is held to).
 
 use super::*;
 

@@ -33,6 +33,7 @@ mod formats;
 mod rules;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use checker::*;
 pub use formats::re2_meaning;
@@ -67,7 +68,7 @@ pub fn check_named(t: XdsType, name: &str, bytes: &[u8]) -> Result<Vec<Violation
 }
 
 /// Every protoc-gen-validate annotation one encoded resource of type `t` breaks.
-fn annotations(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
+pub fn annotations(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
     let pool = pool()?;
     let name = t
         .type_url()
@@ -78,13 +79,31 @@ fn annotations(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
     let descriptor = pool
         .get_message_by_name(&name)
         .ok_or_else(|| format!("no descriptor for {name}"))?;
+    let mut out = Vec::new();
+    Checker {
+        pool,
+        out: &mut out,
+    }
+    .encoded(&descriptor, bytes, &At::Root(&name))?;
+    Ok(out)
+}
+
+/// The protoc-gen-validate annotations one encoded resource of type `t` breaks, found
+/// by way of the whole resource decoded first: what the walk on its bytes ([`check`])
+/// must report too, slower (the tests hold one to the other).
+pub fn annotations_decoded(t: XdsType, bytes: &[u8]) -> Result<Vec<Violation>, String> {
+    let pool = pool()?;
+    let name = t.type_url().rsplit('/').next().unwrap_or_default();
+    let descriptor = pool
+        .get_message_by_name(name)
+        .ok_or_else(|| format!("no descriptor for {name}"))?;
     let message = DynamicMessage::decode(descriptor, bytes).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     Checker {
         pool,
         out: &mut out,
     }
-    .message(&message, &At::Root(&name));
+    .message(&message, &At::Root(name));
     Ok(out)
 }
 

@@ -204,6 +204,7 @@ impl FieldRules {
 
 /// What checking one message type takes, worked out once per type.
 pub(super) struct Plan {
+    pub(super) descriptor: prost_reflect::MessageDescriptor,
     /// `validate.disabled` or `validate.ignored`.
     pub(super) off: bool,
     pub(super) any: bool,
@@ -216,6 +217,8 @@ pub(super) struct Plan {
     /// The fields whose rules an unset field breaks (a required one, a string with a
     /// minimum length): their places in `fields`.
     pub(super) failing_unset: Vec<usize>,
+    /// The field numbers of each oneof, by the oneof's place among the type's.
+    pub(super) oneof_members: Vec<Vec<u32>>,
 }
 
 pub(super) struct FieldPlan {
@@ -228,6 +231,58 @@ pub(super) struct FieldPlan {
     /// The rules it breaks when unset: an unset field reads as its default, always the
     /// same, so they are worked out once.
     pub(super) unset: Vec<String>,
+    /// What the walk on the bytes asks of the field, looked up once.
+    pub(super) shape: Shape,
+}
+
+/// A field's shape, as the walk on the bytes needs it.
+pub(super) struct Shape {
+    pub(super) list: bool,
+    pub(super) map: bool,
+    /// It has presence (else, set to its default, it reads as unset).
+    pub(super) presence: bool,
+    /// Its oneof's place among the type's oneofs.
+    pub(super) oneof: Option<usize>,
+    /// The type of the messages it holds (itself, its items, a map's values).
+    pub(super) holds: Option<prost_reflect::MessageDescriptor>,
+    /// A map's entry type.
+    pub(super) entry: Option<prost_reflect::MessageDescriptor>,
+    /// The plan of `holds`, once it is first needed.
+    pub(super) inner: OnceLock<Arc<Plan>>,
+}
+
+impl Shape {
+    fn of(field: &FieldDescriptor, oneofs: &[prost_reflect::OneofDescriptor]) -> Shape {
+        let entry = match field.kind() {
+            Kind::Message(m) if field.is_map() => Some(m),
+            _ => None,
+        };
+        let holds = match (&entry, field.kind()) {
+            (Some(entry), _) => match entry.map_entry_value_field().kind() {
+                Kind::Message(m) => Some(m),
+                _ => None,
+            },
+            (None, Kind::Message(m)) => Some(m),
+            _ => None,
+        };
+        Shape {
+            list: field.is_list(),
+            map: field.is_map(),
+            presence: field.supports_presence(),
+            oneof: field
+                .containing_oneof()
+                .and_then(|o| oneofs.iter().position(|x| x.full_name() == o.full_name())),
+            holds,
+            entry,
+            inner: OnceLock::new(),
+        }
+    }
+
+    /// The plan of the messages the field holds.
+    pub(super) fn inner(&self, pool: &DescriptorPool) -> Option<&Arc<Plan>> {
+        let holds = self.holds.as_ref()?;
+        Some(self.inner.get_or_init(|| plan(pool, holds)))
+    }
 }
 
 /// The plan of `descriptor`'s type (worked out on first use).
@@ -245,6 +300,7 @@ pub(super) fn plan(
     }
     let rules = Rules::of(pool);
     let options = descriptor.options();
+    let oneofs: Vec<prost_reflect::OneofDescriptor> = descriptor.oneofs().collect();
     let fields: Vec<FieldPlan> = descriptor
         .fields()
         .map(|field| {
@@ -276,6 +332,7 @@ pub(super) fn plan(
                 unset = found.into_iter().map(|v| v.rule).collect();
             }
             FieldPlan {
+                shape: Shape::of(&field, &oneofs),
                 field,
                 rules,
                 skip,
@@ -285,6 +342,11 @@ pub(super) fn plan(
         })
         .collect();
     let made = Arc::new(Plan {
+        descriptor: descriptor.clone(),
+        oneof_members: oneofs
+            .iter()
+            .map(|o| o.fields().map(|f| f.number()).collect())
+            .collect(),
         off: flag(&options, rules.disabled.as_ref()) || flag(&options, rules.ignored.as_ref()),
         any: descriptor.full_name() == "google.protobuf.Any",
         required_oneofs: descriptor
