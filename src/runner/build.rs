@@ -435,10 +435,17 @@ fn kind_label(kind: Kind) -> &'static str {
     kind.as_str()
 }
 
-/// Logs every object whose conditions changed since the last build.
+/// Logs every object whose conditions changed since the last build; a new object that
+/// is valid without a warning only at debug level (a start with 100,000 objects would
+/// write as many lines).
 fn log_status_changes(previous: &StatusReport, current: &StatusReport) {
     for (key, status) in &current.objects {
-        if previous.get(key) == Some(status) {
+        let before = previous.get(key);
+        if before == Some(status) {
+            continue;
+        }
+        if before.is_none() && status.is_valid() && status.warnings.is_empty() {
+            tracing::debug!(kind = %key.kind, ns = %key.namespace, name = %key.name, status = ?status.current(), "object status");
             continue;
         }
         let errors: Vec<String> = status

@@ -269,6 +269,22 @@ impl Encoder {
         }
         match listener.protocol {
             Protocol::Http if state.sharded => {
+                // Several shards touched (a full build touches them all): the listener's
+                // vhosts sorted into them once.
+                let mut members: Vec<Vec<(&String, &Parts)>> = Vec::new();
+                if touch.shards.count_ones() > 1 {
+                    members.resize_with(crate::xds::shard::SHARDS, Vec::new);
+                    for (fqdn, parts) in table.vhosts {
+                        if parts.on(li).is_none() {
+                            continue;
+                        }
+                        if parts.shard == EVERY_SHARD {
+                            members.iter_mut().for_each(|s| s.push((fqdn, parts)));
+                        } else if let Some(shard) = members.get_mut(usize::from(parts.shard)) {
+                            shard.push((fqdn, parts));
+                        }
+                    }
+                }
                 // Each touched shard's RouteConfiguration, and its scope.
                 for k in 0..crate::xds::shard::SHARDS {
                     if touch.shards & (1 << k) == 0 {
@@ -283,6 +299,7 @@ impl Encoder {
                         li,
                         None,
                         Some(&|parts: &Parts| parts.in_shard(k)),
+                        members.get(k).map(Vec::as_slice),
                     )?;
                     changes.put(XdsType::Route, routes.clone(), Some(any));
                     changes.put(
@@ -304,6 +321,7 @@ impl Encoder {
                     (XdsType::Route, name),
                     ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
                     li,
+                    None,
                     None,
                     None,
                 )?;
@@ -331,6 +349,7 @@ impl Encoder {
                         LISTENER_FILTER_CHAINS,
                         li,
                         fallback.as_deref(),
+                        None,
                         None,
                     )?)
                 } else {

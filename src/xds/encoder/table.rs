@@ -99,7 +99,9 @@ impl Table<'_> {
     /// (what the published table has after its vhosts is not copied). The bytes are
     /// written straight into the block the snapshot keeps, made at their exact size: no
     /// copy of a 12 MB listener, and no spare capacity kept with it. With `member`, only
-    /// the vhosts it takes (a shard's).
+    /// the vhosts it takes (a shard's): those of `members` when given (in name order, so
+    /// that assembling many shards does not walk every vhost for each).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn splice(
         &self,
         shell: &[u8],
@@ -108,14 +110,19 @@ impl Table<'_> {
         listener: usize,
         tail: Option<&[u8]>,
         member: Option<&dyn Fn(&Parts) -> bool>,
+        members: Option<&[(&String, &Parts)]>,
     ) -> Result<Encoded, Stale> {
         let taken = |parts: &Parts| member.is_none_or(|m| m(parts));
         let share = |parts: &Parts| parts.on(listener).filter(|_| taken(parts)).map(|p| p.share);
+        let vhosts = || -> Box<dyn Iterator<Item = (&String, &Parts)> + '_> {
+            match members {
+                Some(members) => Box::new(members.iter().copied()),
+                None => Box::new(self.vhosts.iter()),
+            }
+        };
         let len = shell.len()
             + tail.map_or(0, |t| field_len(tag, t.len()))
-            + self
-                .vhosts
-                .iter()
+            + vhosts()
                 .filter(|(_, parts)| taken(parts))
                 .map(|(fqdn, parts)| match self.fresh.get(fqdn) {
                     Some(new) => self
@@ -145,7 +152,7 @@ impl Table<'_> {
             .filter(|(fqdn, _)| !self.vhosts.contains_key(**fqdn))
             .peekable();
         let was = |parts: Option<&Parts>| parts.and_then(share).map_or(0, |s| s.field_len(tag));
-        for (fqdn, parts) in self.vhosts {
+        for (fqdn, parts) in vhosts() {
             while let Some((_, old)) = gone.next_if(|(g, _)| **g < fqdn) {
                 cursor += was(Some(old));
             }
