@@ -112,6 +112,19 @@ impl Object {
         )
     }
 
+    /// Whether `key` is the object's key (without making the key).
+    pub fn is(&self, key: &ObjectKey) -> bool {
+        let meta = self.metadata();
+        self.kind == key.kind
+            && meta.name.as_deref().unwrap_or_default() == key.name
+            && self.kind.namespace_of(meta.namespace.as_deref()) == key.namespace
+    }
+
+    /// The object's namespace as its key has it (see [`Object::key`]).
+    pub fn namespace(&self) -> &str {
+        self.kind.namespace_of(self.metadata().namespace.as_deref())
+    }
+
     /// The object as a `T`, when it is one.
     pub fn get<T: Resource>(&self) -> Option<&T> {
         self.value.as_any().downcast_ref()
