@@ -4,7 +4,8 @@
 //! `cargo bench --bench build` (N defaults to 10,000; `ISOBAR_BENCH_N` overrides it,
 //! `ISOBAR_BENCH_RUNS` the number of timed runs, `ISOBAR_BENCH_PROFILES` picks among
 //! `build` (flat and inclusion), `tls`, `kube`, `kube-status` (1,000 HTTPProxies, or
-//! `ISOBAR_BENCH_CHANGES`, created at once on the Kubernetes API: every status written), `gateway` (Gateway API; `gateway-vhds` with
+//! `ISOBAR_BENCH_CHANGES`, created at once on the Kubernetes API: every status written; `perf`
+//! takes `ISOBAR_BENCH_CHANGES` changes of each kind and `ISOBAR_BENCH_FANOUT` streams), `gateway` (Gateway API; `gateway-vhds` with
 //! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
 //! `envoy`, `envoy-defaults` (with Isobar's default settings; `envoy-defaults-sotw` with an
 //! Envoy on state of the world, `envoy-defaults-ingress` with Ingresses), `envoy-vhds` (the same over

@@ -656,7 +656,12 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
     } else {
         2.0
     };
-    let fanout = if benching { 200 } else { 20 };
+    // `ISOBAR_BENCH_FANOUT` sets how many streams the fan-out connects (each holds a
+    // whole copy of the snapshot: fewer at 100,000 objects).
+    let fanout = std::env::var("ISOBAR_BENCH_FANOUT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(if benching { 200 } else { 20 });
     println!(
         "perf{}: {n} HTTPProxies (2 routes, {} with TLS, {} of those with authorization by one ExtensionService), {n} Services, {n} EndpointSlices (3 endpoints), {} referenced TLS Secrets, {} unreferenced",
         if vhds { " with xds-server.vhds" } else { "" },
@@ -983,7 +988,8 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         // The ExtensionService's load balancer policy, back and forth: its cluster is
         // replaced; the listeners' filters name it only, so they are not sent again.
         let (mut samples, mut bytes) = (Vec::new(), Vec::new());
-        for k in 0..(per_kind / 10).max(2) {
+        // An even count: the policy ends as it began (the next mode's first edit changes it).
+        for k in 0..(per_kind / 10).max(2) / 2 * 2 {
             let strategy = if k % 2 == 0 { "Random" } else { "RoundRobin" };
             let key = ObjectKey::new(Kind::ExtensionService, "ext", "authz");
             let cluster = "extension/ext/authz".to_string();
