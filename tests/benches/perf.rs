@@ -144,6 +144,8 @@ struct Seen {
     t: XdsType,
     bytes: usize,
     names: Vec<String>,
+    /// A state-of-the-world response's version (empty over delta).
+    version: String,
 }
 
 /// What a simulated Envoy reads of a delta response: the type, the nonce and each
@@ -347,6 +349,7 @@ impl Client {
                         t,
                         bytes,
                         names,
+                        version: response.version_info.clone(),
                     });
                 }
                 // ACK; after clusters or listeners, follow new names as Envoy would.
@@ -437,6 +440,7 @@ impl Client {
                         t,
                         bytes,
                         names,
+                        version: String::new(),
                     });
                 }
                 let _ = requests.send(DeltaDiscoveryRequest {
@@ -476,12 +480,28 @@ impl Client {
         name: &str,
         limit: Duration,
     ) -> Option<Instant> {
+        self.until_not(since, t, name, limit, "").await
+    }
+
+    /// [`Client::until`], skipping state-of-the-world responses of version `stale` (the
+    /// one served before the change: a large one sent before it may be read after it).
+    pub(crate) async fn until_not(
+        &self,
+        since: Instant,
+        t: XdsType,
+        name: &str,
+        limit: Duration,
+        stale: &str,
+    ) -> Option<Instant> {
         let deadline = Instant::now() + limit;
         loop {
             if let Ok(seen) = self.seen.lock()
-                && let Some(s) = seen
-                    .iter()
-                    .find(|s| s.at >= since && s.t == t && s.names.iter().any(|n| n == name))
+                && let Some(s) = seen.iter().find(|s| {
+                    s.at >= since
+                        && s.t == t
+                        && (stale.is_empty() || s.version != stale)
+                        && s.names.iter().any(|n| n == name)
+                })
             {
                 return Some(s.at);
             }
@@ -848,13 +868,14 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         };
         let change = async |client: &Client, object: Option<Object>, key: ObjectKey, t: XdsType, name: String| {
             let since = Instant::now();
+            let stale = snapshots.borrow().as_ref().map(|s| s.get(t).version.clone()).unwrap_or_default();
             let event = match object {
                 Some(object) => Event::Apply(object),
                 None => Event::Delete(key),
             };
             let _ = events.send(event).await;
             let at = client
-                .until(since, t, &name, Duration::from_secs(30))
+                .until_not(since, t, &name, Duration::from_secs(30), &stale)
                 .await
                 .unwrap_or_else(|| panic!("{name} never arrived"));
             client.settle(quiet).await;
