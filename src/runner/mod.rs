@@ -56,8 +56,8 @@ pub struct Runner {
     /// runner to trace to the objects that made them.
     pub withheld: std::sync::Mutex<Vec<crate::xds::validate::Withheld>>,
     /// The HTTP listeners whose routes the last full build split into shards (a full
-    /// build keeps them split down to half the threshold).
-    pub sharded: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// build keeps them split down to half the threshold), with their shard counts.
+    pub sharded: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 /// How long a build waits for dropped Secrets to be fetched before serving without them.

@@ -827,15 +827,22 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         // Where a plain vhost's change shows: its shard when the listener's routes are
         // split (`xds-server.route-shards-from`), else its own VirtualHost over VHDS, else
         // the whole `ingress_http`.
-        let sharded = snapshots.borrow().as_ref().is_some_and(|snapshot| {
+        let shards = snapshots.borrow().as_ref().map_or(0, |snapshot| {
+            let prefix = isobar::xds::shard::shard_name("ingress_http", 0);
+            let prefix = prefix.trim_end_matches('0');
             snapshot
                 .get(XdsType::Route)
                 .resources
-                .contains_key(isobar::xds::shard::shard_name("ingress_http", 0).as_str())
+                .keys()
+                .filter(|name| name.starts_with(prefix))
+                .count()
         });
+        if shards > 0 {
+            println!("  ingress_http's routes in {shards} shards");
+        }
         let plain = |fqdn: String| {
-            if sharded {
-                let k = isobar::xds::shard::shard_of(&fqdn);
+            if shards > 0 {
+                let k = isobar::xds::shard::shard_of(&fqdn, shards);
                 (XdsType::Route, isobar::xds::shard::shard_name("ingress_http", k))
             } else if vhds {
                 (XdsType::VirtualHost, format!("ingress_http/{fqdn}"))

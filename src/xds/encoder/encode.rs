@@ -35,7 +35,7 @@ impl Encoder {
             heads.push((li, secure.peekable()));
         }
         let listeners: Vec<&ir::Listener> = ir.listeners.values().collect();
-        let sharding = self.listeners.iter().any(|l| l.sharded);
+        let sharding = self.listeners.iter().any(|l| l.shards > 0);
         let mut out = Vec::new();
         loop {
             let next = heads
@@ -92,7 +92,7 @@ impl Encoder {
             } else if crate::xds::shard::in_every_shard(fqdn) {
                 EVERY_SHARD
             } else {
-                u8::try_from(crate::xds::shard::shard_of(fqdn)).unwrap_or(EVERY_SHARD)
+                u16::try_from(crate::xds::shard::host_hash(fqdn)).unwrap_or(EVERY_SHARD)
             };
             let parts = Parts {
                 on: on.into_boxed_slice(),
@@ -171,10 +171,10 @@ impl Encoder {
         let listener = &self.listeners[li].shape;
         let same = was.map(|p| p.share) == now.map(|p| p.share);
         touch.table |= !same;
-        let sharded = self.listeners[li].sharded;
+        let shards = self.listeners[li].shards;
         match listener.protocol {
-            Protocol::Http if sharded && !same => touch.shards |= shard_mask(shard),
-            Protocol::Http if vhds && !sharded && !same => {
+            Protocol::Http if shards > 0 && !same => touch.shards.add(shard, shards),
+            Protocol::Http if vhds && shards == 0 && !same => {
                 let vhost = bytes
                     .filter(|_| now.is_some())
                     .map(|b| Encoded::from(vhds_virtual_host(&listener.name, fqdn, b)));
@@ -268,26 +268,29 @@ impl Encoder {
             return Ok(());
         }
         match listener.protocol {
-            Protocol::Http if state.sharded => {
+            Protocol::Http if state.shards > 0 => {
+                let shards = state.shards;
                 // Several shards touched (a full build touches them all): the listener's
                 // vhosts sorted into them once.
                 let mut members: Vec<Vec<(&String, &Parts)>> = Vec::new();
-                if touch.shards.count_ones() > 1 {
-                    members.resize_with(crate::xds::shard::SHARDS, Vec::new);
+                if touch.shards.several() {
+                    members.resize_with(shards, Vec::new);
                     for (fqdn, parts) in table.vhosts {
                         if parts.on(li).is_none() {
                             continue;
                         }
                         if parts.shard == EVERY_SHARD {
                             members.iter_mut().for_each(|s| s.push((fqdn, parts)));
-                        } else if let Some(shard) = members.get_mut(usize::from(parts.shard)) {
+                        } else if let Some(shard) =
+                            members.get_mut(usize::from(parts.shard) % shards)
+                        {
                             shard.push((fqdn, parts));
                         }
                     }
                 }
                 // Each touched shard's RouteConfiguration, and its scope.
-                for k in 0..crate::xds::shard::SHARDS {
-                    if touch.shards & (1 << k) == 0 {
+                for k in 0..shards {
+                    if !touch.shards.contains(k) {
                         continue;
                     }
                     let routes = crate::xds::shard::shard_name(name, k);
@@ -298,7 +301,7 @@ impl Encoder {
                         ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
                         li,
                         None,
-                        Some(&|parts: &Parts| parts.in_shard(k)),
+                        Some(&|parts: &Parts| parts.in_shard(k, shards)),
                         members.get(k).map(Vec::as_slice),
                     )?;
                     changes.put(XdsType::Route, routes.clone(), Some(any));
@@ -309,7 +312,7 @@ impl Encoder {
                     );
                 }
                 let served =
-                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, true)));
+                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, shards)));
                 changes.put(XdsType::Listener, name.clone(), served);
             }
             Protocol::Http => {
@@ -334,7 +337,7 @@ impl Encoder {
                     );
                 }
                 let served =
-                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, false)));
+                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, 0)));
                 changes.put(XdsType::Listener, name.clone(), served);
             }
             Protocol::Https => {

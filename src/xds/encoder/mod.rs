@@ -67,38 +67,67 @@ impl Placed {
 struct Parts {
     on: Box<[Placed]>,
     clusters: SmallSet<String>,
-    /// Its shard on a listener whose routes are split ([`EVERY_SHARD`]: a wildcard or
-    /// default vhost, in all of them).
-    shard: u8,
+    /// Its host's shard among the most a listener has (`xds::shard::host_hash`; its
+    /// shard among `n` is this modulo `n`), when some listener's routes are split
+    /// ([`EVERY_SHARD`]: a wildcard or default vhost, in all of them).
+    shard: u16,
 }
 
 /// [`Parts::shard`] of a vhost in every shard.
-const EVERY_SHARD: u8 = u8::MAX;
+const EVERY_SHARD: u16 = u16::MAX;
 
 impl Parts {
     fn on(&self, listener: usize) -> Option<&Placed> {
         self.on.iter().find(|p| p.listener == listener)
     }
 
-    fn in_shard(&self, k: usize) -> bool {
-        self.shard == EVERY_SHARD || usize::from(self.shard) == k
+    /// Whether it is in shard `k` of `shards`.
+    fn in_shard(&self, k: usize, shards: usize) -> bool {
+        self.shard == EVERY_SHARD || usize::from(self.shard) % shards == k
     }
 }
 
-/// Whether an HTTP listener with `vhosts` vhosts has its routes split into shards
-/// (`were`: it had), by `xds-server.route-shards-from`: from that many, and down to half
-/// as many once split.
-fn splits(settings: &EnvoySettings, vhosts: usize, were: bool) -> bool {
+/// How many shards an HTTP listener with `vhosts` vhosts has its routes split into (`0`:
+/// none), when it had `were`: by `xds-server.route-shards-from`, split from that many
+/// vhosts, and down to half as many once split; as many shards as
+/// `xds::shard::shard_count` says.
+fn shards(settings: &EnvoySettings, vhosts: usize, were: usize) -> usize {
     let from = settings.route_shards_from;
-    from > 0 && (vhosts >= from || (were && vhosts * 2 >= from))
+    if from > 0 && (vhosts >= from || (were > 0 && vhosts * 2 >= from)) {
+        crate::xds::shard::shard_count(vhosts, were)
+    } else {
+        0
+    }
 }
 
-/// The shards a vhost's change touches, as a mask.
-fn shard_mask(shard: u8) -> u64 {
-    if shard == EVERY_SHARD {
-        u64::MAX
-    } else {
-        1 << shard
+/// Shards of a split listener, as a set.
+#[derive(Default, Clone, Copy)]
+struct ShardSet([u64; crate::xds::shard::MAX_SHARDS / 64]);
+
+impl ShardSet {
+    /// Every shard.
+    fn all() -> ShardSet {
+        ShardSet([u64::MAX; crate::xds::shard::MAX_SHARDS / 64])
+    }
+
+    /// The shards a change to a vhost of [`Parts::shard`] `shard` touches on a listener
+    /// of `shards` shards.
+    fn add(&mut self, shard: u16, shards: usize) {
+        if shard == EVERY_SHARD {
+            *self = ShardSet::all();
+        } else {
+            let k = usize::from(shard) % shards;
+            self.0[k / 64] |= 1 << (k % 64);
+        }
+    }
+
+    fn contains(&self, k: usize) -> bool {
+        self.0[k / 64] & (1 << (k % 64)) != 0
+    }
+
+    /// Whether it holds more than one shard.
+    fn several(&self) -> bool {
+        self.0.iter().map(|w| w.count_ones()).sum::<u32>() > 1
     }
 }
 
@@ -133,9 +162,9 @@ struct ListenerState {
     /// change of shape.
     proxy: Option<ir::TcpProxy>,
     proxy_clusters: BTreeMap<String, ir::Cluster>,
-    /// HTTP: its routes are split into shards (see `xds::shard`), decided by a full
-    /// build from how many vhosts it has.
-    sharded: bool,
+    /// HTTP: how many shards its routes are split into (see `xds::shard`; `0`: none),
+    /// decided by a full build from how many vhosts it has.
+    shards: usize,
 }
 
 impl ListenerState {
@@ -159,8 +188,8 @@ impl ListenerState {
 struct Touched {
     /// Its table (RouteConfiguration or filter chains) must be assembled again.
     table: bool,
-    /// A split HTTP listener: the shards to assemble again, as a mask.
-    shards: u64,
+    /// A split HTTP listener: the shards to assemble again.
+    shards: ShardSet,
     /// Its fallback RouteConfiguration must be assembled again.
     fallback: bool,
 }
@@ -186,9 +215,10 @@ pub struct Encoder {
     /// SDS names by how many vhosts (and fallback chains) use them.
     secrets: HashMap<String, usize>,
     started: bool,
-    /// The HTTP listeners the last full build split into shards (they stay split down to
-    /// half the threshold, so a listener near it does not flip back and forth).
-    were_sharded: BTreeSet<String>,
+    /// The HTTP listeners the last full build split into shards, with their shard
+    /// counts (they stay split down to half the threshold, and keep their count near a
+    /// boundary, so a listener near one does not flip back and forth).
+    were_sharded: BTreeMap<String, usize>,
 }
 
 pub fn translate(ir: &Ir, objects: &Objects, settings: &EnvoySettings) -> Resources {
@@ -205,12 +235,12 @@ pub fn translate_keeping(
 }
 
 /// [`translate_keeping`] after a build that split the HTTP listeners `sharded` into
-/// shards (they stay split down to half the threshold).
+/// shards, as many as each names (they stay split down to half the threshold).
 pub fn translate_after(
     ir: &Ir,
     objects: &Objects,
     settings: &EnvoySettings,
-    sharded: Option<&BTreeSet<String>>,
+    sharded: Option<&BTreeMap<String, usize>>,
 ) -> (Resources, Encoder) {
     let mut out = Resources::default();
     // Envoy's client certificate for upstream TLS, served over SDS when it is valid.
@@ -280,12 +310,12 @@ impl Encoder {
         }
     }
 
-    /// The HTTP listeners whose routes are split into shards.
-    pub fn sharded_listeners(&self) -> BTreeSet<String> {
+    /// The HTTP listeners whose routes are split into shards, with their shard counts.
+    pub fn sharded_listeners(&self) -> BTreeMap<String, usize> {
         self.listeners
             .iter()
-            .filter(|l| l.sharded)
-            .map(|l| l.shape.name.clone())
+            .filter(|l| l.shards > 0)
+            .map(|l| (l.shape.name.clone(), l.shards))
             .collect()
     }
 
@@ -311,7 +341,7 @@ impl Encoder {
                     .filter(|f| self.vhosts.get(*f).is_some_and(|p| p.on(li).is_some()))
                     .count();
                 let now = (state.vhosts + l.virtual_hosts.len()).saturating_sub(gone);
-                splits(settings, now, state.sharded) == state.sharded
+                shards(settings, now, state.shards) == state.shards
             })
     }
 
@@ -360,7 +390,7 @@ struct Compared<'a> {
     bytes: Option<&'a [u8]>,
     rds: Option<Encoded>,
     /// The vhost's [`Parts::shard`].
-    shard: u8,
+    shard: u16,
 }
 
 /// A vhost of some listener, plain or secure.

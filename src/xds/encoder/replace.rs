@@ -113,12 +113,15 @@ impl Encoder {
                     fallback_counted: false,
                     proxy: l.tcp_proxy.clone(),
                     proxy_clusters: proxy_clusters(ir, l),
-                    sharded: l.protocol == Protocol::Http
-                        && splits(
+                    shards: if l.protocol == Protocol::Http {
+                        shards(
                             settings,
                             l.virtual_hosts.len(),
-                            self.were_sharded.contains(&l.name),
-                        ),
+                            self.were_sharded.get(&l.name).copied().unwrap_or(0),
+                        )
+                    } else {
+                        0
+                    },
                 })
                 .collect();
         } else if !self.same_listeners(ir) {
@@ -162,8 +165,8 @@ impl Encoder {
             // RDS is always published, even empty, so a listener never waits on it.
             for (touch, state) in touches.iter_mut().zip(&self.listeners) {
                 touch.table = state.shape.protocol == Protocol::Http;
-                if state.sharded {
-                    touch.shards = u64::MAX;
+                if state.shards > 0 {
+                    touch.shards = ShardSet::all();
                 }
             }
         }
@@ -245,7 +248,7 @@ impl Encoder {
         if self.started
             && self.listeners.iter().any(|l| {
                 l.shape.protocol == Protocol::Http
-                    && l.sharded != splits(settings, l.vhosts, l.sharded)
+                    && l.shards != shards(settings, l.vhosts, l.shards)
             })
         {
             return Err(Stale);

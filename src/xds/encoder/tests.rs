@@ -150,3 +150,98 @@ fn extension_clusters_are_served_for_as_long_as_the_ir_holds_them() {
         Some(&None)
     );
 }
+
+/// An IR of one HTTP listener with `n` exact vhosts (`site-<i>.example.com`) and one
+/// wildcard vhost, each with a route to `app` at `/` (vhost `moved`'s at `/moved`).
+fn many_vhosts(n: usize, moved: Option<usize>) -> Ir {
+    let mut ir = Ir::with_listeners([Listener::http("l", "127.0.0.1", 10000)]);
+    let app = cluster("app");
+    let route = Route {
+        matcher: RouteMatch::path(PathMatch::Prefix("/".to_string())),
+        action: RouteAction::Forward(vec![WeightedCluster {
+            cluster: app.name.clone(),
+            weight: 1,
+            ..Default::default()
+        }]),
+        source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+        tie: None,
+        policy: None,
+    };
+    ir.add_cluster(app);
+    for i in 0..n {
+        let mut route = route.clone();
+        if moved == Some(i) {
+            route.matcher = RouteMatch::path(PathMatch::Prefix("/moved".to_string()));
+        }
+        ir.add_route("l", &format!("site-{i}.example.com"), route);
+    }
+    ir.add_route("l", "*.wild.example.com", route);
+    ir
+}
+
+/// A listener with more vhosts than 64 shards keep small has more shards: every exact
+/// vhost in the one its host's number names among them, the wildcard in all, the
+/// listener's expression computing the same count, and a change to one vhost sends
+/// only its shard.
+#[test]
+fn a_listener_of_many_vhosts_has_more_shards_and_a_change_sends_one() {
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use prost::Message;
+    let settings = EnvoySettings {
+        route_shards_from: 1000,
+        ..settings()
+    };
+    let n = 20_000;
+    let shards = crate::xds::shard::shard_count(n + 1, 0);
+    assert_eq!(shards, 128);
+    let objects = objects();
+    let (resources, mut encoder) = translate_keeping(&many_vhosts(n, None), &objects, &settings);
+    assert_eq!(resources.routes.len(), shards);
+    assert_eq!(resources.scoped_routes.len(), shards);
+    let listener = String::from_utf8_lossy(&resources.listeners["l"]).into_owned();
+    assert!(listener.contains(&format!(") % {shards}")), "{listener}");
+    let mut placed = 0;
+    for k in 0..shards {
+        let name = crate::xds::shard::shard_name("l", k);
+        let table = RouteConfiguration::decode(&resources.routes[&name][..])
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for vhost in &table.virtual_hosts {
+            let host = &vhost.domains[0];
+            if host.starts_with('*') {
+                continue;
+            }
+            assert_eq!(crate::xds::shard::shard_of(host, shards), k, "{host}");
+            placed += 1;
+        }
+        assert!(
+            table
+                .virtual_hosts
+                .iter()
+                .any(|v| v.domains[0] == "*.wild.example.com"),
+            "{name} lacks the wildcard vhost"
+        );
+    }
+    assert_eq!(placed, n);
+    assert_eq!(encoder.sharded_listeners()["l"], shards);
+    // One vhost's route changes: its shard alone is sent again.
+    let snapshot = Snapshot::new(resources);
+    let fqdn = "site-4321.example.com".to_string();
+    // A scoped build's IR holds the vhosts it touched.
+    let mut edited = many_vhosts(n, Some(4321));
+    if let Some(vhosts) = edited.virtual_hosts_mut("l") {
+        vhosts.retain(|f, _| *f == fqdn);
+    }
+    assert!(encoder.keeps_shards(&edited, &BTreeSet::from([fqdn.clone()]), &settings));
+    let changes = encoder
+        .replace(
+            &edited,
+            &objects,
+            &settings,
+            &BTreeSet::from([fqdn.clone()]),
+            Some(&snapshot),
+        )
+        .unwrap_or_else(|_| panic!("stale"));
+    let sent: Vec<&String> = changes.by_type[&XdsType::Route].keys().collect();
+    let k = crate::xds::shard::shard_of(&fqdn, shards);
+    assert_eq!(sent, [&crate::xds::shard::shard_name("l", k)]);
+}

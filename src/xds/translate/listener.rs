@@ -548,19 +548,20 @@ fn proxy_protocol(settings: &EnvoySettings) -> Vec<ListenerFilter> {
 }
 
 /// A plain HTTP listener: one connection manager, routed by the RouteConfiguration of
-/// the listener's name, or (`sharded`) by the shards of its routes (see `xds::shard`).
+/// the listener's name, or (`shards` > 0) by the shards of its routes (see
+/// `xds::shard`).
 pub(in crate::xds) fn http_listener(
     on: &ir::Listener,
     settings: &EnvoySettings,
-    sharded: bool,
+    shards: usize,
 ) -> Listener {
     let mut manager = connection_manager(on, settings, &on.name, true, None);
-    if sharded {
+    if shards > 0 {
         manager.route_specifier = Some(hcm::http_connection_manager::RouteSpecifier::ScopedRoutes(
             crate::xds::shard::scoped_routes(&on.name),
         ));
         manager.early_header_mutation_extensions =
-            vec![crate::xds::shard::scope_header_mutation(&on.name)];
+            vec![crate::xds::shard::scope_header_mutation(&on.name, shards)];
     }
     Listener {
         name: on.name.clone(),

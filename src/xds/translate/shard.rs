@@ -1,7 +1,9 @@
-//! An HTTP listener's routes split into shards: 64 RouteConfigurations instead of one,
-//! so that a change to one vhost makes Envoy rebuild a table of about 1/64th of the
-//! vhosts, not all of them (at 10,000 vhosts Envoy's own rebuild of one table takes
-//! 100–200 ms).
+//! An HTTP listener's routes split into shards: 64 or more RouteConfigurations instead
+//! of one, so that a change to one vhost makes Envoy rebuild a table of a few hundred
+//! vhosts at most, not all of them (at 10,000 vhosts Envoy's own rebuild of one table
+//! takes 100–200 ms). How many shards a listener has follows how many vhosts it has
+//! ([`shard_count`]): the fewest shards, a power of two from 64 to 1,024, holding about
+//! 200 vhosts each at most (64 up to 12,800 vhosts, 512 at 100,000).
 //!
 //! Envoy picks a request's shard with scoped routes (SRDS): the connection manager's
 //! early header mutation writes the shard number into `x-isobar-scope` with a CEL
@@ -13,9 +15,11 @@
 //! answers as the one table would.
 //!
 //! The number: for the host's first label and for the label before its last, the last
-//! three characters each give two bits (whether they are in [`BIT0`], whether in
-//! [`BIT1`], either case); the two six-bit values are added modulo 64. Isobar computes
-//! the same number for each vhost's FQDN ([`shard_of`]); the CEL expression
+//! characters each give two bits (whether they are in [`BIT0`], whether in [`BIT1`],
+//! either case); the two values are added modulo the number of shards. Three characters
+//! count for 64 shards, four for 128 and 256, five for 512 and 1,024, so a host's shard
+//! among `n` is its shard among 1,024 modulo `n` ([`host_hash`]). Isobar computes the
+//! same number for each vhost's FQDN ([`shard_of`]); the CEL expression
 //! ([`shard_expression`]) tests the same characters with regular expressions, which
 //! ignore case, a port and a trailing dot. A test holds the two to the same answers.
 
@@ -38,8 +42,12 @@ use envoy_types::util::pack_any;
 use crate::xds::proto::ads;
 use crate::xds::resource::{Encoded, encoded};
 
-/// How many shards a split listener has.
-pub const SHARDS: usize = 64;
+/// The fewest shards a split listener has.
+pub const MIN_SHARDS: usize = 64;
+/// The most shards a split listener has.
+pub const MAX_SHARDS: usize = 1024;
+/// How many vhosts a shard holds on average when a listener's shard count is chosen.
+const PER_SHARD: usize = 200;
 
 /// The request header the shard number is written to (and removed from again before the
 /// request goes upstream).
@@ -50,17 +58,38 @@ pub const BIT0: &str = "acegikmoqsuwy02468";
 /// Characters giving its second bit.
 pub const BIT1: &str = "abefijmnqruvyz014589";
 
-/// How many characters from the end of each label count.
-const POSITIONS: usize = 3;
+/// How many characters from the end of each label count for `shards` shards (a power
+/// of two from [`MIN_SHARDS`] to [`MAX_SHARDS`]): two bits each, enough for the sum
+/// of the two labels' values to reach every shard.
+fn positions(shards: usize) -> usize {
+    (shards.trailing_zeros() as usize).div_ceil(2)
+}
+
+/// How many shards a split listener with `vhosts` vhosts has, when it had `was` (`0`:
+/// it was not split): the fewest, as a power of two from [`MIN_SHARDS`] to
+/// [`MAX_SHARDS`], holding [`PER_SHARD`] vhosts each at most on average. A count is kept
+/// while its shards hold a quarter to twice that on average, so a listener near a
+/// boundary does not flip back and forth (a new count is a full build: every shard and
+/// the listener change).
+pub fn shard_count(vhosts: usize, was: usize) -> usize {
+    let target = (vhosts / PER_SHARD)
+        .next_power_of_two()
+        .clamp(MIN_SHARDS, MAX_SHARDS);
+    let keeps = was.is_power_of_two()
+        && (MIN_SHARDS..=MAX_SHARDS).contains(&was)
+        && (was == MIN_SHARDS || vhosts * 4 >= was * PER_SHARD)
+        && (was == MAX_SHARDS || vhosts <= was * PER_SHARD * 2);
+    if keeps { was } else { target }
+}
 
 fn in_class(c: char, class: &str) -> bool {
     class.contains(c.to_ascii_lowercase())
 }
 
-/// The two-bit value of each of the last characters of `label` (the last first),
-/// combined: position `p` from the end weighs `4^p`.
-fn label_value(label: &[char]) -> usize {
-    (0..POSITIONS)
+/// The two-bit value of each of the last `positions` characters of `label` (the last
+/// first), combined: position `p` from the end weighs `4^p`.
+fn label_value(label: &[char], positions: usize) -> usize {
+    (0..positions)
         .filter_map(|p| label.len().checked_sub(p + 1).map(|i| (p, label[i])))
         .map(|(p, c)| char_bits(c) << (2 * p))
         .sum()
@@ -71,21 +100,28 @@ fn char_bits(c: char) -> usize {
     usize::from(in_class(c, BIT0)) + 2 * usize::from(in_class(c, BIT1))
 }
 
-/// The shard of a host as Envoy computes it for a request (see the module's docs): the
-/// host may carry a port and a trailing dot and be in any case.
-pub fn shard_of(host: &str) -> usize {
+/// The shard of a host among `shards` as Envoy computes it for a request (see the
+/// module's docs): the host may carry a port and a trailing dot and be in any case.
+pub fn shard_of(host: &str, shards: usize) -> usize {
+    let positions = positions(shards);
     let chars: Vec<char> = host.chars().collect();
     let stop = |c: &char| *c == '.' || *c == ':';
     // The first label: up to the first '.' or ':'.
     let first_end = chars.iter().position(stop).unwrap_or(chars.len());
-    let first = label_value(&chars[..first_end]);
-    (first + second_to_last_value(&chars)) % SHARDS
+    let first = label_value(&chars[..first_end], positions);
+    (first + second_to_last_value(&chars, positions)) % shards
+}
+
+/// A host's shard among [`MAX_SHARDS`]: its shard among any split listener's `n`
+/// shards is this modulo `n`.
+pub fn host_hash(host: &str) -> usize {
+    shard_of(host, MAX_SHARDS)
 }
 
 /// The value of the label before the last one: the host without a port (`:` and
 /// digits at its end) and one trailing dot must end in `.` and a label of at least one
 /// character; the characters before that dot count (as many as are not `.` or `:`).
-fn second_to_last_value(chars: &[char]) -> usize {
+fn second_to_last_value(chars: &[char], positions: usize) -> usize {
     let mut end = chars.len();
     if let Some(colon) = chars.iter().rposition(|c| *c == ':')
         && chars[colon + 1..].iter().all(char::is_ascii_digit)
@@ -106,7 +142,7 @@ fn second_to_last_value(chars: &[char]) -> usize {
     // The characters before the dot: the one at p from it counts while the p after it
     // (up to the dot) are neither '.' nor ':'.
     let mut value = 0;
-    for p in 0..POSITIONS {
+    for p in 0..positions {
         let Some(i) = dot.checked_sub(p + 1) else {
             break;
         };
@@ -129,11 +165,11 @@ fn regex_class(class: &str) -> String {
     format!("[{class}{upper}]")
 }
 
-/// The CEL expression giving a request's shard number (Envoy's CEL has no conversion
-/// to a string: the header's value puts the listener's prefix before it).
-pub fn shard_expression() -> String {
+/// The CEL expression giving a request's shard number among `shards` (Envoy's CEL has
+/// no conversion to a string: the header's value puts the listener's prefix before it).
+pub fn shard_expression(shards: usize) -> String {
     let mut terms = Vec::new();
-    for p in 0..POSITIONS {
+    for p in 0..positions(shards) {
         for (bit, class) in [(0, BIT0), (1, BIT1)] {
             let weight = 1usize << (2 * p + bit);
             let c = regex_class(class);
@@ -145,7 +181,7 @@ pub fn shard_expression() -> String {
             ));
         }
     }
-    format!("({}) % {SHARDS}", terms.join(" + "))
+    format!("({}) % {shards}", terms.join(" + "))
 }
 
 /// The scope-key prefix of listener `listener`'s shards: its name with only characters
@@ -214,10 +250,14 @@ pub fn scoped_routes(listener: &str) -> ScopedRoutes {
     }
 }
 
-/// The early header mutation writing a request's scope key (any value the client sent
-/// is overwritten).
-pub fn scope_header_mutation(listener: &str) -> TypedExtensionConfig {
-    let value = format!("{}%CEL({})%", key_prefix(listener), shard_expression());
+/// The early header mutation writing a request's scope key among `shards` (any value
+/// the client sent is overwritten).
+pub fn scope_header_mutation(listener: &str, shards: usize) -> TypedExtensionConfig {
+    let value = format!(
+        "{}%CEL({})%",
+        key_prefix(listener),
+        shard_expression(shards)
+    );
     TypedExtensionConfig {
         name: "isobar.route-shard".to_string(),
         typed_config: Some(pack_any(HeaderMutation {
@@ -257,9 +297,9 @@ mod tests {
 
     /// The regular expressions the CEL expression uses, with their weights: (first
     /// label's, label before the last's).
-    fn patterns() -> Vec<(usize, regex::Regex, regex::Regex)> {
+    fn patterns(shards: usize) -> Vec<(usize, regex::Regex, regex::Regex)> {
         let mut out = Vec::new();
-        for p in 0..POSITIONS {
+        for p in 0..positions(shards) {
             for (bit, class) in [(0, BIT0), (1, BIT1)] {
                 let c = regex_class(class);
                 let compile = |re: String| regex::Regex::new(&re).unwrap_or_else(|e| panic!("{e}"));
@@ -273,23 +313,42 @@ mod tests {
         out
     }
 
-    /// The shard of a host by those regular expressions.
-    fn by_patterns(patterns: &[(usize, regex::Regex, regex::Regex)], host: &str) -> usize {
+    /// The shard of a host among `shards` by those regular expressions.
+    fn by_patterns(
+        patterns: &[(usize, regex::Regex, regex::Regex)],
+        host: &str,
+        shards: usize,
+    ) -> usize {
         let (mut first, mut second) = (0, 0);
         for (weight, one, two) in patterns {
             first += usize::from(one.is_match(host)) * weight;
             second += usize::from(two.is_match(host)) * weight;
         }
-        (first + second) % SHARDS
+        (first + second) % shards
+    }
+
+    /// Every shard count a listener can have.
+    fn counts() -> impl Iterator<Item = usize> {
+        (0..)
+            .map(|i| MIN_SHARDS << i)
+            .take_while(|n| *n <= MAX_SHARDS)
     }
 
     /// The expression Envoy evaluates is made of those very patterns.
     #[test]
     fn the_cel_expression_holds_the_patterns() {
-        let expression = shard_expression();
-        for (_, one, two) in patterns() {
-            assert!(expression.contains(&format!("matches('{}')", one.as_str())));
-            assert!(expression.contains(&format!("matches('{}')", two.as_str())));
+        for shards in counts() {
+            let expression = shard_expression(shards);
+            assert!(
+                expression.ends_with(&format!(") % {shards}")),
+                "{expression}"
+            );
+            let patterns = patterns(shards);
+            assert_eq!(expression.matches("matches(").count(), patterns.len() * 2);
+            for (_, one, two) in patterns {
+                assert!(expression.contains(&format!("matches('{}')", one.as_str())));
+                assert!(expression.contains(&format!("matches('{}')", two.as_str())));
+            }
         }
     }
 
@@ -349,9 +408,14 @@ mod tests {
             }
             hosts.push(host);
         }
-        let patterns = patterns();
-        for host in &hosts {
-            assert_eq!(shard_of(host), by_patterns(&patterns, host), "{host:?}");
+        for shards in counts() {
+            let patterns = patterns(shards);
+            for host in &hosts {
+                let k = shard_of(host, shards);
+                assert_eq!(k, by_patterns(&patterns, host, shards), "{host:?} {shards}");
+                // The encoder keeps one number per host for every count.
+                assert_eq!(k, host_hash(host) % shards, "{host:?} {shards}");
+            }
         }
     }
 
@@ -360,20 +424,48 @@ mod tests {
     #[test]
     fn a_hosts_shard_ignores_case_port_and_trailing_dot_and_hosts_spread() {
         for host in ["foo.example.com", "site-123.tenants.example.org", "a.b"] {
-            let k = shard_of(host);
-            assert_eq!(shard_of(&host.to_ascii_uppercase()), k);
-            assert_eq!(shard_of(&format!("{host}:8443")), k);
-            assert_eq!(shard_of(&format!("{host}.")), k);
-            assert_eq!(shard_of(&format!("{host}.:80")), k);
+            let k = host_hash(host);
+            assert_eq!(host_hash(&host.to_ascii_uppercase()), k);
+            assert_eq!(host_hash(&format!("{host}:8443")), k);
+            assert_eq!(host_hash(&format!("{host}.")), k);
+            assert_eq!(host_hash(&format!("{host}.:80")), k);
         }
-        let mut counts = [0usize; SHARDS];
-        for i in 0..10_000 {
-            counts[shard_of(&format!("site-{i}.example.com"))] += 1;
+        for (hosts, shards) in [(10_000, 64), (100_000, 512), (200_000, 1024)] {
+            let mut counts = vec![0usize; shards];
+            for i in 0..hosts {
+                counts[shard_of(&format!("site-{i}.example.com"), shards)] += 1;
+            }
+            let (min, max) = (
+                counts.iter().min().copied().unwrap_or(0),
+                counts.iter().max().copied().unwrap_or(0),
+            );
+            assert!(min > 0 && max < hosts / shards * 4, "{shards}: {counts:?}");
         }
-        let (min, max) = (
-            counts.iter().min().copied().unwrap_or(0),
-            counts.iter().max().copied().unwrap_or(0),
-        );
-        assert!(min > 0 && max < 10_000 / SHARDS * 4, "{counts:?}");
+    }
+
+    /// A listener's shard count follows its vhosts, about 200 a shard, and is kept
+    /// while it is near enough.
+    #[test]
+    fn the_shard_count_follows_the_vhosts_and_holds_near_a_boundary() {
+        assert_eq!(shard_count(1_000, 0), 64);
+        assert_eq!(shard_count(10_000, 0), 64);
+        assert_eq!(shard_count(25_600, 0), 128);
+        assert_eq!(shard_count(100_000, 0), 512);
+        assert_eq!(shard_count(1_000_000, 0), 1024);
+        // Growing one vhost at a time from 64 shards: kept up to twice the average.
+        assert_eq!(shard_count(25_600, 64), 64);
+        assert_eq!(shard_count(25_601, 64), 128);
+        // Shrinking: kept down to a quarter of it.
+        assert_eq!(shard_count(100_000, 512), 512);
+        assert_eq!(shard_count(25_600, 512), 512);
+        assert_eq!(shard_count(25_599, 512), 128);
+        assert_eq!(shard_count(10, 64), 64);
+        assert_eq!(shard_count(5_000_000, 1024), 1024);
+        // A count no listener could have is replaced.
+        assert_eq!(shard_count(10_000, 100), 64);
+        for (vhosts, was) in [(0, 0), (50_000, 64), (300_000, 128)] {
+            let n = shard_count(vhosts, was);
+            assert!(n.is_power_of_two() && (MIN_SHARDS..=MAX_SHARDS).contains(&n));
+        }
     }
 }
