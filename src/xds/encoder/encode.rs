@@ -270,11 +270,18 @@ impl Encoder {
         match listener.protocol {
             Protocol::Http if state.shards > 0 => {
                 let shards = state.shards;
-                // Several shards touched (a full build touches them all): the listener's
-                // vhosts sorted into them once.
+                // Many shards touched (a full build touches them all): the listener's
+                // vhosts sorted into them once; a few: each one's from the index.
                 let mut members: Vec<Vec<(&String, &Parts)>> = Vec::new();
-                if touch.shards.several() {
-                    members.resize_with(shards, Vec::new);
+                members.resize_with(shards, Vec::new);
+                if touch.shards.len() * 4 <= shards {
+                    for (k, shard) in members.iter_mut().enumerate() {
+                        if touch.shards.contains(k) {
+                            *shard = self.shard_members(k, shards);
+                            shard.retain(|(_, parts)| parts.on(li).is_some());
+                        }
+                    }
+                } else {
                     for (fqdn, parts) in table.vhosts {
                         if parts.on(li).is_none() {
                             continue;

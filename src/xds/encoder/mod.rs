@@ -125,9 +125,9 @@ impl ShardSet {
         self.0[k / 64] & (1 << (k % 64)) != 0
     }
 
-    /// Whether it holds more than one shard.
-    fn several(&self) -> bool {
-        self.0.iter().map(|w| w.count_ones()).sum::<u32>() > 1
+    /// How many shards it holds.
+    fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 }
 
@@ -204,6 +204,10 @@ pub struct Encoder {
     /// The extension clusters of the first build, each counted in use once for good.
     extension_clusters: BTreeMap<String, ir::Cluster>,
     vhosts: BTreeMap<String, Parts>,
+    /// While some listener's routes are split: the vhosts by [`Parts::shard`] (the last
+    /// set: those in every shard), so that a change to one shard assembles it from its
+    /// own vhosts instead of walking all of them.
+    by_shard: Vec<BTreeSet<String>>,
     clusters: HashMap<String, Used>,
     /// EDS names by how many clusters use them.
     endpoints: HashMap<String, usize>,
@@ -343,6 +347,44 @@ impl Encoder {
                 let now = (state.vhosts + l.virtual_hosts.len()).saturating_sub(gone);
                 shards(settings, now, state.shards) == state.shards
             })
+    }
+
+    /// The vhosts of shard `k` of `shards` (those in every shard too), in name order:
+    /// from the index kept while routes are split.
+    fn shard_members(&self, k: usize, shards: usize) -> Vec<(&String, &Parts)> {
+        let mut names: Vec<&String> = (k..crate::xds::shard::MAX_SHARDS)
+            .step_by(shards)
+            .chain([crate::xds::shard::MAX_SHARDS])
+            .filter_map(|h| self.by_shard.get(h))
+            .flatten()
+            .collect();
+        names.sort_unstable();
+        names
+            .into_iter()
+            .filter_map(|name| self.vhosts.get_key_value(name))
+            .collect()
+    }
+
+    /// Keeps [`Encoder::by_shard`]: vhost `fqdn` of shard `shard` is added (`now`) or
+    /// removed.
+    fn index_shard(&mut self, fqdn: &str, shard: u16, now: bool) {
+        if !self.listeners.iter().any(|l| l.shards > 0) {
+            return;
+        }
+        let at = if shard == EVERY_SHARD {
+            crate::xds::shard::MAX_SHARDS
+        } else {
+            usize::from(shard)
+        };
+        if self.by_shard.len() <= at {
+            self.by_shard
+                .resize_with(crate::xds::shard::MAX_SHARDS + 1, BTreeSet::new);
+        }
+        if now {
+            self.by_shard[at].insert(fqdn.to_string());
+        } else {
+            self.by_shard[at].remove(fqdn);
+        }
     }
 
     /// Whether builds may be spliced in: the upstream client certificate is served only

@@ -177,6 +177,7 @@ impl Encoder {
             let Some(old) = self.vhosts.remove(fqdn) else {
                 continue;
             };
+            self.index_shard(fqdn, old.shard, false);
             for placed in &old.on {
                 let state = &mut self.listeners[placed.listener];
                 state.vhosts -= 1;
@@ -215,6 +216,7 @@ impl Encoder {
                 state.vhosts += 1;
                 state.fallbacks += usize::from(placed.fallback());
             }
+            self.index_shard(fqdn, parts.shard, true);
             self.vhosts.insert(fqdn.clone(), parts);
             assembling.push((fqdn, bytes));
         }

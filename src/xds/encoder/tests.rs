@@ -242,6 +242,12 @@ fn a_listener_of_many_vhosts_has_more_shards_and_a_change_sends_one() {
         )
         .unwrap_or_else(|_| panic!("stale"));
     let sent: Vec<&String> = changes.by_type[&XdsType::Route].keys().collect();
-    let k = crate::xds::shard::shard_of(&fqdn, shards);
-    assert_eq!(sent, [&crate::xds::shard::shard_name("l", k)]);
+    let name = crate::xds::shard::shard_name("l", crate::xds::shard::shard_of(&fqdn, shards));
+    assert_eq!(sent, [&name]);
+    // Assembled from its own vhosts, it is the shard a full build makes.
+    let full = translate(&many_vhosts(n, Some(4321)), &objects, &settings);
+    assert!(
+        changes.by_type[&XdsType::Route][&name].as_ref() == Some(&full.routes[&name]),
+        "{name} differs from a full build's"
+    );
 }
