@@ -196,6 +196,10 @@ fn changed_entries(t: XdsType, bytes: &[u8], old: &[u8]) -> Option<Vec<u8>> {
 /// Why `bytes` of type `t` must not be sent, if it must not; `old`, the version served,
 /// spares the entries it holds as they are.
 fn refused(t: XdsType, name: &str, bytes: &[u8], old: Option<&[u8]>) -> Option<Withheld> {
+    if old == Some(bytes) {
+        // Served as it is: checked then.
+        return None;
+    }
     if let Some(reduced) = old.and_then(|old| changed_entries(t, bytes, old)) {
         let mut found = match annotations(t, &reduced) {
             Ok(v) => v,
@@ -420,16 +424,24 @@ pub fn vet_changes(
     out
 }
 
-/// Whether a change of type `t` may break a rule across resources: any listener put;
-/// a vhost put whose domains differ from its served version's (a change inside a vhost
-/// leaves the merged table's domains as they were, and spares the walk over them all).
+/// Whether a change of type `t` may break a rule across resources: a listener put that
+/// is not the one served (a split listener is put again with each change to its
+/// shards, as it was); a vhost put whose domains differ from its served version's (a
+/// change inside a vhost leaves the merged table's domains as they were, and spares the
+/// walk over them all).
 fn needs_across(
     t: XdsType,
     resources: &std::collections::BTreeMap<String, Option<super::resource::Encoded>>,
     old: &super::snapshot::TypeSnapshot,
 ) -> bool {
     match t {
-        XdsType::Listener => resources.values().any(Option::is_some),
+        XdsType::Listener => resources.iter().any(|(name, bytes)| {
+            bytes.as_ref().is_some_and(|bytes| {
+                old.resources
+                    .get(name.as_str())
+                    .is_none_or(|served| served[..] != bytes[..])
+            })
+        }),
         XdsType::VirtualHost => resources.iter().any(|(name, bytes)| {
             let Some(bytes) = bytes else { return false };
             old.resources
