@@ -316,6 +316,127 @@ fn parent_refs(object: &Object) -> Vec<ParentRef> {
         .unwrap_or_default()
 }
 
+use super::{Built, Dirty, Runner};
+use crate::provider::Event;
+
+impl Runner {
+    /// Traces resources withheld from the builds since snapshot `before` to the objects
+    /// whose changes made them: those go back to their previous version (or out, when
+    /// new) and say which of Envoy's rules the resource broke. Returns whether any did.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn trace_withheld(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
+        withheld: &[crate::xds::validate::Withheld],
+        before: Option<u64>,
+        synced: &mut bool,
+        dirty: &mut Dirty,
+    ) -> bool {
+        let message = withheld
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let blamed = match refusals.blame_since(before.unwrap_or(0), objects) {
+            Blame::Objects(blamed) => blamed,
+            Blame::Known | Blame::Unknown => {
+                tracing::warn!(
+                    withheld = %message,
+                    "resources Envoy would refuse are withheld; no object's change can be traced to them"
+                );
+                return false;
+            }
+        };
+        let rejection = crate::xds::Rejection {
+            xds_type: withheld[0].xds_type,
+            after: 0,
+            upto: 0,
+            message,
+        };
+        self.revert(
+            objects, unreadable, refusals, blamed, &rejection, synced, dirty, None,
+        );
+        true
+    }
+
+    /// Traces a refused update to the objects whose changes made it, puts their served
+    /// versions back (or takes them out, when new) and marks them refused; true when
+    /// anything was put back (it needs building).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn trace_rejection(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
+        rejection: &crate::xds::Rejection,
+        synced: &mut bool,
+        dirty: &mut Dirty,
+        built: Option<&Built>,
+    ) -> bool {
+        let blamed = match refusals.blame(rejection, objects) {
+            Blame::Objects(blamed) => blamed,
+            Blame::Known => return false,
+            Blame::Unknown => {
+                tracing::warn!(
+                    xds_type = rejection.xds_type.short(),
+                    error = %rejection.message,
+                    "envoy rejected an update that no object's change can be traced to"
+                );
+                return false;
+            }
+        };
+        self.revert(
+            objects, unreadable, refusals, blamed, rejection, synced, dirty, built,
+        );
+        true
+    }
+
+    /// Puts each blamed object back to its previous version (or out, when new), noting
+    /// that `rejection` refused its latest one.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn revert(
+        &self,
+        objects: &mut Objects,
+        unreadable: &mut BTreeMap<ObjectKey, String>,
+        refusals: &mut Rejections,
+        blamed: Vec<(ObjectKey, Option<isobar_sdk::Object>)>,
+        rejection: &crate::xds::Rejection,
+        synced: &mut bool,
+        dirty: &mut Dirty,
+        built: Option<&Built>,
+    ) {
+        let links = built.map(|b| &b.links);
+        refusals.pause();
+        for (key, previous) in blamed {
+            let Some(refused) = objects.object(&key).cloned() else {
+                continue;
+            };
+            let served = previous.is_some();
+            let event = match previous {
+                Some(previous) => Event::Apply(previous),
+                None => Event::Delete(key.clone()),
+            };
+            self.apply(objects, unreadable, refusals, event, synced, dirty, links);
+            refusals.refuse(refused, &rejection.message, served);
+            tracing::warn!(
+                kind = %key.kind,
+                ns = %key.namespace,
+                name = %key.name,
+                xds_type = rejection.xds_type.short(),
+                error = %rejection.message,
+                served_instead = if served { "the previous version" } else { "nothing" },
+                "envoy rejected the configuration built from this object"
+            );
+        }
+        refusals.resume();
+        self.metrics
+            .envoy_rejected_objects
+            .set(i64::try_from(refusals.refused.len()).unwrap_or(i64::MAX));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -279,3 +279,39 @@ impl Admissions {
         self.pending.len()
     }
 }
+
+use super::{REVIEW_WAIT_MAX, Runner, Waiting};
+
+impl Runner {
+    /// Answers a review, or, when it needs Secrets whose data was dropped and there is
+    /// time, asks for them and puts it in `waiting`.
+    pub(super) fn judge(
+        &self,
+        admissions: &mut Admissions,
+        objects: &Objects,
+        review: Waiting,
+        waiting: &mut Vec<Waiting>,
+    ) {
+        let can_wait = self.hydrate.is_some() && review.started.elapsed() < REVIEW_WAIT_MAX;
+        let outcome = tokio::task::block_in_place(|| {
+            admissions.review(&self.pipeline, objects, &review.review.candidate, can_wait)
+        });
+        match outcome {
+            Outcome::Answer(verdict) => {
+                self.metrics
+                    .admission(verdict.allowed, review.started.elapsed());
+                let _ = review.review.reply.send(verdict);
+            }
+            Outcome::NeedsSecrets(secrets) => {
+                tracing::debug!(
+                    secrets = secrets.len(),
+                    "a review needs secrets whose data was dropped; fetching them first"
+                );
+                if let Some(hydrate) = &self.hydrate {
+                    let _ = hydrate.try_send(secrets);
+                }
+                waiting.push(review);
+            }
+        }
+    }
+}
