@@ -14,6 +14,7 @@
 mod cluster;
 mod extension;
 mod route;
+mod route_policy;
 mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +24,7 @@ use serde::Serialize;
 pub use cluster::*;
 pub use extension::*;
 pub use route::*;
+pub use route_policy::*;
 pub use tls::*;
 
 /// Contour's plain HTTP listener; also its RouteConfiguration's name.
