@@ -147,6 +147,15 @@ pub struct Server {}
 
 /// Checks the sections as Contour does; the error names the key.
 pub fn validate(config: &super::Config) -> Result<(), String> {
+    cluster_and_listener(config)?;
+    policy(config)?;
+    extension_services(config)?;
+    listen_addresses(config)?;
+    process(config)
+}
+
+/// The `cluster` and `listener` sections' limits, TLS parameters and socket options.
+fn cluster_and_listener(config: &super::Config) -> Result<(), String> {
     let c = &config.cluster;
     at_least_one(
         "cluster.max-requests-per-connection",
@@ -207,6 +216,11 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             return Err(format!("{key}: {value} is not within 0-255"));
         }
     }
+    Ok(())
+}
+
+/// The `policy` section's header changes.
+fn policy(config: &super::Config) -> Result<(), String> {
     for (key, policy) in [
         ("policy.request-headers", &config.policy.request_headers),
         ("policy.response-headers", &config.policy.response_headers),
@@ -236,6 +250,12 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
     {
         return Err("policy.request-headers: Host must be a literal host name".into());
     }
+    Ok(())
+}
+
+/// The settings that call an ExtensionService: `rateLimitService`, `globalExtAuth`,
+/// `tracing`.
+fn extension_services(config: &super::Config) -> Result<(), String> {
     if let Some(r) = &config.rate_limit_service {
         extension_service("rateLimitService.extensionService", &r.extension_service)?;
     }
@@ -316,6 +336,12 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// Where Envoy and Isobar listen: the listeners' addresses, the health listener, the
+/// metrics servers.
+fn listen_addresses(config: &super::Config) -> Result<(), String> {
     // Envoy listens on what these say: an address it cannot parse as an IP is refused
     // in Envoy's code (a NACK of every listener), so it is refused here, at start.
     let envoy = &config.envoy;
@@ -368,6 +394,11 @@ pub fn validate(config: &super::Config) -> Result<(), String> {
             "metrics.envoy: with a certificate, Envoy's stats are served over TLS and its /ready in plain HTTP: put envoy.health on another port".into(),
         );
     }
+    Ok(())
+}
+
+/// The admin port, the Kubernetes client's rate and the hold-off.
+fn process(config: &super::Config) -> Result<(), String> {
     if config.network.admin_port > 65535 {
         return Err(format!(
             "network.admin-port: {} is not a port",

@@ -185,50 +185,7 @@ pub fn resolve(
         if !v.subject_name.is_empty() && !names.contains(&v.subject_name) {
             names.insert(0, v.subject_name.clone());
         }
-        let first_matches = v.subject_names.first().is_none_or(|f| *f == v.subject_name);
-        let checked = if v.subject_name.is_empty() {
-            Err((
-                Reason::TLSUpstreamValidation,
-                "TLS upstream validation policy error: missing subject alternative name"
-                    .to_string(),
-            ))
-        } else if !first_matches {
-            Err((
-                Reason::TLSUpstreamValidation,
-                format!(
-                    "TLS upstream validation policy error: first entry of SubjectNames ({}) does not match SubjectName ({})",
-                    v.subject_names
-                        .first()
-                        .map(String::as_str)
-                        .unwrap_or_default(),
-                    v.subject_name
-                ),
-            ))
-        } else if names
-            .iter()
-            .any(|n| !crate::headers::is_header_value(n) || n.contains(char::is_whitespace))
-        {
-            Err((
-                Reason::TLSUpstreamValidation,
-                "TLS upstream validation policy error: subject names must be host names"
-                    .to_string(),
-            ))
-        } else {
-            ctx.ca_bundle(namespace, &v.ca_secret)
-                .map_err(|(reason, message)| match reason {
-                    Reason::DelegationNotPermitted => (
-                        Reason::CACertificateNotDelegated,
-                        format!(
-                            "service.UpstreamValidation.CACertificate Secret \"{}\" is not configured for certificate delegation",
-                            qualified(&v.ca_secret, namespace)
-                        ),
-                    ),
-                    _ => (
-                        Reason::TLSUpstreamValidation,
-                        format!("TLS upstream validation policy error: invalid CA {message}"),
-                    ),
-                })
-        };
+        let checked = check_upstream_validation(ctx, namespace, v, &names);
         match checked {
             Ok(ca) => {
                 sni = names.first().cloned();
@@ -258,6 +215,90 @@ pub fn resolve(
             }
         }
     }
+    let (localities, first) = service_localities(ctx, namespace, spec, &mut error);
+    let valid = !problems.iter().any(|p| p.error);
+    let resolved = match first {
+        Some((service, port, port_name)) if valid => Some(Resolved {
+            cluster: ir::Cluster {
+                alt_stat_name: cluster.replace('/', "_"),
+                eds_name: cluster.clone(),
+                name: cluster,
+                namespace: namespace.to_string(),
+                service,
+                port,
+                port_name,
+                options,
+                localities,
+            },
+            sni,
+            response_timeout,
+        }),
+        _ => None,
+    };
+    (resolved, finish(problems, warnings))
+}
+
+/// An ExtensionService's `upstreamValidation` checked (its subject names `names`, the
+/// first being the SNI): the CA bundle to validate with, or why it cannot be used.
+fn check_upstream_validation(
+    ctx: &BuildContext<'_>,
+    namespace: &str,
+    v: &crate::api::UpstreamValidation,
+    names: &[String],
+) -> Result<ir::PemBundle, (Reason, String)> {
+    let first_matches = v.subject_names.first().is_none_or(|f| *f == v.subject_name);
+    if v.subject_name.is_empty() {
+        Err((
+            Reason::TLSUpstreamValidation,
+            "TLS upstream validation policy error: missing subject alternative name".to_string(),
+        ))
+    } else if !first_matches {
+        Err((
+            Reason::TLSUpstreamValidation,
+            format!(
+                "TLS upstream validation policy error: first entry of SubjectNames ({}) does not match SubjectName ({})",
+                v.subject_names
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or_default(),
+                v.subject_name
+            ),
+        ))
+    } else if names
+        .iter()
+        .any(|n| !crate::headers::is_header_value(n) || n.contains(char::is_whitespace))
+    {
+        Err((
+            Reason::TLSUpstreamValidation,
+            "TLS upstream validation policy error: subject names must be host names".to_string(),
+        ))
+    } else {
+        ctx.ca_bundle(namespace, &v.ca_secret)
+            .map_err(|(reason, message)| match reason {
+                Reason::DelegationNotPermitted => (
+                    Reason::CACertificateNotDelegated,
+                    format!(
+                        "service.UpstreamValidation.CACertificate Secret \"{}\" is not configured for certificate delegation",
+                        qualified(&v.ca_secret, namespace)
+                    ),
+                ),
+                _ => (
+                    Reason::TLSUpstreamValidation,
+                    format!("TLS upstream validation policy error: invalid CA {message}"),
+                ),
+            })
+    }
+}
+
+/// The Services an ExtensionService sends to, as the localities of its cluster (equal
+/// shares when no weight is set), and the first one's (name, port, port name); each that
+/// cannot be used is reported through `error`.
+fn service_localities(
+    ctx: &BuildContext<'_>,
+    namespace: &str,
+    spec: &ExtensionServiceSpec,
+    error: &mut impl FnMut(ConditionType, Reason, String),
+) -> (Vec<ir::Locality>, Option<(String, i32, String)>) {
     let mut localities = Vec::new();
     let mut first = None;
     if spec.services.is_empty() {
@@ -332,26 +373,7 @@ pub fn resolve(
             l.weight = 1;
         }
     }
-    let valid = !problems.iter().any(|p| p.error);
-    let resolved = match first {
-        Some((service, port, port_name)) if valid => Some(Resolved {
-            cluster: ir::Cluster {
-                alt_stat_name: cluster.replace('/', "_"),
-                eds_name: cluster.clone(),
-                name: cluster,
-                namespace: namespace.to_string(),
-                service,
-                port,
-                port_name,
-                options,
-                localities,
-            },
-            sni,
-            response_timeout,
-        }),
-        _ => None,
-    };
-    (resolved, finish(problems, warnings))
+    (localities, first)
 }
 
 /// The cluster of a global setting's ExtensionService that cannot be served (missing
