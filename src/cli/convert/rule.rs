@@ -8,6 +8,23 @@ impl Converter<'_> {
     pub(super) fn rule(&mut self, route_ns: &str, f: &Flat<'_>) -> Option<Value> {
         let what = format!("HTTPProxy {}", f.from);
         let r = f.route;
+        let m = self.rule_match(&what, f)?;
+        let mut rule = json!({"matches": [m]});
+        let mut filters = self.route_filters(&what, r);
+        let backends = self.backends(&what, route_ns, f, &mut filters);
+        if r.request_redirect_policy.is_none() {
+            rule["backendRefs"] = json!(backends);
+        }
+        self.timeouts_and_the_rest(&what, r, &mut rule);
+        if !filters.is_empty() {
+            rule["filters"] = json!(filters);
+        }
+        Some(rule)
+    }
+
+    /// The match of a flattened route's conditions; `None` (reported) when a condition
+    /// has no Gateway API equivalent.
+    fn rule_match(&mut self, what: &str, f: &Flat<'_>) -> Option<Value> {
         let mut prefix = String::new();
         let mut path: Option<Value> = None;
         let mut headers = Vec::new();
@@ -28,7 +45,7 @@ impl Converter<'_> {
                 match header_match(h) {
                     Some(m) => headers.push(m),
                     None => {
-                        self.left_out(&what, &format!("header condition on {}", h.name), "negated or case-insensitive header matches have no equivalent; the rule is left out");
+                        self.left_out(what, &format!("header condition on {}", h.name), "negated or case-insensitive header matches have no equivalent; the rule is left out");
                         return None;
                     }
                 }
@@ -38,7 +55,7 @@ impl Converter<'_> {
                     Some(m) => query.push(m),
                     None => {
                         self.left_out(
-                            &what,
+                            what,
                             &format!("queryParameter condition on {}", q.name),
                             "case-insensitive matches have no equivalent; the rule is left out",
                         );
@@ -63,7 +80,12 @@ impl Converter<'_> {
         if !query.is_empty() {
             m["queryParams"] = json!(query);
         }
-        let mut rule = json!({"matches": [m]});
+        Some(m)
+    }
+
+    /// The filters of a route's own policies: header changes, a prefix rewrite, a
+    /// redirect.
+    fn route_filters(&mut self, what: &str, r: &api::Route) -> Vec<Value> {
         let mut filters = Vec::new();
         if let Some(h) = &r.request_headers_policy {
             filters.push(
@@ -79,7 +101,7 @@ impl Converter<'_> {
             match rewrite.replace_prefix.as_slice() {
                 [one] => filters.push(json!({"type": "URLRewrite", "urlRewrite": {
                     "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": one.replacement}}})),
-                _ => self.left_out(&what, "pathRewritePolicy", "only one replacePrefix converts"),
+                _ => self.left_out(what, "pathRewritePolicy", "only one replacePrefix converts"),
             }
         }
         if let Some(redirect) = &r.request_redirect_policy {
@@ -107,6 +129,19 @@ impl Converter<'_> {
             }
             filters.push(json!({"type": "RequestRedirect", "requestRedirect": to}));
         }
+        filters
+    }
+
+    /// A route's backends (mirrors become filters on `filters`); a Service in another
+    /// namespace than the route's needs a ReferenceGrant, noted.
+    fn backends(
+        &mut self,
+        what: &str,
+        route_ns: &str,
+        f: &Flat<'_>,
+        filters: &mut Vec<Value>,
+    ) -> Vec<Value> {
+        let r = f.route;
         let mut backends = Vec::new();
         for s in &r.services {
             if s.mirror {
@@ -155,27 +190,29 @@ impl Converter<'_> {
                     } else {
                         "Gateway API has no equivalent"
                     };
-                    self.left_out(&what, &format!("services[{}].{field}", s.name), why);
+                    self.left_out(what, &format!("services[{}].{field}", s.name), why);
                 }
             }
             backends.push(b);
         }
-        if r.request_redirect_policy.is_none() {
-            rule["backendRefs"] = json!(backends);
-        }
+        backends
+    }
+
+    /// A route's timeouts on `rule`, and every other policy reported as left out.
+    fn timeouts_and_the_rest(&mut self, what: &str, r: &api::Route, rule: &mut Value) {
         if let Some(t) = &r.timeout_policy {
             if let Some(resp) = &t.response {
                 match gateway_duration(resp) {
                     Some(d) => rule["timeouts"] = json!({"request": d}),
                     None => self.left_out(
-                        &what,
+                        what,
                         "timeoutPolicy.response",
                         &format!("{resp:?} has no Gateway API spelling"),
                     ),
                 }
             }
             if t.idle.is_some() || t.idle_connection.is_some() {
-                self.left_out(&what, "timeoutPolicy.idle", "Gateway API has no equivalent");
+                self.left_out(what, "timeoutPolicy.idle", "Gateway API has no equivalent");
             }
         }
         for (field, set) in [
@@ -196,16 +233,12 @@ impl Converter<'_> {
             ("ipDenyPolicy", !r.ip_deny_policy.is_empty()),
         ] {
             if set {
-                self.left_out(&what, field, "Gateway API has no equivalent");
+                self.left_out(what, field, "Gateway API has no equivalent");
             }
         }
         for key in r.unsupported.keys() {
-            self.left_out(&what, key, "Gateway API has no equivalent");
+            self.left_out(what, key, "Gateway API has no equivalent");
         }
-        if !filters.is_empty() {
-            rule["filters"] = json!(filters);
-        }
-        Some(rule)
     }
 }
 
