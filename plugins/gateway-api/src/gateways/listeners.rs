@@ -52,43 +52,14 @@ pub(super) fn serve_listeners(
             Some(_) => u16::try_from(listener.port).unwrap_or(u16::MAX),
             None => container_port(listener.port),
         };
-        let prefix = match family.protocol() {
-            Protocol::Http => "http",
-            Protocol::Tcp => "tcp",
-            Protocol::Udp => "udp",
-            _ => "https",
-        };
         let hostname = listener.hostname.clone();
         let gw = status.gateway(owner);
         let udp = family == Family::Udp;
-        let conflict = match envoy.ports.get(&(own, port, udp)) {
-            _ if matches!(envoy.site, Site::Nowhere(_)) => None,
-            Some((f, name, _)) if *f != family.protocol() => Some((
-                "ProtocolConflict",
-                format!("port {} is taken by listener {name}", listener.port),
-            )),
-            Some((_, _, hostnames)) if hostnames.contains(&hostname) => Some((
-                "HostnameConflict",
-                "another listener on this port has the same hostname".to_string(),
-            )),
-            _ => None,
-        };
-        if let Some((reason, message)) = conflict {
+        if let Some((reason, message)) =
+            conflict(envoy, (own, port, udp), family, listener.port, &hostname)
+        {
             gw.set_listener(&listener.name, resolved);
-            if owner.kind == crate::kinds::LISTENER_SET {
-                gw.set_listener(
-                    &listener.name,
-                    Condition::new("Accepted", false, reason, message.clone()),
-                );
-            }
-            gw.set_listener(
-                &listener.name,
-                Condition::new("Conflicted", true, reason, message),
-            );
-            gw.set_listener(
-                &listener.name,
-                Condition::new("Programmed", false, reason, "listener conflicts"),
-            );
+            report_conflict(gw, owner, &listener.name, reason, message);
             continue;
         }
         gw.set_listener(
@@ -183,49 +154,19 @@ pub(super) fn serve_listeners(
             });
             continue;
         }
-        let name = match envoy.ports.get_mut(&(own, port, udp)) {
-            Some((_, name, hostnames)) => {
-                hostnames.push(hostname.clone());
-                name.clone()
-            }
-            None => {
-                let name = match own {
-                    Some(ip) => format!("{prefix}-{}-{ip}", listener.port),
-                    None => format!("{prefix}-{}", listener.port),
-                };
-                envoy.ports.insert(
-                    (own, port, udp),
-                    (family.protocol(), name.clone(), vec![hostname.clone()]),
-                );
-                name
-            }
-        };
+        let name = claim_port(
+            envoy,
+            ir,
+            (own, port, udp),
+            family,
+            listener.port,
+            &hostname,
+        );
         gw.set_listener(
             &listener.name,
             Condition::new("Programmed", true, "Programmed", ""),
         );
         programmed += 1;
-        if !ir.listeners.contains_key(&name) {
-            let (http_address, https_address) = match own {
-                Some(ip) => (ip.to_string(), ip.to_string()),
-                None => (envoy.http_address.clone(), envoy.https_address.clone()),
-            };
-            let l = match family {
-                Family::Http => Listener::http(&name, &http_address, port),
-                Family::Tcp => Listener::tcp(&name, &http_address, port),
-                Family::Udp => Listener::udp(&name, &http_address, port),
-                Family::Https | Family::Tls => Listener::https(
-                    &name,
-                    &https_address,
-                    port,
-                    RouteNames {
-                        prefix: name.clone(),
-                        fallback: format!("{name}/fallbackcert"),
-                    },
-                ),
-            };
-            ir.listeners.insert(name.clone(), l);
-        }
         served.push(Served {
             gateway: owner.clone(),
             name: listener.name.clone(),
@@ -241,6 +182,112 @@ pub(super) fn serve_listeners(
         });
     }
     (served, programmed)
+}
+
+/// Why a listener of `family` for `hostname` on Envoy port `at` conflicts with one
+/// served before it, if it does (a Gateway whose address is not usable conflicts with
+/// nothing: it claims no port).
+fn conflict(
+    envoy: &Envoy,
+    at: PortKey,
+    family: Family,
+    gateway_port: i32,
+    hostname: &Option<String>,
+) -> Option<(&'static str, String)> {
+    match envoy.ports.get(&at) {
+        _ if matches!(envoy.site, Site::Nowhere(_)) => None,
+        Some((f, name, _)) if *f != family.protocol() => Some((
+            "ProtocolConflict",
+            format!("port {gateway_port} is taken by listener {name}"),
+        )),
+        Some((_, _, hostnames)) if hostnames.contains(hostname) => Some((
+            "HostnameConflict",
+            "another listener on this port has the same hostname".to_string(),
+        )),
+        _ => None,
+    }
+}
+
+/// A conflicting listener's conditions (in a ListenerSet, it is not accepted either).
+fn report_conflict(
+    gw: &mut isobar_sdk::condition::GatewayStatus,
+    owner: &ObjectKey,
+    listener: &str,
+    reason: &str,
+    message: String,
+) {
+    if owner.kind == crate::kinds::LISTENER_SET {
+        gw.set_listener(
+            listener,
+            Condition::new("Accepted", false, reason, message.clone()),
+        );
+    }
+    gw.set_listener(
+        listener,
+        Condition::new("Conflicted", true, reason, message),
+    );
+    gw.set_listener(
+        listener,
+        Condition::new("Programmed", false, reason, "listener conflicts"),
+    );
+}
+
+/// Envoy port `at` claimed for a listener of `family` and `hostname`: the name of the
+/// Envoy listener there, made (and added to the IR) by the first listener on it.
+fn claim_port(
+    envoy: &mut Envoy,
+    ir: &mut isobar_sdk::Ir,
+    at: PortKey,
+    family: Family,
+    gateway_port: i32,
+    hostname: &Option<String>,
+) -> String {
+    let (own, port, _) = at;
+    let prefix = match family.protocol() {
+        Protocol::Http => "http",
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+        _ => "https",
+    };
+    let name = match envoy.ports.get_mut(&at) {
+        Some((_, name, hostnames)) => {
+            hostnames.push(hostname.clone());
+            name.clone()
+        }
+        None => {
+            let name = match own {
+                Some(ip) => format!("{prefix}-{gateway_port}-{ip}"),
+                None => format!("{prefix}-{gateway_port}"),
+            };
+            envoy.ports.insert(
+                at,
+                (family.protocol(), name.clone(), vec![hostname.clone()]),
+            );
+            name
+        }
+    };
+    if !ir.listeners.contains_key(&name) {
+        let (http_address, https_address) = match own {
+            Some(ip) => (ip.to_string(), ip.to_string()),
+            None => (envoy.http_address.clone(), envoy.https_address.clone()),
+        };
+        let l = match family {
+            Family::Http => Listener::http(&name, &http_address, port),
+            Family::Tcp => Listener::tcp(&name, &http_address, port),
+            Family::Udp => Listener::udp(&name, &http_address, port),
+            Family::Https | Family::Tls => Listener::https(
+                &name,
+                &https_address,
+                port,
+                RouteNames {
+                    prefix: name.clone(),
+                    fallback: format!("{name}/fallbackcert"),
+                },
+            ),
+        };
+        ir.listeners.insert(name.clone(), l);
+    }
+    name
 }
 
 /// Why a listener whose references do not resolve is not programmed.
