@@ -235,51 +235,7 @@ fn provider(
         ..Default::default()
     };
     if let Some(v) = &jwks.validation {
-        if scheme == "http" {
-            return Err((
-                Reason::RemoteJWKSUpstreamValidationInvalid,
-                "Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation must not be specified when URI scheme is http.".to_string(),
-            ));
-        }
-        let first_matches = v.subject_names.first().is_none_or(|f| *f == v.subject_name);
-        if v.subject_name.is_empty() || !first_matches {
-            return Err((
-                Reason::RemoteJWKSUpstreamValidationInvalid,
-                "Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation is invalid: subjectName must be set (and be subjectNames' first entry)".to_string(),
-            ));
-        }
-        let ca = ctx.ca_bundle(&key.namespace, &v.ca_secret).map_err(|(reason, message)| {
-            if reason == Reason::DelegationNotPermitted {
-                (
-                    Reason::RemoteJWKSCACertificateNotDelegated,
-                    format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation.CACertificate {message}"),
-                )
-            } else {
-                (
-                    Reason::RemoteJWKSUpstreamValidationInvalid,
-                    format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation is invalid: {message}"),
-                )
-            }
-        })?;
-        let names = if v.subject_names.is_empty() {
-            vec![v.subject_name.clone()]
-        } else {
-            v.subject_names.clone()
-        };
-        if names
-            .iter()
-            .any(|n| !isobar_sdk::headers::is_header_value(n) || n.contains(char::is_whitespace))
-        {
-            return Err((
-                Reason::RemoteJWKSUpstreamValidationInvalid,
-                "Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation is invalid: subject names must be host names".to_string(),
-            ));
-        }
-        options.upstream_validation = Some(Box::new(ir::UpstreamValidation {
-            ca,
-            subject_names: names,
-            subject_uris: Vec::new(),
-        }));
+        options.upstream_validation = Some(Box::new(remote_validation(ctx, key, v, &scheme)?));
     }
     let timeout = match jwks.timeout.as_deref().filter(|t| !t.is_empty()) {
         None => Duration::from_secs(1),
@@ -299,21 +255,7 @@ fn provider(
             )
         })?),
     };
-    options.dns_lookup_family = match jwks.dns_lookup_family.as_deref() {
-        None | Some("") => None,
-        Some("auto") => Some(ir::DnsLookupFamily::Auto),
-        Some("v4") => Some(ir::DnsLookupFamily::V4),
-        Some("v6") => Some(ir::DnsLookupFamily::V6),
-        Some("all") => Some(ir::DnsLookupFamily::All),
-        Some(other) => {
-            return Err((
-                Reason::RemoteJWKSDNSLookupFamilyInvalid,
-                format!(
-                    "Spec.VirtualHost.JWTProviders.RemoteJWKS.DNSLookupFamily has an invalid value {other:?}, must be auto, all, v4 or v6"
-                ),
-            ));
-        }
-    };
+    options.dns_lookup_family = dns_lookup_family(jwks.dns_lookup_family.as_deref())?;
     if scheme == "https" {
         options.protocol = Some(ir::UpstreamProtocol::Tls);
         options.sni = Some(host.clone());
@@ -338,6 +280,78 @@ fn provider(
         cache_duration,
     };
     Ok((provider_with(p, keys), Some(cluster)))
+}
+
+/// A remote JWKS's `upstreamValidation` checked: what its cluster validates the server
+/// with.
+fn remote_validation(
+    ctx: &BuildContext<'_>,
+    key: &ObjectKey,
+    v: &isobar_sdk::api::UpstreamValidation,
+    scheme: &str,
+) -> Result<ir::UpstreamValidation, (Reason, String)> {
+    if scheme == "http" {
+        return Err((
+            Reason::RemoteJWKSUpstreamValidationInvalid,
+            "Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation must not be specified when URI scheme is http.".to_string(),
+        ));
+    }
+    let first_matches = v.subject_names.first().is_none_or(|f| *f == v.subject_name);
+    if v.subject_name.is_empty() || !first_matches {
+        return Err((
+            Reason::RemoteJWKSUpstreamValidationInvalid,
+            "Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation is invalid: subjectName must be set (and be subjectNames' first entry)".to_string(),
+        ));
+    }
+    let ca = ctx.ca_bundle(&key.namespace, &v.ca_secret).map_err(|(reason, message)| {
+        if reason == Reason::DelegationNotPermitted {
+            (
+                Reason::RemoteJWKSCACertificateNotDelegated,
+                format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation.CACertificate {message}"),
+            )
+        } else {
+            (
+                Reason::RemoteJWKSUpstreamValidationInvalid,
+                format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation is invalid: {message}"),
+            )
+        }
+    })?;
+    let names = if v.subject_names.is_empty() {
+        vec![v.subject_name.clone()]
+    } else {
+        v.subject_names.clone()
+    };
+    if names
+        .iter()
+        .any(|n| !isobar_sdk::headers::is_header_value(n) || n.contains(char::is_whitespace))
+    {
+        return Err((
+            Reason::RemoteJWKSUpstreamValidationInvalid,
+            "Spec.VirtualHost.JWTProviders.RemoteJWKS.UpstreamValidation is invalid: subject names must be host names".to_string(),
+        ));
+    }
+    Ok(ir::UpstreamValidation {
+        ca,
+        subject_names: names,
+        subject_uris: Vec::new(),
+    })
+}
+
+/// A remote JWKS's `dnsLookupFamily`.
+fn dns_lookup_family(text: Option<&str>) -> Result<Option<ir::DnsLookupFamily>, (Reason, String)> {
+    match text {
+        None | Some("") => Ok(None),
+        Some("auto") => Ok(Some(ir::DnsLookupFamily::Auto)),
+        Some("v4") => Ok(Some(ir::DnsLookupFamily::V4)),
+        Some("v6") => Ok(Some(ir::DnsLookupFamily::V6)),
+        Some("all") => Ok(Some(ir::DnsLookupFamily::All)),
+        Some(other) => Err((
+            Reason::RemoteJWKSDNSLookupFamilyInvalid,
+            format!(
+                "Spec.VirtualHost.JWTProviders.RemoteJWKS.DNSLookupFamily has an invalid value {other:?}, must be auto, all, v4 or v6"
+            ),
+        )),
+    }
 }
 
 fn provider_with(p: &JwtProvider, keys: ir::Jwks) -> ir::JwtProvider {
