@@ -70,21 +70,26 @@ fn ir(with_route: bool) -> Ir {
     ir.add_extension_cluster(cluster("auth"));
     if with_route {
         let app = cluster("app");
-        let route = Route {
-            matcher: RouteMatch::path(PathMatch::Prefix("/".to_string())),
-            action: RouteAction::Forward(vec![WeightedCluster {
-                cluster: app.name.clone(),
-                weight: 1,
-                ..Default::default()
-            }]),
-            source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
-            tie: None,
-            policy: None,
-        };
+        let route = route_to(&app, "/");
         ir.add_cluster(app);
         ir.add_route("l", "a.example.com", route);
     }
     ir
+}
+
+/// A route of HTTPProxy `ns/p` sending `prefix` to `app`.
+fn route_to(app: &ir::Cluster, prefix: &str) -> Route {
+    Route {
+        matcher: RouteMatch::path(PathMatch::Prefix(prefix.to_string())),
+        action: RouteAction::Forward(vec![WeightedCluster {
+            cluster: app.name.clone(),
+            weight: 1,
+            ..Default::default()
+        }]),
+        source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+        tie: None,
+        policy: None,
+    }
 }
 
 /// An extension cluster is served with its endpoints whether or not a route sends to
@@ -156,26 +161,16 @@ fn extension_clusters_are_served_for_as_long_as_the_ir_holds_them() {
 fn many_vhosts(n: usize, moved: Option<usize>) -> Ir {
     let mut ir = Ir::with_listeners([Listener::http("l", "127.0.0.1", 10000)]);
     let app = cluster("app");
-    let route = Route {
-        matcher: RouteMatch::path(PathMatch::Prefix("/".to_string())),
-        action: RouteAction::Forward(vec![WeightedCluster {
-            cluster: app.name.clone(),
-            weight: 1,
-            ..Default::default()
-        }]),
-        source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
-        tie: None,
-        policy: None,
-    };
-    ir.add_cluster(app);
+    ir.add_cluster(app.clone());
     for i in 0..n {
-        let mut route = route.clone();
-        if moved == Some(i) {
-            route.matcher = RouteMatch::path(PathMatch::Prefix("/moved".to_string()));
-        }
-        ir.add_route("l", &format!("site-{i}.example.com"), route);
+        let prefix = if moved == Some(i) { "/moved" } else { "/" };
+        ir.add_route(
+            "l",
+            &format!("site-{i}.example.com"),
+            route_to(&app, prefix),
+        );
     }
-    ir.add_route("l", "*.wild.example.com", route);
+    ir.add_route("l", "*.wild.example.com", route_to(&app, "/"));
     ir
 }
 
