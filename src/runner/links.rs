@@ -3,7 +3,9 @@
 //! claim the same host, as their sources say
 //! (`Source::claim`). A build's output for an object depends only on the objects
 //! linked to it, directly or not (with local plugins, see `Processor::local`), so a
-//! change needs only those rebuilt; the admission webhook judges over the same set.
+//! change needs only those rebuilt; the admission webhook judges over the same set. A
+//! change that leaves what its users read of an object as it was (`Claim::face`)
+//! does not reach them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +22,7 @@ struct Claim {
     includes: Vec<ObjectKey>,
     uses: Vec<ObjectKey>,
     services: Vec<(String, String)>,
+    face: Option<u64>,
 }
 
 fn claim_of(objects: &Objects, pipeline: &Pipeline, key: &ObjectKey) -> Claim {
@@ -28,6 +31,7 @@ fn claim_of(objects: &Objects, pipeline: &Pipeline, key: &ObjectKey) -> Claim {
         hosts: claim.hosts,
         includes: claim.includes,
         uses: claim.uses,
+        face: claim.face,
         services: if pipeline.names_other_namespaces(key.kind) {
             claim.services
         } else {
@@ -185,9 +189,14 @@ impl Links {
     ) -> Reach {
         let mut seeds: Vec<ObjectKey> = Vec::new();
         let mut reach = Reach::default();
+        // Those whose users read nothing the change changed (see `Claim::face`).
+        let mut quiet = BTreeSet::new();
         for key in changed {
             let claim = claim_of(objects, pipeline, key);
             if let Some(old) = self.claims.get(key) {
+                if old.face.is_some() && old.face == claim.face {
+                    quiet.insert(key.clone());
+                }
                 // What it used to reach: children it no longer includes, hosts it left.
                 seeds.extend(old.includes.iter().cloned());
                 for host in &old.hosts {
@@ -198,24 +207,27 @@ impl Links {
             self.set(key.clone(), claim);
             seeds.push(key.clone());
         }
-        self.close(seeds, &mut reach);
+        self.close(seeds, &mut reach, &quiet);
         reach
     }
 
     /// What `start` reaches as things stand.
     pub fn linked(&self, start: &ObjectKey) -> Reach {
         let mut reach = Reach::default();
-        self.close(vec![start.clone()], &mut reach);
+        self.close(vec![start.clone()], &mut reach, &BTreeSet::new());
         reach
     }
 
-    fn close(&self, mut todo: Vec<ObjectKey>, reach: &mut Reach) {
+    /// Adds what `todo` reaches to `reach`; the users of `quiet` objects are left out.
+    fn close(&self, mut todo: Vec<ObjectKey>, reach: &mut Reach, quiet: &BTreeSet<ObjectKey>) {
         while let Some(key) = todo.pop() {
             if !reach.objects.insert(key.clone()) {
                 continue;
             }
             todo.extend(self.included_by.get(&key).into_iter().flatten().cloned());
-            todo.extend(self.used_by.get(&key).into_iter().flatten().cloned());
+            if !quiet.contains(&key) {
+                todo.extend(self.used_by.get(&key).into_iter().flatten().cloned());
+            }
             let Some(claim) = self.claims.get(&key) else {
                 continue;
             };
@@ -234,5 +246,107 @@ impl Links {
 
     pub fn is_empty(&self) -> bool {
         self.claims.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isobar_sdk::Kind;
+
+    const OBJECTS: &str = "\
+apiVersion: v1
+kind: Service
+metadata: {name: authz, namespace: ext}
+spec: {ports: [{name: grpc, port: 9091}]}
+---
+apiVersion: projectcontour.io/v1alpha1
+kind: ExtensionService
+metadata: {name: authz, namespace: ext}
+spec:
+  protocol: h2c
+  services: [{name: authz, port: 9091}]
+  timeoutPolicy: {response: 500ms}
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: guarded, namespace: default}
+spec:
+  virtualhost:
+    fqdn: guarded.example.com
+    tls: {secretName: cert}
+    authorization: {extensionRef: {namespace: ext, name: authz}}
+  routes: [{services: [{name: web, port: 80}]}]
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: open, namespace: default}
+spec:
+  virtualhost: {fqdn: open.example.com}
+  routes: [{services: [{name: web, port: 80}]}]
+";
+
+    fn apply(objects: &mut Objects, yaml: &str) {
+        let path = std::path::Path::new("objects.yaml");
+        let parsed = crate::provider::manifest::parse_file(path, yaml);
+        for object in parsed.unwrap_or_else(|e| panic!("{e}")) {
+            objects.apply(object);
+        }
+    }
+
+    /// The proxies an edit of `ext/authz` to `spec` reaches, with the links of
+    /// `OBJECTS` (and `spec`'s Service, when given).
+    fn reached(spec: &str, service: Option<&str>) -> Vec<String> {
+        let config =
+            crate::config::load(None, serde_json::json!({})).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
+        let mut objects = Objects::default();
+        apply(&mut objects, OBJECTS);
+        let mut links = Links::of(&objects, &pipeline);
+        let head = "apiVersion: projectcontour.io/v1alpha1\nkind: ExtensionService\nmetadata: {name: authz, namespace: ext}\n";
+        apply(&mut objects, &format!("{head}spec:\n{spec}"));
+        if let Some(ports) = service {
+            apply(
+                &mut objects,
+                &format!(
+                    "apiVersion: v1\nkind: Service\nmetadata: {{name: authz, namespace: ext}}\nspec: {{ports: {ports}}}\n"
+                ),
+            );
+        }
+        let key = ObjectKey::new(Kind::ExtensionService, "ext", "authz");
+        let reach = links.update(&objects, &pipeline, &BTreeSet::from([key.clone()]));
+        assert!(reach.objects.contains(&key), "{:?}", reach.objects);
+        let proxies = reach
+            .objects
+            .into_iter()
+            .filter(|k| k.kind == Kind::HTTPProxy);
+        proxies.map(|k| k.name).collect()
+    }
+
+    #[test]
+    fn an_extension_service_edit_reaches_its_callers_only_when_what_they_read_changes() {
+        let base = "  protocol: h2c\n  services: [{name: authz, port: 9091}]\n";
+        let timeout = "  timeoutPolicy: {response: 500ms}\n";
+        // Its balancing and circuit breakers go into its cluster alone.
+        let balanced = format!(
+            "{base}{timeout}  loadBalancerPolicy: {{strategy: Random}}\n  circuitBreakerPolicy: {{maxConnections: 7}}\n"
+        );
+        assert_eq!(reached(&balanced, None), Vec::<String>::new());
+        // Its response timeout is the default of every check the proxy makes.
+        let slower = format!("{base}  timeoutPolicy: {{response: 2s}}\n");
+        assert_eq!(reached(&slower, None), ["guarded"]);
+        // Its protocol decides whether it is valid.
+        let h3 = format!("  protocol: h3\n  services: [{{name: authz, port: 9091}}]\n{timeout}");
+        assert_eq!(reached(&h3, None), ["guarded"]);
+        // So does the Service it names: the port it calls moved away.
+        let same = format!("{base}{timeout}");
+        assert_eq!(
+            reached(&same, Some("[{name: grpc, port: 9092}]")),
+            ["guarded"]
+        );
+        assert_eq!(
+            reached(&same, Some("[{name: grpc, port: 9091}]")),
+            Vec::<String>::new()
+        );
     }
 }

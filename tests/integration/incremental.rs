@@ -144,6 +144,25 @@ fn edited(object: &Object) -> Option<Object> {
     object.kind().info().and_then(|i| (i.decode)(value).ok())
 }
 
+/// An ExtensionService whose balancing and circuit breakers changed: what only its
+/// cluster reads (the proxies calling it are not rebuilt).
+fn rebalanced(object: &Object) -> Option<Object> {
+    if object.kind() != Kind::ExtensionService {
+        return None;
+    }
+    let mut value = object.to_json();
+    let spec = value.get_mut("spec")?.as_object_mut()?;
+    spec.insert(
+        "loadBalancerPolicy".to_string(),
+        serde_json::json!({"strategy": "WeightedLeastRequest"}),
+    );
+    spec.insert(
+        "circuitBreakerPolicy".to_string(),
+        serde_json::json!({"maxConnections": 9, "maxRequests": 3}),
+    );
+    object.kind().info().and_then(|i| (i.decode)(value).ok())
+}
+
 /// A Service whose first port is annotated as speaking h2c: its clusters change.
 fn edited_service(object: &Object) -> Option<Object> {
     let mut service = object.get::<Service>()?.clone();
@@ -440,14 +459,15 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
                 step(Event::Apply(object.clone())).await;
                 check(format!("{label} put back"), &current);
                 changes += 2;
-                if let Some(edit) = edited(&object) {
+                let edits = edited(&object).into_iter().chain(rebalanced(&object));
+                for edit in edits.collect::<Vec<_>>() {
                     current.retain(|o| o.key() != key);
                     current.push(edit.clone());
                     step(Event::Apply(edit)).await;
                     check(format!("{label} edited"), &current);
                     current.retain(|o| o.key() != key);
                     current.push(object.clone());
-                    step(Event::Apply(object)).await;
+                    step(Event::Apply(object.clone())).await;
                     check(format!("{label} restored"), &current);
                     changes += 2;
                 }

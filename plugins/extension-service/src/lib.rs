@@ -125,6 +125,7 @@ impl Source for ExtensionServiceSource {
                 .iter()
                 .map(|s| (key.namespace.clone(), s.name.clone()))
                 .collect(),
+            face: Some(extension::face(objects, &key.namespace, &service.spec)),
             ..Claim::default()
         }
     }

@@ -312,6 +312,10 @@ pub struct Claim {
     /// Other routing objects whose output goes into its own (the ExtensionService its
     /// vhost's authorization calls): a change to one of them reaches it.
     pub uses: Vec<ObjectKey>,
+    /// For an object others use: a digest of everything their output reads of it. A
+    /// change that leaves it as it was does not reach them (an ExtensionService's
+    /// balancing goes only into its own cluster). `None`: every change reaches them.
+    pub face: Option<u64>,
 }
 
 /// Turns one family of objects into IR.

@@ -4,8 +4,10 @@
 //! rules for what makes one valid. Sources resolve the ones their objects name here, the
 //! `extension-service` source writes every one's status and cluster.
 
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+use crate::Objects;
 use crate::api::{ExtensionService, ExtensionServiceSpec};
 use crate::condition::{ConditionType, Reason};
 use crate::ir;
@@ -396,6 +398,34 @@ pub fn unavailable_cluster(namespace: &str, name: &str) -> ir::Cluster {
         },
         localities: Vec::new(),
     }
+}
+
+/// What the objects calling an ExtensionService of `namespace` read of it, as a digest
+/// (see `Claim::face`): whether it is valid, its SNI and its response timeout. It is
+/// taken over every field of the spec these depend on and the Services it names as
+/// `objects` has them (a change to a Secret or a delegation rebuilds everything
+/// anyway); its balancing and circuit breakers, read only by its own cluster, are left
+/// out, and so are the fields it ignores.
+pub fn face(objects: &Objects, namespace: &str, spec: &ExtensionServiceSpec) -> u64 {
+    let read = ExtensionServiceSpec {
+        services: spec.services.clone(),
+        upstream_validation: spec.upstream_validation.clone(),
+        protocol: spec.protocol.clone(),
+        timeout_policy: spec.timeout_policy.clone(),
+        protocol_version: spec.protocol_version.clone(),
+        ..Default::default()
+    };
+    let mut hasher = std::hash::DefaultHasher::new();
+    serde_json::to_string(&read)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    for target in &spec.services {
+        let service = objects.service(namespace, &target.name);
+        service
+            .map(|s| (&s.ports, &s.external_name))
+            .hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// ExtensionService `namespace/name` as a filter calls it, when it exists and is valid;

@@ -23,7 +23,7 @@ pub struct ServiceSummary {
     pub external_name: Option<Box<str>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ServicePortSummary {
     pub name: Option<Box<str>>,
     pub port: i32,
