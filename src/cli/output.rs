@@ -4,7 +4,8 @@
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde::Serialize;
 
-use isobar_sdk::{StatusReport, StatusStyle};
+use isobar_sdk::StatusReport;
+use isobar_sdk::status::{NoStatus, StatusShape};
 
 use crate::xds::{Resources, XdsType};
 
@@ -99,8 +100,11 @@ fn rendered(
     key: &isobar_sdk::ObjectKey,
     controller: &str,
 ) -> serde_json::Value {
-    let style = key.kind.info().map_or(StatusStyle::None, |i| i.status);
-    match status.render_as(style, key, controller) {
+    let shape = key
+        .kind
+        .info()
+        .map_or(&NoStatus as &dyn StatusShape, |i| i.status);
+    match shape.render(status, key, controller) {
         Some(rendered) => {
             let generation = objects.object(key).and_then(|o| o.metadata().generation);
             crate::runner::status::as_written(key.kind, &rendered, generation)

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use isobar_sdk::condition::{Condition, ParentRef};
-use isobar_sdk::{ConditionType, Object, ObjectKey, Objects, Reason, StatusReport, StatusStyle};
+use isobar_sdk::{ConditionType, Object, ObjectKey, Objects, Reason, StatusReport};
 
 use crate::xds::Rejection;
 
@@ -271,8 +271,8 @@ pub fn report_refused(status: &mut StatusReport, refused: &BTreeMap<ObjectKey, R
                 r.message
             )
         };
-        let style = key.kind.info().map(|i| i.status);
-        if matches!(style, Some(StatusStyle::Route | StatusStyle::Policy)) {
+        let per_parent = key.kind.info().and_then(|i| i.status.per_parent());
+        if per_parent.is_some() {
             let gateway = status.gateway(key);
             let mut parents: Vec<ParentRef> = gateway
                 .parents

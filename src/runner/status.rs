@@ -1,5 +1,5 @@
 //! Status write-back (Kubernetes provider, leader only), in the style each kind's table
-//! entry names (`StatusStyle`): Contour's (HTTPProxy: the `Valid` condition with
+//! entry names (`StatusShape`): Contour's (HTTPProxy: the `Valid` condition with
 //! `errors`/`warnings`, `currentStatus`, `description`, `observedGeneration`, and
 //! `status.loadBalancer`), the load balancer alone (Ingress), Gateway API's object shape
 //! (`conditions`, `listeners[]`, `addresses`) and route shape (`parents[]`, each naming
@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use isobar_sdk::condition::WHILE_THEY_HOLD;
-use isobar_sdk::{Kind, ObjectKey, Objects, StatusReport, StatusStyle};
+use isobar_sdk::status::{NoStatus, StatusShape, Writes};
+use isobar_sdk::{Kind, ObjectKey, Objects, StatusReport};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -74,17 +74,18 @@ impl Desired {
         let mut texts: std::collections::HashSet<Arc<str>> = std::collections::HashSet::new();
         for key in keys {
             let reported = report.objects.contains_key(key);
-            match key.kind.info().map_or(StatusStyle::None, |i| i.status) {
-                StatusStyle::LoadBalancer if reported => {
+            let shape = shape(key.kind);
+            match shape.writes() {
+                Writes::Address if reported => {
                     self.ingresses.insert(key.clone());
                 }
-                StatusStyle::LoadBalancer => {
+                Writes::Address => {
                     self.ingresses.remove(key);
                 }
-                StatusStyle::None => {}
-                style if reported => {
+                Writes::Nothing => {}
+                Writes::Rendered if reported => {
                     let generation = objects.object(key).and_then(|o| o.metadata().generation);
-                    let rendered = report.render_as(style, key, controller);
+                    let rendered = shape.render(report, key, controller);
                     let rendered = rendered.map(|r| r.to_string()).unwrap_or_default();
                     let rendered = match texts.get(rendered.as_str()) {
                         Some(shared) => shared.clone(),
@@ -295,8 +296,8 @@ fn fingerprint(parts: &impl std::hash::Hash) -> u64 {
     hasher.finish()
 }
 
-fn style(kind: Kind) -> StatusStyle {
-    kind.info().map_or(StatusStyle::None, |i| i.status)
+fn shape(kind: Kind) -> &'static dyn StatusShape {
+    kind.info().map_or(&NoStatus, |i| i.status)
 }
 
 /// The status the writer would write for an object of `kind` with `rendered` conditions
@@ -348,44 +349,12 @@ fn desired_status(
             }
         }
     }
-    match style(kind) {
-        StatusStyle::Contour => status["loadBalancer"] = load_balancer.clone(),
-        // An empty `addresses`: a Gateway served where Envoy is (GatewayClasses and
-        // ListenerSets have none).
-        StatusStyle::Gateway
-            if status
-                .get("addresses")
-                .and_then(Value::as_array)
-                .is_some_and(Vec::is_empty) =>
-        {
-            status["addresses"] = addresses(load_balancer);
-        }
-        _ => {}
-    }
+    shape(kind).serve_at(&mut status, load_balancer);
     status
-}
-
-/// `status.loadBalancer` as a Gateway's `addresses`.
-fn addresses(load_balancer: &Value) -> Value {
-    let entries = load_balancer["ingress"].as_array().into_iter().flatten();
-    let addresses: Vec<Value> = entries
-        .filter_map(
-            |entry| match (entry["ip"].as_str(), entry["hostname"].as_str()) {
-                (Some(ip), _) => Some(json!({"type": "IPAddress", "value": ip})),
-                (None, Some(host)) => Some(json!({"type": "Hostname", "value": host})),
-                (None, None) => None,
-            },
-        )
-        .collect();
-    json!(addresses)
 }
 
 /// The object's status with Isobar's parts replaced and everything else kept.
 fn merge(kind: Kind, current: &Value, desired: &Value, controller: &str) -> Value {
-    let mut out = match current {
-        Value::Object(_) => current.clone(),
-        _ => json!({}),
-    };
     let now = || {
         json!(
             k8s_openapi::jiff::Timestamp::now()
@@ -393,131 +362,7 @@ fn merge(kind: Kind, current: &Value, desired: &Value, controller: &str) -> Valu
                 .to_string()
         )
     };
-    match style(kind) {
-        StatusStyle::None => {}
-        StatusStyle::LoadBalancer | StatusStyle::Contour => {
-            let address = &desired["loadBalancer"];
-            if address.as_object().is_some_and(|lb| !lb.is_empty()) {
-                out["loadBalancer"] = address.clone();
-            }
-            if style(kind) == StatusStyle::Contour {
-                out["currentStatus"] = desired["currentStatus"].clone();
-                out["description"] = desired["description"].clone();
-                out["conditions"] =
-                    conditions(&current["conditions"], &desired["conditions"], &now);
-            }
-        }
-        StatusStyle::Conditions => {
-            out["conditions"] = conditions(&current["conditions"], &desired["conditions"], &now);
-        }
-        StatusStyle::Gateway => {
-            // Conditions a Gateway carries only while they hold go once not reported.
-            let reported = |c: &Value| {
-                desired["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|d| d["type"] == c["type"])
-            };
-            let kept: Vec<Value> = current["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|c| {
-                    reported(c)
-                        || !c["type"]
-                            .as_str()
-                            .is_some_and(|t| WHILE_THEY_HOLD.contains(&t))
-                })
-                .cloned()
-                .collect();
-            out["conditions"] = conditions(&Value::Array(kept), &desired["conditions"], &now);
-            if desired.get("listeners").is_some() {
-                let old = current["listeners"].as_array().cloned().unwrap_or_default();
-                let listeners = desired["listeners"].as_array().into_iter().flatten();
-                let merged: Vec<Value> = listeners
-                    .map(|listener| {
-                        let mut listener = listener.clone();
-                        let was = old.iter().find(|l| l["name"] == listener["name"]);
-                        let was = was.map_or(&Value::Null, |l| &l["conditions"]);
-                        listener["conditions"] = conditions(was, &listener["conditions"], &now);
-                        listener
-                    })
-                    .collect();
-                out["listeners"] = Value::Array(merged);
-            }
-            if desired["addresses"]
-                .as_array()
-                .is_some_and(|a| !a.is_empty())
-            {
-                out["addresses"] = desired["addresses"].clone();
-            }
-            if desired.get("attachedListenerSets").is_some() {
-                out["attachedListenerSets"] = desired["attachedListenerSets"].clone();
-            }
-            if desired.get("supportedFeatures").is_some() {
-                out["supportedFeatures"] = desired["supportedFeatures"].clone();
-            }
-        }
-        StatusStyle::Fields => {
-            for (name, value) in desired.as_object().into_iter().flatten() {
-                out[name] = value.clone();
-            }
-        }
-        style @ (StatusStyle::Route | StatusStyle::Policy) => {
-            let (list, reference) = if style == StatusStyle::Route {
-                ("parents", "parentRef")
-            } else {
-                ("ancestors", "ancestorRef")
-            };
-            let old = current[list].as_array().cloned().unwrap_or_default();
-            let ours = |p: &Value| p["controllerName"] == controller;
-            let mut entries: Vec<Value> = Vec::new();
-            for entry in desired[list].as_array().into_iter().flatten() {
-                let mut entry = entry.clone();
-                let was = old
-                    .iter()
-                    .find(|p| ours(p) && p[reference] == entry[reference]);
-                let was = was.map_or(&Value::Null, |p| &p["conditions"]);
-                entry["conditions"] = conditions(was, &entry["conditions"], &now);
-                entries.push(entry);
-            }
-            // Other controllers' entries stay as they are.
-            entries.extend(old.into_iter().filter(|p| !ours(p)));
-            // A route none of whose parents are this controller's, and never were, is
-            // left as it is.
-            if !entries.is_empty() || current.get(list).is_some() {
-                out[list] = Value::Array(entries);
-            }
-        }
-    }
-    out
-}
-
-/// `desired` conditions, each keeping the `lastTransitionTime` of the `old` one of its
-/// type when its status did not change; `old` conditions of other types stay after them.
-fn conditions(old: &Value, desired: &Value, now: &impl Fn() -> Value) -> Value {
-    let old: Vec<Value> = old.as_array().cloned().unwrap_or_default();
-    let mut conditions: Vec<Value> = Vec::new();
-    for mut condition in desired.as_array().cloned().unwrap_or_default() {
-        let previous = old.iter().find(|c| c["type"] == condition["type"]);
-        let time = match previous {
-            Some(p)
-                if p["status"] == condition["status"] && p.get("lastTransitionTime").is_some() =>
-            {
-                p["lastTransitionTime"].clone()
-            }
-            _ => now(),
-        };
-        condition["lastTransitionTime"] = time;
-        conditions.push(condition);
-    }
-    for condition in old {
-        if !conditions.iter().any(|c| c["type"] == condition["type"]) {
-            conditions.push(condition);
-        }
-    }
-    Value::Array(conditions)
+    shape(kind).merge(current, desired, controller, &now)
 }
 
 #[cfg(test)]

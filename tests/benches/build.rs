@@ -8,7 +8,8 @@
 //! takes `ISOBAR_BENCH_CHANGES` changes of each kind and `ISOBAR_BENCH_FANOUT` streams), `gateway` (Gateway API; `gateway-vhds` with
 //! `xds-server.vhds`, `gateway-kube` on the Kubernetes API), `perf`, `vhds` (perf with `xds-server.vhds`),
 //! `envoy`, `envoy-defaults` (with Isobar's default settings; `envoy-defaults-sotw` with an
-//! Envoy on state of the world, `envoy-defaults-ingress` with Ingresses), `envoy-vhds` (the same over
+//! Envoy on state of the world, `envoy-defaults-ingress` with Ingresses,
+//! `envoy-defaults-gateway` with HTTPRoutes), `envoy-vhds` (the same over
 //! VHDS), `envoy-gateway` and `envoy-gateway-vhds`
 //! (the same with HTTPRoutes), `envoy-streams` (TCPRoute and UDPRoute edits beside
 //! HTTPRoute ones, default settings), `webhook` and `wasm`; all by default;
@@ -248,7 +249,7 @@ fn main() {
     let n = env_usize("ISOBAR_BENCH_N", if benching { 10_000 } else { 100 });
     let runs = env_usize("ISOBAR_BENCH_RUNS", if benching { 15 } else { 1 });
     let profiles = std::env::var("ISOBAR_BENCH_PROFILES").unwrap_or_else(|_| {
-        "build,translate,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-defaults-ingress,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-kube,envoy-streams,webhook,wasm".into()
+        "build,translate,tls,kube,kube-status,gateway,gateway-vhds,gateway-kube,perf,vhds,envoy,envoy-defaults,envoy-defaults-sotw,envoy-defaults-ingress,envoy-defaults-gateway,envoy-vhds,envoy-gateway,envoy-gateway-vhds,envoy-kube,envoy-streams,webhook,wasm".into()
     });
     let profiles: Vec<&str> = profiles.split(',').map(str::trim).collect();
     if profiles.contains(&"build") {
@@ -315,6 +316,16 @@ fn main() {
             if benching { 100 } else { 5 },
             true,
             envoy::Routes::Ingress,
+            true,
+        );
+    }
+    // The defaults with each tenant's host routed by an HTTPRoute on one Gateway.
+    if profiles.contains(&"envoy-defaults-gateway") {
+        envoy::run(
+            n,
+            if benching { 100 } else { 5 },
+            true,
+            envoy::Routes::Gateway,
             true,
         );
     }

@@ -811,7 +811,7 @@ fn the_rbac_in_deploy_grants_what_isobar_uses() {
     }
     // Every kind whose status Isobar writes.
     let statused = isobar_sdk::Kind::all()
-        .filter(|i| i.status != isobar_sdk::StatusStyle::None)
+        .filter(|i| i.status.writes() != isobar_sdk::status::Writes::Nothing)
         .map(|i| i.kind)
         .filter(|k| *k != isobar_test_plugin::MAPPING);
     for kind in statused {

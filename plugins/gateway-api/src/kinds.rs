@@ -10,7 +10,7 @@ use gateway_api::apis::standard::{
 };
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;
-use isobar_sdk::{BuildContext, Kind, KindId, KindInfo, ObjectKey, Resource, StatusStyle};
+use isobar_sdk::{BuildContext, Kind, KindId, KindInfo, ObjectKey, Resource};
 use serde::{Deserialize, Serialize};
 
 /// Gateway API's group.
@@ -157,7 +157,7 @@ isobar_sdk::inventory::submit! {
         plural: "gatewayclasses",
         namespaced: false,
         decode: decode_object::<GatewayClass>,
-        status: StatusStyle::Gateway,
+        status: &isobar_sdk::status::Gateway,
     }
 }
 
@@ -168,7 +168,7 @@ isobar_sdk::inventory::submit! {
         plural: "gateways",
         namespaced: true,
         decode: decode_object::<Gateway>,
-        status: StatusStyle::Gateway,
+        status: &isobar_sdk::status::Gateway,
     }
 }
 
@@ -179,7 +179,7 @@ isobar_sdk::inventory::submit! {
         plural: "httproutes",
         namespaced: true,
         decode: decode_object::<HttpRoute>,
-        status: StatusStyle::Route,
+        status: &isobar_sdk::status::Route,
     }
 }
 
@@ -190,7 +190,7 @@ isobar_sdk::inventory::submit! {
         plural: "grpcroutes",
         namespaced: true,
         decode: decode_grpc_route,
-        status: StatusStyle::Route,
+        status: &isobar_sdk::status::Route,
     }
 }
 
@@ -201,7 +201,7 @@ isobar_sdk::inventory::submit! {
         plural: "tlsroutes",
         namespaced: true,
         decode: decode_tls_route,
-        status: StatusStyle::Route,
+        status: &isobar_sdk::status::Route,
     }
 }
 
@@ -212,7 +212,7 @@ isobar_sdk::inventory::submit! {
         plural: "tcproutes",
         namespaced: true,
         decode: decode_object::<TcpRoute>,
-        status: StatusStyle::Route,
+        status: &isobar_sdk::status::Route,
     }
 }
 
@@ -223,7 +223,7 @@ isobar_sdk::inventory::submit! {
         plural: "udproutes",
         namespaced: true,
         decode: decode_object::<UdpRoute>,
-        status: StatusStyle::Route,
+        status: &isobar_sdk::status::Route,
     }
 }
 
@@ -234,7 +234,7 @@ isobar_sdk::inventory::submit! {
         plural: "referencegrants",
         namespaced: true,
         decode: decode_object::<ReferenceGrant>,
-        status: StatusStyle::None,
+        status: &isobar_sdk::status::NoStatus,
     }
 }
 
@@ -245,7 +245,7 @@ isobar_sdk::inventory::submit! {
         plural: "namespaces",
         namespaced: false,
         decode: decode_namespace,
-        status: StatusStyle::None,
+        status: &isobar_sdk::status::NoStatus,
     }
 }
 
@@ -256,7 +256,7 @@ isobar_sdk::inventory::submit! {
         plural: "listenersets",
         namespaced: true,
         decode: decode_object::<ListenerSet>,
-        status: StatusStyle::Gateway,
+        status: &isobar_sdk::status::Gateway,
     }
 }
 
@@ -267,7 +267,7 @@ isobar_sdk::inventory::submit! {
         plural: "backendtlspolicies",
         namespaced: true,
         decode: decode_object::<BackendTlsPolicy>,
-        status: StatusStyle::Policy,
+        status: &isobar_sdk::status::Policy,
     }
 }
 
@@ -278,7 +278,7 @@ isobar_sdk::inventory::submit! {
         plural: "xbackendtrafficpolicies",
         namespaced: true,
         decode: decode_object::<BackendTrafficPolicy>,
-        status: StatusStyle::Policy,
+        status: &isobar_sdk::status::Policy,
     }
 }
 
@@ -289,7 +289,7 @@ isobar_sdk::inventory::submit! {
         plural: "configmaps",
         namespaced: true,
         decode: decode_config_map,
-        status: StatusStyle::None,
+        status: &isobar_sdk::status::NoStatus,
     }
 }
 

@@ -6,13 +6,14 @@ use serde_json::{Value, json};
 
 use isobar_sdk::api::{HTTPProxy, Ingress};
 use isobar_sdk::host::parse_host;
-use isobar_sdk::{Kind, Object, Objects, StatusStyle};
+use isobar_sdk::status::{Route, StatusShape};
+use isobar_sdk::{Kind, Object, Objects};
 
 /// The kinds policies judge: HTTPProxy, Ingress and every kind of Gateway API's route
 /// shape a source plugin registers (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute).
 pub fn judged() -> impl Iterator<Item = Kind> {
     let routes = Kind::all()
-        .filter(|info| info.status == StatusStyle::Route)
+        .filter(|info| info.status.per_parent() == Route.per_parent())
         .map(|info| info.kind);
     [Kind::HTTPProxy, Kind::Ingress].into_iter().chain(routes)
 }

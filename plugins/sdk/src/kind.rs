@@ -209,34 +209,6 @@ impl Serialize for Kind {
     }
 }
 
-/// How the status of a kind's objects is written back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusStyle {
-    /// Not written (Services, Secrets, …).
-    None,
-    /// `status.loadBalancer` only (Ingress).
-    LoadBalancer,
-    /// Contour's: a `Valid` condition with errors and warnings as sub-conditions,
-    /// `currentStatus`, `description`, `observedGeneration`, and `status.loadBalancer`
-    /// (HTTPProxy, and kinds of that shape).
-    Contour,
-    /// Contour's `Valid` condition alone, in `status.conditions` (ExtensionService).
-    Conditions,
-    /// Gateway API's: `conditions` of the object itself (with `observedGeneration`) and,
-    /// per listener, `status.listeners[]` (Gateway, GatewayClass).
-    Gateway,
-    /// Gateway API's route shape: `status.parents[]`, one entry per parent reference,
-    /// each with its conditions and this controller's name.
-    Route,
-    /// Gateway API's policy shape (BackendTLSPolicy): `status.ancestors[]`, one entry
-    /// per ancestor (a Gateway) the policy reaches, as a route's parents.
-    Policy,
-    /// Top-level fields a plugin sets as they are (`StatusReport::fields`), each
-    /// replacing the field of that name; other fields are kept (Gatekeeper's
-    /// Constraints: `totalViolations`, `violations`).
-    Fields,
-}
-
 /// One kind's entry in the table of kinds.
 #[derive(Debug)]
 pub struct KindInfo {
@@ -250,7 +222,8 @@ pub struct KindInfo {
     /// says what is wrong and where (`invalid type … at spec.routes`). See
     /// [`decode_object`].
     pub decode: fn(serde_json::Value) -> Result<Object, String>,
-    pub status: StatusStyle,
+    /// How its objects' status is written back.
+    pub status: &'static dyn crate::status::StatusShape,
 }
 
 impl KindInfo {
@@ -446,7 +419,7 @@ inventory::submit! {
         plural: "services",
         namespaced: true,
         decode: decode_object::<Service>,
-        status: StatusStyle::None,
+        status: &crate::status::NoStatus,
     }
 }
 
@@ -457,7 +430,7 @@ inventory::submit! {
         plural: "endpointslices",
         namespaced: true,
         decode: decode_endpoint_slice,
-        status: StatusStyle::None,
+        status: &crate::status::NoStatus,
     }
 }
 
@@ -468,7 +441,7 @@ inventory::submit! {
         plural: "secrets",
         namespaced: true,
         decode: decode_secret,
-        status: StatusStyle::None,
+        status: &crate::status::NoStatus,
     }
 }
 
@@ -479,7 +452,7 @@ inventory::submit! {
         plural: "ingresses",
         namespaced: true,
         decode: decode_object::<Ingress>,
-        status: StatusStyle::LoadBalancer,
+        status: &crate::status::LoadBalancer,
     }
 }
 
@@ -490,7 +463,7 @@ inventory::submit! {
         plural: "httpproxies",
         namespaced: true,
         decode: decode_object::<HTTPProxy>,
-        status: StatusStyle::Contour,
+        status: &crate::status::Contour,
     }
 }
 
@@ -501,7 +474,7 @@ inventory::submit! {
         plural: "tlscertificatedelegations",
         namespaced: true,
         decode: decode_object::<TLSCertificateDelegation>,
-        status: StatusStyle::None,
+        status: &crate::status::NoStatus,
     }
 }
 
@@ -512,7 +485,7 @@ inventory::submit! {
         plural: "extensionservices",
         namespaced: true,
         decode: decode_object::<ExtensionService>,
-        status: StatusStyle::Conditions,
+        status: &crate::status::Conditions,
     }
 }
 

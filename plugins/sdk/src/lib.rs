@@ -20,6 +20,7 @@ pub mod regex;
 pub mod resolve;
 pub mod secret;
 pub mod small_set;
+pub mod status;
 pub mod telemetry;
 
 pub use condition::{
@@ -27,10 +28,11 @@ pub use condition::{
     SECRET_NOT_FOUND, StatusReport, SubCondition,
 };
 pub use ir::Ir;
-pub use kind::{DynamicKinds, Kind, KindId, KindInfo, Resource, StatusStyle};
+pub use kind::{DynamicKinds, Kind, KindId, KindInfo, Resource};
 pub use object::{Object, ObjectKey, Objects};
 pub use plugin::{BuildContext, Claim, Filter, PluginKind, PluginRegistration, Processor, Source};
 pub use small_set::SmallSet;
+pub use status::StatusShape;
 
 pub use inventory;
 pub use schemars;

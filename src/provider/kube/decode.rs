@@ -1,7 +1,8 @@
 //! A watched object read into a typed one: what is never read dropped first, a kind of a
 //! dynamic group placed in its namespace, an object that does not decode reported.
 
-use isobar_sdk::{Kind, ObjectKey, StatusStyle};
+use isobar_sdk::status::Writes;
+use isobar_sdk::{Kind, ObjectKey};
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
 
@@ -90,7 +91,9 @@ fn decode_as(
     }
     // A kind whose status Isobar writes is read without it: Isobar's own writes then
     // leave the stored object equal, and rebuild nothing.
-    if kind.info().is_some_and(|i| i.status != StatusStyle::None)
+    if kind
+        .info()
+        .is_some_and(|i| i.status.writes() != Writes::Nothing)
         && let Some(fields) = object.data.as_object_mut()
     {
         fields.remove("status");

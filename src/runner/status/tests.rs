@@ -9,7 +9,7 @@ inventory::submit! {
         plural: "routes",
         namespaced: true,
         decode: |_| Err("not decoded in this test".to_string()),
-        status: StatusStyle::Route,
+        status: &isobar_sdk::status::Route,
     }
 }
 
@@ -22,8 +22,72 @@ inventory::submit! {
         plural: "gateways",
         namespaced: true,
         decode: |_| Err("not decoded in this test".to_string()),
-        status: StatusStyle::Gateway,
+        status: &isobar_sdk::status::Gateway,
     }
+}
+
+const GAUGE: isobar_sdk::KindId = isobar_sdk::KindId::new("test.isobar.dev", "Gauge");
+
+/// A status shape of a plugin's own: `status.healthy` from whether the build found
+/// errors, `status.servedBy` where Envoy is; other fields stay as the object has them.
+#[derive(Debug)]
+struct Healthy;
+
+impl StatusShape for Healthy {
+    fn render(&self, report: &StatusReport, key: &ObjectKey, _: &str) -> Option<Value> {
+        Some(json!({"healthy": report.is_valid(key)}))
+    }
+
+    fn serve_at(&self, status: &mut Value, load_balancer: &Value) {
+        status["servedBy"] = load_balancer["ingress"][0]["ip"].clone();
+    }
+
+    fn merge(&self, current: &Value, desired: &Value, _: &str, _: &dyn Fn() -> Value) -> Value {
+        let mut out = current.clone();
+        out["healthy"] = desired["healthy"].clone();
+        out["servedBy"] = desired["servedBy"].clone();
+        out
+    }
+}
+
+inventory::submit! {
+    isobar_sdk::KindInfo {
+        kind: Kind::new(&GAUGE),
+        versions: &["v1"],
+        plural: "gauges",
+        namespaced: true,
+        decode: |_| Err("not decoded in this test".to_string()),
+        status: &Healthy,
+    }
+}
+
+/// A kind whose status shape its plugin defines is rendered, placed and merged by that
+/// shape.
+#[test]
+fn a_kind_writes_the_status_shape_its_plugin_defines() {
+    let kind = Kind::new(&GAUGE);
+    let key = ObjectKey::new(kind, "default", "g");
+    let mut report = StatusReport::default();
+    report.error(
+        &key,
+        isobar_sdk::ConditionType::SpecError,
+        isobar_sdk::Reason::NothingDefined,
+        "broken".to_string(),
+    );
+    let rendered = shape(kind).render(&report, &key, CONTROLLER_NAME);
+    let rendered = rendered.unwrap_or_else(|| panic!("no status rendered"));
+    let desired = desired_status(
+        kind,
+        &rendered.to_string(),
+        Some(2),
+        &json!({"ingress": [{"ip": "10.0.0.9"}]}),
+    );
+    let current = json!({"healthy": true, "note": "kept"});
+    let merged = merge(kind, &current, &desired, CONTROLLER_NAME);
+    assert_eq!(
+        merged,
+        json!({"healthy": false, "servedBy": "10.0.0.9", "note": "kept"})
+    );
 }
 
 /// A Gateway's conditions and each listener's keep their transition times while

@@ -43,7 +43,7 @@ use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, Settings, par
 use isobar_sdk::resolve::{PortRef, service_cluster};
 use isobar_sdk::{
     BuildContext, Claim, Ir, Kind, KindId, KindInfo, ObjectKey, Objects, ParentRef, Resource,
-    Source, StatusReport, StatusStyle,
+    Source, StatusReport,
 };
 
 pub const NAME: &str = "mappings";
@@ -95,7 +95,7 @@ isobar_sdk::inventory::submit! {
         plural: "mappings",
         namespaced: true,
         decode: isobar_sdk::kind::decode_object::<Mapping>,
-        status: StatusStyle::Route,
+        status: &isobar_sdk::status::Route,
     }
 }
 

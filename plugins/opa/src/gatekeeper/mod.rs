@@ -26,7 +26,6 @@ use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::{
     DynamicKinds, Kind, KindId, KindInfo, Object, ObjectKey, Objects, Resource, StatusReport,
-    StatusStyle,
 };
 
 mod ask;
@@ -90,7 +89,7 @@ isobar_sdk::inventory::submit! {
         plural: "constrainttemplates",
         namespaced: false,
         decode: isobar_sdk::kind::decode_object::<ConstraintTemplate>,
-        status: StatusStyle::Fields,
+        status: &isobar_sdk::status::Fields,
     }
 }
 
@@ -102,7 +101,7 @@ isobar_sdk::inventory::submit! {
         // Stored per kind: the namespace is the Constraint's kind.
         namespaced: true,
         decode: decode_constraint,
-        status: StatusStyle::Fields,
+        status: &isobar_sdk::status::Fields,
     }
 }
 

@@ -355,7 +355,7 @@ pub struct ObjectStatus {
     pub orphaned: bool,
     /// Boxed: most objects are Contour's kinds and have none.
     pub gateway: Option<Box<GatewayStatus>>,
-    /// Top-level status fields set as they are ([`crate::StatusStyle::Fields`]).
+    /// Top-level status fields set as they are ([`crate::status::Fields`]).
     pub fields: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
@@ -417,7 +417,7 @@ impl StatusReport {
         self.touch(key).gateway.get_or_insert_default()
     }
 
-    /// Sets one top-level status field of an object of [`crate::StatusStyle::Fields`].
+    /// Sets one top-level status field of an object of [`crate::status::Fields`].
     pub fn field(&mut self, key: &ObjectKey, name: &str, value: serde_json::Value) {
         self.touch(key)
             .fields
@@ -435,42 +435,6 @@ impl StatusReport {
 
     pub fn is_valid(&self, key: &ObjectKey) -> bool {
         self.objects.get(key).is_none_or(ObjectStatus::is_valid)
-    }
-
-    /// The status of one object as its kind's status style writes it (`controller`
-    /// names the writer in a route's `parents[]`); `None` for styles that write no
-    /// conditions.
-    pub fn render_as(
-        &self,
-        style: crate::StatusStyle,
-        key: &ObjectKey,
-        controller: &str,
-    ) -> Option<serde_json::Value> {
-        use crate::StatusStyle;
-        let gateway = || {
-            let status = self.objects.get(key);
-            status
-                .and_then(|s| s.gateway.as_deref())
-                .cloned()
-                .unwrap_or_default()
-        };
-        match style {
-            StatusStyle::Contour => serde_json::to_value(self.render(key)).ok(),
-            StatusStyle::Conditions => {
-                Some(serde_json::json!({"conditions": self.render(key).conditions}))
-            }
-            StatusStyle::Gateway => Some(gateway().render_object()),
-            StatusStyle::Route => Some(gateway().render_route(controller)),
-            StatusStyle::Policy => Some(gateway().render_policy(controller)),
-            StatusStyle::Fields => Some(serde_json::Value::Object(
-                self.objects
-                    .get(key)
-                    .and_then(|s| s.fields.as_deref())
-                    .cloned()
-                    .unwrap_or_default(),
-            )),
-            StatusStyle::LoadBalancer | StatusStyle::None => None,
-        }
     }
 
     /// The user-facing status of one object, in Contour's layout.
