@@ -12,47 +12,54 @@ use super::links::Links;
 use super::pipeline::Pipeline;
 use super::rejected::{Refused, report_refused};
 use super::status::Desired;
-use super::{Built, Dirty, HYDRATE_MAX, Runner, SPLICE_MAX};
+use super::{Built, Dirty, HYDRATE_MAX, Runner, SPLICE_MAX, State};
 use crate::metrics::KindLabel;
 use crate::xds::{Encoder, Snapshot, XdsType, translate_after};
 
 impl Runner {
     /// One build: what `dirty` reaches spliced into the last build when it can be, else
-    /// everything. `status` becomes this build's report. Returns whether the build was
+    /// everything. `s.status` becomes this build's report. Returns whether the build was
     /// held back (not published) waiting for elided Secrets to be fetched.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn rebuild(
-        &self,
-        objects: &mut Objects,
-        unreadable: &BTreeMap<ObjectKey, String>,
-        refused: &BTreeMap<ObjectKey, Refused>,
-        status: &mut StatusReport,
-        since: Option<Instant>,
-        holding: &mut Option<Instant>,
-        built: &mut Option<Built>,
-        dirty: &Dirty,
-    ) -> bool {
+    pub(super) fn rebuild(&self, s: &mut State, since: Option<Instant>, dirty: &Dirty) -> bool {
+        let refused = &s.refusals.refused;
         let held = 'built: {
             if !dirty.full
-                && !dirty.secrets_matter(built.as_ref())
-                && holding.is_none()
+                && !dirty.secrets_matter(s.built.as_ref())
+                && s.holding.is_none()
                 && self.pipeline.local()
-                && let Some(last) = built.as_mut()
+                && let Some(last) = s.built.as_mut()
                 && last.encoder.splices()
             {
-                if self.splice(objects, unreadable, refused, status, since, last, dirty) {
+                let status = &mut s.status;
+                if self.splice(
+                    &mut s.objects,
+                    &s.unreadable,
+                    refused,
+                    status,
+                    since,
+                    last,
+                    dirty,
+                ) {
                     break 'built false;
                 }
-                *built = None;
+                s.built = None;
             }
             tokio::task::block_in_place(|| {
-                self.build_all(objects, unreadable, refused, status, since, holding, built)
+                self.build_all(
+                    &mut s.objects,
+                    &s.unreadable,
+                    refused,
+                    &mut s.status,
+                    since,
+                    &mut s.holding,
+                    &mut s.built,
+                )
             })
         };
         if self.withheld.lock().is_ok_and(|w| !w.is_empty()) {
             // What is served is no longer what the build made: the next build makes
             // everything again (splicing copies from what is served).
-            *built = None;
+            s.built = None;
         }
         held
     }

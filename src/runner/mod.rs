@@ -136,46 +136,84 @@ pub struct StatusOutput {
     pub envoy_service: (String, String),
 }
 
+/// What the runner's loop keeps between events: the objects, what is pending and the
+/// last build.
+struct State {
+    objects: Objects,
+    /// Objects whose latest version did not decode, with why.
+    unreadable: BTreeMap<ObjectKey, String>,
+    /// What Envoy refused, and what each published snapshot changed.
+    refusals: Rejections,
+    admissions: review::Admissions,
+    synced: bool,
+    /// When the first unbuilt change arrived, and the latest one.
+    pending: Option<(Instant, Instant)>,
+    /// When the last build ran and the last change arrived: a change after a quiet
+    /// moment (no change and no build for a quarter of the hold-off, or no build for
+    /// the max hold-off, Contour's rule) is built at once; one during a burst waits.
+    last_build: Option<Instant>,
+    last_change: Option<Instant>,
+    /// The pending changes started after a quiet moment: build them now.
+    due_now: bool,
+    /// The last build's report.
+    status: StatusReport,
+    /// While a build waits for elided Secrets to be fetched again: since when.
+    holding: Option<Instant>,
+    /// What changed since the last build.
+    dirty: Dirty,
+    /// What the last build keeps for the next.
+    built: Option<Built>,
+    /// Reviews waiting for dropped Secrets to be fetched again.
+    waiting_reviews: Vec<Waiting>,
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            objects: Objects::default(),
+            unreadable: BTreeMap::new(),
+            refusals: Rejections::default(),
+            admissions: review::Admissions::default(),
+            synced: false,
+            pending: None,
+            last_build: None,
+            last_change: None,
+            due_now: false,
+            status: StatusReport::default(),
+            holding: None,
+            // The first build is a full one: what each listed object reaches is not
+            // recorded.
+            dirty: Dirty {
+                full: true,
+                ..Dirty::default()
+            },
+            built: None,
+            waiting_reviews: Vec::new(),
+        }
+    }
+
+    /// A change to build at once, without the hold-off.
+    fn build_now(&mut self) {
+        let at = Instant::now();
+        self.due_now = true;
+        self.pending = Some(self.pending.map_or((at, at), |(first, _)| (first, at)));
+    }
+}
+
 impl Runner {
     pub async fn run(mut self, mut events: mpsc::Receiver<Event>) {
         let mut debug = self.debug.take();
         let mut admission = self.admission.take();
         let mut rejections = self.rejections.take();
-        // What Envoy refused, and what each published snapshot changed.
-        let mut refusals = Rejections::default();
-        let mut admissions = review::Admissions::default();
-        let mut objects = Objects::default();
-        let mut synced = false;
-        // When the first unbuilt change arrived, and the latest one.
-        let mut pending: Option<(Instant, Instant)> = None;
-        // When the last build ran and the last change arrived: a change after a quiet
-        // moment (no change and no build for a quarter of the hold-off, or no build for
-        // the max hold-off, Contour's rule) is built at once; one during a burst waits.
-        let mut last_build: Option<Instant> = None;
-        let mut last_change: Option<Instant> = None;
-        // The pending changes started after a quiet moment: build them now.
-        let mut due_now = false;
-        let mut last_status = StatusReport::default();
-        // While a build waits for elided Secrets to be fetched again: since when.
-        let mut holding: Option<Instant> = None;
-        // Objects whose latest version did not decode, with why.
-        let mut unreadable: BTreeMap<ObjectKey, String> = BTreeMap::new();
-        // What changed since the last build, and that build's clusters.
-        // The first build is a full one: what each listed object reaches is not recorded.
-        let mut dirty = Dirty {
-            full: true,
-            ..Dirty::default()
-        };
-        let mut built: Option<Built> = None;
-        // Reviews waiting for dropped Secrets to be fetched again.
-        let mut waiting_reviews: Vec<Waiting> = Vec::new();
+        let mut s = State::new();
         loop {
-            let review_deadline = waiting_reviews
+            let review_deadline = s
+                .waiting_reviews
                 .iter()
                 .map(|w| w.started + REVIEW_WAIT_MAX)
                 .min();
-            let deadline = pending.filter(|_| synced).map(|(first, last)| {
-                if due_now {
+            let deadline = s.pending.filter(|_| s.synced).map(|(first, last)| {
+                if s.due_now {
                     first
                 } else {
                     let at = |from: Instant, after| from.checked_add(after).unwrap_or(from);
@@ -185,152 +223,196 @@ impl Runner {
             let event = tokio::select! {
                 event = events.recv() => event,
                 () = until(deadline), if deadline.is_some() => {
-                    let since = pending.take().map(|(first, _)| first);
-                    due_now = false;
-                    let changed = std::mem::take(&mut dirty);
-                    // On the worker: a change spliced in takes well under a millisecond,
-                    // less than handing the worker over would; a full build hands it over.
-                    let before = self.published_seq();
-                    let held = self.rebuild(&mut objects, &unreadable, &refusals.refused, &mut last_status, since, &mut holding, &mut built, &changed);
-                    if let Some(seq) = self.published_seq().filter(|s| Some(*s) != before) {
-                        refusals.published(seq, true);
-                    }
-                    let withheld = self.withheld.lock().map(|mut w| std::mem::take(&mut *w)).unwrap_or_default();
-                    if !withheld.is_empty() && self.trace_withheld(&mut objects, &mut unreadable, &mut refusals, &withheld, before, &mut synced, &mut dirty) {
-                        // Built again at once, without them.
-                        let now = Instant::now();
-                        due_now = true;
-                        pending = Some((now, now));
-                    }
-                    self.metrics.envoy_rejected_objects.set(i64::try_from(refusals.refused.len()).unwrap_or(i64::MAX));
-                    last_build = Some(Instant::now());
-                    if held {
-                        dirty.full = true;
-                        // Try again shortly even if nothing arrives (the fetch may fail).
-                        let at = Instant::now() + HYDRATE_RETRY;
-                        pending = Some((at, at.checked_sub(self.holdoff).unwrap_or(at)));
-                    } else if pending.is_none() && self.pipeline.unfinished() {
-                        // Objects a policy had no time to judge: judged by the next build,
-                        // after the hold-off, whether or not anything changes.
-                        dirty.full = true;
-                        let now = Instant::now();
-                        pending = Some((now, now));
-                    }
+                    self.on_deadline(&mut s);
                     continue;
                 }
                 Some(reply) = async { debug.as_mut()?.recv().await }, if debug.is_some() => {
                     // The debug endpoint: the IR of the current objects, built on demand.
-                    let ir = tokio::task::block_in_place(|| self.pipeline.build(&objects).ir);
+                    let ir = tokio::task::block_in_place(|| self.pipeline.build(&s.objects).ir);
                     let _ = reply.send(Arc::new(ir));
                     continue;
                 }
                 Some(rejection) = async { rejections.as_mut()?.recv().await }, if rejections.is_some() => {
-                    if self.trace_rejection(&mut objects, &mut unreadable, &mut refusals, &rejection, &mut synced, &mut dirty, built.as_ref()) {
+                    if self.trace_rejection(&mut s.objects, &mut s.unreadable, &mut s.refusals, &rejection, &mut s.synced, &mut s.dirty, s.built.as_ref()) {
                         // Put back now: until then the Envoy takes no update of the type.
-                        let now = Instant::now();
-                        due_now = true;
-                        pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
+                        s.build_now();
                     }
                     continue;
                 }
                 Some(review) = async { admission.as_mut()?.recv().await }, if admission.is_some() => {
-                    if let Some(message) = review.candidate.object.as_ref().and_then(|o| refusals.refused_shape(o)) {
-                        let _ = review.reply.send(inbox::Verdict::deny(
-                            format!("Envoy rejected the configuration built from an object of this shape before: {message}"),
-                            Vec::new(),
-                        ));
-                    } else if synced {
-                        let waiting = Waiting { review, started: Instant::now() };
-                        self.judge(&mut admissions, &objects, waiting, &mut waiting_reviews);
-                    } else {
-                        let _ = review.reply.send(inbox::Verdict::deny(
-                            "isobar is not ready to review objects (still reading the cluster)".to_string(),
-                            Vec::new(),
-                        ));
-                    }
+                    self.on_review(&mut s, review);
                     continue;
                 }
                 () = tokio::time::sleep_until(review_deadline.unwrap_or_else(Instant::now).into()), if review_deadline.is_some() => {
                     // Secrets asked for did not arrive in time: judge without them.
-                    for waiting in std::mem::take(&mut waiting_reviews) {
-                        self.judge(&mut admissions, &objects, waiting, &mut Vec::new());
+                    for waiting in std::mem::take(&mut s.waiting_reviews) {
+                        self.judge(&mut s.admissions, &s.objects, waiting, &mut Vec::new());
                     }
                     continue;
                 }
             };
             let Some(event) = event else { return };
-            let arrived = Instant::now();
-            let links = built.as_ref().map(|b| &b.links);
-            let mut changed = self.apply(
-                &mut objects,
-                &mut unreadable,
-                &mut refusals,
+            self.on_events(&mut s, event, &mut events);
+        }
+    }
+
+    /// The hold-off is over: build what is pending.
+    fn on_deadline(&self, s: &mut State) {
+        let since = s.pending.take().map(|(first, _)| first);
+        s.due_now = false;
+        let changed = std::mem::take(&mut s.dirty);
+        // On the worker: a change spliced in takes well under a millisecond, less than
+        // handing the worker over would; a full build hands it over.
+        let before = self.published_seq();
+        let held = self.rebuild(s, since, &changed);
+        if let Some(seq) = self.published_seq().filter(|seq| Some(*seq) != before) {
+            s.refusals.published(seq, true);
+        }
+        let withheld = self
+            .withheld
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default();
+        if !withheld.is_empty()
+            && self.trace_withheld(
+                &mut s.objects,
+                &mut s.unreadable,
+                &mut s.refusals,
+                &withheld,
+                before,
+                &mut s.synced,
+                &mut s.dirty,
+            )
+        {
+            // Built again at once, without them.
+            let now = Instant::now();
+            s.due_now = true;
+            s.pending = Some((now, now));
+        }
+        let refused = i64::try_from(s.refusals.refused.len()).unwrap_or(i64::MAX);
+        self.metrics.envoy_rejected_objects.set(refused);
+        s.last_build = Some(Instant::now());
+        if held {
+            s.dirty.full = true;
+            // Try again shortly even if nothing arrives (the fetch may fail).
+            let at = Instant::now() + HYDRATE_RETRY;
+            s.pending = Some((at, at.checked_sub(self.holdoff).unwrap_or(at)));
+        } else if s.pending.is_none() && self.pipeline.unfinished() {
+            // Objects a policy had no time to judge: judged by the next build, after the
+            // hold-off, whether or not anything changes.
+            s.dirty.full = true;
+            let now = Instant::now();
+            s.pending = Some((now, now));
+        }
+    }
+
+    /// An admission review: refused at once when an object of its shape was refused by
+    /// Envoy before or the objects are not read yet, else judged (or left to wait for
+    /// Secrets).
+    fn on_review(&self, s: &mut State, review: inbox::AdmissionRequest) {
+        let candidate = review.candidate.object.as_ref();
+        if let Some(message) = candidate.and_then(|o| s.refusals.refused_shape(o)) {
+            let _ = review.reply.send(inbox::Verdict::deny(
+                format!("Envoy rejected the configuration built from an object of this shape before: {message}"),
+                Vec::new(),
+            ));
+        } else if s.synced {
+            let waiting = Waiting {
+                review,
+                started: Instant::now(),
+            };
+            self.judge(
+                &mut s.admissions,
+                &s.objects,
+                waiting,
+                &mut s.waiting_reviews,
+            );
+        } else {
+            let _ = review.reply.send(inbox::Verdict::deny(
+                "isobar is not ready to review objects (still reading the cluster)".to_string(),
+                Vec::new(),
+            ));
+        }
+    }
+
+    /// `event` and every event already queued behind it: applied, then either the
+    /// endpoints published at once or a build scheduled.
+    fn on_events(&self, s: &mut State, event: Event, events: &mut mpsc::Receiver<Event>) {
+        let arrived = Instant::now();
+        let links = s.built.as_ref().map(|b| &b.links);
+        let mut changed = self.apply(
+            &mut s.objects,
+            &mut s.unreadable,
+            &mut s.refusals,
+            event,
+            &mut s.synced,
+            &mut s.dirty,
+            links,
+        );
+        while let Ok(event) = events.try_recv() {
+            changed |= self.apply(
+                &mut s.objects,
+                &mut s.unreadable,
+                &mut s.refusals,
                 event,
-                &mut synced,
-                &mut dirty,
+                &mut s.synced,
+                &mut s.dirty,
                 links,
             );
-            while let Ok(event) = events.try_recv() {
-                changed |= self.apply(
-                    &mut objects,
-                    &mut unreadable,
-                    &mut refusals,
-                    event,
-                    &mut synced,
-                    &mut dirty,
-                    links,
+        }
+        // Reviews waiting for Secrets are judged again as soon as anything arrives.
+        for waiting in std::mem::take(&mut s.waiting_reviews) {
+            self.judge(
+                &mut s.admissions,
+                &s.objects,
+                waiting,
+                &mut s.waiting_reviews,
+            );
+        }
+        if !changed {
+            return;
+        }
+        // Only endpoints changed, and nothing else waits to be built: the pipeline's
+        // output cannot change, so only EDS is updated, now (no hold-off: it costs
+        // microseconds per Service).
+        if s.synced
+            && s.pending.is_none()
+            && s.holding.is_none()
+            && !s.dirty.pipeline(s.built.as_ref())
+            && let Some(built) = &s.built
+        {
+            let services = std::mem::take(&mut s.dirty.services);
+            let secrets = std::mem::take(&mut s.dirty.secrets);
+            if !secrets.is_empty() {
+                tracing::debug!(
+                    secrets = secrets.len(),
+                    "changed secrets no build uses; nothing to build"
                 );
             }
-            // Reviews waiting for Secrets are judged again as soon as anything arrives.
-            for waiting in std::mem::take(&mut waiting_reviews) {
-                self.judge(&mut admissions, &objects, waiting, &mut waiting_reviews);
+            let before = self.published_seq();
+            if services.len() > ENDPOINTS_INLINE_MAX {
+                tokio::task::block_in_place(|| {
+                    self.publish_endpoints(&built.encoder, &s.objects, &services, arrived);
+                });
+            } else if !services.is_empty() {
+                self.publish_endpoints(&built.encoder, &s.objects, &services, arrived);
             }
-            // Only endpoints changed, and nothing else waits to be built: the pipeline's
-            // output cannot change, so only EDS is updated, now (no hold-off: it costs
-            // microseconds per Service).
-            if changed
-                && synced
-                && pending.is_none()
-                && holding.is_none()
-                && !dirty.pipeline(built.as_ref())
-                && let Some(built) = &built
-            {
-                let services = std::mem::take(&mut dirty.services);
-                let secrets = std::mem::take(&mut dirty.secrets);
-                if !secrets.is_empty() {
-                    tracing::debug!(
-                        secrets = secrets.len(),
-                        "changed secrets no build uses; nothing to build"
-                    );
-                }
-                let before = self.published_seq();
-                if services.len() > ENDPOINTS_INLINE_MAX {
-                    tokio::task::block_in_place(|| {
-                        self.publish_endpoints(&built.encoder, &objects, &services, arrived);
-                    });
-                } else if !services.is_empty() {
-                    self.publish_endpoints(&built.encoder, &objects, &services, arrived);
-                }
-                if let Some(seq) = self.published_seq().filter(|s| Some(*s) != before) {
-                    refusals.published(seq, false);
-                }
-                continue;
+            if let Some(seq) = self.published_seq().filter(|seq| Some(*seq) != before) {
+                s.refusals.published(seq, false);
             }
-            if changed {
-                let now = Instant::now();
-                let gap = self.holdoff / 4;
-                let since = |at: Option<Instant>, d: Duration| {
-                    at.is_none_or(|at| now.duration_since(at) >= d)
-                };
-                let quiet = (since(last_change, gap) && since(last_build, gap))
-                    || since(last_build, self.holdoff_max);
-                last_change = Some(now);
-                if pending.is_none() && quiet && synced {
-                    due_now = true;
-                }
-                pending = Some(pending.map_or((now, now), |(first, _)| (first, now)));
-            }
+            return;
         }
+        let now = Instant::now();
+        let gap = self.holdoff / 4;
+        let since =
+            |at: Option<Instant>, d: Duration| at.is_none_or(|at| now.duration_since(at) >= d);
+        let quiet = (since(s.last_change, gap) && since(s.last_build, gap))
+            || since(s.last_build, self.holdoff_max);
+        s.last_change = Some(now);
+        if s.pending.is_none() && quiet && s.synced {
+            s.due_now = true;
+        }
+        s.pending = Some(s.pending.map_or((now, now), |(first, _)| (first, now)));
     }
 
     /// The `seq` of the snapshot published last.
