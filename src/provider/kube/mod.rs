@@ -140,70 +140,13 @@ impl Provider for KubeProvider {
         events: mpsc::Sender<Event>,
     ) -> anyhow::Result<()> {
         let mut hydrate = self.hydrate.take();
-        let kinds: BTreeSet<Kind> = kinds
-            .into_iter()
-            .filter(|k| {
-                let off = k
-                    .info()
-                    .is_some_and(|i| self.disabled.iter().any(|d| d == i.plural));
-                if off {
-                    tracing::info!(kind = k.as_str(), "not watched (--disable-feature)");
-                }
-                !off
-            })
-            .collect();
-        // A group of kinds defined at run time is watched kind by kind, as declared.
-        let dynamic: Vec<&'static isobar_sdk::DynamicKinds> = isobar_sdk::DynamicKinds::all()
-            .filter(|d| kinds.contains(&d.kind))
-            .collect();
-        let kinds: BTreeSet<Kind> = kinds
-            .into_iter()
-            .filter(|k| !dynamic.iter().any(|d| d.kind == *k))
-            .collect();
+        let (kinds, dynamic) = self.watched(kinds);
         let mut declared: BTreeSet<String> = BTreeSet::new();
         self.versions.discover(&self.client, &kinds).await;
-        let scopes: Vec<Option<String>> = if self.namespaces.is_empty() {
-            vec![None]
-        } else {
-            self.namespaces.iter().cloned().map(Some).collect()
-        };
         let (watch_tx, mut watch_rx) = mpsc::channel(1024);
         let mut states = Vec::new();
         let mut tasks = tokio::task::JoinSet::new();
-        for kind in &kinds {
-            let resource = self.versions.resource(*kind);
-            // Cluster-scoped kinds are watched once, whatever the namespaces.
-            let cluster_wide = [None];
-            let kind_scopes = if kind.namespaced() {
-                &scopes[..]
-            } else {
-                &cluster_wide[..]
-            };
-            for scope in kind_scopes {
-                let api: Api<DynamicObject> = match scope {
-                    None => Api::all_with(self.client.clone(), &resource),
-                    Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-                };
-                let mut config = watcher::Config::default();
-                if *kind == Kind::Secret {
-                    config = config.fields(SECRET_FIELD_SELECTOR);
-                }
-                states.push(WatchState {
-                    namespace: scope.clone(),
-                    api_version: resource.api_version.clone(),
-                    gates_sync: true,
-                    ..Default::default()
-                });
-                tasks.spawn(watch(
-                    states.len() - 1,
-                    *kind,
-                    watcher(api, config).boxed(),
-                    watch_tx.clone(),
-                    self.health.clone(),
-                    self.metrics.clone(),
-                ));
-            }
-        }
+        self.start_watches(&kinds, &watch_tx, &mut states, &mut tasks);
         let mut unsynced = states.len();
         if unsynced == 0 {
             let _ = events.send(Event::Synced).await;
@@ -230,62 +173,7 @@ impl Provider for KubeProvider {
                     continue;
                 }
             };
-            let state = &mut states[id];
-            let mut out = Vec::new();
-            let (event, dynamic_kind) = match &state.dynamic {
-                Some(name) => (place(event, name), Some(name.as_str())),
-                None => (event, None),
-            };
-            match event {
-                watcher::Event::Init => {
-                    state.relisting = state.delivered.then(BTreeSet::new);
-                }
-                watcher::Event::InitApply(object) => {
-                    state.delivered = true;
-                    let key = object_key(kind, &object);
-                    if let Some(listed) = &mut state.relisting {
-                        listed.insert((key.namespace, key.name));
-                    }
-                    out.extend(event_for(
-                        kind,
-                        &state.api_version,
-                        dynamic_kind,
-                        object,
-                        &self.metrics,
-                    ));
-                }
-                watcher::Event::InitDone => {
-                    // Whatever was stored but not listed again went away during the gap.
-                    if let Some(keys) = state.relisting.take() {
-                        out.push(Event::Listed {
-                            kind,
-                            namespace: state.namespace.clone(),
-                            keys,
-                        });
-                    }
-                    if !state.synced && state.gates_sync {
-                        state.synced = true;
-                        unsynced -= 1;
-                        if unsynced == 0 {
-                            tracing::info!("every watch has listed its objects");
-                            out.push(Event::Synced);
-                        }
-                    }
-                }
-                watcher::Event::Apply(object) => {
-                    state.delivered = true;
-                    out.extend(event_for(
-                        kind,
-                        &state.api_version,
-                        dynamic_kind,
-                        object,
-                        &self.metrics,
-                    ));
-                }
-                watcher::Event::Delete(object) => {
-                    out.push(Event::Delete(object_key(kind, &object)));
-                }
-            }
+            let out = states[id].events(kind, event, &mut unsynced, &self.metrics);
             // An object declaring a kind of a dynamic group (as decoded for the store):
             // watch that kind from now on.
             let declares = out.iter().filter_map(|event| match event {
@@ -331,6 +219,157 @@ impl Provider for KubeProvider {
             }
         }
         Ok(())
+    }
+}
+
+/// What one watcher sends: its index, its kind and the event.
+type WatchSender = mpsc::Sender<(usize, Kind, watcher::Event<DynamicObject>)>;
+
+impl KubeProvider {
+    /// The kinds to watch, but those `--disable-feature` turns off, and apart the groups
+    /// of kinds defined at run time (watched kind by kind, as declared).
+    fn watched(
+        &self,
+        kinds: BTreeSet<Kind>,
+    ) -> (BTreeSet<Kind>, Vec<&'static isobar_sdk::DynamicKinds>) {
+        let kinds: BTreeSet<Kind> = kinds
+            .into_iter()
+            .filter(|k| {
+                let off = k
+                    .info()
+                    .is_some_and(|i| self.disabled.iter().any(|d| d == i.plural));
+                if off {
+                    tracing::info!(kind = k.as_str(), "not watched (--disable-feature)");
+                }
+                !off
+            })
+            .collect();
+        let dynamic: Vec<&'static isobar_sdk::DynamicKinds> = isobar_sdk::DynamicKinds::all()
+            .filter(|d| kinds.contains(&d.kind))
+            .collect();
+        let kinds = kinds
+            .into_iter()
+            .filter(|k| !dynamic.iter().any(|d| d.kind == *k))
+            .collect();
+        (kinds, dynamic)
+    }
+
+    /// One watcher per kind and namespace watched (one for a cluster-scoped kind).
+    fn start_watches(
+        &self,
+        kinds: &BTreeSet<Kind>,
+        watch_tx: &WatchSender,
+        states: &mut Vec<WatchState>,
+        tasks: &mut tokio::task::JoinSet<()>,
+    ) {
+        let scopes: Vec<Option<String>> = if self.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
+        };
+        for kind in kinds {
+            let resource = self.versions.resource(*kind);
+            // Cluster-scoped kinds are watched once, whatever the namespaces.
+            let cluster_wide = [None];
+            let kind_scopes = if kind.namespaced() {
+                &scopes[..]
+            } else {
+                &cluster_wide[..]
+            };
+            for scope in kind_scopes {
+                let api: Api<DynamicObject> = match scope {
+                    None => Api::all_with(self.client.clone(), &resource),
+                    Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+                };
+                let mut config = watcher::Config::default();
+                if *kind == Kind::Secret {
+                    config = config.fields(SECRET_FIELD_SELECTOR);
+                }
+                states.push(WatchState {
+                    namespace: scope.clone(),
+                    api_version: resource.api_version.clone(),
+                    gates_sync: true,
+                    ..Default::default()
+                });
+                tasks.spawn(watch(
+                    states.len() - 1,
+                    *kind,
+                    watcher(api, config).boxed(),
+                    watch_tx.clone(),
+                    self.health.clone(),
+                    self.metrics.clone(),
+                ));
+            }
+        }
+    }
+}
+
+impl WatchState {
+    /// One watcher event as the events the store takes; `unsynced` counts the watches
+    /// the first build still waits for.
+    fn events(
+        &mut self,
+        kind: Kind,
+        event: watcher::Event<DynamicObject>,
+        unsynced: &mut usize,
+        metrics: &Metrics,
+    ) -> Vec<Event> {
+        let mut out = Vec::new();
+        let (event, dynamic_kind) = match &self.dynamic {
+            Some(name) => (place(event, name), Some(name.as_str())),
+            None => (event, None),
+        };
+        match event {
+            watcher::Event::Init => {
+                self.relisting = self.delivered.then(BTreeSet::new);
+            }
+            watcher::Event::InitApply(object) => {
+                self.delivered = true;
+                let key = object_key(kind, &object);
+                if let Some(listed) = &mut self.relisting {
+                    listed.insert((key.namespace, key.name));
+                }
+                out.extend(event_for(
+                    kind,
+                    &self.api_version,
+                    dynamic_kind,
+                    object,
+                    metrics,
+                ));
+            }
+            watcher::Event::InitDone => {
+                // Whatever was stored but not listed again went away during the gap.
+                if let Some(keys) = self.relisting.take() {
+                    out.push(Event::Listed {
+                        kind,
+                        namespace: self.namespace.clone(),
+                        keys,
+                    });
+                }
+                if !self.synced && self.gates_sync {
+                    self.synced = true;
+                    *unsynced -= 1;
+                    if *unsynced == 0 {
+                        tracing::info!("every watch has listed its objects");
+                        out.push(Event::Synced);
+                    }
+                }
+            }
+            watcher::Event::Apply(object) => {
+                self.delivered = true;
+                out.extend(event_for(
+                    kind,
+                    &self.api_version,
+                    dynamic_kind,
+                    object,
+                    metrics,
+                ));
+            }
+            watcher::Event::Delete(object) => {
+                out.push(Event::Delete(object_key(kind, &object)));
+            }
+        }
+        out
     }
 }
 
