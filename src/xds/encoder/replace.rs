@@ -101,51 +101,8 @@ impl Encoder {
         touched: &BTreeSet<String>,
         published: Option<&Snapshot>,
     ) -> Result<Changes, Stale> {
-        if !self.started {
-            self.listeners = ir
-                .listeners
-                .values()
-                .map(|l| ListenerState {
-                    shape: l.empty(),
-                    vhosts: 0,
-                    fallbacks: 0,
-                    fallback_secret: None,
-                    fallback_counted: false,
-                    proxy: l.tcp_proxy.clone(),
-                    proxy_clusters: proxy_clusters(ir, l),
-                    shards: if l.protocol == Protocol::Http {
-                        shards(
-                            settings,
-                            l.virtual_hosts.len(),
-                            self.were_sharded.get(&l.name).copied().unwrap_or(0),
-                        )
-                    } else {
-                        0
-                    },
-                })
-                .collect();
-        } else if !self.same_listeners(ir) {
-            return Err(Stale);
-        }
         let mut changes = Changes::default();
-        if self.started {
-            self.replace_proxies(ir, objects, settings, &mut changes);
-            self.replace_extension_clusters(ir, objects, settings, &mut changes);
-        }
-        if !self.started {
-            self.extension_clusters.clone_from(&ir.extension_clusters);
-            for name in ir.extension_clusters.keys() {
-                self.use_cluster(ir, objects, settings, name, &mut changes);
-            }
-            let pinned: Vec<String> = self
-                .listeners
-                .iter()
-                .flat_map(|l| l.proxy_clusters.keys().cloned())
-                .collect();
-            for name in &pinned {
-                self.use_cluster(ir, objects, settings, name, &mut changes);
-            }
-        }
+        self.begin(ir, objects, settings, &mut changes)?;
         let mut arena = Arena::default();
         let mut entries = Vec::new();
         let mut fresh = self.encode(ir, settings, &mut arena, &mut entries);
@@ -172,25 +129,7 @@ impl Encoder {
         }
         // The old shares: released now, compared with the new ones below so that only
         // what differs is assembled and sent again.
-        let mut olds: BTreeMap<&String, Parts> = BTreeMap::new();
-        for fqdn in touched {
-            let Some(old) = self.vhosts.remove(fqdn) else {
-                continue;
-            };
-            self.index_shard(fqdn, old.shard, false);
-            for placed in &old.on {
-                let state = &mut self.listeners[placed.listener];
-                state.vhosts -= 1;
-                state.fallbacks -= usize::from(placed.fallback());
-            }
-            for name in &old.clusters {
-                self.release_cluster(name, &mut changes);
-            }
-            for sds in old.on.iter().filter_map(|p| p.secret.clone()) {
-                self.release_secret(&sds, &mut changes);
-            }
-            olds.insert(fqdn, old);
-        }
+        let olds = self.release(touched, &mut changes);
         let mut assembling: Vec<(&String, Fresh)> = Vec::with_capacity(fresh.len());
         for (fqdn, parts, bytes) in fresh {
             let old = olds.get(fqdn);
@@ -222,29 +161,7 @@ impl Encoder {
         }
         // In FQDN order already: built in bulk.
         let assembling: BTreeMap<&String, Fresh> = assembling.into_iter().collect();
-        for (fqdn, old) in &olds {
-            if self.vhosts.contains_key(*fqdn) {
-                continue;
-            }
-            for placed in &old.on {
-                let li = placed.listener;
-                let share = Compared {
-                    was: Some(placed),
-                    now: None,
-                    bytes: None,
-                    rds: None,
-                    shard: old.shard,
-                };
-                self.compare(
-                    fqdn,
-                    li,
-                    share,
-                    settings.vhds,
-                    &mut touches[li],
-                    &mut changes,
-                );
-            }
-        }
+        self.compare_removed(&olds, settings, &mut touches, &mut changes);
         // A change that would split a listener's routes, or join them, is a full build's
         // (the listener and every shard change).
         if self.started
@@ -270,16 +187,133 @@ impl Encoder {
             self.assemble(li, *touch, &table, settings, &mut changes)?;
         }
         if !self.started {
-            for state in &self.listeners {
-                if state.shape.protocol == Protocol::Stats {
-                    let stats = encoded(&stats_listener(&state.shape, settings));
-                    changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
-                } else if let Some(proxied) = state.proxy_listener(settings) {
-                    changes.put(XdsType::Listener, state.shape.name.clone(), Some(proxied));
-                }
-            }
+            self.put_own_listeners(settings, &mut changes);
             self.started = true;
         }
         Ok(changes)
+    }
+
+    /// The first build's listeners (the rest checks that the listeners keep their
+    /// shape) and the clusters every build serves: extension clusters, and those of TCP
+    /// proxies.
+    fn begin(
+        &mut self,
+        ir: &Ir,
+        objects: &Objects,
+        settings: &EnvoySettings,
+        changes: &mut Changes,
+    ) -> Result<(), Stale> {
+        if !self.started {
+            self.listeners = ir
+                .listeners
+                .values()
+                .map(|l| ListenerState {
+                    shape: l.empty(),
+                    vhosts: 0,
+                    fallbacks: 0,
+                    fallback_secret: None,
+                    fallback_counted: false,
+                    proxy: l.tcp_proxy.clone(),
+                    proxy_clusters: proxy_clusters(ir, l),
+                    shards: if l.protocol == Protocol::Http {
+                        shards(
+                            settings,
+                            l.virtual_hosts.len(),
+                            self.were_sharded.get(&l.name).copied().unwrap_or(0),
+                        )
+                    } else {
+                        0
+                    },
+                })
+                .collect();
+        } else if !self.same_listeners(ir) {
+            return Err(Stale);
+        }
+        if self.started {
+            self.replace_proxies(ir, objects, settings, changes);
+            self.replace_extension_clusters(ir, objects, settings, changes);
+        }
+        if !self.started {
+            self.extension_clusters.clone_from(&ir.extension_clusters);
+            for name in ir.extension_clusters.keys() {
+                self.use_cluster(ir, objects, settings, name, changes);
+            }
+            let pinned: Vec<String> = self
+                .listeners
+                .iter()
+                .flat_map(|l| l.proxy_clusters.keys().cloned())
+                .collect();
+            for name in &pinned {
+                self.use_cluster(ir, objects, settings, name, changes);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the vhosts of `touched` out (their listeners' counts, shard index,
+    /// clusters and secrets released): their old shares, to compare the new ones with.
+    fn release<'a>(
+        &mut self,
+        touched: &'a BTreeSet<String>,
+        changes: &mut Changes,
+    ) -> BTreeMap<&'a String, Parts> {
+        let mut olds = BTreeMap::new();
+        for fqdn in touched {
+            let Some(old) = self.vhosts.remove(fqdn) else {
+                continue;
+            };
+            self.index_shard(fqdn, old.shard, false);
+            for placed in &old.on {
+                let state = &mut self.listeners[placed.listener];
+                state.vhosts -= 1;
+                state.fallbacks -= usize::from(placed.fallback());
+            }
+            for name in &old.clusters {
+                self.release_cluster(name, changes);
+            }
+            for sds in old.on.iter().filter_map(|p| p.secret.clone()) {
+                self.release_secret(&sds, changes);
+            }
+            olds.insert(fqdn, old);
+        }
+        olds
+    }
+
+    /// The vhosts of `olds` that are gone: each share compared with nothing.
+    fn compare_removed(
+        &mut self,
+        olds: &BTreeMap<&String, Parts>,
+        settings: &EnvoySettings,
+        touches: &mut [Touched],
+        changes: &mut Changes,
+    ) {
+        for (fqdn, old) in olds {
+            if self.vhosts.contains_key(*fqdn) {
+                continue;
+            }
+            for placed in &old.on {
+                let li = placed.listener;
+                let share = Compared {
+                    was: Some(placed),
+                    now: None,
+                    bytes: None,
+                    rds: None,
+                    shard: old.shard,
+                };
+                self.compare(fqdn, li, share, settings.vhds, &mut touches[li], changes);
+            }
+        }
+    }
+
+    /// The listeners the first build puts whole: `stats-health` and TCP proxies.
+    fn put_own_listeners(&self, settings: &EnvoySettings, changes: &mut Changes) {
+        for state in &self.listeners {
+            if state.shape.protocol == Protocol::Stats {
+                let stats = encoded(&stats_listener(&state.shape, settings));
+                changes.put(XdsType::Listener, state.shape.name.clone(), Some(stats));
+            } else if let Some(proxied) = state.proxy_listener(settings) {
+                changes.put(XdsType::Listener, state.shape.name.clone(), Some(proxied));
+            }
+        }
     }
 }
