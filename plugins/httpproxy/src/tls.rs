@@ -377,139 +377,159 @@ fn tcp_proxy(
             );
             Err(())
         }
-        (true, Some(include)) => {
-            let namespace = include.namespace.as_deref().unwrap_or(&key.namespace);
-            let target = ObjectKey::new(Kind::HTTPProxy, namespace, &include.name);
-            chain.push(key.clone());
-            if chain.len() >= crate::MAX_INCLUDE_DEPTH {
-                status.error(
-                    key,
-                    ConditionType::TCPProxyIncludeError,
-                    Reason::IncludeTooDeep,
-                    format!(
-                        "include {namespace}/{} not followed: an include chain may hold at most {} proxies",
-                        include.name,
-                        crate::MAX_INCLUDE_DEPTH
-                    ),
-                );
-                return Err(());
-            }
-            if chain.contains(&target) {
-                let path: Vec<String> = chain
-                    .iter()
-                    .chain(std::iter::once(&target))
-                    .map(|k| format!("{}/{}", k.namespace, k.name))
-                    .collect();
-                status.error(
-                    key,
-                    ConditionType::TCPProxyIncludeError,
-                    Reason::IncludeCreatesCycle,
-                    format!("include creates a cycle: {}", path.join(" -> ")),
-                );
-                return Err(());
-            }
-            let Some(child) = ctx.get::<HTTPProxy>(namespace, &include.name) else {
-                status.error(
-                    key,
-                    ConditionType::TCPProxyIncludeError,
-                    Reason::IncludeNotFound,
-                    format!("include {namespace}/{} not found", include.name),
-                );
-                return Err(());
-            };
-            if child.spec.virtualhost.is_some() {
-                status.error(
-                    key,
-                    ConditionType::TCPProxyIncludeError,
-                    Reason::RootIncludesRoot,
-                    format!(
-                        "root httpproxy cannot include another root httpproxy: {namespace}/{}",
-                        include.name
-                    ),
-                );
-                return Err(());
-            }
-            reached.insert(target.clone());
-            let result = tcp_proxy(ctx, ir, status, &target, child, chain, reached);
-            chain.pop();
-            result
-        }
-        (false, None) => {
-            let mut clusters = Vec::new();
-            let mut options = isobar_sdk::ir::ClusterOptions::default();
-            if let Some(lb) = &tcp.load_balancer_policy {
-                match lb.strategy.as_str() {
-                    "Cookie" | "RequestHash" => status.warning(
-                        key,
-                        ConditionType::TCPProxyError,
-                        Reason::IgnoredField,
-                        format!("Spec.TCPProxy.LoadBalancerPolicy strategy {:?} does not apply to TCP and is ignored", lb.strategy),
-                    ),
-                    _ => options.lb_policy = crate::policy::load_balancer(lb).0,
-                }
-            }
-            if let Some(h) = &tcp.health_check_policy {
-                options.tcp_health_check = Some(
-                    crate::policy::tcp_health_check(h)
-                        .map_err(|(type_, reason, message)| {
-                            status.error(key, type_, reason, message)
-                        })
-                        .map(Box::new)?,
-                );
-            }
-            for (i, service) in tcp.services.iter().enumerate() {
-                let port = i32::try_from(service.port)
-                    .ok()
-                    .filter(|p| (1..=65535).contains(p));
-                let Some(port) = port else {
-                    status.error(
-                        key,
-                        ConditionType::ServiceError,
-                        Reason::ServicePortInvalid,
-                        format!(
-                            "spec.tcpproxy.services[{i}]: service {:?}: port must be in the range 1-65535",
-                            service.name
-                        ),
-                    );
-                    return Err(());
-                };
-                match service_cluster(
-                    ctx.objects,
-                    &key.namespace,
-                    &service.name,
-                    PortRef::Number(port),
-                    options.clone(),
-                    ctx.external_names(),
-                ) {
-                    Ok(cluster) => {
-                        clusters.push(WeightedCluster {
-                            cluster: cluster.name.clone(),
-                            weight: service
-                                .weight
-                                .and_then(|w| u32::try_from(w).ok())
-                                .unwrap_or(0),
-                            ..Default::default()
-                        });
-                        ir.add_cluster(cluster);
-                    }
-                    Err(e) => status.error(
-                        key,
-                        ConditionType::ServiceError,
-                        Reason::ServiceUnresolvedReference,
-                        format!("spec.tcpproxy.services[{i}]: {e}"),
-                    ),
-                }
-            }
-            crate::routes::settle_weights(&mut clusters);
-            // No Service resolved (each already reported): nothing to proxy to, and a
-            // TCP proxy without a cluster is refused by Envoy with its whole listener.
-            if clusters.is_empty() {
-                return Err(());
-            }
-            Ok(TcpProxy {
-                clusters,
-                source: key.clone(),
-            })
+        (true, Some(include)) => tcp_include(ctx, ir, status, key, include, chain, reached),
+        (false, None) => tcp_services(ctx, ir, status, key, tcp),
+    }
+}
+
+/// A TCP proxy's `include`: followed (no deeper than the include depth, never in a
+/// cycle, never to a root) to the proxy whose services it takes.
+fn tcp_include(
+    ctx: &BuildContext<'_>,
+    ir: &mut Ir,
+    status: &mut StatusReport,
+    key: &ObjectKey,
+    include: &isobar_sdk::api::TcpProxyInclude,
+    chain: &mut Vec<ObjectKey>,
+    reached: &mut std::collections::BTreeSet<ObjectKey>,
+) -> Result<TcpProxy, ()> {
+    let namespace = include.namespace.as_deref().unwrap_or(&key.namespace);
+    let target = ObjectKey::new(Kind::HTTPProxy, namespace, &include.name);
+    chain.push(key.clone());
+    if chain.len() >= crate::MAX_INCLUDE_DEPTH {
+        status.error(
+            key,
+            ConditionType::TCPProxyIncludeError,
+            Reason::IncludeTooDeep,
+            format!(
+                "include {namespace}/{} not followed: an include chain may hold at most {} proxies",
+                include.name,
+                crate::MAX_INCLUDE_DEPTH
+            ),
+        );
+        return Err(());
+    }
+    if chain.contains(&target) {
+        let path: Vec<String> = chain
+            .iter()
+            .chain(std::iter::once(&target))
+            .map(|k| format!("{}/{}", k.namespace, k.name))
+            .collect();
+        status.error(
+            key,
+            ConditionType::TCPProxyIncludeError,
+            Reason::IncludeCreatesCycle,
+            format!("include creates a cycle: {}", path.join(" -> ")),
+        );
+        return Err(());
+    }
+    let Some(child) = ctx.get::<HTTPProxy>(namespace, &include.name) else {
+        status.error(
+            key,
+            ConditionType::TCPProxyIncludeError,
+            Reason::IncludeNotFound,
+            format!("include {namespace}/{} not found", include.name),
+        );
+        return Err(());
+    };
+    if child.spec.virtualhost.is_some() {
+        status.error(
+            key,
+            ConditionType::TCPProxyIncludeError,
+            Reason::RootIncludesRoot,
+            format!(
+                "root httpproxy cannot include another root httpproxy: {namespace}/{}",
+                include.name
+            ),
+        );
+        return Err(());
+    }
+    reached.insert(target.clone());
+    let result = tcp_proxy(ctx, ir, status, &target, child, chain, reached);
+    chain.pop();
+    result
+}
+
+/// A TCP proxy's `services`: their clusters (with its balancing and health check),
+/// weighted; an error when none resolves.
+fn tcp_services(
+    ctx: &BuildContext<'_>,
+    ir: &mut Ir,
+    status: &mut StatusReport,
+    key: &ObjectKey,
+    tcp: &isobar_sdk::api::TcpProxy,
+) -> Result<TcpProxy, ()> {
+    let mut clusters = Vec::new();
+    let mut options = isobar_sdk::ir::ClusterOptions::default();
+    if let Some(lb) = &tcp.load_balancer_policy {
+        match lb.strategy.as_str() {
+            "Cookie" | "RequestHash" => status.warning(
+                key,
+                ConditionType::TCPProxyError,
+                Reason::IgnoredField,
+                format!("Spec.TCPProxy.LoadBalancerPolicy strategy {:?} does not apply to TCP and is ignored", lb.strategy),
+            ),
+            _ => options.lb_policy = crate::policy::load_balancer(lb).0,
         }
     }
+    if let Some(h) = &tcp.health_check_policy {
+        options.tcp_health_check = Some(
+            crate::policy::tcp_health_check(h)
+                .map_err(|(type_, reason, message)| status.error(key, type_, reason, message))
+                .map(Box::new)?,
+        );
+    }
+    for (i, service) in tcp.services.iter().enumerate() {
+        let port = i32::try_from(service.port)
+            .ok()
+            .filter(|p| (1..=65535).contains(p));
+        let Some(port) = port else {
+            status.error(
+                key,
+                ConditionType::ServiceError,
+                Reason::ServicePortInvalid,
+                format!(
+                    "spec.tcpproxy.services[{i}]: service {:?}: port must be in the range 1-65535",
+                    service.name
+                ),
+            );
+            return Err(());
+        };
+        match service_cluster(
+            ctx.objects,
+            &key.namespace,
+            &service.name,
+            PortRef::Number(port),
+            options.clone(),
+            ctx.external_names(),
+        ) {
+            Ok(cluster) => {
+                clusters.push(WeightedCluster {
+                    cluster: cluster.name.clone(),
+                    weight: service
+                        .weight
+                        .and_then(|w| u32::try_from(w).ok())
+                        .unwrap_or(0),
+                    ..Default::default()
+                });
+                ir.add_cluster(cluster);
+            }
+            Err(e) => status.error(
+                key,
+                ConditionType::ServiceError,
+                Reason::ServiceUnresolvedReference,
+                format!("spec.tcpproxy.services[{i}]: {e}"),
+            ),
+        }
+    }
+    crate::routes::settle_weights(&mut clusters);
+    // No Service resolved (each already reported): nothing to proxy to, and a
+    // TCP proxy without a cluster is refused by Envoy with its whole listener.
+    if clusters.is_empty() {
+        return Err(());
+    }
+    Ok(TcpProxy {
+        clusters,
+        source: key.clone(),
+    })
 }
