@@ -395,27 +395,15 @@ impl Judge<'_> {
         let who = format!("{}/{name}", constraint.kind);
         // Whatever keeps the whole Constraint from judging leaves every object it may
         // select unjudged (`enforce` says so to each).
-        let mut failure = self.failure;
         let fail = |e: String, failure: crate::FailurePolicy| Outcome {
             errors: vec![e],
             failed: Some(failure),
             ..Outcome::default()
         };
-        if let Some(text) = constraint
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(FAILURE_POLICY_ANNOTATION))
-        {
-            match crate::FailurePolicy::parse(text) {
-                Ok(own) => failure = own,
-                Err(e) => return fail(format!("{FAILURE_POLICY_ANNOTATION}: {e}"), failure),
-            }
-        }
-        // A dry run refuses nothing, not even what it cannot judge.
-        if matches!(action(constraint), Ok(Action::DryRun)) {
-            failure = crate::FailurePolicy::Ignore;
-        }
+        let failure = match self.failure_policy(constraint) {
+            Ok(failure) => failure,
+            Err(e) => return fail(e, self.failure),
+        };
         let Some((_, template_digest, compiled)) = self.templates.get(&constraint.kind) else {
             return fail(
                 format!("no ConstraintTemplate declares kind {}", constraint.kind),
@@ -453,22 +441,7 @@ impl Judge<'_> {
         let mut deferred = 0;
         // The violations of the objects judged now; in a build of part of the store,
         // on top of the last builds' of every other object.
-        let mut tally = match self.scope {
-            Some(scope) => {
-                let mut tally = self
-                    .cache
-                    .tallies
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id)
-                    .unwrap_or_default();
-                for key in scope {
-                    tally.remove(&(kind_order(key.kind), key.clone()));
-                }
-                tally
-            }
-            None => Tally::new(),
-        };
+        let mut tally = self.others_tally(id);
         for (key, object) in objects {
             match matches(&constraint.spec, object) {
                 Ok(true) => {}
@@ -515,25 +488,7 @@ impl Judge<'_> {
                     (messages.len(), listed),
                 );
             }
-            for message in messages {
-                // Gatekeeper's admission message: the constraint's name, then the message.
-                let text = format!("[{name}] {message}");
-                match action {
-                    Action::Deny => {
-                        status.error(key, ConditionType::PolicyError, Reason::PolicyDenied, text);
-                        rejected.insert(key.clone());
-                    }
-                    Action::Warn => {
-                        status.warning(
-                            key,
-                            ConditionType::PolicyError,
-                            Reason::PolicyWarning,
-                            text,
-                        );
-                    }
-                    Action::DryRun => {}
-                }
-            }
+            enforce_messages(key, &name, messages, action, status, rejected);
             if self.whole {
                 round.kept.insert(slot, held);
             }
@@ -553,6 +508,71 @@ impl Judge<'_> {
             ));
         }
         outcome
+    }
+
+    /// The failure policy of `constraint`: its annotation's, else the judge's; a dry
+    /// run refuses nothing, not even what it cannot judge. An error when the annotation
+    /// does not parse.
+    fn failure_policy(&self, constraint: &Constraint) -> Result<crate::FailurePolicy, String> {
+        let mut failure = self.failure;
+        if let Some(text) = constraint
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(FAILURE_POLICY_ANNOTATION))
+        {
+            failure = crate::FailurePolicy::parse(text)
+                .map_err(|e| format!("{FAILURE_POLICY_ANNOTATION}: {e}"))?;
+        }
+        if matches!(action(constraint), Ok(Action::DryRun)) {
+            failure = crate::FailurePolicy::Ignore;
+        }
+        Ok(failure)
+    }
+
+    /// In a build of part of the store, the last builds' violations of constraint `id`
+    /// for every object outside it; in a full build, none.
+    fn others_tally(&self, id: u64) -> Tally {
+        let Some(scope) = self.scope else {
+            return Tally::new();
+        };
+        let mut tally = self
+            .cache
+            .tallies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+            .unwrap_or_default();
+        for key in scope {
+            tally.remove(&(kind_order(key.kind), key.clone()));
+        }
+        tally
+    }
+}
+
+/// A constraint's messages on one object as `action` says: an error that rejects it, a
+/// warning, or nothing (a dry run). Each reads as Gatekeeper's admission message: the
+/// constraint's name, then the message.
+fn enforce_messages(
+    key: &ObjectKey,
+    name: &str,
+    messages: &[String],
+    action: Action,
+    status: &mut StatusReport,
+    rejected: &mut BTreeSet<ObjectKey>,
+) {
+    for message in messages {
+        let text = format!("[{name}] {message}");
+        match action {
+            Action::Deny => {
+                status.error(key, ConditionType::PolicyError, Reason::PolicyDenied, text);
+                rejected.insert(key.clone());
+            }
+            Action::Warn => {
+                status.warning(key, ConditionType::PolicyError, Reason::PolicyWarning, text);
+            }
+            Action::DryRun => {}
+        }
     }
 }
 
