@@ -98,33 +98,7 @@ impl Rules {
             &r.response_headers_to_remove,
         );
         if let Some(m) = &r.r#match {
-            if let Some(
-                envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::SafeRegex(
-                    re,
-                ),
-            ) = &m.path_specifier
-            {
-                self.regex(&format!("{path}.match.safe_regex"), re);
-            }
-            for (i, h) in m.headers.iter().enumerate() {
-                #[allow(deprecated)] // Envoy still compiles the deprecated safe_regex_match.
-                use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
-                let at = format!("{path}.match.headers[{i}]");
-                #[allow(deprecated)]
-                match &h.header_match_specifier {
-                    Some(HeaderMatchSpecifier::SafeRegexMatch(re)) => self.regex(&at, re),
-                    Some(HeaderMatchSpecifier::StringMatch(s)) => self.string_matcher(&at, s),
-                    _ => {}
-                }
-            }
-            for (i, q) in m.query_parameters.iter().enumerate() {
-                use envoy_types::pb::envoy::config::route::v3::query_parameter_matcher::QueryParameterMatchSpecifier;
-                if let Some(QueryParameterMatchSpecifier::StringMatch(s)) =
-                    &q.query_parameter_match_specifier
-                {
-                    self.string_matcher(&format!("{path}.match.query_parameters[{i}]"), s);
-                }
-            }
+            self.route_match(m, path);
         }
         match &r.action {
             Some(route::Action::Route(action)) => {
@@ -146,55 +120,7 @@ impl Rules {
                 if let Some(route_action::ClusterSpecifier::WeightedClusters(w)) =
                     &action.cluster_specifier
                 {
-                    let mut sum: u64 = 0;
-                    for (i, c) in w.clusters.iter().enumerate() {
-                        let at = format!("{path}.route.weighted_clusters.clusters[{i}]");
-                        let header = !c.cluster_header.is_empty();
-                        match (c.name.is_empty(), header) {
-                            (true, false) => self.fail(
-                                &at,
-                                "route.weighted-cluster-name",
-                                "at least one of name or cluster_header need to be specified",
-                            ),
-                            (false, true) => self.fail(
-                                &at,
-                                "route.weighted-cluster-name",
-                                "only one of name or cluster_header can be specified",
-                            ),
-                            _ => {}
-                        }
-                        match &c.weight {
-                            Some(weight) => sum += u64::from(weight.value),
-                            None => self.fail(
-                                &at,
-                                "route.weighted-cluster-weights",
-                                "weight is required",
-                            ),
-                        }
-                        self.headers(
-                            &format!("{at}.request_headers_to_add"),
-                            &c.request_headers_to_add,
-                            &c.request_headers_to_remove,
-                        );
-                        self.headers(
-                            &format!("{at}.response_headers_to_add"),
-                            &c.response_headers_to_add,
-                            &c.response_headers_to_remove,
-                        );
-                    }
-                    if sum == 0 {
-                        self.fail(
-                            &format!("{path}.route.weighted_clusters"),
-                            "route.weighted-cluster-weights",
-                            "sum of weights in the weighted_cluster must be greater than 0",
-                        );
-                    } else if sum > u64::from(u32::MAX) {
-                        self.fail(
-                            &format!("{path}.route.weighted_clusters"),
-                            "route.weighted-cluster-weights",
-                            format!("the sum of weights exceeds {}", u32::MAX),
-                        );
-                    }
+                    self.weighted_clusters(w, path);
                 }
                 for (i, mirror) in action.request_mirror_policies.iter().enumerate() {
                     if mirror.cluster.is_empty() == mirror.cluster_header.is_empty() {
@@ -245,6 +171,93 @@ impl Rules {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A route's match: its regular expressions and string matchers.
+    fn route_match(
+        &mut self,
+        m: &envoy_types::pb::envoy::config::route::v3::RouteMatch,
+        path: &str,
+    ) {
+        if let Some(
+            envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::SafeRegex(re),
+        ) = &m.path_specifier
+        {
+            self.regex(&format!("{path}.match.safe_regex"), re);
+        }
+        for (i, h) in m.headers.iter().enumerate() {
+            #[allow(deprecated)] // Envoy still compiles the deprecated safe_regex_match.
+            use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
+            let at = format!("{path}.match.headers[{i}]");
+            #[allow(deprecated)]
+            match &h.header_match_specifier {
+                Some(HeaderMatchSpecifier::SafeRegexMatch(re)) => self.regex(&at, re),
+                Some(HeaderMatchSpecifier::StringMatch(s)) => self.string_matcher(&at, s),
+                _ => {}
+            }
+        }
+        for (i, q) in m.query_parameters.iter().enumerate() {
+            use envoy_types::pb::envoy::config::route::v3::query_parameter_matcher::QueryParameterMatchSpecifier;
+            if let Some(QueryParameterMatchSpecifier::StringMatch(s)) =
+                &q.query_parameter_match_specifier
+            {
+                self.string_matcher(&format!("{path}.match.query_parameters[{i}]"), s);
+            }
+        }
+    }
+
+    /// Weighted clusters: each named once (a name or a header), each weighted, the
+    /// weights' sum above 0 and within 32 bits.
+    fn weighted_clusters(
+        &mut self,
+        w: &envoy_types::pb::envoy::config::route::v3::WeightedCluster,
+        path: &str,
+    ) {
+        let mut sum: u64 = 0;
+        for (i, c) in w.clusters.iter().enumerate() {
+            let at = format!("{path}.route.weighted_clusters.clusters[{i}]");
+            let header = !c.cluster_header.is_empty();
+            match (c.name.is_empty(), header) {
+                (true, false) => self.fail(
+                    &at,
+                    "route.weighted-cluster-name",
+                    "at least one of name or cluster_header need to be specified",
+                ),
+                (false, true) => self.fail(
+                    &at,
+                    "route.weighted-cluster-name",
+                    "only one of name or cluster_header can be specified",
+                ),
+                _ => {}
+            }
+            match &c.weight {
+                Some(weight) => sum += u64::from(weight.value),
+                None => self.fail(&at, "route.weighted-cluster-weights", "weight is required"),
+            }
+            self.headers(
+                &format!("{at}.request_headers_to_add"),
+                &c.request_headers_to_add,
+                &c.request_headers_to_remove,
+            );
+            self.headers(
+                &format!("{at}.response_headers_to_add"),
+                &c.response_headers_to_add,
+                &c.response_headers_to_remove,
+            );
+        }
+        if sum == 0 {
+            self.fail(
+                &format!("{path}.route.weighted_clusters"),
+                "route.weighted-cluster-weights",
+                "sum of weights in the weighted_cluster must be greater than 0",
+            );
+        } else if sum > u64::from(u32::MAX) {
+            self.fail(
+                &format!("{path}.route.weighted_clusters"),
+                "route.weighted-cluster-weights",
+                format!("the sum of weights exceeds {}", u32::MAX),
+            );
         }
     }
 
