@@ -320,94 +320,15 @@ pub fn serve(
 ) -> Gateways {
     let classes = classes(ctx, config, status);
     let mut out = Gateways::default();
-    // By Envoy port: what is there (its family, `None` for neither HTTP nor HTTPS), its
-    // Envoy listener and the hostnames Gateway listeners claim on it. A listener the
-    // configuration made (`ingress_http` on 8080, …) is shared as any other.
-    let ports: BTreeMap<PortKey, Port> = ir
-        .listeners
-        .values()
-        .map(|l| {
-            let udp = l.protocol == Protocol::Udp;
-            (
-                (None, l.port, udp),
-                (l.protocol, l.name.clone(), Vec::new()),
-            )
-        })
-        .collect();
-    // Contour's addresses: the configured HTTP listener's for HTTP, the HTTPS one's for
-    // HTTPS.
-    let address = |name: &str| {
-        ir.listeners
-            .get(name)
-            .map_or_else(|| "0.0.0.0".to_string(), |l| l.address.clone())
-    };
-    let mut envoy = Envoy {
-        ports,
-        http_address: address(HTTP_LISTENER),
-        https_address: address(HTTPS_LISTENER),
-        site: Site::Shared,
-    };
+    let mut envoy = envoy_of(ir);
     let mut assigner = Assigner::new(pool);
     let sets = crate::listener_sets::by_gateway(ctx);
     for (key, gateway) in selected(ctx, config, &classes) {
-        let asked: Vec<Asked<'_>> = gateway
-            .spec
-            .addresses
-            .iter()
-            .flatten()
-            .map(|a| Asked {
-                type_: a.r#type.as_deref(),
-                value: a.value.as_deref(),
-            })
-            .collect();
-        status.gateway(&key).addresses_from_service = true;
-        envoy.site = match assigner.place(&key, &asked) {
-            Placement::Shared => Site::Shared,
-            Placement::Own(ip) => {
-                status.gateway(&key).addresses = vec![("IPAddress".to_string(), ip.to_string())];
-                Site::Own(ip)
-            }
-            Placement::NotUsable(message) => Site::Nowhere(message),
-            Placement::Unsupported(message) => {
-                let gw = status.gateway(&key);
-                gw.set(Condition::new(
-                    "Accepted",
-                    false,
-                    "UnsupportedAddress",
-                    message,
-                ));
-                gw.set(Condition::new(
-                    "Programmed",
-                    false,
-                    "Invalid",
-                    "the Gateway is not accepted",
-                ));
-                continue;
-            }
+        let Some(site) = site(&mut assigner, &key, gateway, status) else {
+            continue;
         };
-        if let Some(p) = gateway
-            .spec
-            .infrastructure
-            .as_ref()
-            .and_then(|i| i.parameters_ref.as_ref())
-        {
-            // One Envoy fleet serves every Gateway: no parameters kind configures it.
-            let gw = status.gateway(&key);
-            gw.set(Condition::new(
-                "Accepted",
-                false,
-                "InvalidParameters",
-                format!(
-                    "infrastructure.parametersRef {} {:?} of group {:?} is not supported",
-                    p.kind, p.name, p.group
-                ),
-            ));
-            gw.set(Condition::new(
-                "Programmed",
-                false,
-                "Invalid",
-                "the Gateway is not accepted",
-            ));
+        envoy.site = site;
+        if refuse_parameters(&key, gateway, status) {
             continue;
         }
         let client_certificate =
@@ -446,34 +367,172 @@ pub fn serve(
             out.client_certificates.insert(key.clone(), sds.clone());
         }
         // Its ListenerSets, oldest first, after its own listeners.
-        let mut attached_sets = 0;
-        for (set_key, listeners) in sets.get(&key).into_iter().flatten() {
-            if !crate::listener_sets::allowed(ctx, gateway, &key, &set_key.namespace) {
-                crate::listener_sets::not_allowed(set_key, status);
-                continue;
-            }
-            let (served, programmed) = serve_listeners(
-                ctx,
-                grants,
-                (set_key, &key, frontend),
-                listeners,
-                &mut envoy,
-                ir,
-                status,
-            );
-            if crate::listener_sets::report(set_key, programmed, status) {
-                attached_sets += 1;
-            }
-            out.listeners.insert(set_key.clone(), served);
-            if let Some(sds) = &client_certificate {
-                out.client_certificates.insert(set_key.clone(), sds.clone());
-            }
-        }
+        let listener_sets = sets.get(&key).into_iter().flatten();
+        let attached_sets = serve_listener_sets(
+            ctx,
+            grants,
+            (&key, gateway, frontend),
+            listener_sets,
+            client_certificate.as_ref(),
+            &mut envoy,
+            ir,
+            &mut out,
+            status,
+        );
         if sets.contains_key(&key) || gateway.spec.allowed_listeners.is_some() {
             status.gateway(&key).attached_listener_sets = Some(attached_sets);
         }
     }
     out
+}
+
+/// The Envoy listeners the configuration made, by port (what is there, its family,
+/// `None` for neither HTTP nor HTTPS; its Envoy listener and the hostnames Gateway
+/// listeners claim on it): a listener the configuration made (`ingress_http` on 8080,
+/// …) is shared as any other.
+fn envoy_of(ir: &isobar_sdk::Ir) -> Envoy {
+    let ports: BTreeMap<PortKey, Port> = ir
+        .listeners
+        .values()
+        .map(|l| {
+            let udp = l.protocol == Protocol::Udp;
+            (
+                (None, l.port, udp),
+                (l.protocol, l.name.clone(), Vec::new()),
+            )
+        })
+        .collect();
+    // Contour's addresses: the configured HTTP listener's for HTTP, the HTTPS one's for
+    // HTTPS.
+    let address = |name: &str| {
+        ir.listeners
+            .get(name)
+            .map_or_else(|| "0.0.0.0".to_string(), |l| l.address.clone())
+    };
+    Envoy {
+        ports,
+        http_address: address(HTTP_LISTENER),
+        https_address: address(HTTPS_LISTENER),
+        site: Site::Shared,
+    }
+}
+
+/// Where Gateway `key` is served, from its `addresses`: the fleet's address, its own,
+/// or nowhere (said in its status); `None` when an address it asks for is not
+/// supported (it is not accepted).
+fn site(
+    assigner: &mut Assigner<'_>,
+    key: &ObjectKey,
+    gateway: &Gateway,
+    status: &mut StatusReport,
+) -> Option<Site> {
+    let asked: Vec<Asked<'_>> = gateway
+        .spec
+        .addresses
+        .iter()
+        .flatten()
+        .map(|a| Asked {
+            type_: a.r#type.as_deref(),
+            value: a.value.as_deref(),
+        })
+        .collect();
+    status.gateway(key).addresses_from_service = true;
+    let site = match assigner.place(key, &asked) {
+        Placement::Shared => Site::Shared,
+        Placement::Own(ip) => {
+            status.gateway(key).addresses = vec![("IPAddress".to_string(), ip.to_string())];
+            Site::Own(ip)
+        }
+        Placement::NotUsable(message) => Site::Nowhere(message),
+        Placement::Unsupported(message) => {
+            let gw = status.gateway(key);
+            gw.set(Condition::new(
+                "Accepted",
+                false,
+                "UnsupportedAddress",
+                message,
+            ));
+            gw.set(Condition::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "the Gateway is not accepted",
+            ));
+            return None;
+        }
+    };
+    Some(site)
+}
+
+/// Refuses Gateway `key` when it names `infrastructure.parametersRef`: one Envoy fleet
+/// serves every Gateway, no parameters kind configures it.
+fn refuse_parameters(key: &ObjectKey, gateway: &Gateway, status: &mut StatusReport) -> bool {
+    if let Some(p) = gateway
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref())
+    {
+        // One Envoy fleet serves every Gateway: no parameters kind configures it.
+        let gw = status.gateway(key);
+        gw.set(Condition::new(
+            "Accepted",
+            false,
+            "InvalidParameters",
+            format!(
+                "infrastructure.parametersRef {} {:?} of group {:?} is not supported",
+                p.kind, p.name, p.group
+            ),
+        ));
+        gw.set(Condition::new(
+            "Programmed",
+            false,
+            "Invalid",
+            "the Gateway is not accepted",
+        ));
+        return true;
+    }
+    false
+}
+
+/// A Gateway's ListenerSets (`sets`, oldest first) served after its own listeners;
+/// how many are attached.
+#[allow(clippy::too_many_arguments)]
+fn serve_listener_sets<'s>(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    (key, gateway, frontend): (&ObjectKey, &Gateway, Option<&GatewayTlsFrontend>),
+    sets: impl Iterator<Item = &'s (ObjectKey, Vec<GatewayListeners>)>,
+    client_certificate: Option<&String>,
+    envoy: &mut Envoy,
+    ir: &mut isobar_sdk::Ir,
+    out: &mut Gateways,
+    status: &mut StatusReport,
+) -> i32 {
+    let mut attached_sets = 0;
+    for (set_key, listeners) in sets {
+        if !crate::listener_sets::allowed(ctx, gateway, key, &set_key.namespace) {
+            crate::listener_sets::not_allowed(set_key, status);
+            continue;
+        }
+        let (served, programmed) = serve_listeners(
+            ctx,
+            grants,
+            (set_key, key, frontend),
+            listeners,
+            envoy,
+            ir,
+            status,
+        );
+        if crate::listener_sets::report(set_key, programmed, status) {
+            attached_sets += 1;
+        }
+        out.listeners.insert(set_key.clone(), served);
+        if let Some(sds) = client_certificate {
+            out.client_certificates.insert(set_key.clone(), sds.clone());
+        }
+    }
+    attached_sets
 }
 
 /// A Gateway's own conditions once its listeners are served: accepted while any of its
