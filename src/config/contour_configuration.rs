@@ -107,50 +107,7 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
     each(value, at, |k, v| {
         let at = format!("{at}.{k}");
         match k {
-            "listener" => each(v, &at, |k, v| match k {
-                "useProxyProtocol" => put(out, "envoy.use-proxy-protocol", v),
-                "disableAllowChunkedLength" | "disableMergeSlashes" => put(out, k, v),
-                "serverHeaderTransformation" => {
-                    let mode = match v.as_str().unwrap_or_default() {
-                        "OverwriteServerHeader" => "overwrite",
-                        "AppendIfAbsentServerHeader" => "append_if_absent",
-                        "PassThroughServerHeader" => "pass_through",
-                        other => return Err(format!("{at}.{k}: {other:?} is not a known value")),
-                    };
-                    put(out, "serverHeaderTransformation", &json!(mode))
-                }
-                "tls" => renamed(
-                    out,
-                    v,
-                    &format!("{at}.tls"),
-                    &[
-                        ("minimumProtocolVersion", "tls.minimum-protocol-version"),
-                        ("maximumProtocolVersion", "tls.maximum-protocol-version"),
-                        ("cipherSuites", "tls.cipher-suites"),
-                        ("ecdhCurves", "tls.ecdh-curves"),
-                        ("fingerprint", "tls.fingerprint"),
-                    ],
-                ),
-                "compression" => renamed(
-                    out,
-                    v,
-                    &format!("{at}.compression"),
-                    &[("algorithm", "compression.algorithm")],
-                ),
-                "socketOptions" => renamed(
-                    out,
-                    v,
-                    &format!("{at}.socketOptions"),
-                    &[
-                        ("tos", "listener.socket-options.tos"),
-                        ("trafficClass", "listener.socket-options.traffic-class"),
-                    ],
-                ),
-                _ => match LISTENER.iter().find(|(from, _)| *from == k) {
-                    Some((_, to)) => put(out, to, v),
-                    None => unknown(&at, k),
-                },
-            }),
+            "listener" => envoy_listener(out, v, &at),
             "service" => renamed(
                 out,
                 v,
@@ -213,55 +170,106 @@ fn envoy(out: &mut Map<String, Value>, value: &Value, at: &str) -> Result<(), St
                     ("stripTrailingHostDot", "network.strip-trailing-host-dot"),
                 ],
             ),
-            "cluster" => each(v, &at, |key, value| match key {
-                "dnsLookupFamily" => put(out, "cluster.dns-lookup-family", value),
-                "maxRequestsPerConnection" => {
-                    put(out, "cluster.max-requests-per-connection", value)
-                }
-                "per-connection-buffer-limit-bytes" => {
-                    put(out, "cluster.per-connection-buffer-limit-bytes", value)
-                }
-                "circuitBreakers" => renamed(
-                    out,
-                    value,
-                    &format!("{at}.circuitBreakers"),
-                    &[
-                        ("maxConnections", "cluster.circuit-breakers.max-connections"),
-                        (
-                            "maxPendingRequests",
-                            "cluster.circuit-breakers.max-pending-requests",
-                        ),
-                        ("maxRequests", "cluster.circuit-breakers.max-requests"),
-                        ("maxRetries", "cluster.circuit-breakers.max-retries"),
-                        (
-                            "perHostMaxConnections",
-                            "cluster.circuit-breakers.per-host-max-connections",
-                        ),
-                    ],
-                ),
-                "upstreamTLS" => renamed(
-                    out,
-                    value,
-                    &format!("{at}.upstreamTLS"),
-                    &[
-                        (
-                            "minimumProtocolVersion",
-                            "cluster.upstream-tls.minimum-protocol-version",
-                        ),
-                        (
-                            "maximumProtocolVersion",
-                            "cluster.upstream-tls.maximum-protocol-version",
-                        ),
-                        ("cipherSuites", "cluster.upstream-tls.cipher-suites"),
-                        ("ecdhCurves", "cluster.upstream-tls.ecdh-curves"),
-                    ],
-                ),
-                _ => unknown(&at, key),
-            }),
+            "cluster" => envoy_cluster(out, v, &at),
             _ => Err(format!(
                 "{at}: not a field of ContourConfiguration Isobar reads"
             )),
         }
+    })
+}
+
+/// `spec.envoy.listener`.
+fn envoy_listener(out: &mut Map<String, Value>, v: &Value, at: &str) -> Result<(), String> {
+    each(v, at, |k, v| match k {
+        "useProxyProtocol" => put(out, "envoy.use-proxy-protocol", v),
+        "disableAllowChunkedLength" | "disableMergeSlashes" => put(out, k, v),
+        "serverHeaderTransformation" => {
+            let mode = match v.as_str().unwrap_or_default() {
+                "OverwriteServerHeader" => "overwrite",
+                "AppendIfAbsentServerHeader" => "append_if_absent",
+                "PassThroughServerHeader" => "pass_through",
+                other => return Err(format!("{at}.{k}: {other:?} is not a known value")),
+            };
+            put(out, "serverHeaderTransformation", &json!(mode))
+        }
+        "tls" => renamed(
+            out,
+            v,
+            &format!("{at}.tls"),
+            &[
+                ("minimumProtocolVersion", "tls.minimum-protocol-version"),
+                ("maximumProtocolVersion", "tls.maximum-protocol-version"),
+                ("cipherSuites", "tls.cipher-suites"),
+                ("ecdhCurves", "tls.ecdh-curves"),
+                ("fingerprint", "tls.fingerprint"),
+            ],
+        ),
+        "compression" => renamed(
+            out,
+            v,
+            &format!("{at}.compression"),
+            &[("algorithm", "compression.algorithm")],
+        ),
+        "socketOptions" => renamed(
+            out,
+            v,
+            &format!("{at}.socketOptions"),
+            &[
+                ("tos", "listener.socket-options.tos"),
+                ("trafficClass", "listener.socket-options.traffic-class"),
+            ],
+        ),
+        _ => match LISTENER.iter().find(|(from, _)| *from == k) {
+            Some((_, to)) => put(out, to, v),
+            None => unknown(at, k),
+        },
+    })
+}
+
+/// `spec.envoy.cluster`.
+fn envoy_cluster(out: &mut Map<String, Value>, v: &Value, at: &str) -> Result<(), String> {
+    each(v, at, |key, value| match key {
+        "dnsLookupFamily" => put(out, "cluster.dns-lookup-family", value),
+        "maxRequestsPerConnection" => put(out, "cluster.max-requests-per-connection", value),
+        "per-connection-buffer-limit-bytes" => {
+            put(out, "cluster.per-connection-buffer-limit-bytes", value)
+        }
+        "circuitBreakers" => renamed(
+            out,
+            value,
+            &format!("{at}.circuitBreakers"),
+            &[
+                ("maxConnections", "cluster.circuit-breakers.max-connections"),
+                (
+                    "maxPendingRequests",
+                    "cluster.circuit-breakers.max-pending-requests",
+                ),
+                ("maxRequests", "cluster.circuit-breakers.max-requests"),
+                ("maxRetries", "cluster.circuit-breakers.max-retries"),
+                (
+                    "perHostMaxConnections",
+                    "cluster.circuit-breakers.per-host-max-connections",
+                ),
+            ],
+        ),
+        "upstreamTLS" => renamed(
+            out,
+            value,
+            &format!("{at}.upstreamTLS"),
+            &[
+                (
+                    "minimumProtocolVersion",
+                    "cluster.upstream-tls.minimum-protocol-version",
+                ),
+                (
+                    "maximumProtocolVersion",
+                    "cluster.upstream-tls.maximum-protocol-version",
+                ),
+                ("cipherSuites", "cluster.upstream-tls.cipher-suites"),
+                ("ecdhCurves", "cluster.upstream-tls.ecdh-curves"),
+            ],
+        ),
+        _ => unknown(at, key),
     })
 }
 
