@@ -3,6 +3,7 @@
 
 use isobar_sdk::ObjectKey;
 use isobar_sdk::api::Route as ProxyRoute;
+use isobar_sdk::api::RouteService;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::ir::{ClusterOptions, Mirror, RouteAction, RoutePolicy, WeightedCluster};
 use isobar_sdk::resolve::{PortRef, service_cluster};
@@ -113,67 +114,15 @@ impl Walk<'_, '_> {
                     continue;
                 }
             };
-            let service_scope = |field: &'static str, response: bool| policy::HeaderScope {
-                field,
-                namespace: &key.namespace,
-                service: Some((&service.name, service.port)),
-                response,
-            };
             let mut target = WeightedCluster {
                 weight,
                 ..Default::default()
             };
-            if let Some(h) = &service.request_headers_policy {
-                match policy::headers(h, &service_scope("service.requestHeadersPolicy", false)) {
-                    Ok(h) => {
-                        target.request_headers = h.policy;
-                        target.host_rewrite = h.host;
-                    }
-                    Err(e) => errors.push(e),
-                }
-            }
-            if !service.cookie_rewrite_policies.is_empty() {
-                match policy::cookie_rewrites(&service.cookie_rewrite_policies) {
-                    Ok(c) => target.cookie_rewrites = c,
-                    Err(e) => errors.push(e),
-                }
-            }
-            if let Some(h) = &service.response_headers_policy {
-                match policy::headers(h, &service_scope("service.responseHeadersPolicy", true)) {
-                    Ok(h) => target.response_headers = h.policy,
-                    Err(e) => errors.push(e),
-                }
-            }
-            self.default_headers
-                .apply(&mut target, (&key.namespace, &service.name, port));
-            let mut options = cluster_options.clone();
-            if let Some(slow) = &service.slow_start_policy {
-                match policy::slow_start(slow, options.lb_policy) {
-                    Ok(slow) => options.slow_start = Some(Box::new(slow)),
-                    Err(e) => {
-                        errors.push(e);
-                        continue;
-                    }
-                }
-            }
-            if let Some(p) = &service.protocol {
-                match policy::protocol(p) {
-                    Ok(p) => options.protocol = Some(p),
-                    Err(e) => {
-                        errors.push(e);
-                        continue;
-                    }
-                }
-            }
-            if let Some(v) = &service.validation {
-                match policy::upstream_validation(self.ctx, &key.namespace, v) {
-                    Ok(v) => options.upstream_validation = Some(Box::new(v)),
-                    Err((type_, reason, message)) => {
-                        errors.push((type_, reason, format!("services[{i}]: {message}")));
-                        continue;
-                    }
-                }
-            }
+            self.service_headers(key, service, port, &mut target, errors);
+            let Some(mut options) = self.service_options(key, i, service, cluster_options, errors)
+            else {
+                continue;
+            };
             // Contour's SNI: the Host the upstream is sent (service-level rewrite first).
             options.sni = target
                 .host_rewrite
@@ -214,6 +163,88 @@ impl Walk<'_, '_> {
             }
         }
         weighted
+    }
+
+    /// A service's own header policies, cookie rewrites and the default headers, set
+    /// on `target`.
+    fn service_headers(
+        &self,
+        key: &ObjectKey,
+        service: &RouteService,
+        port: i32,
+        target: &mut WeightedCluster,
+        errors: &mut Vec<PolicyError>,
+    ) {
+        let service_scope = |field: &'static str, response: bool| policy::HeaderScope {
+            field,
+            namespace: &key.namespace,
+            service: Some((&service.name, service.port)),
+            response,
+        };
+        if let Some(h) = &service.request_headers_policy {
+            match policy::headers(h, &service_scope("service.requestHeadersPolicy", false)) {
+                Ok(h) => {
+                    target.request_headers = h.policy;
+                    target.host_rewrite = h.host;
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if !service.cookie_rewrite_policies.is_empty() {
+            match policy::cookie_rewrites(&service.cookie_rewrite_policies) {
+                Ok(c) => target.cookie_rewrites = c,
+                Err(e) => errors.push(e),
+            }
+        }
+        if let Some(h) = &service.response_headers_policy {
+            match policy::headers(h, &service_scope("service.responseHeadersPolicy", true)) {
+                Ok(h) => target.response_headers = h.policy,
+                Err(e) => errors.push(e),
+            }
+        }
+        self.default_headers
+            .apply(target, (&key.namespace, &service.name, port));
+    }
+
+    /// The route's cluster options with service `i`'s slow start, protocol and upstream
+    /// validation; `None` (the error pushed) when one of them is not valid.
+    fn service_options(
+        &self,
+        key: &ObjectKey,
+        i: usize,
+        service: &RouteService,
+        cluster_options: &ClusterOptions,
+        errors: &mut Vec<PolicyError>,
+    ) -> Option<ClusterOptions> {
+        let mut options = cluster_options.clone();
+        if let Some(slow) = &service.slow_start_policy {
+            match policy::slow_start(slow, options.lb_policy) {
+                Ok(slow) => options.slow_start = Some(Box::new(slow)),
+                Err(e) => {
+                    errors.push(e);
+                    return None;
+                }
+            }
+        }
+        if let Some(p) = &service.protocol {
+            match policy::protocol(p) {
+                Ok(p) => options.protocol = Some(p),
+                Err(e) => {
+                    errors.push(e);
+                    return None;
+                }
+            }
+        }
+        if let Some(v) = &service.validation {
+            match policy::upstream_validation(self.ctx, &key.namespace, v) {
+                Ok(v) => options.upstream_validation = Some(Box::new(v)),
+                Err((type_, reason, message)) => {
+                    errors.push((type_, reason, format!("services[{i}]: {message}")));
+                    return None;
+                }
+            }
+        }
+        Some(options)
     }
 }
 
