@@ -66,54 +66,18 @@ pub(super) fn serve_listeners(
             &listener.name,
             Condition::new("Conflicted", false, "NoConflicts", ""),
         );
-        let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
-            == Some(&GatewayListenersTlsMode::Passthrough);
-        let secret = match family {
-            Family::Http | Family::Tcp | Family::Udp => Ok(None),
-            Family::Tls if passthrough => Ok(None),
-            Family::Https | Family::Tls => certificate(ctx, grants, owner, listener).map(Some),
-        };
-        // The client certificates it asks for: a CA reference that does not resolve
-        // leaves no valid CA, and the listener is not accepted (never served open).
-        let client_validation = match family {
-            Family::Https => {
-                crate::frontend::validation(ctx, grants, gateway, frontend, listener.port)
-                    .map_err(|e| (e, true))
-            }
-            _ => Ok(None),
-        };
-        let secured = secret
-            .map_err(|e| (e, false))
-            .and_then(|s| client_validation.map(|v| (s, v)));
+        let secured = secure(
+            ctx,
+            grants,
+            (owner, gateway, frontend),
+            listener,
+            family,
+            ir,
+            status,
+        );
         let (secret, client_validation) = match secured {
-            Ok((secret, validation)) => {
-                let sds = secret.map(|(sds, secret)| {
-                    ir.add_secret(&sds, secret);
-                    sds
-                });
-                (sds, validation)
-            }
-            Err(((reason, message), frontend_ca)) => {
-                let gw = status.gateway(owner);
-                if frontend_ca {
-                    gw.set_listener(
-                        &listener.name,
-                        Condition::new(
-                            "Accepted",
-                            false,
-                            "NoValidCACertificate",
-                            "no valid CA certificate to validate clients with",
-                        ),
-                    );
-                }
-                gw.set_listener(
-                    &listener.name,
-                    Condition::new("ResolvedRefs", false, reason, message),
-                );
-                gw.set_listener(
-                    &listener.name,
-                    Condition::new("Programmed", false, "Invalid", message_of(reason)),
-                );
+            Ok(secured) => secured,
+            Err(frontend_ca) => {
                 if !frontend_ca {
                     served.push(Served {
                         gateway: owner.clone(),
@@ -182,6 +146,75 @@ pub(super) fn serve_listeners(
         });
     }
     (served, programmed)
+}
+
+/// A listener's certificate (put in the IR) and the client certificates it asks for.
+/// When either cannot be had, its conditions say why and the error says whether it was
+/// the clients' CA (then the listener is not accepted: never served open).
+fn secure(
+    ctx: &BuildContext<'_>,
+    grants: &Grants<'_>,
+    (owner, gateway, frontend): (&ObjectKey, &ObjectKey, Option<&GatewayTlsFrontend>),
+    listener: &GatewayListeners,
+    family: Family,
+    ir: &mut isobar_sdk::Ir,
+    status: &mut StatusReport,
+) -> Result<
+    (
+        Option<String>,
+        Option<Box<isobar_sdk::ir::ClientValidation>>,
+    ),
+    bool,
+> {
+    let passthrough = listener.tls.as_ref().and_then(|t| t.mode.as_ref())
+        == Some(&GatewayListenersTlsMode::Passthrough);
+    let secret = match family {
+        Family::Http | Family::Tcp | Family::Udp => Ok(None),
+        Family::Tls if passthrough => Ok(None),
+        Family::Https | Family::Tls => certificate(ctx, grants, owner, listener).map(Some),
+    };
+    // The client certificates it asks for: a CA reference that does not resolve
+    // leaves no valid CA, and the listener is not accepted (never served open).
+    let client_validation = match family {
+        Family::Https => crate::frontend::validation(ctx, grants, gateway, frontend, listener.port)
+            .map_err(|e| (e, true)),
+        _ => Ok(None),
+    };
+    let secured = secret
+        .map_err(|e| (e, false))
+        .and_then(|s| client_validation.map(|v| (s, v)));
+    match secured {
+        Ok((secret, validation)) => {
+            let sds = secret.map(|(sds, secret)| {
+                ir.add_secret(&sds, secret);
+                sds
+            });
+            Ok((sds, validation))
+        }
+        Err(((reason, message), frontend_ca)) => {
+            let gw = status.gateway(owner);
+            if frontend_ca {
+                gw.set_listener(
+                    &listener.name,
+                    Condition::new(
+                        "Accepted",
+                        false,
+                        "NoValidCACertificate",
+                        "no valid CA certificate to validate clients with",
+                    ),
+                );
+            }
+            gw.set_listener(
+                &listener.name,
+                Condition::new("ResolvedRefs", false, reason, message),
+            );
+            gw.set_listener(
+                &listener.name,
+                Condition::new("Programmed", false, "Invalid", message_of(reason)),
+            );
+            Err(frontend_ca)
+        }
+    }
 }
 
 /// Why a listener of `family` for `hostname` on Envoy port `at` conflicts with one
