@@ -340,16 +340,9 @@ impl Runner {
     fn on_events(&self, s: &mut State, event: Event, events: &mut mpsc::Receiver<Event>) {
         let arrived = Instant::now();
         let links = s.built.as_ref().map(|b| &b.links);
-        let mut changed = self.apply(
-            &mut s.objects,
-            &mut s.unreadable,
-            &mut s.refusals,
-            event,
-            &mut s.synced,
-            &mut s.dirty,
-            links,
-        );
-        while let Ok(event) = events.try_recv() {
+        let mut changed = false;
+        let mut next = Some(event);
+        while let Some(event) = next.take().or_else(|| events.try_recv().ok()) {
             changed |= self.apply(
                 &mut s.objects,
                 &mut s.unreadable,
