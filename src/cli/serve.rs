@@ -391,8 +391,6 @@ async fn serve(
         snapshots: snapshot_rx.clone(),
         health,
     };
-    let metrics_addr = format!("{}:{}", config.metrics.address, config.metrics.port);
-    let health_addr = format!("{}:{}", config.health.address, config.health.port);
     let mut servers = tokio::task::JoinSet::new();
     let debug_addr = format!("{}:{}", config.debug_http.address, config.debug_http.port);
     servers.spawn(http::serve(
@@ -400,75 +398,9 @@ async fn serve(
         crate::cli::debug::routes().with_state(controller.debug.clone()),
     ));
     if config.admission_webhook.enabled {
-        let hook = &config.admission_webhook;
-        anyhow::ensure!(
-            !hook.certificate_file.is_empty() && !hook.key_file.is_empty(),
-            "admission-webhook: certificate-file and key-file must be set (the webhook serves HTTPS only)"
-        );
-        let addr = format!("{}:{}", hook.address, hook.port);
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .with_context(|| format!("binding the admission webhook on {addr}"))?;
-        let router = crate::admission::routes()
-            .with_state(crate::admission::Webhook::new(controller.admission.clone()));
-        let (cert, key) = (hook.certificate_file.clone(), hook.key_file.clone());
-        // Read once here so a bad certificate stops start-up with its file name.
-        crate::admission::check_certificate(&cert, &key)?;
-        let client_ca = Some(hook.client_ca_file.clone())
-            .filter(|f| !f.is_empty())
-            .map(Into::into);
-        servers.spawn(crate::admission::serve(
-            listener,
-            (cert.into(), key.into(), client_ca),
-            router,
-        ));
+        spawn_admission_webhook(&config, &controller, &mut servers).await?;
     }
-    // `/metrics`, over HTTPS with `metrics.contour`'s certificate (clients of its CA
-    // only, when it names one); the health endpoints beside it when on its address.
-    let metrics_router = if metrics_addr == health_addr {
-        http::metrics_routes()
-            .merge(http::health_routes())
-            .with_state(state.clone())
-    } else {
-        servers.spawn(http::serve(
-            health_addr,
-            http::health_routes().with_state(state.clone()),
-        ));
-        http::metrics_routes().with_state(state)
-    };
-    match config
-        .metrics
-        .contour
-        .as_ref()
-        .filter(|m| !m.server_certificate_path.is_empty())
-    {
-        Some(tls) => {
-            let listener = tokio::net::TcpListener::bind(&metrics_addr)
-                .await
-                .with_context(|| format!("binding metrics on {metrics_addr}"))?;
-            let ca = (!tls.ca_certificate_path.is_empty())
-                .then(|| tls.ca_certificate_path.clone().into());
-            let files = (
-                tls.server_certificate_path.clone().into(),
-                tls.server_key_path.clone().into(),
-                ca,
-            );
-            // Read once here so a bad certificate stops start-up with its file name.
-            crate::admission::check_certificate(
-                &tls.server_certificate_path,
-                &tls.server_key_path,
-            )?;
-            servers.spawn(crate::admission::serve_https(
-                listener,
-                files,
-                metrics_router,
-                "metrics",
-            ));
-        }
-        None => {
-            servers.spawn(http::serve(metrics_addr, metrics_router));
-        }
-    }
+    spawn_metrics(&config, state, &mut servers).await?;
 
     // SIGTERM/Ctrl-C: stop accepting, end every ADS stream cleanly, release the Lease.
     let (closing_tx, closing) = watch::channel(false);
@@ -522,6 +454,98 @@ async fn serve(
     tracing::info!("shutting down");
     controller.shutdown().await;
     result
+}
+
+/// What `serve` runs beside the xDS server: each task ends only on an error.
+type Servers = tokio::task::JoinSet<anyhow::Result<()>>;
+
+/// The admission webhook, over HTTPS only (its certificate read once here, so a bad one
+/// stops start-up with its file name).
+async fn spawn_admission_webhook(
+    config: &Config,
+    controller: &Controller,
+    servers: &mut Servers,
+) -> anyhow::Result<()> {
+    let hook = &config.admission_webhook;
+    anyhow::ensure!(
+        !hook.certificate_file.is_empty() && !hook.key_file.is_empty(),
+        "admission-webhook: certificate-file and key-file must be set (the webhook serves HTTPS only)"
+    );
+    let addr = format!("{}:{}", hook.address, hook.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("binding the admission webhook on {addr}"))?;
+    let router = crate::admission::routes()
+        .with_state(crate::admission::Webhook::new(controller.admission.clone()));
+    let (cert, key) = (hook.certificate_file.clone(), hook.key_file.clone());
+    // Read once here so a bad certificate stops start-up with its file name.
+    crate::admission::check_certificate(&cert, &key)?;
+    let client_ca = Some(hook.client_ca_file.clone())
+        .filter(|f| !f.is_empty())
+        .map(Into::into);
+    servers.spawn(crate::admission::serve(
+        listener,
+        (cert.into(), key.into(), client_ca),
+        router,
+    ));
+    Ok(())
+}
+
+/// `/metrics` and the health endpoints.
+async fn spawn_metrics(
+    config: &Config,
+    state: HttpState,
+    servers: &mut Servers,
+) -> anyhow::Result<()> {
+    let metrics_addr = format!("{}:{}", config.metrics.address, config.metrics.port);
+    let health_addr = format!("{}:{}", config.health.address, config.health.port);
+    // `/metrics`, over HTTPS with `metrics.contour`'s certificate (clients of its CA
+    // only, when it names one); the health endpoints beside it when on its address.
+    let metrics_router = if metrics_addr == health_addr {
+        http::metrics_routes()
+            .merge(http::health_routes())
+            .with_state(state.clone())
+    } else {
+        servers.spawn(http::serve(
+            health_addr,
+            http::health_routes().with_state(state.clone()),
+        ));
+        http::metrics_routes().with_state(state)
+    };
+    match config
+        .metrics
+        .contour
+        .as_ref()
+        .filter(|m| !m.server_certificate_path.is_empty())
+    {
+        Some(tls) => {
+            let listener = tokio::net::TcpListener::bind(&metrics_addr)
+                .await
+                .with_context(|| format!("binding metrics on {metrics_addr}"))?;
+            let ca = (!tls.ca_certificate_path.is_empty())
+                .then(|| tls.ca_certificate_path.clone().into());
+            let files = (
+                tls.server_certificate_path.clone().into(),
+                tls.server_key_path.clone().into(),
+                ca,
+            );
+            // Read once here so a bad certificate stops start-up with its file name.
+            crate::admission::check_certificate(
+                &tls.server_certificate_path,
+                &tls.server_key_path,
+            )?;
+            servers.spawn(crate::admission::serve_https(
+                listener,
+                files,
+                metrics_router,
+                "metrics",
+            ));
+        }
+        None => {
+            servers.spawn(http::serve(metrics_addr, metrics_router));
+        }
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {
