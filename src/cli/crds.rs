@@ -8,7 +8,7 @@
 //! them into `unsupported` and reports them (`IgnoredField`, or invalid when a field that
 //! secures traffic is not implemented) — so every HTTPProxy Contour accepts is accepted.
 
-use isobar_sdk::api::{ExtensionServiceSpec, HTTPProxySpec, TLSCertificateDelegationSpec};
+use isobar_contour::api::{ExtensionServiceSpec, HTTPProxySpec, TLSCertificateDelegationSpec};
 use schemars::JsonSchema;
 use serde_json::{Value, json};
 

@@ -127,7 +127,7 @@ pub struct Compression {
 
 // Contour's `rateLimitService`, `globalExtAuth` and `tracing`: the SDK's types, since
 // the sources that act on them read the same settings.
-pub use isobar_sdk::extension::{
+pub use isobar_contour::extension::{
     AuthPolicy, CustomTag, GlobalExtAuth, RateLimitService, RequestBody, Tracing,
 };
 

@@ -252,7 +252,6 @@ impl Links {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use isobar_sdk::Kind;
 
     const OBJECTS: &str = "\
 apiVersion: v1
@@ -313,13 +312,13 @@ spec:
                 ),
             );
         }
-        let key = ObjectKey::new(Kind::ExtensionService, "ext", "authz");
+        let key = ObjectKey::new(isobar_contour::EXTENSION_SERVICE, "ext", "authz");
         let reach = links.update(&objects, &pipeline, &BTreeSet::from([key.clone()]));
         assert!(reach.objects.contains(&key), "{:?}", reach.objects);
         let proxies = reach
             .objects
             .into_iter()
-            .filter(|k| k.kind == Kind::HTTPProxy);
+            .filter(|k| k.kind == isobar_contour::HTTP_PROXY);
         proxies.map(|k| k.name).collect()
     }
 

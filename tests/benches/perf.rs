@@ -940,7 +940,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
                 } else {
                     plain(format!("site-{i}.example.com"))
                 };
-                let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "site");
+                let key = ObjectKey::new(isobar_contour::HTTP_PROXY, format!("ns-{i}"), "site");
                 let (latency, sent) = change(client, Some(proxy(i, &prefix, timeout)), key, t, route).await;
                 samples.push(latency);
                 bytes.push(sent);
@@ -969,7 +969,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
             let text = format!(
                 "apiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: extra, namespace: ns-{i}}}\nspec:\n  virtualhost: {{fqdn: extra-{i}.example.com}}\n  routes:\n    - services: [{{name: app, port: 80}}]\n"
             );
-            let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "extra");
+            let key = ObjectKey::new(isobar_contour::HTTP_PROXY, format!("ns-{i}"), "extra");
             let (t, route) = plain(format!("extra-{i}.example.com"));
             let (latency, sent) = change(client, Some(one(&text)), key, t, route).await;
             samples.push(latency);
@@ -980,7 +980,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         let (mut samples, mut bytes) = (Vec::new(), Vec::new());
         for k in 0..per_kind {
             let i = (2 * k + 1) % n;
-            let key = ObjectKey::new(Kind::HTTPProxy, format!("ns-{i}"), "extra");
+            let key = ObjectKey::new(isobar_contour::HTTP_PROXY, format!("ns-{i}"), "extra");
             let (t, route) = plain(format!("extra-{i}.example.com"));
             let (latency, sent) = change(client, None, key, t, route).await;
             samples.push(latency);
@@ -1019,7 +1019,7 @@ pub fn run(n: usize, benching: bool, vhds: bool) {
         // An even count: the policy ends as it began (the next mode's first edit changes it).
         for k in 0..(per_kind / 10).max(2) / 2 * 2 {
             let strategy = if k % 2 == 0 { "Random" } else { "RoundRobin" };
-            let key = ObjectKey::new(Kind::ExtensionService, "ext", "authz");
+            let key = ObjectKey::new(isobar_contour::EXTENSION_SERVICE, "ext", "authz");
             let cluster = "extension/ext/authz".to_string();
             let (latency, sent) = change(client, Some(one(&extension_service(strategy))), key, XdsType::Cluster, cluster).await;
             samples.push(latency);

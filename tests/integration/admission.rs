@@ -130,7 +130,7 @@ async fn allows_denies_and_warns_with_the_controllers_messages() {
     let expected = status_errors(
         &manifests,
         &clash,
-        &isobar_sdk::ObjectKey::new(isobar_sdk::Kind::HTTPProxy, "team-b", "copy"),
+        &isobar_sdk::ObjectKey::new(isobar_contour::HTTP_PROXY, "team-b", "copy"),
     );
     assert!(!expected.is_empty());
     let message = answer["status"]["message"].as_str().unwrap_or_default();

@@ -176,13 +176,13 @@ fn the_library_ingress_policies_are_enforced_as_gatekeeper_enforces_them() {
     // nothing; the deny constraint applies everywhere and is met.
     assert!(ing("w", "soft").is_empty(), "{:?}", ing("w", "soft"));
     assert_eq!(
-        conditions(s, Kind::HTTPProxy, "a", "elsewhere"),
+        conditions(s, isobar_contour::HTTP_PROXY, "a", "elsewhere"),
         [(
             Reason::PolicyDenied,
             "[hosts-under-example-com] host elsewhere.org does not end in an allowed suffix [\".example.com\"]".to_string()
         )]
     );
-    assert!(conditions(s, Kind::HTTPProxy, "a", "fine").is_empty());
+    assert!(conditions(s, isobar_contour::HTTP_PROXY, "a", "fine").is_empty());
 
     // Denied objects are not served; the others are.
     let hosts = out.ir.virtual_hosts(isobar_sdk::ir::HTTP_LISTENER);
@@ -496,7 +496,7 @@ fn kube_mgmt_and_gatekeeper_shaped_policy_files_deny() {
         )]
     );
     assert_eq!(
-        conditions(&out.status, Kind::HTTPProxy, "default", "p"),
+        conditions(&out.status, isobar_contour::HTTP_PROXY, "default", "p"),
         [(
             Reason::PolicyDenied,
             "HTTPProxy p is in the default namespace".to_string()

@@ -96,7 +96,7 @@ fn edited(object: &Object) -> Option<Object> {
         return None;
     }
     let mut value = object.to_json();
-    let extension_service = object.kind() == Kind::ExtensionService;
+    let extension_service = object.kind() == isobar_contour::EXTENSION_SERVICE;
     let http_route = object.kind().to_string() == "HTTPRoute";
     let edit = |v: &mut serde_json::Value| -> Option<()> {
         // An ExtensionService: its cluster's balancing and the checks' timeout.
@@ -147,7 +147,7 @@ fn edited(object: &Object) -> Option<Object> {
 /// An ExtensionService whose balancing and circuit breakers changed: what only its
 /// cluster reads (the proxies calling it are not rebuilt).
 fn rebalanced(object: &Object) -> Option<Object> {
-    if object.kind() != Kind::ExtensionService {
+    if object.kind() != isobar_contour::EXTENSION_SERVICE {
         return None;
     }
     let mut value = object.to_json();
@@ -278,7 +278,11 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
         let (changes_before, spliced_before) = (changes, spliced);
         let all = objects_in(dir.path());
         let global_ext_auth = label.contains("globalExtAuth");
-        if global_ext_auth && !all.iter().any(|o| o.kind() == Kind::ExtensionService) {
+        if global_ext_auth
+            && !all
+                .iter()
+                .any(|o| o.kind() == isobar_contour::EXTENSION_SERVICE)
+        {
             continue;
         }
         let reference = pipeline(config);
@@ -472,7 +476,7 @@ fn a_change_spliced_into_the_last_build_equals_a_full_build() {
                     changes += 2;
                 }
                 let alone = metrics.spliced_builds.get() - before;
-                if key.kind == Kind::ExtensionService && !global_ext_auth && alone < 4 {
+                if key.kind == isobar_contour::EXTENSION_SERVICE && !global_ext_auth && alone < 4 {
                     built_whole.push(format!(
                         "{case}: {label}: {alone} of its changes built alone (an ExtensionService reaches only the proxies naming it)"
                     ));

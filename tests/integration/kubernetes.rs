@@ -404,7 +404,7 @@ async fn watch_namespaces_limits_what_is_read() {
     let server = ApiServer::start().await;
     put_all(&server, &tenant("team-a", "a.example.com"));
     put_all(&server, &tenant("team-b", "b.example.com"));
-    let events = events(&server, &[Kind::HTTPProxy], &["team-b"]).await;
+    let events = events(&server, &[isobar_contour::HTTP_PROXY], &["team-b"]).await;
     let names: Vec<String> = events
         .iter()
         .filter_map(|e| match e {

@@ -80,7 +80,7 @@ fn route_whose_services_are_all_missing_answers_503() {
             body: None
         }
     );
-    let k = key(Kind::HTTPProxy, "default", "p");
+    let k = key(isobar_contour::HTTP_PROXY, "default", "p");
     assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
     assert_eq!(
         out.status.get(&k).map(|s| s.current()),
@@ -97,7 +97,7 @@ fn services_resolve_only_in_the_proxys_namespace() {
     );
     let (out, _) = build(&yaml);
     assert_eq!(
-        reasons(&out, &key(Kind::HTTPProxy, "default", "p")),
+        reasons(&out, &key(isobar_contour::HTTP_PROXY, "default", "p")),
         vec![Reason::ServiceUnresolvedReference]
     );
 }
@@ -130,10 +130,10 @@ spec: {{ports: [{{name: syslog, port: 80, protocol: UDP}}]}}
         ("dns", "dns-tcp")
     );
     assert_eq!(
-        reasons(&out, &key(Kind::HTTPProxy, "default", "both")),
+        reasons(&out, &key(isobar_contour::HTTP_PROXY, "default", "both")),
         vec![]
     );
-    let k = key(Kind::HTTPProxy, "default", "udp");
+    let k = key(isobar_contour::HTTP_PROXY, "default", "udp");
     assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
     let message = first_error(&out, &k);
     assert!(message.contains("is UDP"), "{message}");
@@ -149,7 +149,7 @@ fn an_external_name_service_is_an_unresolved_reference() {
     );
     let (out, _) = build(&yaml);
     assert!(out.ir.clusters.is_empty(), "{:?}", out.ir.clusters);
-    let k = key(Kind::HTTPProxy, "default", "p");
+    let k = key(isobar_contour::HTTP_PROXY, "default", "p");
     assert_eq!(reasons(&out, &k), vec![Reason::ServiceUnresolvedReference]);
     let message = first_error(&out, &k);
     assert!(
@@ -182,16 +182,19 @@ fn duplicate_fqdn_invalidates_every_claimant_and_nothing_else() {
     );
     for (ns, name) in [("a", "first"), ("b", "second")] {
         assert_eq!(
-            reasons(&out, &key(Kind::HTTPProxy, ns, name)),
+            reasons(&out, &key(isobar_contour::HTTP_PROXY, ns, name)),
             vec![Reason::DuplicateVhost]
         );
     }
-    let message = first_error(&out, &key(Kind::HTTPProxy, "a", "first"));
+    let message = first_error(&out, &key(isobar_contour::HTTP_PROXY, "a", "first"));
     assert!(
         message.contains("a/first") && message.contains("b/second"),
         "{message}"
     );
-    assert!(out.status.is_valid(&key(Kind::HTTPProxy, "c", "bystander")));
+    assert!(
+        out.status
+            .is_valid(&key(isobar_contour::HTTP_PROXY, "c", "bystander"))
+    );
 }
 
 #[test]
@@ -212,7 +215,7 @@ fn an_invalid_proxy_leaves_other_resources_byte_identical() {
     ];
     for bad in bad_proxies {
         let (out, after) = build(&format!("{valid}---\n{bad}"));
-        let k = key(Kind::HTTPProxy, "default", "bad");
+        let k = key(isobar_contour::HTTP_PROXY, "default", "bad");
         assert_eq!(
             out.status.get(&k).map(|s| s.current()),
             Some(CurrentStatus::Invalid),
@@ -238,7 +241,7 @@ fn unsupported_restricting_fields_fail_closed_and_others_warn() {
             .contains_key("a.example.com")
     );
     assert_eq!(
-        reasons(&out, &key(Kind::HTTPProxy, "default", "p")),
+        reasons(&out, &key(isobar_contour::HTTP_PROXY, "default", "p")),
         vec![Reason::JWTProviderNotDefined]
     );
     assert!(
@@ -248,7 +251,7 @@ fn unsupported_restricting_fields_fail_closed_and_others_warn() {
     );
     let q = out
         .status
-        .get(&key(Kind::HTTPProxy, "default", "q"))
+        .get(&key(isobar_contour::HTTP_PROXY, "default", "q"))
         .cloned()
         .unwrap_or_default();
     assert!(q.errors.is_empty());
@@ -264,7 +267,7 @@ fn non_root_proxies_are_orphaned() {
     let (out, _) = build(yaml);
     let status = out
         .status
-        .get(&key(Kind::HTTPProxy, "default", "child"))
+        .get(&key(isobar_contour::HTTP_PROXY, "default", "child"))
         .map(|s| s.current());
     assert_eq!(status, Some(CurrentStatus::Orphaned));
 }
@@ -357,7 +360,10 @@ fn httpproxy_overrides_ingress_on_the_same_host_and_match() {
     let root = routes
         .values()
         .find(|r| r.matcher.path == PathMatch::Prefix("/".into()));
-    assert_eq!(root.map(|r| r.source.kind), Some(Kind::HTTPProxy));
+    assert_eq!(
+        root.map(|r| r.source.kind),
+        Some(isobar_contour::HTTP_PROXY)
+    );
 }
 
 #[test]
@@ -696,7 +702,7 @@ fn external_names_resolve_by_dns_when_enabled_but_never_to_this_host() {
         "an ExternalName cluster has no endpoint set"
     );
     for name in ["local", "loop", "meta", "six"] {
-        let error = first_error(&out, &key(Kind::HTTPProxy, "ns", name));
+        let error = first_error(&out, &key(isobar_contour::HTTP_PROXY, "ns", name));
         assert!(
             error.contains(
                 "is an ExternalName service that points to localhost or a link-local address"
@@ -743,7 +749,7 @@ fn include_chains_past_the_depth_limit_are_an_error_not_a_crash() {
         .join();
     let (mut out, _) = built.unwrap_or_else(|_| panic!("the build panicked"));
     let last = isobar_plugin_httpproxy::MAX_INCLUDE_DEPTH - 1;
-    let at = |name: &str| key(Kind::HTTPProxy, "default", name);
+    let at = |name: &str| key(isobar_contour::HTTP_PROXY, "default", name);
     assert_eq!(
         reasons(&out, &at(&format!("d{last}"))),
         vec![Reason::IncludeTooDeep]
@@ -774,7 +780,7 @@ fn contours_top_level_keys_configure_and_enable_the_plugins_that_read_them() {
     let mut config = Config::default();
     config.pipeline.sources = vec!["httpproxy".into()];
     let plain = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(plain.routing_kinds(), [Kind::HTTPProxy].into());
+    assert_eq!(plain.routing_kinds(), [isobar_contour::HTTP_PROXY].into());
     assert_eq!(
         plain.controller_name(),
         "projectcontour.io/gateway-controller"
@@ -788,7 +794,10 @@ fn contours_top_level_keys_configure_and_enable_the_plugins_that_read_them() {
     let configured = Pipeline::for_config(&config).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(configured.controller_name(), "example.com/gateways");
     let kinds = configured.routing_kinds();
-    assert!(kinds.contains(&Kind::ExtensionService), "{kinds:?}");
+    assert!(
+        kinds.contains(&isobar_contour::EXTENSION_SERVICE),
+        "{kinds:?}"
+    );
     assert!(
         kinds.contains(&isobar_plugin_gateway_api::kinds::HTTP_ROUTE),
         "{kinds:?}"

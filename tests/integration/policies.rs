@@ -307,7 +307,7 @@ fn denied_objects_are_invalid_in_the_controller_and_others_still_serve() {
     let out = pipeline.build(&store);
     let reasons = |ns: &str, name: &str| -> Vec<Reason> {
         out.status
-            .get(&ObjectKey::new(Kind::HTTPProxy, ns, name))
+            .get(&ObjectKey::new(isobar_contour::HTTP_PROXY, ns, name))
             .map(|s| s.errors.iter().map(|e| e.reason).collect())
             .unwrap_or_default()
     };
@@ -587,7 +587,7 @@ fn a_policy_file_that_cannot_judge_fails_open_or_closed_as_its_failure_policy_sa
         };
         let slow = out
             .status
-            .get(&ObjectKey::new(Kind::HTTPProxy, "slow", "p"))
+            .get(&ObjectKey::new(isobar_contour::HTTP_PROXY, "slow", "p"))
             .cloned()
             .unwrap_or_default();
         let reasons =

@@ -7,7 +7,7 @@ use isobar::provider::manifest::parse_file;
 use isobar::runner::pipeline::{BuildOutput, Pipeline};
 use isobar_sdk::condition::{CurrentStatus, Reason};
 use isobar_sdk::ir::{HeaderMatch, PathMatch, QueryMatch, RouteAction, StringMatch};
-use isobar_sdk::{Kind, ObjectKey, Objects};
+use isobar_sdk::{ObjectKey, Objects};
 
 use crate::support::service_yaml;
 
@@ -31,7 +31,7 @@ fn proxy(ns: &str, name: &str, spec: &str) -> String {
 }
 
 fn key(ns: &str, name: &str) -> ObjectKey {
-    ObjectKey::new(Kind::HTTPProxy, ns, name)
+    ObjectKey::new(isobar_contour::HTTP_PROXY, ns, name)
 }
 
 fn errors(out: &BuildOutput, ns: &str, name: &str) -> Vec<(Reason, String)> {

@@ -10,7 +10,7 @@ use isobar::config::Config;
 use isobar::provider::manifest::parse_file;
 use isobar::runner::pipeline::{BuildOutput, Pipeline};
 use isobar_sdk::condition::Reason;
-use isobar_sdk::{Kind, ObjectKey, Objects};
+use isobar_sdk::{ObjectKey, Objects};
 
 const EXAMPLE: &str = "plugins/wasm-processors/response-header/processor.wat";
 
@@ -84,7 +84,7 @@ fn response_headers(out: &BuildOutput, fqdn: &str) -> Vec<Vec<(String, String)>>
 
 fn warnings(out: &BuildOutput, name: &str) -> Vec<(Reason, String)> {
     out.status
-        .get(&ObjectKey::new(Kind::HTTPProxy, "a", name))
+        .get(&ObjectKey::new(isobar_contour::HTTP_PROXY, "a", name))
         .map(|s| {
             s.warnings
                 .iter()
@@ -183,7 +183,7 @@ fn failing_modules_are_isolated_and_say_why() {
         );
         assert!(
             out.status
-                .is_valid(&ObjectKey::new(Kind::HTTPProxy, "a", "one"))
+                .is_valid(&ObjectKey::new(isobar_contour::HTTP_PROXY, "a", "one"))
         );
         let after = isobar_sdk::telemetry::totals();
         let counted = |list: &[((String, String), u64)]| {

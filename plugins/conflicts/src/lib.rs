@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use isobar_sdk::api::{HTTPProxy, Ingress};
+use isobar_contour::api::HTTPProxy;
+use isobar_sdk::api::Ingress;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::parse_host;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};

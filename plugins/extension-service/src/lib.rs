@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use isobar_sdk::api::ExtensionService;
-use isobar_sdk::extension::{self, GlobalExtAuth, RateLimitService, Tracing};
+use isobar_contour::api::ExtensionService;
+use isobar_contour::extension::{self, GlobalExtAuth, RateLimitService, Tracing};
 use isobar_sdk::ir;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::{BuildContext, Claim, Ir, Kind, ObjectKey, Objects, Source, StatusReport};
@@ -106,7 +106,7 @@ impl Source for ExtensionServiceSource {
     }
 
     fn kinds(&self) -> &'static [Kind] {
-        &[Kind::ExtensionService]
+        &[isobar_contour::EXTENSION_SERVICE]
     }
 
     fn reads(&self) -> &'static [Kind] {
@@ -134,11 +134,11 @@ impl Source for ExtensionServiceSource {
         // Every ExtensionService, also in a build of part of the store: every extension
         // cluster is served, whichever vhost calls it (a change to one reaches the
         // proxies naming it, see `Claim::uses`, and the encoder replaces its cluster).
-        for ((namespace, name), object) in ctx.store().of_kind(Kind::ExtensionService) {
+        for ((namespace, name), object) in ctx.store().of_kind(isobar_contour::EXTENSION_SERVICE) {
             let Some(service) = object.get::<ExtensionService>() else {
                 continue;
             };
-            let key = ObjectKey::new(Kind::ExtensionService, namespace, name);
+            let key = ObjectKey::new(isobar_contour::EXTENSION_SERVICE, namespace, name);
             if !ctx.admitted(&key) {
                 continue;
             }

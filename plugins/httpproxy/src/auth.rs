@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use isobar_sdk::api::{AuthorizationServer, HTTPProxy};
+use isobar_contour::api::{AuthorizationServer, HTTPProxy};
+use isobar_contour::extension::{self, GlobalExtAuth};
 use isobar_sdk::condition::{ConditionType, Reason};
-use isobar_sdk::extension::{self, GlobalExtAuth};
 use isobar_sdk::ir::{self, RouteAuth};
 use isobar_sdk::{BuildContext, ObjectKey, StatusReport};
 
@@ -29,7 +29,7 @@ impl RouteDefaults {
     /// `disabled` wins, its context is merged over the defaults'.
     pub(crate) fn route(
         &self,
-        own: Option<&isobar_sdk::api::AuthorizationPolicy>,
+        own: Option<&isobar_contour::api::AuthorizationPolicy>,
     ) -> Option<RouteAuth> {
         let mut auth = RouteAuth {
             disabled: self.disabled,

@@ -2,8 +2,8 @@
 //! include chain (prefixes concatenated with `//` collapsed; header and query matches
 //! added up), as Contour does.
 
+use isobar_contour::api::{HeaderMatchCondition, MatchCondition, QueryParameterMatchCondition};
 use isobar_sdk::Reason;
-use isobar_sdk::api::{HeaderMatchCondition, MatchCondition, QueryParameterMatchCondition};
 use isobar_sdk::ir::{HeaderMatch, PathMatch, QueryMatch, RouteMatch, StringMatch};
 use isobar_sdk::regex::check_re2;
 

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use isobar_sdk::api::{HTTPProxy, JwtProvider, JwtVerificationPolicy};
+use isobar_contour::api::{HTTPProxy, JwtProvider, JwtVerificationPolicy};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::ir::{self, Cluster, ClusterOptions};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, StatusReport};
@@ -287,7 +287,7 @@ fn provider(
 fn remote_validation(
     ctx: &BuildContext<'_>,
     key: &ObjectKey,
-    v: &isobar_sdk::api::UpstreamValidation,
+    v: &isobar_contour::api::UpstreamValidation,
     scheme: &str,
 ) -> Result<ir::UpstreamValidation, (Reason, String)> {
     if scheme == "http" {

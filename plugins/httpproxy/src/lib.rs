@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use isobar_sdk::api::{HTTPProxy, Unsupported};
+use isobar_contour::api::{HTTPProxy, Unsupported};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::headers::DefaultHeaders;
 use isobar_sdk::host::{Host, parse_host};
@@ -57,19 +57,19 @@ pub struct HttpProxyConfig {
     /// External authorization of every vhost that does not name its own (Contour's
     /// `globalExtAuth`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub global_ext_auth: Option<isobar_sdk::extension::GlobalExtAuth>,
+    pub global_ext_auth: Option<isobar_contour::extension::GlobalExtAuth>,
     /// Global rate limit descriptors of root vhosts that set no global policy of their
     /// own (Contour's `rateLimitService.defaultGlobalRateLimitPolicy`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_global_rate_limit_policy: Option<isobar_sdk::api::GlobalRateLimitPolicy>,
+    pub default_global_rate_limit_policy: Option<isobar_contour::api::GlobalRateLimitPolicy>,
 }
 
 #[derive(Debug)]
 pub struct HttpProxySource {
     disable_permit_insecure: bool,
     default_headers: DefaultHeaders,
-    global_ext_auth: Option<isobar_sdk::extension::GlobalExtAuth>,
-    default_rate_limits: Option<isobar_sdk::api::GlobalRateLimitPolicy>,
+    global_ext_auth: Option<isobar_contour::extension::GlobalExtAuth>,
+    default_rate_limits: Option<isobar_contour::api::GlobalRateLimitPolicy>,
 }
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Source>, ConfigError> {
@@ -219,7 +219,7 @@ impl Source for HttpProxySource {
     }
 
     fn kinds(&self) -> &'static [Kind] {
-        &[Kind::HTTPProxy]
+        &[isobar_contour::HTTP_PROXY]
     }
 
     fn reads(&self) -> &'static [Kind] {
@@ -246,7 +246,7 @@ impl Source for HttpProxySource {
             let ns = child_ns.unwrap_or(&key.namespace);
             claim
                 .includes
-                .push(ObjectKey::new(Kind::HTTPProxy, ns, child));
+                .push(ObjectKey::new(isobar_contour::HTTP_PROXY, ns, child));
         }
         if let Some(vhost) = &proxy.spec.virtualhost
             && let Ok(host) = parse_host(&vhost.fqdn)
@@ -263,7 +263,7 @@ impl Source for HttpProxySource {
         let global = self.global_ext_auth.as_ref().map(|g| g.service());
         for (ns, name) in own.into_iter().chain(global) {
             if !name.is_empty() {
-                let used = ObjectKey::new(Kind::ExtensionService, ns, name);
+                let used = ObjectKey::new(isobar_contour::EXTENSION_SERVICE, ns, name);
                 if !claim.uses.contains(&used) {
                     claim.uses.push(used);
                 }

@@ -2,7 +2,7 @@
 //! HTTPS listener (terminated with a certificate over SDS, or passed through by SNI) and
 //! where its TCP traffic goes.
 
-use isobar_sdk::api::{HTTPProxy, Tls};
+use isobar_contour::api::{HTTPProxy, Tls};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::Host;
 use isobar_sdk::ir::{
@@ -10,7 +10,7 @@ use isobar_sdk::ir::{
     TcpProxy, TlsVersion, WeightedCluster,
 };
 use isobar_sdk::resolve::{PortRef, service_cluster};
-use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, StatusReport};
+use isobar_sdk::{BuildContext, Ir, ObjectKey, StatusReport};
 
 use crate::check_unsupported;
 
@@ -389,12 +389,12 @@ fn tcp_include(
     ir: &mut Ir,
     status: &mut StatusReport,
     key: &ObjectKey,
-    include: &isobar_sdk::api::TcpProxyInclude,
+    include: &isobar_contour::api::TcpProxyInclude,
     chain: &mut Vec<ObjectKey>,
     reached: &mut std::collections::BTreeSet<ObjectKey>,
 ) -> Result<TcpProxy, ()> {
     let namespace = include.namespace.as_deref().unwrap_or(&key.namespace);
-    let target = ObjectKey::new(Kind::HTTPProxy, namespace, &include.name);
+    let target = ObjectKey::new(isobar_contour::HTTP_PROXY, namespace, &include.name);
     chain.push(key.clone());
     if chain.len() >= crate::MAX_INCLUDE_DEPTH {
         status.error(
@@ -457,7 +457,7 @@ fn tcp_services(
     ir: &mut Ir,
     status: &mut StatusReport,
     key: &ObjectKey,
-    tcp: &isobar_sdk::api::TcpProxy,
+    tcp: &isobar_contour::api::TcpProxy,
 ) -> Result<TcpProxy, ()> {
     let mut clusters = Vec::new();
     let mut options = isobar_sdk::ir::ClusterOptions::default();

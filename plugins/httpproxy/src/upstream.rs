@@ -5,7 +5,7 @@
 use isobar_sdk::headers::{is_header_name, is_header_value};
 use isobar_sdk::policy::timeout;
 
-use isobar_sdk::api;
+use isobar_contour::api;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::ir;
 

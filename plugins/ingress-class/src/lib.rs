@@ -10,7 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use isobar_sdk::api::{HTTPProxy, Ingress};
+use isobar_contour::api::HTTPProxy;
+use isobar_sdk::api::Ingress;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::{Filter, Object, StatusReport};
 

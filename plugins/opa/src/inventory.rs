@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use isobar_sdk::api::{HTTPProxy, Ingress};
+use isobar_contour::api::HTTPProxy;
+use isobar_sdk::api::Ingress;
 use isobar_sdk::host::parse_host;
 use isobar_sdk::status::{Route, StatusShape};
 use isobar_sdk::{Kind, Object, Objects};
@@ -15,7 +16,9 @@ pub fn judged() -> impl Iterator<Item = Kind> {
     let routes = Kind::all()
         .filter(|info| info.status.per_parent() == Route.per_parent())
         .map(|info| info.kind);
-    [Kind::HTTPProxy, Kind::Ingress].into_iter().chain(routes)
+    [isobar_contour::HTTP_PROXY, Kind::Ingress]
+        .into_iter()
+        .chain(routes)
 }
 
 /// Every judged object stored, in Gatekeeper's layout

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use isobar_sdk::api::HTTPProxy;
+use isobar_contour::api::HTTPProxy;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, parse_config};
 use isobar_sdk::{Filter, Object, StatusReport};

@@ -18,7 +18,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::{ExtensionService, HTTPProxy, TLSCertificateDelegation};
 use crate::object::Object;
 
 /// A kind of object, as the Kubernetes API names it: a group and a kind name. Copied by
@@ -60,28 +59,12 @@ impl Kind {
         group: "networking.k8s.io",
         name: "Ingress",
     });
-    pub const HTTPProxy: Kind = Kind(&KindId {
-        rank: 4,
-        group: "projectcontour.io",
-        name: "HTTPProxy",
-    });
-    pub const TLSCertificateDelegation: Kind = Kind(&KindId {
-        rank: 5,
-        group: "projectcontour.io",
-        name: "TLSCertificateDelegation",
-    });
-    pub const ExtensionService: Kind = Kind(&KindId {
-        rank: 6,
-        group: "projectcontour.io",
-        name: "ExtensionService",
-    });
-
     /// A kind defined outside the SDK (by a plugin crate).
     pub const fn new(id: &'static KindId) -> Kind {
         Kind(id)
     }
 
-    /// The kind's name (`HTTPProxy`).
+    /// The kind's name (`Ingress`).
     pub fn as_str(self) -> &'static str {
         self.0.name
     }
@@ -153,11 +136,17 @@ impl KindId {
             name,
         }
     }
+
+    /// A kind with a fixed place in listings (status, `translate`), compared by that
+    /// place alone. Ranks 0–3 are Kubernetes' kinds here, 4–6 Contour's (`isobar-contour`).
+    pub const fn ranked(rank: u8, group: &'static str, name: &'static str) -> KindId {
+        KindId { rank, group, name }
+    }
 }
 
 /// Isobar's own kinds have ranks of their own: two of them are compared by rank alone.
 /// (A constant's reference is not one address everywhere it is used, so the pointers of
-/// two copies of `Kind::HTTPProxy` may differ.)
+/// two copies of `Kind::Ingress` may differ.)
 impl PartialEq for Kind {
     fn eq(&self, other: &Kind) -> bool {
         std::ptr::eq(self.0, other.0)
@@ -408,9 +397,6 @@ resource!(Service, Kind::Service);
 resource!(EndpointSlice, Kind::EndpointSlice);
 resource!(Secret, Kind::Secret);
 resource!(Ingress, Kind::Ingress);
-resource!(HTTPProxy, Kind::HTTPProxy);
-resource!(TLSCertificateDelegation, Kind::TLSCertificateDelegation);
-resource!(ExtensionService, Kind::ExtensionService);
 
 inventory::submit! {
     KindInfo {
@@ -456,39 +442,6 @@ inventory::submit! {
     }
 }
 
-inventory::submit! {
-    KindInfo {
-        kind: Kind::HTTPProxy,
-        versions: &["v1"],
-        plural: "httpproxies",
-        namespaced: true,
-        decode: decode_object::<HTTPProxy>,
-        status: &crate::status::Contour,
-    }
-}
-
-inventory::submit! {
-    KindInfo {
-        kind: Kind::TLSCertificateDelegation,
-        versions: &["v1"],
-        plural: "tlscertificatedelegations",
-        namespaced: true,
-        decode: decode_object::<TLSCertificateDelegation>,
-        status: &crate::status::NoStatus,
-    }
-}
-
-inventory::submit! {
-    KindInfo {
-        kind: Kind::ExtensionService,
-        versions: &["v1alpha1"],
-        plural: "extensionservices",
-        namespaced: true,
-        decode: decode_object::<ExtensionService>,
-        status: &crate::status::Conditions,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,20 +451,22 @@ mod tests {
     #[test]
     fn kinds_are_found_by_type_and_ordered() {
         assert_eq!(
-            Kind::from_type("projectcontour.io/v1", "HTTPProxy"),
-            Some(Kind::HTTPProxy)
+            Kind::from_type("networking.k8s.io/v1", "Ingress"),
+            Some(Kind::Ingress)
         );
         assert_eq!(Kind::from_type("v1", "Service"), Some(Kind::Service));
-        assert_eq!(Kind::from_type("projectcontour.io/v2", "HTTPProxy"), None);
+        assert_eq!(Kind::from_type("networking.k8s.io/v2", "Ingress"), None);
         assert_eq!(Kind::from_type("apps/v1", "Deployment"), None);
-        assert!(Kind::Ingress < Kind::HTTPProxy);
+        assert!(Kind::Secret < Kind::Ingress);
         const A: KindId = KindId::new("example.com", "Thing");
         const B: KindId = KindId::new("example.com", "Thing");
-        assert!(Kind::ExtensionService < Kind::new(&A));
+        const RANKED: KindId = KindId::ranked(9, "example.com", "Ranked");
+        assert!(Kind::Ingress < Kind::new(&RANKED));
+        assert!(Kind::new(&RANKED) < Kind::new(&A));
         assert_eq!(Kind::new(&A), Kind::new(&B));
         assert_eq!(
-            Kind::HTTPProxy.info().map(KindInfo::api_version),
-            Some("projectcontour.io/v1".to_string())
+            Kind::Ingress.info().map(KindInfo::api_version),
+            Some("networking.k8s.io/v1".to_string())
         );
         assert_eq!(
             Kind::Secret.info().map(KindInfo::api_version),

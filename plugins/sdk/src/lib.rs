@@ -7,7 +7,6 @@
 
 pub mod api;
 pub mod condition;
-pub mod extension;
 pub mod headers;
 pub mod host;
 pub mod ir;

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use isobar_sdk::api::TLSCertificateDelegation;
+use isobar_contour::api::TLSCertificateDelegation;
 use isobar_sdk::plugin::{ConfigError, Factory, PluginRegistration, SecretGrants, parse_config};
 use isobar_sdk::{BuildContext, Kind, Processor};
 
@@ -45,7 +45,7 @@ impl Processor for TlsDelegation {
     }
 
     fn kinds(&self) -> &'static [Kind] {
-        &[Kind::TLSCertificateDelegation]
+        &[isobar_contour::TLS_CERTIFICATE_DELEGATION]
     }
 
     fn grant(&self, ctx: &BuildContext<'_>, grants: &mut SecretGrants) {

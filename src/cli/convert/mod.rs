@@ -11,7 +11,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use isobar_sdk::api::{self, HTTPProxy, Ingress};
+use isobar_contour::api::{self, HTTPProxy};
+use isobar_sdk::api::Ingress;
 use isobar_sdk::{Kind, Objects};
 
 use crate::provider::files::load_dir;
@@ -133,7 +134,7 @@ pub fn convert(objects: &Objects, args: &ConvertArgs) -> anyhow::Result<Conversi
         service_grants: BTreeSet::new(),
         out: Conversion::default(),
     };
-    for ((ns, name), object) in objects.of_kind(Kind::HTTPProxy) {
+    for ((ns, name), object) in objects.of_kind(isobar_contour::HTTP_PROXY) {
         if let Some(proxy) = object.get::<HTTPProxy>()
             && proxy.spec.virtualhost.is_some()
         {

@@ -229,14 +229,19 @@ fn contour_conditions_keep_their_transition_time() {
     let current =
         json!({"conditions": [condition("Valid", "True", "t1"), condition("Other", "True", "t0")]});
     let desired = desired_status(
-        Kind::HTTPProxy,
+        isobar_contour::HTTP_PROXY,
         &json!({"currentStatus": "valid", "description": "Valid HTTPProxy",
             "conditions": [{"type": "Valid", "status": "True", "reason": "Valid", "message": "Valid HTTPProxy"}]})
         .to_string(),
         Some(2),
         &json!({"ingress": [{"ip": "10.0.0.1"}]}),
     );
-    let merged = merge(Kind::HTTPProxy, &current, &desired, CONTROLLER_NAME);
+    let merged = merge(
+        isobar_contour::HTTP_PROXY,
+        &current,
+        &desired,
+        CONTROLLER_NAME,
+    );
     assert_eq!(merged["conditions"][0]["lastTransitionTime"], "t1");
     assert_eq!(merged["conditions"][0]["observedGeneration"], 2);
     assert_eq!(merged["conditions"][1]["type"], "Other");

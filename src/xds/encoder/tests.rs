@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use isobar_sdk::ir::{Listener, PathMatch, Route, RouteAction, RouteMatch, WeightedCluster};
-use isobar_sdk::{Kind, Object, ObjectKey};
+use isobar_sdk::{Object, ObjectKey};
 
 use super::*;
 use crate::xds::TlsSettings;
@@ -86,7 +86,7 @@ fn route_to(app: &ir::Cluster, prefix: &str) -> Route {
             weight: 1,
             ..Default::default()
         }]),
-        source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+        source: ObjectKey::new(isobar_contour::HTTP_PROXY, "ns", "p"),
         tie: None,
         policy: None,
     }

@@ -1,7 +1,7 @@
 //! Who may reach a vhost or route, and how often: client address filters, CORS, local
 //! and global rate limits.
 
-use isobar_sdk::api;
+use isobar_contour::api;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir;

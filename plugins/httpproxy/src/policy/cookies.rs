@@ -1,6 +1,6 @@
 //! Internal redirects and cookie rewrites.
 
-use isobar_sdk::api;
+use isobar_contour::api;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::headers::is_header_name;
 use isobar_sdk::ir;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use isobar_sdk::api::{self, HeadersPolicy, RedirectPolicy, RetryPolicy, TimeoutPolicy};
+use isobar_contour::api::{self, HeadersPolicy, RedirectPolicy, RetryPolicy, TimeoutPolicy};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::headers::{escape_header_value, is_header_name, is_header_value};
 use isobar_sdk::ir::{self, Redirect, Retry};

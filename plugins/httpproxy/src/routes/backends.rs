@@ -1,9 +1,9 @@
 //! Where a route sends: its services as weighted clusters with their options, mirrors,
 //! and a 503 when none is left.
 
+use isobar_contour::api::Route as ProxyRoute;
+use isobar_contour::api::RouteService;
 use isobar_sdk::ObjectKey;
-use isobar_sdk::api::Route as ProxyRoute;
-use isobar_sdk::api::RouteService;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::ir::{ClusterOptions, Mirror, RouteAction, RoutePolicy, WeightedCluster};
 use isobar_sdk::resolve::{PortRef, service_cluster};

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeSet;
 
-use isobar_sdk::api::{HTTPProxy, Include};
+use isobar_contour::api::{HTTPProxy, Include};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::Host;
 use isobar_sdk::ir::{HTTP_LISTENER, HTTPS_LISTENER, Route, RouteAction, RoutePolicy};
-use isobar_sdk::{BuildContext, Ir, Kind, ObjectKey, StatusReport};
+use isobar_sdk::{BuildContext, Ir, ObjectKey, StatusReport};
 
 use crate::check_unsupported;
 use crate::conditions::Matches;
@@ -36,7 +36,7 @@ pub(crate) struct Walk<'c, 'a> {
     /// applies to them).
     pub auth: Option<&'c crate::auth::RouteDefaults>,
     /// Global rate limits of vhosts without a global policy of their own.
-    pub default_rate_limits: Option<&'c isobar_sdk::api::GlobalRateLimitPolicy>,
+    pub default_rate_limits: Option<&'c isobar_contour::api::GlobalRateLimitPolicy>,
     /// The root's JWT providers (`None`: it has none).
     pub jwt: Option<&'c crate::jwt::Providers>,
 }
@@ -258,7 +258,7 @@ impl Walk<'_, '_> {
         chain: &mut Vec<ObjectKey>,
     ) {
         let namespace = include.namespace.as_deref().unwrap_or(&parent.namespace);
-        let target = ObjectKey::new(Kind::HTTPProxy, namespace, &include.name);
+        let target = ObjectKey::new(isobar_contour::HTTP_PROXY, namespace, &include.name);
         let Some(child) = self.ctx.get::<HTTPProxy>(namespace, &include.name) else {
             self.status.error(
                 parent,

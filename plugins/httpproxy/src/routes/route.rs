@@ -1,7 +1,7 @@
 //! One HTTPProxy route as IR routes: its matches, policies and prefix rewrites.
 
+use isobar_contour::api::{ReplacePrefix, Route as ProxyRoute};
 use isobar_sdk::ObjectKey;
-use isobar_sdk::api::{ReplacePrefix, Route as ProxyRoute};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::ir::{PathMatch, Route, RouteMatch, RoutePolicy};
 

@@ -393,7 +393,7 @@ mod tests {
         Route {
             matcher: RouteMatch::path(PathMatch::Prefix(path.to_string())),
             action: RouteAction::DirectResponse { status, body: None },
-            source: ObjectKey::new(Kind::HTTPProxy, "ns", "p"),
+            source: ObjectKey::new(Kind::Ingress, "ns", "p"),
             tie: None,
             policy: None,
         }

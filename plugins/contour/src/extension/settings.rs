@@ -8,9 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::api::GlobalRateLimitPolicy;
-use crate::condition::Reason;
-use crate::ir;
-use crate::plugin::BuildContext;
+use isobar_sdk::condition::Reason;
+use isobar_sdk::ir;
+use isobar_sdk::plugin::BuildContext;
 
 use super::*;
 
@@ -257,7 +257,7 @@ fn http_authz(
                 .flatten()
                 .collect();
                 match set.as_slice() {
-                    [one] if !crate::headers::is_header_value(match one {
+                    [one] if !isobar_sdk::headers::is_header_value(match one {
                         ir::StringMatch::Exact(v)
                         | ir::StringMatch::Prefix(v)
                         | ir::StringMatch::Suffix(v)
@@ -285,7 +285,7 @@ fn http_authz(
     };
     let path_prefix = settings.path_prefix.clone().unwrap_or_default();
     if !path_prefix.is_empty()
-        && (!path_prefix.starts_with('/') || !crate::headers::is_header_value(&path_prefix))
+        && (!path_prefix.starts_with('/') || !isobar_sdk::headers::is_header_value(&path_prefix))
     {
         return Err((
             Reason::AuthServiceTypeInvalid,

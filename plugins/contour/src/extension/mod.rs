@@ -7,11 +7,11 @@
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use crate::Objects;
 use crate::api::{ExtensionService, ExtensionServiceSpec};
-use crate::condition::{ConditionType, Reason};
-use crate::ir;
-use crate::plugin::BuildContext;
+use isobar_sdk::Objects;
+use isobar_sdk::condition::{ConditionType, Reason};
+use isobar_sdk::ir;
+use isobar_sdk::plugin::BuildContext;
 
 mod settings;
 
@@ -57,7 +57,7 @@ pub fn timeout_setting(text: &str) -> Result<Option<Duration>, String> {
     if matches!(text, "infinity" | "infinite") {
         return Ok(Some(Duration::ZERO));
     }
-    let parsed = crate::policy::timeout(text)?;
+    let parsed = isobar_sdk::policy::timeout(text)?;
     Ok((!parsed.is_zero()).then_some(parsed))
 }
 
@@ -268,7 +268,7 @@ fn check_upstream_validation(
         ))
     } else if names
         .iter()
-        .any(|n| !crate::headers::is_header_value(n) || n.contains(char::is_whitespace))
+        .any(|n| !isobar_sdk::headers::is_header_value(n) || n.contains(char::is_whitespace))
     {
         Err((
             Reason::TLSUpstreamValidation,
