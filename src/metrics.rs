@@ -5,7 +5,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TypeLabel {
@@ -60,152 +60,48 @@ pub struct ResultLabel {
     pub result: &'static str,
 }
 
+/// Registers `metric` as `name` with `help`; returns it.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// `Metrics` with each metric registered in the order listed: `field: name, help, metric;`.
+macro_rules! metrics {
+    ($registry:expr; $($field:ident: $name:literal, $help:literal, $metric:expr;)*) => {{
+        let registry = &mut $registry;
+        Metrics {
+            $($field: registered(registry, $name, $help, $metric),)*
+            registry: std::mem::take(registry),
+        }
+    }};
+}
+
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("isobar");
-        let builds = Counter::default();
-        let endpoint_updates = Counter::default();
-        let spliced_builds = Counter::default();
-        let build_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        let objects = Family::<KindLabel, Gauge>::default();
-        let manifest_errors = Counter::default();
-        let xds_streams = Gauge::default();
-        let xds_responses = Family::<TypeLabel, Counter>::default();
-        let xds_nacks = Family::<TypeLabel, Counter>::default();
-        let envoy_rejected_objects = Gauge::default();
-        let withheld_resources = Counter::default();
-        let watch_restarts = Family::<KindLabel, Counter>::default();
-        let decode_errors = Family::<KindLabel, Counter>::default();
-        let status_writes = Family::<ResultLabel, Counter>::default();
-        let leader = Gauge::default();
-        let xds_bytes = Family::<TypeLabel, Counter>::default();
-        let xds_resources = Family::<TypeLabel, Counter>::default();
-        let event_to_xds = Family::<TypeLabel, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
-        );
-        registry.register("builds", "Completed pipeline builds", builds.clone());
-        registry.register(
-            "endpoint_updates",
-            "EndpointSlice changes served by updating EDS alone, without a build",
-            endpoint_updates.clone(),
-        );
-        registry.register(
-            "spliced_builds",
-            "Builds of the objects a change reaches alone, spliced into the previous build (also counted in builds)",
-            spliced_builds.clone(),
-        );
-        registry.register(
-            "build_duration_seconds",
-            "Time from objects to an encoded xDS snapshot",
-            build_seconds.clone(),
-        );
-        registry.register("objects", "Objects in the store, by kind", objects.clone());
-        registry.register(
-            "manifest_errors",
-            "Manifest files that failed to parse (their last good objects were kept)",
-            manifest_errors.clone(),
-        );
-        registry.register(
-            "xds_streams",
-            "Connected Envoy ADS streams",
-            xds_streams.clone(),
-        );
-        registry.register(
-            "xds_responses",
-            "xDS responses sent, by type",
-            xds_responses.clone(),
-        );
-        registry.register(
-            "xds_nacks",
-            "xDS updates Envoy rejected, by type",
-            xds_nacks.clone(),
-        );
-        registry.register(
-            "envoy_rejected_objects",
-            "Objects whose latest version Envoy rejected: their previous version is served (or none, if new)",
-            envoy_rejected_objects.clone(),
-        );
-        registry.register(
-            "withheld_resources",
-            "Resources not sent because Envoy's rules would refuse them (Envoy keeps the version it was sent last)",
-            withheld_resources.clone(),
-        );
-        registry.register(
-            "watch_errors",
-            "Kubernetes watch errors (each is retried with backoff, relisting when needed), by kind",
-            watch_restarts.clone(),
-        );
-        registry.register(
-            "decode_errors",
-            "Objects from the Kubernetes API that did not decode and were skipped, by kind",
-            decode_errors.clone(),
-        );
-        registry.register(
-            "status_writes",
-            "Status writes by result: written, unchanged (already in place), conflict (retried), gone, failed",
-            status_writes.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease (writes status)",
-            leader.clone(),
-        );
-        registry.register(
-            "xds_bytes",
-            "Encoded bytes of xDS responses sent, by type",
-            xds_bytes.clone(),
-        );
-        registry.register(
-            "xds_resources",
-            "Resources in xDS responses sent, by type",
-            xds_resources.clone(),
-        );
-        let plugin_events = Family::<PluginEventLabel, Counter>::default();
-        registry.register(
-            "plugin_events",
-            "Events plugins counted (a WebAssembly processor trapping, a policy failing to evaluate), by plugin and event",
-            plugin_events.clone(),
-        );
-        let admission_reviews = Family::<ResultLabel, Counter>::default();
-        let admission_seconds = latency_histogram();
-        registry.register(
-            "admission_reviews",
-            "AdmissionReviews answered, by result (allowed, denied)",
-            admission_reviews.clone(),
-        );
-        registry.register(
-            "admission_review_seconds",
-            "Time to judge one AdmissionReview (the dry builds)",
-            admission_seconds.clone(),
-        );
-        registry.register(
-            "event_to_xds_seconds",
-            "From the first object change a snapshot reflects to a response carrying it written to a stream, by type",
-            event_to_xds.clone(),
-        );
-        Metrics {
-            registry,
-            builds,
-            endpoint_updates,
-            spliced_builds,
-            build_seconds,
-            objects,
-            manifest_errors,
-            xds_streams,
-            xds_responses,
-            xds_nacks,
-            envoy_rejected_objects,
-            withheld_resources,
-            watch_restarts,
-            decode_errors,
-            status_writes,
-            leader,
-            xds_bytes,
-            xds_resources,
-            event_to_xds,
-            plugin_events,
-            admission_reviews,
-            admission_seconds,
+        metrics! {
+            Registry::with_prefix("isobar");
+            builds: "builds", "Completed pipeline builds", Counter::default();
+            endpoint_updates: "endpoint_updates", "EndpointSlice changes served by updating EDS alone, without a build", Counter::default();
+            spliced_builds: "spliced_builds", "Builds of the objects a change reaches alone, spliced into the previous build (also counted in builds)", Counter::default();
+            build_seconds: "build_duration_seconds", "Time from objects to an encoded xDS snapshot", Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+            objects: "objects", "Objects in the store, by kind", Family::default();
+            manifest_errors: "manifest_errors", "Manifest files that failed to parse (their last good objects were kept)", Counter::default();
+            xds_streams: "xds_streams", "Connected Envoy ADS streams", Gauge::default();
+            xds_responses: "xds_responses", "xDS responses sent, by type", Family::default();
+            xds_nacks: "xds_nacks", "xDS updates Envoy rejected, by type", Family::default();
+            envoy_rejected_objects: "envoy_rejected_objects", "Objects whose latest version Envoy rejected: their previous version is served (or none, if new)", Gauge::default();
+            withheld_resources: "withheld_resources", "Resources not sent because Envoy's rules would refuse them (Envoy keeps the version it was sent last)", Counter::default();
+            watch_restarts: "watch_errors", "Kubernetes watch errors (each is retried with backoff, relisting when needed), by kind", Family::default();
+            decode_errors: "decode_errors", "Objects from the Kubernetes API that did not decode and were skipped, by kind", Family::default();
+            status_writes: "status_writes", "Status writes by result: written, unchanged (already in place), conflict (retried), gone, failed", Family::default();
+            leader: "leader", "1 while this replica holds the leader Lease (writes status)", Gauge::default();
+            xds_bytes: "xds_bytes", "Encoded bytes of xDS responses sent, by type", Family::default();
+            xds_resources: "xds_resources", "Resources in xDS responses sent, by type", Family::default();
+            plugin_events: "plugin_events", "Events plugins counted (a WebAssembly processor trapping, a policy failing to evaluate), by plugin and event", Family::default();
+            admission_reviews: "admission_reviews", "AdmissionReviews answered, by result (allowed, denied)", Family::default();
+            admission_seconds: "admission_review_seconds", "Time to judge one AdmissionReview (the dry builds)", latency_histogram();
+            event_to_xds: "event_to_xds_seconds", "From the first object change a snapshot reflects to a response carrying it written to a stream, by type", Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         }
     }
 }

@@ -339,8 +339,20 @@ impl ServeArgs {
             )));
         }
         let mut flags = Map::new();
+        for (path, value) in self.flag_settings() {
+            if let Some(value) = value {
+                set(&mut flags, path, value);
+            }
+        }
+        let mut config = self.config.load_with(flags, resource)?;
+        config.disabled_features = self.disable_feature.clone();
+        Ok(config)
+    }
+
+    /// The contour.yaml keys the flags set, each with its flag's value (`None`: unset).
+    fn flag_settings(&self) -> [(&'static str, Option<Value>); 33] {
         let text = |v: &Option<String>| v.clone().map(Value::from);
-        let pairs: [(&str, Option<Value>); 33] = [
+        [
             (
                 "admission-webhook.enabled",
                 self.admission_webhook.then_some(Value::Bool(true)),
@@ -452,15 +464,7 @@ impl ServeArgs {
                 "kubernetesClientBurst",
                 self.kubernetes_client_burst.map(Value::from),
             ),
-        ];
-        for (path, value) in pairs {
-            if let Some(value) = value {
-                set(&mut flags, path, value);
-            }
-        }
-        let mut config = self.config.load_with(flags, resource)?;
-        config.disabled_features = self.disable_feature.clone();
-        Ok(config)
+        ]
     }
 }
 

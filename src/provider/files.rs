@@ -367,29 +367,8 @@ impl Provider for FilesProvider {
         }
         let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
         // The paths the watcher saw change since the last look; `None`: look at everything.
-        let seen: Arc<std::sync::Mutex<Option<BTreeSet<PathBuf>>>> = Arc::default();
-        let record = seen.clone();
-        let handler = move |event: notify::Result<notify::Event>| {
-            // Opening and reading (Isobar's own reads among them) change nothing: waking
-            // on them would read the files again, and again.
-            if let Ok(e) = &event
-                && let EventKind::Access(access) = e.kind
-                && access != AccessKind::Close(AccessMode::Write)
-            {
-                return;
-            }
-            if let Ok(mut seen) = record.lock() {
-                match event {
-                    Ok(e) if !e.paths.is_empty() && !e.need_rescan() => {
-                        if let Some(set) = seen.as_mut() {
-                            set.extend(e.paths);
-                        }
-                    }
-                    _ => *seen = None,
-                }
-            }
-            let _ = wake_tx.try_send(());
-        };
+        let seen: Seen = Arc::default();
+        let handler = recorder(seen.clone(), wake_tx);
         // Watching starts once the first read is done (see below).
         let mut handler = Some(handler);
         // Kept for as long as the provider runs: dropped, it stops watching.
@@ -462,27 +441,71 @@ impl Provider for FilesProvider {
                 }
                 continue;
             }
-            if polling {
-                tokio::time::sleep(POLL).await;
-            } else if state.linked_dirs {
-                // Directories behind links are not watched: look again at least every POLL.
-                if let Ok(None) = tokio::time::timeout(POLL, wake_rx.recv()).await {
-                    return Ok(());
-                }
-                if let Ok(mut seen) = seen.lock() {
-                    *seen = None;
-                }
-                tokio::time::sleep(SETTLE).await;
-                while wake_rx.try_recv().is_ok() {}
-            } else {
-                if wake_rx.recv().await.is_none() {
-                    return Ok(());
-                }
-                tokio::time::sleep(SETTLE).await;
-                while wake_rx.try_recv().is_ok() {}
+            if !wait(polling, state.linked_dirs, &mut wake_rx, &seen).await {
+                return Ok(());
             }
         }
     }
+}
+
+/// The paths a watcher saw change since they were last looked at; `None`: look at
+/// everything.
+type Seen = Arc<std::sync::Mutex<Option<BTreeSet<PathBuf>>>>;
+
+/// A watcher's handler: records in `seen` what each event names and wakes the reader.
+fn recorder(
+    seen: Seen,
+    wake: mpsc::Sender<()>,
+) -> impl FnMut(notify::Result<notify::Event>) + Send + 'static {
+    move |event: notify::Result<notify::Event>| {
+        // Opening and reading (Isobar's own reads among them) change nothing: waking
+        // on them would read the files again, and again.
+        if let Ok(e) = &event
+            && let EventKind::Access(access) = e.kind
+            && access != AccessKind::Close(AccessMode::Write)
+        {
+            return;
+        }
+        if let Ok(mut seen) = seen.lock() {
+            match event {
+                Ok(e) if !e.paths.is_empty() && !e.need_rescan() => {
+                    if let Some(set) = seen.as_mut() {
+                        set.extend(e.paths);
+                    }
+                }
+                _ => *seen = None,
+            }
+        }
+        let _ = wake.try_send(());
+    }
+}
+
+/// Waits for the next look: a poll interval when nothing watches, else the watcher's
+/// wake-up (at most a poll interval when directories behind links are not watched),
+/// then a moment for a burst of writes to settle. False once the watcher is gone.
+async fn wait(
+    polling: bool,
+    linked_dirs: bool,
+    wake: &mut mpsc::Receiver<()>,
+    seen: &Seen,
+) -> bool {
+    if polling {
+        tokio::time::sleep(POLL).await;
+        return true;
+    }
+    if linked_dirs {
+        if let Ok(None) = tokio::time::timeout(POLL, wake.recv()).await {
+            return false;
+        }
+        if let Ok(mut seen) = seen.lock() {
+            *seen = None;
+        }
+    } else if wake.recv().await.is_none() {
+        return false;
+    }
+    tokio::time::sleep(SETTLE).await;
+    while wake.try_recv().is_ok() {}
+    true
 }
 
 async fn send(events: &mpsc::Sender<Event>, event: Event) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use isobar_sdk::{ConditionType, Kind, ObjectKey, Objects, Reason, StatusReport};
 
-use super::links::Links;
+use super::links::{Links, Reach};
 use super::pipeline::Pipeline;
 use super::rejected::{Refused, report_refused};
 use super::status::Desired;
@@ -114,22 +114,7 @@ impl Runner {
         }
         last.encoder
             .carry_tcp_proxies(&mut output.ir, &reach.objects);
-        if !last.encoder.same_listeners(&output.ir) {
-            tracing::debug!("a change reshaped a listener; building everything");
-            return false;
-        }
-        if !last
-            .encoder
-            .keeps_shards(&output.ir, &reach.hosts, &self.settings)
-        {
-            tracing::debug!(
-                "a change splits a listener's routes into shards or joins them; building everything"
-            );
-            return false;
-        }
-        let every = output.ir.listeners.values().flat_map(|l| l.fqdns());
-        if let Some(stray) = every.into_iter().find(|fqdn| !reach.hosts.contains(*fqdn)) {
-            tracing::debug!(fqdn = %stray, "a change reached a vhost its objects do not claim; building everything");
+        if !self.fits(&last.encoder, &output.ir, &reach) {
             return false;
         }
         report_unreadable(&mut output.status, objects, unreadable, &self.pipeline);
@@ -159,30 +144,7 @@ impl Runner {
             }
         }
         let encoded = started.elapsed();
-        // The objects whose status this build has: those it reached, and those of kinds
-        // every build reports on whole.
-        let mut reported = reach.objects.clone();
-        reported.extend(
-            output
-                .status
-                .objects
-                .keys()
-                .filter(|k| self.pipeline.whole(k.kind))
-                .cloned(),
-        );
-        let mut fresh = StatusReport::default();
-        for key in &reported {
-            if let Some(s) = output.status.objects.remove(key) {
-                fresh.objects.insert(key.clone(), s);
-            }
-        }
-        log_status_changes(status, &fresh);
-        for key in &reported {
-            match fresh.objects.remove(key) {
-                Some(s) => status.objects.insert(key.clone(), s),
-                None => status.objects.remove(key),
-            };
-        }
+        let reported = self.take_reported(status, &mut output.status, &reach);
         let published = self.snapshots.send_if_modified(|current| {
             let Some(snapshot) = current.as_ref() else {
                 return false;
@@ -220,6 +182,60 @@ impl Runner {
         self.metrics.build_seconds.observe(elapsed.as_secs_f64());
         self.metrics.builds.inc();
         true
+    }
+
+    /// Whether a spliced build's IR fits the last build's tables: the same listeners,
+    /// the same split of routes into shards, and no vhost the change does not reach.
+    fn fits(&self, last: &Encoder, ir: &isobar_sdk::Ir, reach: &Reach) -> bool {
+        if !last.same_listeners(ir) {
+            tracing::debug!("a change reshaped a listener; building everything");
+            return false;
+        }
+        if !last.keeps_shards(ir, &reach.hosts, &self.settings) {
+            tracing::debug!(
+                "a change splits a listener's routes into shards or joins them; building everything"
+            );
+            return false;
+        }
+        let every = ir.listeners.values().flat_map(|l| l.fqdns());
+        if let Some(stray) = every.into_iter().find(|fqdn| !reach.hosts.contains(*fqdn)) {
+            tracing::debug!(fqdn = %stray, "a change reached a vhost its objects do not claim; building everything");
+            return false;
+        }
+        true
+    }
+
+    /// Moves a spliced build's report on the objects it has status for (those it
+    /// reached, and those of kinds every build reports on whole) into `status`; returns
+    /// their keys.
+    fn take_reported(
+        &self,
+        status: &mut StatusReport,
+        built: &mut StatusReport,
+        reach: &Reach,
+    ) -> BTreeSet<ObjectKey> {
+        let mut reported = reach.objects.clone();
+        reported.extend(
+            built
+                .objects
+                .keys()
+                .filter(|k| self.pipeline.whole(k.kind))
+                .cloned(),
+        );
+        let mut fresh = StatusReport::default();
+        for key in &reported {
+            if let Some(s) = built.objects.remove(key) {
+                fresh.objects.insert(key.clone(), s);
+            }
+        }
+        log_status_changes(status, &fresh);
+        for key in &reported {
+            match fresh.objects.remove(key) {
+                Some(s) => status.objects.insert(key.clone(), s),
+                None => status.objects.remove(key),
+            };
+        }
+        reported
     }
 
     /// Builds everything from the objects.

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use gateway_api::apis::standard::backendtlspolicies::BackendTlsPolicyValidationCaCertificateRefs as CaCertificateRef;
 use isobar_sdk::condition::Condition;
 use isobar_sdk::ir::UpstreamValidation;
 use isobar_sdk::{BuildContext, ObjectKey, ParentRef, StatusReport};
@@ -224,10 +225,63 @@ fn judge(ctx: &BuildContext<'_>, key: &ObjectKey, policy: &BackendTlsPolicy) -> 
     if dns.is_empty() && uris.is_empty() {
         dns.push(hostname.clone());
     }
+    let Bundle {
+        pem,
+        fingerprints,
+        unresolved,
+    } = ca_certificates(ctx, key, v.ca_certificate_refs.iter().flatten());
+    let resolved = match &unresolved {
+        None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
+        Some((reason, message)) => Condition::new("ResolvedRefs", false, reason, message.clone()),
+    };
+    if pem.is_empty() {
+        let message = unresolved.map_or_else(
+            || "caCertificateRefs names no ConfigMap".to_string(),
+            |(_, m)| m,
+        );
+        return Judged {
+            tls: None,
+            conditions: vec![
+                Condition::new("Accepted", false, "NoValidCACertificate", message),
+                resolved,
+            ],
+        };
+    }
+    Judged {
+        tls: Some(Tls {
+            hostname,
+            validation: UpstreamValidation {
+                ca: isobar_sdk::ir::PemBundle {
+                    pem,
+                    fingerprint: isobar_sdk::secret::fingerprint(fingerprints.concat().as_bytes()),
+                },
+                subject_names: dns,
+                subject_uris: uris,
+            },
+        }),
+        conditions: vec![Condition::new("Accepted", true, "Accepted", ""), resolved],
+    }
+}
+
+/// The CA certificates a policy names, and why the first one that cannot be used
+/// cannot (a reason and a message).
+struct Bundle {
+    pem: String,
+    fingerprints: Vec<String>,
+    unresolved: Option<(&'static str, String)>,
+}
+
+/// The CA certificates of `refs` (ConfigMaps' `ca.crt`, or Secrets') in `key`'s
+/// namespace.
+fn ca_certificates<'r>(
+    ctx: &BuildContext<'_>,
+    key: &ObjectKey,
+    refs: impl Iterator<Item = &'r CaCertificateRef>,
+) -> Bundle {
     let mut pem = String::new();
     let mut fingerprints = Vec::new();
-    let mut unresolved: Option<(&str, String)> = None;
-    for reference in v.ca_certificate_refs.iter().flatten() {
+    let mut unresolved: Option<(&'static str, String)> = None;
+    for reference in refs {
         // A Secret's `ca.crt` too (implementation-specific; Contour reads Secrets).
         if reference.group.is_empty() && reference.kind == "Secret" {
             match ctx.ca_bundle(&key.namespace, &reference.name) {
@@ -273,36 +327,10 @@ fn judge(ctx: &BuildContext<'_>, key: &ObjectKey, policy: &BackendTlsPolicy) -> 
             }
         }
     }
-    let resolved = match &unresolved {
-        None => Condition::new("ResolvedRefs", true, "ResolvedRefs", ""),
-        Some((reason, message)) => Condition::new("ResolvedRefs", false, reason, message.clone()),
-    };
-    if pem.is_empty() {
-        let message = unresolved.map_or_else(
-            || "caCertificateRefs names no ConfigMap".to_string(),
-            |(_, m)| m,
-        );
-        return Judged {
-            tls: None,
-            conditions: vec![
-                Condition::new("Accepted", false, "NoValidCACertificate", message),
-                resolved,
-            ],
-        };
-    }
-    Judged {
-        tls: Some(Tls {
-            hostname,
-            validation: UpstreamValidation {
-                ca: isobar_sdk::ir::PemBundle {
-                    pem,
-                    fingerprint: isobar_sdk::secret::fingerprint(fingerprints.concat().as_bytes()),
-                },
-                subject_names: dns,
-                subject_uris: uris,
-            },
-        }),
-        conditions: vec![Condition::new("Accepted", true, "Accepted", ""), resolved],
+    Bundle {
+        pem,
+        fingerprints,
+        unresolved,
     }
 }
 

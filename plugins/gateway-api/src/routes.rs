@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gateway_api::apis::experimental::httproutes::HttpRouteSpec;
 
 use isobar_sdk::condition::Condition;
-use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
+use isobar_sdk::{BuildContext, GatewayStatus, Ir, ObjectKey, ParentRef, StatusReport};
 
 mod place;
 
@@ -293,9 +293,8 @@ fn serve_route(
         ctx,
         grants,
         gateways,
-        tls,
-        traffic,
         created,
+        ..
     } = *env;
     // Reported even with no parent of this controller's: entries it wrote before (a
     // parent named no longer, a default Gateway no more) go.
@@ -314,19 +313,7 @@ fn serve_route(
             .collect(),
         crate::defaults::is_all(spec.use_default_gateways.as_ref()),
     );
-    // The certificate presented to TLS backends: its (first) Gateway's that has one.
-    let client_certificate = parents.iter().find_map(|p| {
-        let (gateway, _) = ours(gateways, key, p)?;
-        gateways
-            .client_certificates
-            .get(&gateway)
-            .map(String::as_str)
-    });
-    let upstream = crate::backend_tls::Upstream {
-        policies: tls,
-        client_certificate,
-        traffic: (!traffic.is_empty()).then_some(traffic),
-    };
+    let upstream = upstream(env, key, &parents);
     let bad_host = invalid_hostname(&hostnames);
     for parent in parents {
         // Another controller's Gateway (or none): not this controller's to report.
@@ -364,19 +351,7 @@ fn serve_route(
                 continue;
             }
         };
-        gw.set_parent(&parent, Condition::new("Accepted", true, "Accepted", ""));
-        if !done.invalid.is_empty() {
-            gw.set_parent(
-                &parent,
-                Condition::new(
-                    "PartiallyInvalid",
-                    true,
-                    "UnsupportedValue",
-                    format!("left out: {}", done.invalid.join("; ")),
-                ),
-            );
-        }
-        gw.set_parent(&parent, resolved_refs(done.unresolved.as_ref()));
+        report_accepted(gw, &parent, done);
         let mut outcome = Placed::default();
         for (listener, hosts) in hosted {
             attached.insert((gateway.clone(), listener.name.clone()));
@@ -391,30 +366,8 @@ fn serve_route(
                 );
             }
         }
-        // Matches an older route has on the same host: as Contour reports them.
         if !outcome.taken.is_empty() {
-            let gw = status.gateway(key);
-            if outcome.placed.is_empty() {
-                gw.set_parent(
-                    &parent,
-                    Condition::new(
-                        "Accepted",
-                        false,
-                        "RuleMatchConflict",
-                        format!("{kind}'s Match has conflict with other {kind}'s Match"),
-                    ),
-                );
-            } else {
-                gw.set_parent(
-                    &parent,
-                    Condition::new(
-                        "PartiallyInvalid",
-                        true,
-                        "RuleMatchPartiallyConflict",
-                        format!("Dropped Rule: some of {kind}'s rule(s) has(ve) been dropped because of conflict against other {kind}'s rule(s)"),
-                    ),
-                );
-            }
+            report_conflicts(status.gateway(key), &parent, kind, &outcome);
         }
         placed = true;
     }
@@ -427,6 +380,69 @@ fn serve_route(
         }
         _ => BTreeSet::new(),
     }
+}
+
+/// What a route's TLS backends are called with: the policies, the traffic policies and
+/// the client certificate of its (first) Gateway that has one.
+fn upstream<'c>(
+    env: &Env<'c, '_>,
+    key: &ObjectKey,
+    parents: &[ParentRef],
+) -> crate::backend_tls::Upstream<'c> {
+    let gateways = env.gateways;
+    let client_certificate = parents.iter().find_map(|p| {
+        let (gateway, _) = ours(gateways, key, p)?;
+        gateways
+            .client_certificates
+            .get(&gateway)
+            .map(String::as_str)
+    });
+    crate::backend_tls::Upstream {
+        policies: env.tls,
+        client_certificate,
+        traffic: (!env.traffic.is_empty()).then_some(env.traffic),
+    }
+}
+
+/// A parent that takes the route: `Accepted`, what of it was left out, and whether its
+/// references resolve.
+fn report_accepted(gw: &mut GatewayStatus, parent: &ParentRef, done: &crate::rules::Rules) {
+    gw.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
+    if !done.invalid.is_empty() {
+        gw.set_parent(
+            parent,
+            Condition::new(
+                "PartiallyInvalid",
+                true,
+                "UnsupportedValue",
+                format!("left out: {}", done.invalid.join("; ")),
+            ),
+        );
+    }
+    gw.set_parent(parent, resolved_refs(done.unresolved.as_ref()));
+}
+
+/// Matches an older route has on the same host: as Contour reports them (the route not
+/// accepted when none of its rules was placed).
+fn report_conflicts(gw: &mut GatewayStatus, parent: &ParentRef, kind: &str, outcome: &Placed) {
+    let condition = if outcome.placed.is_empty() {
+        Condition::new(
+            "Accepted",
+            false,
+            "RuleMatchConflict",
+            format!("{kind}'s Match has conflict with other {kind}'s Match"),
+        )
+    } else {
+        Condition::new(
+            "PartiallyInvalid",
+            true,
+            "RuleMatchPartiallyConflict",
+            format!(
+                "Dropped Rule: some of {kind}'s rule(s) has(ve) been dropped because of conflict against other {kind}'s rule(s)"
+            ),
+        )
+    };
+    gw.set_parent(parent, condition);
 }
 
 /// Whether the parent `parent` (one of this controller's, with its `listeners`) takes

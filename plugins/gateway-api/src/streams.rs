@@ -13,7 +13,7 @@ use isobar_sdk::ir::{
 use isobar_sdk::{BuildContext, Ir, ObjectKey, ParentRef, StatusReport};
 
 use crate::backend_tls::{BackendTls, Upstream};
-use crate::gateways::{Family, Gateways};
+use crate::gateways::{Family, Gateways, Served};
 use crate::grants::Grants;
 use crate::kinds::{TcpRoute, TlsRoute, UdpRoute};
 use crate::routes::{Attachments, attach, invalid_hostname, ours, resolved_refs};
@@ -213,6 +213,55 @@ fn localities(
     })
 }
 
+/// `Accepted`, or not when a route created before it holds each of its SNI names.
+fn accepted_unless_held(accepted: bool) -> Condition {
+    if accepted {
+        Condition::new("Accepted", true, "Accepted", "")
+    } else {
+        Condition::new(
+            "Accepted",
+            false,
+            "HostnameConflict",
+            "a route created before it holds each of its SNI names",
+        )
+    }
+}
+
+/// Puts `proxy` on each of `hosts` (SNI names) of the TLS `listener` that no older
+/// route holds: whether the route holds any of them, and whether an older route holds
+/// one.
+fn hold_names(ir: &mut Ir, listener: &Served, hosts: &[String], proxy: &TcpProxy) -> (bool, bool) {
+    let (mut holds, mut held) = (false, false);
+    let Some(vhosts) = ir.secure_virtual_hosts_mut(&listener.envoy) else {
+        return (holds, held);
+    };
+    for host in hosts {
+        let tls = listener.secret.as_ref().map(|sds| DownstreamTls {
+            secret: sds.clone(),
+            min_version: None,
+            max_version: None,
+            alpn_http: false,
+            client_validation: None,
+        });
+        let vhost = vhosts
+            .entry(host.clone())
+            .or_insert_with(|| SecureVirtualHost {
+                tcp_proxy: Some(proxy.clone()),
+                ..SecureVirtualHost::new(host, tls)
+            });
+        if vhost
+            .tcp_proxy
+            .as_ref()
+            .is_some_and(|p| p.source == proxy.source)
+        {
+            holds = true;
+        } else {
+            held = true;
+        }
+    }
+    (holds, held)
+}
+
 /// Serves one route on each of its parents; the BackendTLSPolicies its backends were
 /// spoken to under (a TLSRoute's on listeners that terminate TLS: Envoy speaks TLS to
 /// the backend again as the policy says).
@@ -270,13 +319,12 @@ fn serve_stream(
             }
             let terminates = stream.kind == "TLSRoute" && listener.secret.is_some();
             let clusters = if terminates && !tls.is_empty() {
-                let client_certificate = gateways
-                    .client_certificates
-                    .get(&gateway)
-                    .map(String::as_str);
                 let upstream = Upstream {
                     policies: tls,
-                    client_certificate,
+                    client_certificate: gateways
+                        .client_certificates
+                        .get(&gateway)
+                        .map(String::as_str),
                     traffic: None,
                 };
                 used_policies.extend(
@@ -307,45 +355,16 @@ fn serve_stream(
                 }
                 continue;
             }
-            let Some(vhosts) = ir.secure_virtual_hosts_mut(&listener.envoy) else {
-                continue;
-            };
-            for host in hosts {
-                let tls = listener.secret.as_ref().map(|sds| DownstreamTls {
-                    secret: sds.clone(),
-                    min_version: None,
-                    max_version: None,
-                    alpn_http: false,
-                    client_validation: None,
-                });
-                let vhost = vhosts
-                    .entry(host.clone())
-                    .or_insert_with(|| SecureVirtualHost {
-                        tcp_proxy: Some(proxy.clone()),
-                        ..SecureVirtualHost::new(host, tls)
-                    });
-                if vhost.tcp_proxy.as_ref().is_some_and(|p| p.source == *key) {
-                    served = true;
-                } else {
-                    taken = true;
-                }
-            }
+            let (holds, held) = hold_names(ir, listener, hosts, &proxy);
+            served |= holds;
+            taken |= held;
         }
-        if taken && !served {
-            gw.set_parent(
-                parent,
-                Condition::new(
-                    "Accepted",
-                    false,
-                    "HostnameConflict",
-                    "a route created before it holds each of its SNI names",
-                ),
-            );
-            gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
+        let accepted = served || !taken;
+        gw.set_parent(parent, accepted_unless_held(accepted));
+        gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
+        if !accepted {
             continue;
         }
-        gw.set_parent(parent, Condition::new("Accepted", true, "Accepted", ""));
-        gw.set_parent(parent, resolved_refs(unresolved.as_ref()));
         forwarded = true;
         for (listener, _) in hosted {
             attached.insert((gateway.clone(), listener.name.clone()));

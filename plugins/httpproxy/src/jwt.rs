@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use isobar_contour::api::{HTTPProxy, JwtProvider, JwtVerificationPolicy};
+use isobar_contour::api::{HTTPProxy, JwtProvider, JwtVerificationPolicy, RemoteJwks};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::ir::{self, Cluster, ClusterOptions};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, StatusReport};
@@ -237,24 +237,7 @@ fn provider(
     if let Some(v) = &jwks.validation {
         options.upstream_validation = Some(Box::new(remote_validation(ctx, key, v, &scheme)?));
     }
-    let timeout = match jwks.timeout.as_deref().filter(|t| !t.is_empty()) {
-        None => Duration::from_secs(1),
-        Some(text) => duration(text).map_err(|e| {
-            (
-                Reason::RemoteJWKSTimeoutInvalid,
-                format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.Timeout is invalid: {e}"),
-            )
-        })?,
-    };
-    let cache_duration = match jwks.cache_duration.as_deref().filter(|t| !t.is_empty()) {
-        None => None,
-        Some(text) => Some(duration(text).map_err(|e| {
-            (
-                Reason::RemoteJWKSCacheDurationInvalid,
-                format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.CacheDuration is invalid: {e}"),
-            )
-        })?),
-    };
+    let (timeout, cache_duration) = fetch_times(jwks)?;
     options.dns_lookup_family = dns_lookup_family(jwks.dns_lookup_family.as_deref())?;
     if scheme == "https" {
         options.protocol = Some(ir::UpstreamProtocol::Tls);
@@ -280,6 +263,30 @@ fn provider(
         cache_duration,
     };
     Ok((provider_with(p, keys), Some(cluster)))
+}
+
+/// A remote JWKS's fetch timeout (1 s unless set) and how long its keys are cached
+/// (Envoy's default unless set).
+fn fetch_times(jwks: &RemoteJwks) -> Result<(Duration, Option<Duration>), (Reason, String)> {
+    let timeout = match jwks.timeout.as_deref().filter(|t| !t.is_empty()) {
+        None => Duration::from_secs(1),
+        Some(text) => duration(text).map_err(|e| {
+            (
+                Reason::RemoteJWKSTimeoutInvalid,
+                format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.Timeout is invalid: {e}"),
+            )
+        })?,
+    };
+    let cache_duration = match jwks.cache_duration.as_deref().filter(|t| !t.is_empty()) {
+        None => None,
+        Some(text) => Some(duration(text).map_err(|e| {
+            (
+                Reason::RemoteJWKSCacheDurationInvalid,
+                format!("Spec.VirtualHost.JWTProviders.RemoteJWKS.CacheDuration is invalid: {e}"),
+            )
+        })?),
+    };
+    Ok((timeout, cache_duration))
 }
 
 /// A remote JWKS's `upstreamValidation` checked: what its cluster validates the server

@@ -55,66 +55,7 @@ pub(crate) fn read(meta: &ObjectMeta, key: &ObjectKey, status: &mut StatusReport
         }
     }
 
-    if let Some(retry_on) = get(&["projectcontour.io/retry-on", "contour.heptio.com/retry-on"]) {
-        let conditions: Vec<&str> = retry_on
-            .split(',')
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .collect();
-        let unknown: Vec<&&str> = conditions
-            .iter()
-            .filter(|c| !RETRY_ON.contains(c))
-            .collect();
-        let num_retries = match get(&[
-            "projectcontour.io/num-retries",
-            "contour.heptio.com/num-retries",
-        ])
-        .as_deref()
-        {
-            None => Some(1),
-            Some(n) => match n.parse::<i64>() {
-                Ok(-1) => Some(0),
-                Ok(0) => Some(1),
-                Ok(n) => u32::try_from(n).ok(),
-                Err(_) => None,
-            },
-        };
-        let per_try = get(&[
-            "projectcontour.io/per-try-timeout",
-            "contour.heptio.com/per-try-timeout",
-        ])
-        .map(|t| timeout(&t));
-        match (
-            unknown.is_empty() && !conditions.is_empty(),
-            num_retries,
-            per_try,
-        ) {
-            (false, _, _) => warn(
-                Reason::RetryPolicyNotValid,
-                format!(
-                    "projectcontour.io/retry-on ignored: {retry_on:?} is not a list of {}",
-                    RETRY_ON.join(", ")
-                ),
-            ),
-            (_, None, _) => warn(
-                Reason::RetryPolicyNotValid,
-                "projectcontour.io/num-retries ignored: not an integer of -1 or more".to_string(),
-            ),
-            (_, _, Some(Err(e))) => warn(
-                Reason::RetryPolicyNotValid,
-                format!("projectcontour.io/per-try-timeout ignored: {e}"),
-            ),
-            (true, Some(num_retries), per_try) => {
-                policy.retry = Some(Retry {
-                    retry_on: conditions.join(","),
-                    num_retries,
-                    per_try_timeout: per_try.and_then(Result::ok).filter(|d| !d.is_zero()),
-                    retriable_status_codes: Vec::new(),
-                    backoff: None,
-                })
-            }
-        }
-    }
+    policy.retry = retry(&get, &mut warn);
 
     let websocket_routes = get(&[
         "projectcontour.io/websocket-routes",
@@ -154,4 +95,72 @@ pub(crate) fn read(meta: &ObjectMeta, key: &ObjectKey, status: &mut StatusReport
             == Some("true"),
         allow_http: get(&["kubernetes.io/ingress.allow-http"]).as_deref() != Some("false"),
     }
+}
+
+/// The retry policy of `projectcontour.io/retry-on` (with `num-retries` and
+/// `per-try-timeout`); an invalid one is warned about and left out.
+fn retry(
+    get: &dyn Fn(&[&str]) -> Option<String>,
+    warn: &mut dyn FnMut(Reason, String),
+) -> Option<Retry> {
+    let retry_on = get(&["projectcontour.io/retry-on", "contour.heptio.com/retry-on"])?;
+    let conditions: Vec<&str> = retry_on
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let unknown: Vec<&&str> = conditions
+        .iter()
+        .filter(|c| !RETRY_ON.contains(c))
+        .collect();
+    let num_retries = match get(&[
+        "projectcontour.io/num-retries",
+        "contour.heptio.com/num-retries",
+    ])
+    .as_deref()
+    {
+        None => Some(1),
+        Some(n) => match n.parse::<i64>() {
+            Ok(-1) => Some(0),
+            Ok(0) => Some(1),
+            Ok(n) => u32::try_from(n).ok(),
+            Err(_) => None,
+        },
+    };
+    let per_try = get(&[
+        "projectcontour.io/per-try-timeout",
+        "contour.heptio.com/per-try-timeout",
+    ])
+    .map(|t| timeout(&t));
+    match (
+        unknown.is_empty() && !conditions.is_empty(),
+        num_retries,
+        per_try,
+    ) {
+        (false, _, _) => warn(
+            Reason::RetryPolicyNotValid,
+            format!(
+                "projectcontour.io/retry-on ignored: {retry_on:?} is not a list of {}",
+                RETRY_ON.join(", ")
+            ),
+        ),
+        (_, None, _) => warn(
+            Reason::RetryPolicyNotValid,
+            "projectcontour.io/num-retries ignored: not an integer of -1 or more".to_string(),
+        ),
+        (_, _, Some(Err(e))) => warn(
+            Reason::RetryPolicyNotValid,
+            format!("projectcontour.io/per-try-timeout ignored: {e}"),
+        ),
+        (true, Some(num_retries), per_try) => {
+            return Some(Retry {
+                retry_on: conditions.join(","),
+                num_retries,
+                per_try_timeout: per_try.and_then(Result::ok).filter(|d| !d.is_zero()),
+                retriable_status_codes: Vec::new(),
+                backoff: None,
+            });
+        }
+    }
+    None
 }

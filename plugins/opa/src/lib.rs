@@ -202,6 +202,44 @@ impl Opa {
         }
         out
     }
+
+    /// A policy's verdict on `key` in its status: each denial an error (and the object
+    /// refused) under `enforcement: deny`, a warning under `warn`; each warning a warning.
+    fn report(
+        &self,
+        key: &ObjectKey,
+        verdict: Verdict,
+        status: &mut StatusReport,
+        rejected: &mut BTreeSet<ObjectKey>,
+    ) {
+        for message in verdict.deny {
+            match self.enforcement {
+                Enforcement::Deny => {
+                    status.error(
+                        key,
+                        ConditionType::PolicyError,
+                        Reason::PolicyDenied,
+                        message,
+                    );
+                    rejected.insert(key.clone());
+                }
+                Enforcement::Warn => status.warning(
+                    key,
+                    ConditionType::PolicyError,
+                    Reason::PolicyWarning,
+                    message,
+                ),
+            }
+        }
+        for message in verdict.warn {
+            status.warning(
+                key,
+                ConditionType::PolicyError,
+                Reason::PolicyWarning,
+                message,
+            );
+        }
+    }
 }
 
 fn build(config: &serde_json::Value) -> Result<Box<dyn Processor>, ConfigError> {
@@ -330,35 +368,7 @@ impl Processor for Opa {
         let per_policy = inputs.len().max(1);
         for (i, (key, verdict)) in self.judge(&inventory, &inputs).into_iter().enumerate() {
             match verdict {
-                Ok(verdict) => {
-                    for message in verdict.deny {
-                        match self.enforcement {
-                            Enforcement::Deny => {
-                                status.error(
-                                    &key,
-                                    ConditionType::PolicyError,
-                                    Reason::PolicyDenied,
-                                    message,
-                                );
-                                rejected.insert(key.clone());
-                            }
-                            Enforcement::Warn => status.warning(
-                                &key,
-                                ConditionType::PolicyError,
-                                Reason::PolicyWarning,
-                                message,
-                            ),
-                        }
-                    }
-                    for message in verdict.warn {
-                        status.warning(
-                            &key,
-                            ConditionType::PolicyError,
-                            Reason::PolicyWarning,
-                            message,
-                        );
-                    }
-                }
+                Ok(verdict) => self.report(&key, verdict, status, &mut rejected),
                 Err(error) => {
                     // Rolling a policy out (`enforcement: warn`) refuses nothing.
                     let failure = match self.enforcement {

@@ -2,7 +2,7 @@
 
 use crate::ir::{CircuitBreakers, Cluster, ClusterOptions, UpstreamProtocol};
 use crate::names;
-use crate::object::{Objects, ServicePortSummary};
+use crate::object::{Objects, ServicePortSummary, ServiceSummary};
 
 /// How an object names a Service port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,87 +138,18 @@ pub fn service_cluster(
             name: name.to_string(),
         })?;
     if let Some(external_name) = &service.external_name {
-        let refused = |local: bool| {
-            let (namespace, name, external_name) = (
-                namespace.to_string(),
-                name.to_string(),
-                external_name.to_string(),
-            );
-            if local {
-                Unresolved::ExternalNameLocal {
-                    namespace,
-                    name,
-                    external_name,
-                }
-            } else {
-                Unresolved::ExternalName {
-                    namespace,
-                    name,
-                    external_name,
-                }
-            }
-        };
-        if !external_names {
-            return Err(refused(false));
-        }
-        if is_local(external_name) {
-            return Err(refused(true));
-        }
-        options.external_name = Some(external_name.to_ascii_lowercase());
+        options.external_name = Some(external_name_allowed(
+            namespace,
+            name,
+            external_name,
+            external_names,
+        )?);
     }
-    let matches = |p: &&ServicePortSummary| match port {
-        PortRef::Number(n) => p.port == n,
-        PortRef::Name(want) => p.name.as_deref() == Some(want),
-    };
-    let port_text = || match port {
-        PortRef::Number(n) => n.to_string(),
-        PortRef::Name(s) => s.to_string(),
-    };
-    // A number may name a UDP port and a TCP one (DNS's 53): the TCP one carries HTTP,
-    // the UDP one datagrams.
     let udp = options.protocol == Some(UpstreamProtocol::Udp);
-    let tcp = service
-        .ports
-        .iter()
-        .filter(|p| match &p.not_tcp {
-            None => !udp,
-            Some(protocol) => udp && &**protocol == "UDP",
-        })
-        .find(matches);
-    let found = tcp.ok_or_else(|| match service.ports.iter().find(matches) {
-        Some(other) => Unresolved::NotTcp {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            port: port_text(),
-            protocol: other.not_tcp.as_deref().unwrap_or("TCP").to_string(),
-        },
-        None => Unresolved::PortNotFound {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            port: port_text(),
-        },
-    })?;
+    let found = find_port(service, namespace, name, port, udp)?;
     let port_name = found.name.as_deref().unwrap_or_default().to_string();
-    let annotation = |key: &str| service.annotation(key);
-    let names_port = |list: &str| {
-        list.split(',')
-            .map(str::trim)
-            .any(|p| p == found.port.to_string() || (!port_name.is_empty() && p == port_name))
-    };
     if options.protocol.is_none() {
-        let app = found.app_protocol.as_deref();
-        let annotated = |p: &str| {
-            annotation(&format!("projectcontour.io/upstream-protocol.{p}")).is_some_and(names_port)
-        };
-        options.protocol = if annotated("h2") {
-            Some(UpstreamProtocol::H2)
-        } else if annotated("h2c") || app == Some("kubernetes.io/h2c") {
-            Some(UpstreamProtocol::H2c)
-        } else if annotated("tls") || app == Some("https") {
-            Some(UpstreamProtocol::Tls)
-        } else {
-            None
-        };
+        options.protocol = annotated_protocol(service, found, &port_name);
     }
     let tls = options.protocol.is_some_and(UpstreamProtocol::is_tls);
     if !tls {
@@ -232,15 +163,7 @@ pub fn service_cluster(
             });
         }
     }
-    let limit = |key: &str| annotation(key).and_then(|v| v.trim().parse::<u32>().ok());
-    let breakers = CircuitBreakers {
-        max_connections: limit("projectcontour.io/max-connections"),
-        max_pending_requests: limit("projectcontour.io/max-pending-requests"),
-        max_requests: limit("projectcontour.io/max-requests"),
-        max_retries: limit("projectcontour.io/max-retries"),
-        per_host_max_connections: limit("projectcontour.io/per-host-max-connections"),
-        retry_budget: None,
-    };
+    let breakers = annotated_breakers(service);
     if breakers != CircuitBreakers::default() {
         options.circuit_breakers = Some(Box::new(breakers));
     }
@@ -266,6 +189,131 @@ pub fn service_cluster(
         port_name,
         localities: Vec::new(),
     })
+}
+
+/// The DNS name an ExternalName Service resolves to, lowercased; refused unless
+/// `external_names` allows such Services, and when it names this host.
+fn external_name_allowed(
+    namespace: &str,
+    name: &str,
+    external_name: &str,
+    external_names: bool,
+) -> Result<String, Unresolved> {
+    let refused = |local: bool| {
+        let (namespace, name, external_name) = (
+            namespace.to_string(),
+            name.to_string(),
+            external_name.to_string(),
+        );
+        if local {
+            Unresolved::ExternalNameLocal {
+                namespace,
+                name,
+                external_name,
+            }
+        } else {
+            Unresolved::ExternalName {
+                namespace,
+                name,
+                external_name,
+            }
+        }
+    };
+    if !external_names {
+        return Err(refused(false));
+    }
+    if is_local(external_name) {
+        return Err(refused(true));
+    }
+    Ok(external_name.to_ascii_lowercase())
+}
+
+/// The Service's port `port` (its UDP one when `udp`, else its TCP one): a number may
+/// name a UDP port and a TCP one (DNS's 53), the TCP one carrying HTTP, the UDP one
+/// datagrams.
+fn find_port<'s>(
+    service: &'s ServiceSummary,
+    namespace: &str,
+    name: &str,
+    port: PortRef<'_>,
+    udp: bool,
+) -> Result<&'s ServicePortSummary, Unresolved> {
+    let matches = |p: &&ServicePortSummary| match port {
+        PortRef::Number(n) => p.port == n,
+        PortRef::Name(want) => p.name.as_deref() == Some(want),
+    };
+    let port_text = || match port {
+        PortRef::Number(n) => n.to_string(),
+        PortRef::Name(s) => s.to_string(),
+    };
+    let tcp = service
+        .ports
+        .iter()
+        .filter(|p| match &p.not_tcp {
+            None => !udp,
+            Some(protocol) => udp && &**protocol == "UDP",
+        })
+        .find(matches);
+    tcp.ok_or_else(|| match service.ports.iter().find(matches) {
+        Some(other) => Unresolved::NotTcp {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            port: port_text(),
+            protocol: other.not_tcp.as_deref().unwrap_or("TCP").to_string(),
+        },
+        None => Unresolved::PortNotFound {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            port: port_text(),
+        },
+    })
+}
+
+/// The upstream protocol the Service asks for on `found` (named `port_name`): a
+/// `projectcontour.io/upstream-protocol.{h2,h2c,tls}` annotation naming the port, else
+/// the port's `appProtocol`.
+fn annotated_protocol(
+    service: &ServiceSummary,
+    found: &ServicePortSummary,
+    port_name: &str,
+) -> Option<UpstreamProtocol> {
+    let names_port = |list: &str| {
+        list.split(',')
+            .map(str::trim)
+            .any(|p| p == found.port.to_string() || (!port_name.is_empty() && p == port_name))
+    };
+    let app = found.app_protocol.as_deref();
+    let annotated = |p: &str| {
+        service
+            .annotation(&format!("projectcontour.io/upstream-protocol.{p}"))
+            .is_some_and(names_port)
+    };
+    if annotated("h2") {
+        Some(UpstreamProtocol::H2)
+    } else if annotated("h2c") || app == Some("kubernetes.io/h2c") {
+        Some(UpstreamProtocol::H2c)
+    } else if annotated("tls") || app == Some("https") {
+        Some(UpstreamProtocol::Tls)
+    } else {
+        None
+    }
+}
+
+/// The circuit breakers the Service's `projectcontour.io/` annotations set.
+fn annotated_breakers(service: &ServiceSummary) -> CircuitBreakers {
+    let limit = |key: &str| {
+        service
+            .annotation(key)
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
+    CircuitBreakers {
+        max_connections: limit("projectcontour.io/max-connections"),
+        max_pending_requests: limit("projectcontour.io/max-pending-requests"),
+        max_requests: limit("projectcontour.io/max-requests"),
+        max_retries: limit("projectcontour.io/max-retries"),
+        per_host_max_connections: limit("projectcontour.io/per-host-max-connections"),
+        retry_budget: None,
+    }
 }
 
 /// Whether an ExternalName names this host: a localhost name (Contour's list, and any

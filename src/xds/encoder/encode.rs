@@ -269,58 +269,7 @@ impl Encoder {
         }
         match listener.protocol {
             Protocol::Http if state.shards > 0 => {
-                let shards = state.shards;
-                // Many shards touched (a full build touches them all): the listener's
-                // vhosts sorted into them once; a few: each one's from the index.
-                let mut members: Vec<Vec<(&String, &Parts)>> = Vec::new();
-                members.resize_with(shards, Vec::new);
-                if touch.shards.len() * 4 <= shards {
-                    for (k, shard) in members.iter_mut().enumerate() {
-                        if touch.shards.contains(k) {
-                            *shard = self.shard_members(k, shards);
-                            shard.retain(|(_, parts)| parts.on(li).is_some());
-                        }
-                    }
-                } else {
-                    for (fqdn, parts) in table.vhosts {
-                        if parts.on(li).is_none() {
-                            continue;
-                        }
-                        if parts.shard == EVERY_SHARD {
-                            members.iter_mut().for_each(|s| s.push((fqdn, parts)));
-                        } else if let Some(shard) =
-                            members.get_mut(usize::from(parts.shard) % shards)
-                        {
-                            shard.push((fqdn, parts));
-                        }
-                    }
-                }
-                // Each touched shard's RouteConfiguration, and its scope.
-                for k in 0..shards {
-                    if !touch.shards.contains(k) {
-                        continue;
-                    }
-                    let routes = crate::xds::shard::shard_name(name, k);
-                    let shell = crate::xds::shard::route_shell(&routes);
-                    let any = table.splice(
-                        &shell,
-                        (XdsType::Route, &routes),
-                        ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
-                        li,
-                        None,
-                        Some(&|parts: &Parts| parts.in_shard(k, shards)),
-                        members.get(k).map(Vec::as_slice),
-                    )?;
-                    changes.put(XdsType::Route, routes.clone(), Some(any));
-                    changes.put(
-                        XdsType::ScopedRoute,
-                        routes,
-                        Some(crate::xds::shard::scope(name, k)),
-                    );
-                }
-                let served =
-                    (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, shards)));
-                changes.put(XdsType::Listener, name.clone(), served);
+                self.assemble_shards(li, &touch, table, settings, changes)?;
             }
             Protocol::Http => {
                 // Every vhost in one RouteConfiguration (state-of-the-world streams);
@@ -369,6 +318,72 @@ impl Encoder {
             }
             Protocol::Tcp | Protocol::Udp | Protocol::Stats => {}
         }
+        Ok(())
+    }
+
+    /// Assembles a split HTTP listener `li`: the shards `touch` names (each one's
+    /// RouteConfiguration and scope), and the listener.
+    fn assemble_shards(
+        &self,
+        li: usize,
+        touch: &Touched,
+        table: &Table<'_>,
+        settings: &EnvoySettings,
+        changes: &mut Changes,
+    ) -> Result<(), Stale> {
+        let state = &self.listeners[li];
+        let listener = &state.shape;
+        let name = &listener.name;
+        let shards = state.shards;
+        // Many shards touched (a full build touches them all): the listener's
+        // vhosts sorted into them once; a few: each one's from the index.
+        let mut members: Vec<Vec<(&String, &Parts)>> = Vec::new();
+        members.resize_with(shards, Vec::new);
+        if touch.shards.len() * 4 <= shards {
+            for (k, shard) in members.iter_mut().enumerate() {
+                if touch.shards.contains(k) {
+                    *shard = self.shard_members(k, shards);
+                    shard.retain(|(_, parts)| parts.on(li).is_some());
+                }
+            }
+        } else {
+            for (fqdn, parts) in table.vhosts {
+                if parts.on(li).is_none() {
+                    continue;
+                }
+                if parts.shard == EVERY_SHARD {
+                    members.iter_mut().for_each(|s| s.push((fqdn, parts)));
+                } else if let Some(shard) = members.get_mut(usize::from(parts.shard) % shards) {
+                    shard.push((fqdn, parts));
+                }
+            }
+        }
+        // Each touched shard's RouteConfiguration, and its scope.
+        for k in 0..shards {
+            if !touch.shards.contains(k) {
+                continue;
+            }
+            let routes = crate::xds::shard::shard_name(name, k);
+            let shell = crate::xds::shard::route_shell(&routes);
+            let any = table.splice(
+                &shell,
+                (XdsType::Route, &routes),
+                ROUTE_CONFIGURATION_VIRTUAL_HOSTS,
+                li,
+                None,
+                Some(&|parts: &Parts| parts.in_shard(k, shards)),
+                members.get(k).map(Vec::as_slice),
+            )?;
+            changes.put(XdsType::Route, routes.clone(), Some(any));
+            changes.put(
+                XdsType::ScopedRoute,
+                routes,
+                Some(crate::xds::shard::scope(name, k)),
+            );
+        }
+        let served =
+            (state.vhosts > 0).then(|| encoded(&http_listener(listener, settings, shards)));
+        changes.put(XdsType::Listener, name.clone(), served);
         Ok(())
     }
 }

@@ -21,7 +21,7 @@ use tonic::Status;
 
 use crate::xds::resource::{Name, XdsType};
 use crate::xds::snapshot::{LogPosition, Snapshot, hex};
-use crate::xds::stream::{Ads, Transport};
+use crate::xds::stream::{Ads, StreamCore, Transport};
 use crate::xds::wire::{self, Named, Wire};
 
 #[derive(Debug, Default)]
@@ -69,6 +69,82 @@ impl TypeState {
     fn wants(&self, name: &str) -> bool {
         self.wildcard || self.names.contains(name)
     }
+
+    /// Envoy refused the response in flight (`sent`): its versions are not sent again
+    /// until they change, and a response of several resources is retried in halves.
+    fn refused(
+        &mut self,
+        core: &StreamCore,
+        t: XdsType,
+        sent: BTreeMap<Name, Option<u64>>,
+        message: &str,
+    ) {
+        self.synced = None;
+        core.metrics.nack(t.short());
+        tracing::error!(node = %core.node, xds_type = t.short(), error = %message, "envoy rejected a delta update (NACK)");
+        if !self.retrying {
+            // A retry's refusal says nothing new about which change did it.
+            core.rejected(t, self.acked_seq, self.sent_seq, message);
+        }
+        let put: Vec<Name> = sent
+            .iter()
+            .filter(|(_, digest)| digest.is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for (name, digest) in sent {
+            if let Some(digest) = digest {
+                self.rejected.insert(name, digest);
+            }
+        }
+        if put.len() > 1 {
+            let (first, second) = put.split_at(put.len() / 2);
+            self.retry.push(second.to_vec());
+            self.retry.push(first.to_vec());
+        }
+    }
+
+    /// Takes in what a request subscribes to and unsubscribes from (`first`: the
+    /// stream's first request of type `t`, with what a reconnecting Envoy holds).
+    fn subscribe(&mut self, t: XdsType, first: bool, request: &mut DeltaDiscoveryRequest) {
+        if first {
+            // What a reconnecting Envoy already holds, by our versions (digests in hex).
+            for (name, v) in &request.initial_resource_versions {
+                if let Ok(digest) = u64::from_str_radix(v, 16) {
+                    self.held.insert(name.as_str().into(), digest);
+                }
+            }
+            if t.is_wildcard() && request.resource_names_subscribe.is_empty() {
+                self.wildcard = true;
+            }
+        }
+        for name in std::mem::take(&mut request.resource_names_subscribe) {
+            if name == "*" {
+                // A new VHDS subscription on the same stream (Envoy re-created its route
+                // configuration's) holds nothing yet: its first response must carry every
+                // vhost, or it never finishes warming.
+                if !first && t == XdsType::VirtualHost {
+                    self.held.clear();
+                    self.synced = None;
+                }
+                self.wildcard = true;
+            } else {
+                // Subscribing again asks for the resource again (a re-warming cluster),
+                // but not one a reconnecting Envoy just said it holds.
+                if !(first && request.initial_resource_versions.contains_key(&name)) {
+                    self.held.remove(name.as_str());
+                }
+                self.names.insert(name);
+            }
+        }
+        for name in std::mem::take(&mut request.resource_names_unsubscribe) {
+            if name == "*" {
+                self.wildcard = false;
+            } else {
+                self.names.remove(&name);
+            }
+            self.held.remove(name.as_str());
+        }
+    }
 }
 
 /// A delta stream.
@@ -87,7 +163,7 @@ impl Transport for TypeState {
 }
 
 impl DeltaStream {
-    fn on_request(&mut self, request: DeltaDiscoveryRequest) {
+    fn on_request(&mut self, mut request: DeltaDiscoveryRequest) {
         self.meet(request.node.as_ref(), "delta");
         let Some(t) = XdsType::from_type_url(&request.type_url) else {
             tracing::debug!(type_url = %request.type_url, "delta request for a type isobar does not serve");
@@ -108,44 +184,7 @@ impl DeltaStream {
                 self.core.endpoints_subscribed = None;
             }
         }
-        if first {
-            // What a reconnecting Envoy already holds, by our versions (digests in hex).
-            for (name, v) in &request.initial_resource_versions {
-                if let Ok(digest) = u64::from_str_radix(v, 16) {
-                    state.held.insert(name.as_str().into(), digest);
-                }
-            }
-            if t.is_wildcard() && request.resource_names_subscribe.is_empty() {
-                state.wildcard = true;
-            }
-        }
-        for name in request.resource_names_subscribe {
-            if name == "*" {
-                // A new VHDS subscription on the same stream (Envoy re-created its route
-                // configuration's) holds nothing yet: its first response must carry every
-                // vhost, or it never finishes warming.
-                if !first && t == XdsType::VirtualHost {
-                    state.held.clear();
-                    state.synced = None;
-                }
-                state.wildcard = true;
-            } else {
-                // Subscribing again asks for the resource again (a re-warming cluster),
-                // but not one a reconnecting Envoy just said it holds.
-                if !(first && request.initial_resource_versions.contains_key(&name)) {
-                    state.held.remove(name.as_str());
-                }
-                state.names.insert(name);
-            }
-        }
-        for name in request.resource_names_unsubscribe {
-            if name == "*" {
-                state.wildcard = false;
-            } else {
-                state.names.remove(&name);
-            }
-            state.held.remove(name.as_str());
-        }
+        state.subscribe(t, first, &mut request);
         let current = state
             .in_flight
             .as_ref()
@@ -158,31 +197,7 @@ impl DeltaStream {
         };
         let basis = state.basis.take();
         match &request.error_detail {
-            Some(error) => {
-                state.synced = None;
-                self.core.metrics.nack(t.short());
-                tracing::error!(node = %self.core.node, xds_type = t.short(), error = %error.message, "envoy rejected a delta update (NACK)");
-                if !state.retrying {
-                    // A retry's refusal says nothing new about which change did it.
-                    self.core
-                        .rejected(t, state.acked_seq, state.sent_seq, &error.message);
-                }
-                let put: Vec<Name> = sent
-                    .iter()
-                    .filter(|(_, digest)| digest.is_some())
-                    .map(|(name, _)| name.clone())
-                    .collect();
-                for (name, digest) in sent {
-                    if let Some(digest) = digest {
-                        state.rejected.insert(name, digest);
-                    }
-                }
-                if put.len() > 1 {
-                    let (first, second) = put.split_at(put.len() / 2);
-                    state.retry.push(second.to_vec());
-                    state.retry.push(first.to_vec());
-                }
-            }
+            Some(error) => state.refused(&self.core, t, sent, &error.message),
             None => {
                 if !state.retrying {
                     state.acked_seq = state.sent_seq;

@@ -7,7 +7,7 @@
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use crate::api::{ExtensionService, ExtensionServiceSpec};
+use crate::api::{ExtensionCircuitBreakers, ExtensionService, ExtensionServiceSpec, TimeoutPolicy};
 use isobar_sdk::Objects;
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::ir;
@@ -109,56 +109,19 @@ pub fn resolve(
         })
     };
     let policy = spec.timeout_policy.clone().unwrap_or_default();
-    let mut response_timeout = None;
-    let mut idle_connection = None;
-    for (field, text) in [
-        ("response", policy.response.as_deref()),
-        ("idle", policy.idle.as_deref()),
-        ("idle connection", policy.idle_connection.as_deref()),
-    ] {
-        match timeout_setting(text.unwrap_or_default()) {
-            Ok(value) if field == "response" => response_timeout = value,
-            Ok(value) if field == "idle connection" => idle_connection = value,
-            Ok(_) => {}
-            Err(e) => error(
-                ConditionType::SpecError,
-                Reason::TimeoutPolicyNotValid,
-                format!("spec.timeoutPolicy failed to parse: error parsing {field} timeout: {e}"),
-            ),
-        }
-    }
+    let (response_timeout, idle_connection) = timeouts(&policy, &mut error);
     let cluster = cluster_name(namespace, name);
     let mut options = ir::ClusterOptions {
         protocol: Some(ir::UpstreamProtocol::H2),
         idle_connection_timeout: idle_connection,
         ..Default::default()
     };
-    if let Some(b) = &spec.circuit_breaker_policy {
-        let limit = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
-        options.circuit_breakers = Some(Box::new(ir::CircuitBreakers {
-            max_connections: limit(b.max_connections),
-            max_pending_requests: limit(b.max_pending_requests),
-            max_requests: limit(b.max_requests),
-            max_retries: limit(b.max_retries),
-            per_host_max_connections: limit(b.per_host_max_connections),
-            retry_budget: None,
-        }))
-        .filter(|b| **b != ir::CircuitBreakers::default());
-    }
-    let mut warnings = Vec::new();
-    let strategy = spec
-        .load_balancer_policy
+    options.circuit_breakers = spec
+        .circuit_breaker_policy
         .as_ref()
-        .map(|p| p.strategy.as_str());
-    options.lb_policy = match strategy {
-        Some("WeightedLeastRequest") => ir::LbPolicy::LeastRequest,
-        Some("Random") => ir::LbPolicy::Random,
-        Some(strategy @ ("Cookie" | "RequestHash")) => {
-            warnings.push(format!("ignoring field \".Spec.LoadBalancerPolicy\"; {strategy} load balancer policy is not supported for ExtensionClusters"));
-            ir::LbPolicy::RoundRobin
-        }
-        _ => ir::LbPolicy::RoundRobin,
-    };
+        .and_then(circuit_breakers);
+    let mut warnings = Vec::new();
+    options.lb_policy = lb_policy(spec, &mut warnings);
     if policy.idle.as_deref().is_some_and(|s| !s.is_empty()) {
         warnings.push("ignoring field \".Spec.TimeoutPolicy.Idle\"; idle timeouts are not supported for ExtensionClusters".to_string());
     }
@@ -238,6 +201,64 @@ pub fn resolve(
         _ => None,
     };
     (resolved, finish(problems, warnings))
+}
+
+/// Its `timeoutPolicy`'s response and idle connection timeouts; a timeout that does not
+/// parse is an error.
+fn timeouts(
+    policy: &TimeoutPolicy,
+    error: &mut impl FnMut(ConditionType, Reason, String),
+) -> (Option<Duration>, Option<Duration>) {
+    let (mut response, mut idle_connection) = (None, None);
+    for (field, text) in [
+        ("response", policy.response.as_deref()),
+        ("idle", policy.idle.as_deref()),
+        ("idle connection", policy.idle_connection.as_deref()),
+    ] {
+        match timeout_setting(text.unwrap_or_default()) {
+            Ok(value) if field == "response" => response = value,
+            Ok(value) if field == "idle connection" => idle_connection = value,
+            Ok(_) => {}
+            Err(e) => error(
+                ConditionType::SpecError,
+                Reason::TimeoutPolicyNotValid,
+                format!("spec.timeoutPolicy failed to parse: error parsing {field} timeout: {e}"),
+            ),
+        }
+    }
+    (response, idle_connection)
+}
+
+/// Its circuit breakers: the positive limits set (none: Envoy's defaults).
+fn circuit_breakers(b: &ExtensionCircuitBreakers) -> Option<Box<ir::CircuitBreakers>> {
+    let limit = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
+    Some(Box::new(ir::CircuitBreakers {
+        max_connections: limit(b.max_connections),
+        max_pending_requests: limit(b.max_pending_requests),
+        max_requests: limit(b.max_requests),
+        max_retries: limit(b.max_retries),
+        per_host_max_connections: limit(b.per_host_max_connections),
+        retry_budget: None,
+    }))
+    .filter(|b| **b != ir::CircuitBreakers::default())
+}
+
+/// Its load balancer: round robin unless it names one an extension cluster has
+/// (`Cookie` and `RequestHash` are warned about and ignored).
+fn lb_policy(spec: &ExtensionServiceSpec, warnings: &mut Vec<String>) -> ir::LbPolicy {
+    let strategy = spec
+        .load_balancer_policy
+        .as_ref()
+        .map(|p| p.strategy.as_str());
+    match strategy {
+        Some("WeightedLeastRequest") => ir::LbPolicy::LeastRequest,
+        Some("Random") => ir::LbPolicy::Random,
+        Some(strategy @ ("Cookie" | "RequestHash")) => {
+            warnings.push(format!("ignoring field \".Spec.LoadBalancerPolicy\"; {strategy} load balancer policy is not supported for ExtensionClusters"));
+            ir::LbPolicy::RoundRobin
+        }
+        _ => ir::LbPolicy::RoundRobin,
+    }
 }
 
 /// An ExtensionService's `upstreamValidation` checked (its subject names `names`, the

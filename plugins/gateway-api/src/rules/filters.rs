@@ -1,6 +1,10 @@
 //! An HTTPRoute rule's filters as IR route policy: header changes, redirects, rewrites,
 //! mirrors, CORS and the rest.
 
+use gateway_api::apis::experimental::httproutes::{
+    HttpRouteRulesFiltersRequestRedirect, HttpRouteRulesFiltersUrlRewrite,
+};
+
 use super::*;
 
 #[allow(clippy::too_many_arguments)]
@@ -38,65 +42,12 @@ pub(super) fn apply_filter(
         }
         HttpRouteRulesFiltersType::RequestRedirect => {
             let r = filter.request_redirect.as_ref().ok_or_else(missing)?;
-            let status = match r.status_code.unwrap_or(302) {
-                s @ (301 | 302 | 303 | 307 | 308) => s as u32,
-                other => return Err(format!("redirect statusCode {other} is not supported")),
-            };
-            let mut out = Redirect {
-                scheme: r.scheme.as_ref().map(|s| match s {
-                    HttpRouteRulesFiltersRequestRedirectScheme::Http => "http".to_string(),
-                    HttpRouteRulesFiltersRequestRedirectScheme::Https => "https".to_string(),
-                }),
-                host: r.hostname.clone(),
-                port: r.port.and_then(|p| u32::try_from(p).ok()),
-                path: None,
-                prefix: None,
-                regex: None,
-                status,
-            };
-            if let Some(host) = &out.host
-                && !crate::hosts::valid(host)
-            {
-                return Err(format!("redirect hostname {host:?} is not valid"));
-            }
-            if let Some(p) = &r.path {
-                match p.r#type {
-                    HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath => {
-                        out.path = Some(rewrite_path(p.replace_full_path.as_deref())?);
-                    }
-                    HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch => {
-                        prefix_only(matches)?;
-                        out.prefix = Some(prefix_replacement(p.replace_prefix_match.as_deref())?);
-                    }
-                }
-            }
-            *redirect = Some(out);
+            *redirect = Some(request_redirect(r, matches)?);
             Ok(())
         }
         HttpRouteRulesFiltersType::UrlRewrite => {
             let r = filter.url_rewrite.as_ref().ok_or_else(missing)?;
-            if let Some(host) = &r.hostname {
-                if !crate::hosts::valid(host) {
-                    return Err(format!("rewrite hostname {host:?} is not valid"));
-                }
-                policy.host_rewrite = Some(host.clone());
-            }
-            if let Some(p) = &r.path {
-                match p.r#type {
-                    HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath => {
-                        policy.regex_rewrite = Some(RegexRewrite {
-                            pattern: "^/.*$".to_string(),
-                            substitution: rewrite_path(p.replace_full_path.as_deref())?,
-                        });
-                    }
-                    HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
-                        prefix_only(matches)?;
-                        policy.prefix_rewrite =
-                            Some(prefix_replacement(p.replace_prefix_match.as_deref())?);
-                    }
-                }
-            }
-            Ok(())
+            url_rewrite(r, matches, policy)
         }
         HttpRouteRulesFiltersType::RequestMirror => {
             let m = filter.request_mirror.as_ref().ok_or_else(missing)?;
@@ -141,6 +92,76 @@ pub(super) fn apply_filter(
             Err(format!("filter {:?} is not supported yet", filter.r#type))
         }
     }
+}
+
+/// A `RequestRedirect` filter (`matches`: its rule's) as Envoy's redirect.
+fn request_redirect(
+    r: &HttpRouteRulesFiltersRequestRedirect,
+    matches: &[RouteMatch],
+) -> Result<Redirect, String> {
+    let status = match r.status_code.unwrap_or(302) {
+        s @ (301 | 302 | 303 | 307 | 308) => s as u32,
+        other => return Err(format!("redirect statusCode {other} is not supported")),
+    };
+    let mut out = Redirect {
+        scheme: r.scheme.as_ref().map(|s| match s {
+            HttpRouteRulesFiltersRequestRedirectScheme::Http => "http".to_string(),
+            HttpRouteRulesFiltersRequestRedirectScheme::Https => "https".to_string(),
+        }),
+        host: r.hostname.clone(),
+        port: r.port.and_then(|p| u32::try_from(p).ok()),
+        path: None,
+        prefix: None,
+        regex: None,
+        status,
+    };
+    if let Some(host) = &out.host
+        && !crate::hosts::valid(host)
+    {
+        return Err(format!("redirect hostname {host:?} is not valid"));
+    }
+    if let Some(p) = &r.path {
+        match p.r#type {
+            HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath => {
+                out.path = Some(rewrite_path(p.replace_full_path.as_deref())?);
+            }
+            HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch => {
+                prefix_only(matches)?;
+                out.prefix = Some(prefix_replacement(p.replace_prefix_match.as_deref())?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A `URLRewrite` filter (`matches`: its rule's) as the route's host and path rewrites.
+fn url_rewrite(
+    r: &HttpRouteRulesFiltersUrlRewrite,
+    matches: &[RouteMatch],
+    policy: &mut RoutePolicy,
+) -> Result<(), String> {
+    if let Some(host) = &r.hostname {
+        if !crate::hosts::valid(host) {
+            return Err(format!("rewrite hostname {host:?} is not valid"));
+        }
+        policy.host_rewrite = Some(host.clone());
+    }
+    if let Some(p) = &r.path {
+        match p.r#type {
+            HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath => {
+                policy.regex_rewrite = Some(RegexRewrite {
+                    pattern: "^/.*$".to_string(),
+                    substitution: rewrite_path(p.replace_full_path.as_deref())?,
+                });
+            }
+            HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
+                prefix_only(matches)?;
+                policy.prefix_rewrite =
+                    Some(prefix_replacement(p.replace_prefix_match.as_deref())?);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A CORS filter as Envoy's CORS policy: origins exact, or (with `*` in the host, or

@@ -2,10 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use isobar_contour::api::{HTTPProxy, Include};
+use isobar_contour::api::{GlobalRateLimitPolicy, HTTPProxy, Include, VirtualHost};
 use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::host::Host;
-use isobar_sdk::ir::{HTTP_LISTENER, HTTPS_LISTENER, Route, RouteAction, RoutePolicy};
+use isobar_sdk::ir::{self, HTTP_LISTENER, HTTPS_LISTENER, Route, RouteAction, RoutePolicy};
 use isobar_sdk::{BuildContext, Ir, ObjectKey, StatusReport};
 
 use crate::check_unsupported;
@@ -36,9 +36,87 @@ pub(crate) struct Walk<'c, 'a> {
     /// applies to them).
     pub auth: Option<&'c crate::auth::RouteDefaults>,
     /// Global rate limits of vhosts without a global policy of their own.
-    pub default_rate_limits: Option<&'c isobar_contour::api::GlobalRateLimitPolicy>,
+    pub default_rate_limits: Option<&'c GlobalRateLimitPolicy>,
     /// The root's JWT providers (`None`: it has none).
     pub jwt: Option<&'c crate::jwt::Providers>,
+}
+
+/// What a root's `virtualhost` sets on its vhosts besides routes.
+#[derive(Default)]
+struct VhostPolicies {
+    filter: Option<ir::IpFilter>,
+    cors: Option<ir::Cors>,
+    limit: Option<ir::LocalRateLimit>,
+    global: Vec<ir::RateLimitDescriptor>,
+}
+
+impl VhostPolicies {
+    /// The policies of `vhost` (its global rate limits its own, else unless it opts out
+    /// `default_global`), and the problems of those that are invalid.
+    fn of(
+        vhost: &VirtualHost,
+        default_global: Option<&GlobalRateLimitPolicy>,
+    ) -> (Self, Vec<policy::PolicyError>) {
+        let mut out = VhostPolicies::default();
+        let mut problems = Vec::new();
+        let own = vhost
+            .rate_limit_policy
+            .as_ref()
+            .and_then(|r| r.global.as_ref());
+        let (global, what) = match (own, default_global) {
+            (Some(own), _) if !own.disabled => {
+                (Some(own), "Spec.VirtualHost.RateLimitPolicy is invalid")
+            }
+            (Some(_), _) => (None, ""),
+            (None, default) => (default, "Default Global RateLimit Policy is invalid"),
+        };
+        if let Some(global) = global {
+            match policy::global_rate_limit(global) {
+                Ok(descriptors) => out.global = descriptors,
+                Err(e) => problems.push((
+                    ConditionType::VirtualHostError,
+                    Reason::RateLimitPolicyNotValid,
+                    format!("{what}: {e}"),
+                )),
+            }
+        }
+        match policy::ip_filter(
+            "spec.virtualhost",
+            &vhost.ip_allow_policy,
+            &vhost.ip_deny_policy,
+        ) {
+            Ok(filter) => out.filter = filter,
+            Err(e) => problems.push(e),
+        }
+        if let Some(c) = &vhost.cors_policy {
+            match policy::cors(c) {
+                Ok(c) => out.cors = Some(c),
+                Err(e) => problems.push(e),
+            }
+        }
+        if let Some(r) = &vhost.rate_limit_policy {
+            match policy::local_rate_limit("spec.virtualhost", r) {
+                Ok(r) => out.limit = r,
+                Err(e) => problems.push(e),
+            }
+        }
+        (out, problems)
+    }
+
+    /// Sets them on every vhost of `fqdn`.
+    fn set_on(&self, ir: &mut Ir, fqdn: &str) {
+        for vhost in ir.virtual_hosts_of_mut(fqdn) {
+            vhost.ip_filter = self.filter.clone();
+            vhost.cors = self.cors.clone().map(Box::new);
+            vhost.rate_limit = self.limit.clone().map(Box::new);
+            if !self.global.is_empty() {
+                vhost
+                    .extensions
+                    .get_or_insert_with(Default::default)
+                    .rate_limits = self.global.clone();
+            }
+        }
+    }
 }
 
 impl Walk<'_, '_> {
@@ -61,54 +139,10 @@ impl Walk<'_, '_> {
             &spec.unsupported,
             || crate::fields_of(spec),
         );
-        let mut vhost_filter = None;
-        let mut vhost_cors = None;
-        let mut vhost_limit = None;
-        let mut vhost_global = Vec::new();
+        let mut vhost_policies = VhostPolicies::default();
         if let Some(vhost) = &spec.virtualhost {
-            let mut problems = Vec::new();
-            // The vhost's own global policy, else (unless it opts out) the default.
-            let own = vhost
-                .rate_limit_policy
-                .as_ref()
-                .and_then(|r| r.global.as_ref());
-            let (policy, what) = match (own, self.default_rate_limits) {
-                (Some(own), _) if !own.disabled => {
-                    (Some(own), "Spec.VirtualHost.RateLimitPolicy is invalid")
-                }
-                (Some(_), _) => (None, ""),
-                (None, default) => (default, "Default Global RateLimit Policy is invalid"),
-            };
-            if let Some(policy) = policy {
-                match policy::global_rate_limit(policy) {
-                    Ok(descriptors) => vhost_global = descriptors,
-                    Err(e) => problems.push((
-                        ConditionType::VirtualHostError,
-                        Reason::RateLimitPolicyNotValid,
-                        format!("{what}: {e}"),
-                    )),
-                }
-            }
-            match policy::ip_filter(
-                "spec.virtualhost",
-                &vhost.ip_allow_policy,
-                &vhost.ip_deny_policy,
-            ) {
-                Ok(filter) => vhost_filter = filter,
-                Err(e) => problems.push(e),
-            }
-            if let Some(c) = &vhost.cors_policy {
-                match policy::cors(c) {
-                    Ok(c) => vhost_cors = Some(c),
-                    Err(e) => problems.push(e),
-                }
-            }
-            if let Some(r) = &vhost.rate_limit_policy {
-                match policy::local_rate_limit("spec.virtualhost", r) {
-                    Ok(r) => vhost_limit = r,
-                    Err(e) => problems.push(e),
-                }
-            }
+            let problems;
+            (vhost_policies, problems) = VhostPolicies::of(vhost, self.default_rate_limits);
             for (type_, reason, message) in problems {
                 self.status.error(key, type_, reason, message);
                 valid = false;
@@ -178,18 +212,7 @@ impl Walk<'_, '_> {
         }
         chain.pop();
         if spec.virtualhost.is_some() {
-            let fqdn = &self.host.fqdn;
-            for vhost in self.ir.virtual_hosts_of_mut(fqdn) {
-                vhost.ip_filter = vhost_filter.clone();
-                vhost.cors = vhost_cors.clone().map(Box::new);
-                vhost.rate_limit = vhost_limit.clone().map(Box::new);
-                if !vhost_global.is_empty() {
-                    vhost
-                        .extensions
-                        .get_or_insert_with(Default::default)
-                        .rate_limits = vhost_global.clone();
-                }
-            }
+            vhost_policies.set_on(self.ir, &self.host.fqdn);
         }
         true
     }

@@ -3,7 +3,7 @@
 use isobar_contour::api::{ReplacePrefix, Route as ProxyRoute};
 use isobar_sdk::ObjectKey;
 use isobar_sdk::condition::{ConditionType, Reason};
-use isobar_sdk::ir::{PathMatch, Route, RouteMatch, RoutePolicy};
+use isobar_sdk::ir::{PathMatch, Route, RouteAction, RouteMatch, RoutePolicy};
 
 use crate::check_unsupported;
 use crate::conditions::Matches;
@@ -23,28 +23,7 @@ impl Walk<'_, '_> {
         matches: &Matches,
     ) -> Option<Vec<Route>> {
         let at = || format!("spec.routes[{index}]");
-        let mut ok = check_unsupported(self.status, key, at, &route.unsupported, || {
-            crate::fields_of(route)
-        });
-
-        for (i, cond) in route.conditions.iter().enumerate() {
-            ok &= check_unsupported(
-                self.status,
-                key,
-                || format!("{}.conditions[{i}]", at()),
-                &cond.unsupported,
-                || crate::fields_of(cond),
-            );
-        }
-        if let Some(timeouts) = &route.timeout_policy {
-            ok &= check_unsupported(
-                self.status,
-                key,
-                || format!("{}.timeoutPolicy", at()),
-                &timeouts.unsupported,
-                || crate::fields_of(timeouts),
-            );
-        }
+        let mut ok = self.known_fields(key, &at, route);
         let mut errors: Vec<PolicyError> = Vec::new();
         let matcher = matches
             .and(&route.conditions, false)
@@ -120,33 +99,78 @@ impl Walk<'_, '_> {
             return None;
         }
         let action = action.unwrap_or_else(|| forward_or_503(weighted));
-        let mut out = Vec::with_capacity(2);
-        if let Some((prefix, replacement)) = twin {
-            out.push(Route {
-                matcher: RouteMatch {
-                    path: PathMatch::Prefix(prefix),
-                    ..matcher.clone()
-                },
-                action: action.clone(),
-                source: key.clone(),
-                tie: None,
-                policy: RoutePolicy {
-                    prefix_rewrite: Some(replacement),
-                    ..policy.clone()
-                }
-                .boxed(),
-            });
-        }
-        out.push(Route {
-            matcher,
-            action,
-            source: key.clone(),
-            tie: None,
-            policy: policy.boxed(),
+        Some(with_twin(key, matcher, action, policy, twin))
+    }
+
+    /// Whether the route, its conditions and its timeout policy set only fields
+    /// Isobar knows (each unknown one is reported at `at`).
+    fn known_fields(
+        &mut self,
+        key: &ObjectKey,
+        at: &dyn Fn() -> String,
+        route: &ProxyRoute,
+    ) -> bool {
+        let mut ok = check_unsupported(self.status, key, at, &route.unsupported, || {
+            crate::fields_of(route)
         });
-        Some(out)
+        for (i, cond) in route.conditions.iter().enumerate() {
+            ok &= check_unsupported(
+                self.status,
+                key,
+                || format!("{}.conditions[{i}]", at()),
+                &cond.unsupported,
+                || crate::fields_of(cond),
+            );
+        }
+        if let Some(timeouts) = &route.timeout_policy {
+            ok &= check_unsupported(
+                self.status,
+                key,
+                || format!("{}.timeoutPolicy", at()),
+                &timeouts.unsupported,
+                || crate::fields_of(timeouts),
+            );
+        }
+        ok
     }
 }
+
+/// The route, after its trailing-slash twin when it has one (`twin`: the twin's prefix
+/// and rewrite).
+fn with_twin(
+    key: &ObjectKey,
+    matcher: RouteMatch,
+    action: RouteAction,
+    policy: RoutePolicy,
+    twin: Option<(String, String)>,
+) -> Vec<Route> {
+    let mut out = Vec::with_capacity(2);
+    if let Some((prefix, replacement)) = twin {
+        out.push(Route {
+            matcher: RouteMatch {
+                path: PathMatch::Prefix(prefix),
+                ..matcher.clone()
+            },
+            action: action.clone(),
+            source: key.clone(),
+            tie: None,
+            policy: RoutePolicy {
+                prefix_rewrite: Some(replacement),
+                ..policy.clone()
+            }
+            .boxed(),
+        });
+    }
+    out.push(Route {
+        matcher,
+        action,
+        source: key.clone(),
+        tie: None,
+        policy: policy.boxed(),
+    });
+    out
+}
+
 /// Contour's `replacePrefix`: the entry whose `prefix` equals the route's prefix wins,
 /// else the entry without a prefix. A prefix `/p` (not ending in `/`) rewritten to `R`
 /// also gets a twin route `/p/` → `R/`, so `/p/x` does not become `R//x`.

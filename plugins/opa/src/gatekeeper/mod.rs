@@ -19,128 +19,25 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::condition::{ConditionType, Reason};
-use isobar_sdk::{
-    DynamicKinds, Kind, KindId, KindInfo, Object, ObjectKey, Objects, Resource, StatusReport,
-};
+use isobar_sdk::{Kind, Object, ObjectKey, Objects, StatusReport};
 
 mod ask;
 mod compile;
+mod kinds;
 mod matching;
 
 use ask::{Asked, Asking, Held, Round};
 pub use compile::Compiled;
 use compile::compile;
+use kinds::declared_kind;
+pub use kinds::{CONSTRAINT, CONSTRAINT_TEMPLATE, Constraint, ConstraintTemplate};
 pub use matching::{Action, action, matches, review, violation};
 
 /// How many violations a Constraint's status lists (Gatekeeper's audit default).
 pub const VIOLATIONS_MAX: usize = 20;
-
-const TEMPLATE_ID: KindId = KindId::new("templates.gatekeeper.sh", "ConstraintTemplate");
-pub const CONSTRAINT_TEMPLATE: Kind = Kind::new(&TEMPLATE_ID);
-
-const CONSTRAINT_ID: KindId = KindId::new("constraints.gatekeeper.sh", "Constraint");
-/// Every Constraint, whatever its kind, stored in the namespace its kind names.
-pub const CONSTRAINT: Kind = Kind::new(&CONSTRAINT_ID);
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ConstraintTemplate {
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: Value,
-}
-
-impl Resource for ConstraintTemplate {
-    const KIND: Kind = CONSTRAINT_TEMPLATE;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Constraint {
-    /// Its own kind (`K8sHttpsOnly`): the template's `spec.crd.spec.names.kind`.
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: Value,
-}
-
-impl Resource for Constraint {
-    const KIND: Kind = CONSTRAINT;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-}
-
-isobar_sdk::inventory::submit! {
-    KindInfo {
-        kind: CONSTRAINT_TEMPLATE,
-        versions: &["v1", "v1beta1", "v1alpha1"],
-        plural: "constrainttemplates",
-        namespaced: false,
-        decode: isobar_sdk::kind::decode_object::<ConstraintTemplate>,
-        status: &isobar_sdk::status::Fields,
-    }
-}
-
-isobar_sdk::inventory::submit! {
-    KindInfo {
-        kind: CONSTRAINT,
-        versions: &["v1beta1", "v1", "v1alpha1"],
-        plural: "constraints",
-        // Stored per kind: the namespace is the Constraint's kind.
-        namespaced: true,
-        decode: decode_constraint,
-        status: &isobar_sdk::status::Fields,
-    }
-}
-
-isobar_sdk::inventory::submit! {
-    DynamicKinds {
-        kind: CONSTRAINT,
-        group: "constraints.gatekeeper.sh",
-        declared_by: CONSTRAINT_TEMPLATE,
-        declares: declared_kind,
-    }
-}
-
-/// A Constraint, placed in the namespace its kind names (two kinds may share a name).
-fn decode_constraint(mut value: Value) -> Result<Object, String> {
-    let kind = value
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    if kind.is_empty() {
-        return Err("a Constraint needs its kind".to_string());
-    }
-    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("namespace".into(), kind.into());
-    }
-    isobar_sdk::kind::decode_object::<Constraint>(value)
-}
-
-/// The Constraint kind a template declares, and its plural (the kind in lower case, as
-/// Gatekeeper names the resource).
-fn declared_kind(object: &Object) -> Option<(String, String)> {
-    let template = object.get::<ConstraintTemplate>()?;
-    let kind = template
-        .spec
-        .pointer("/crd/spec/names/kind")
-        .and_then(Value::as_str)
-        .filter(|k| !k.is_empty())?;
-    Some((kind.to_string(), kind.to_ascii_lowercase()))
-}
 
 /// How long one build may spend on templates that read `data.inventory` by default
 /// (`plugins.opa.inventory-budget`) when their reads cannot be answered from an index
@@ -267,6 +164,26 @@ struct Outcome {
     /// The Constraint could not judge at all (`errors` says why); what becomes of the
     /// objects it may select.
     failed: Option<crate::FailurePolicy>,
+}
+
+impl Outcome {
+    /// A Constraint's outcome from its violations by object (`tally`) and the number of
+    /// objects left for a later build.
+    fn of(tally: &Tally, deferred: usize) -> Outcome {
+        let mut outcome = Outcome::default();
+        for (count, listed) in tally.values() {
+            outcome.total += count;
+            let room = VIOLATIONS_MAX - outcome.listed.len();
+            outcome.listed.extend(listed.iter().take(room).cloned());
+        }
+        outcome.deferred = deferred;
+        if deferred > 0 {
+            outcome.errors.push(format!(
+                "{deferred} objects not judged yet: this build's time for constraints reading data.inventory ran out; later builds judge them"
+            ));
+        }
+        outcome
+    }
 }
 
 impl Judge<'_> {
@@ -437,7 +354,6 @@ impl Judge<'_> {
             keys_engine: None,
             index: None,
         };
-        let mut outcome = Outcome::default();
         let mut deferred = 0;
         // The violations of the objects judged now; in a build of part of the store,
         // on top of the last builds' of every other object.
@@ -449,14 +365,7 @@ impl Judge<'_> {
                 Err(e) => return fail(e, failure),
             }
             let slot = (id, key.clone());
-            let held = self
-                .cache
-                .verdicts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&slot)
-                .filter(|held| held.object.ptr_eq(object))
-                .cloned();
+            let held = self.held(&slot, object);
             let held = match asking.ask(object, held, &mut round.spent) {
                 Asked::Judged(held) => held,
                 Asked::Deferred => {
@@ -493,21 +402,23 @@ impl Judge<'_> {
                 round.kept.insert(slot, held);
             }
         }
-        for (count, listed) in tally.values() {
-            outcome.total += count;
-            let room = VIOLATIONS_MAX - outcome.listed.len();
-            outcome.listed.extend(listed.iter().take(room).cloned());
-        }
+        let outcome = Outcome::of(&tally, deferred);
         if self.whole {
             round.tallies.insert(id, tally);
         }
-        outcome.deferred = deferred;
-        if deferred > 0 {
-            outcome.errors.push(format!(
-                "{deferred} objects not judged yet: this build's time for constraints reading data.inventory ran out; later builds judge them"
-            ));
-        }
         outcome
+    }
+
+    /// What the Constraint `id`'s slot holds of `object` from an earlier build: its
+    /// messages, when judged on this very version of the object.
+    fn held(&self, slot: &(u64, ObjectKey), object: &Object) -> Option<Held> {
+        self.cache
+            .verdicts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(slot)
+            .filter(|held| held.object.ptr_eq(object))
+            .cloned()
     }
 
     /// The failure policy of `constraint`: its annotation's, else the judge's; a dry

@@ -183,33 +183,7 @@ pub fn plan(modules: &[Node<Module>], package: &str, v1: bool) -> Result<Option<
             }
         }
     }
-    // Rules whose value depends on `input` (through other rules too): the index may
-    // not call them, as it is computed once for every judged object.
-    let mut names_reading_input: HashSet<String> = HashSet::new();
-    loop {
-        let before = names_reading_input.len();
-        for module in modules {
-            for rule in &module.policy {
-                let Some(name) = rule_name(rule) else {
-                    continue;
-                };
-                let mut reads = Reads::default();
-                rule_exprs(rule, &mut |e| reads.visit(e, &packages));
-                if reads.input
-                    || reads
-                        .calls
-                        .iter()
-                        .chain(&reads.vars)
-                        .any(|n| names_reading_input.contains(n))
-                {
-                    names_reading_input.insert(name);
-                }
-            }
-        }
-        if names_reading_input.len() == before {
-            break;
-        }
-    }
+    let names_reading_input = names_reading_input(modules, &packages);
     let mut joins: Vec<(String, String)> = Vec::new();
     let mut any_inventory = false;
     let mut unindexable: Option<String> = None;
@@ -268,6 +242,47 @@ pub fn plan(modules: &[Node<Module>], package: &str, v1: bool) -> Result<Option<
     if let Some(why) = unindexable {
         return Err(why);
     }
+    let source = index_source(package, &joins, v1);
+    Ok(Some(Plan {
+        source,
+        joins: joins.len(),
+    }))
+}
+
+/// Rules whose value depends on `input` (through other rules too): the index may not
+/// call them, as it is computed once for every judged object.
+fn names_reading_input(modules: &[Node<Module>], packages: &HashSet<String>) -> HashSet<String> {
+    let mut names_reading_input: HashSet<String> = HashSet::new();
+    loop {
+        let before = names_reading_input.len();
+        for module in modules {
+            for rule in &module.policy {
+                let Some(name) = rule_name(rule) else {
+                    continue;
+                };
+                let mut reads = Reads::default();
+                rule_exprs(rule, &mut |e| reads.visit(e, packages));
+                if reads.input
+                    || reads
+                        .calls
+                        .iter()
+                        .chain(&reads.vars)
+                        .any(|n| names_reading_input.contains(n))
+                {
+                    names_reading_input.insert(name);
+                }
+            }
+        }
+        if names_reading_input.len() == before {
+            break;
+        }
+    }
+    names_reading_input
+}
+
+/// The index and keys rules of `joins`, as a module of `package` (Rego v1 syntax when
+/// `v1`).
+fn index_source(package: &str, joins: &[(String, String)], v1: bool) -> String {
     let mut source = format!("package {package}\n\n");
     for (n, (index, keys)) in joins.iter().enumerate() {
         let (index_head, keys_head) = if v1 {
@@ -285,10 +300,7 @@ pub fn plan(modules: &[Node<Module>], package: &str, v1: bool) -> Result<Option<
             "{index_head} {{\n{index}\n}}\n\n{keys_head} {{\n{keys}\n}}\n\n"
         ));
     }
-    Ok(Some(Plan {
-        source,
-        joins: joins.len(),
-    }))
+    source
 }
 
 /// The bodies of the index and keys rules for the iteration `stmts[at]` over `var`.
