@@ -12,6 +12,7 @@
 //! Constraints are enforced with Gatekeeper's semantics (`gatekeeper.rs`).
 
 mod config;
+mod enforcement;
 pub mod gatekeeper;
 mod inventory;
 mod join;

@@ -101,33 +101,6 @@ pub fn is_header_value(value: &str) -> bool {
     value.len() <= MAX_HEADER_VALUE_BYTES && value.chars().all(|c| c == '\t' || !c.is_control())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percent_is_escaped_except_in_allowed_variables() {
-        assert_eq!(escape_header_value("100%"), "100%%");
-        assert_eq!(escape_header_value("%HOSTNAME%"), "%HOSTNAME%");
-        assert_eq!(escape_header_value("a %REQ(X-Foo)% b"), "a %REQ(X-Foo)% b");
-        assert_eq!(escape_header_value("%REQ(X-Foo:10)%"), "%REQ(X-Foo:10)%");
-        assert_eq!(
-            escape_header_value("%DYNAMIC_METADATA(x)%"),
-            "%%DYNAMIC_METADATA(x)%%"
-        );
-        assert_eq!(escape_header_value("%REQ(a b)%"), "%%REQ(a b)%%");
-        assert_eq!(escape_header_value("%%"), "%%%%");
-    }
-
-    #[test]
-    fn header_names() {
-        assert!(is_header_name("x-request-id"));
-        assert!(!is_header_name(":path"));
-        assert!(!is_header_name("bad name"));
-        assert!(!is_header_name(""));
-    }
-}
-
 /// Header changes a source applies to every service's requests or responses, under the
 /// service's own (Contour's `policy.request-headers` / `response-headers`).
 #[derive(
@@ -228,3 +201,6 @@ impl DefaultHeaders {
             && self.response.remove.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests;

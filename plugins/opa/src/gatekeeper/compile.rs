@@ -54,7 +54,7 @@ pub(super) fn compile(name: &str, spec: &Value) -> Result<Compiled, String> {
         limit: std::time::Duration::from_millis(100),
         check_interval: std::num::NonZeroU32::MIN,
     });
-    add_builtins(&mut engine)?;
+    super::builtins::add(&mut engine)?;
     let file = format!("{name}.rego");
     let package = engine
         .add_policy(file.clone(), rego.clone())
@@ -125,41 +125,6 @@ fn joins(
     joins.check(&mut trial)?;
     *engine = trial;
     Ok(Some(joins))
-}
-
-/// Built-ins Gatekeeper's library still uses that OPA has deprecated (`re_match`).
-fn add_builtins(engine: &mut regorus::Engine) -> Result<(), String> {
-    engine
-        .add_extension(
-            "re_match".to_string(),
-            2,
-            Box::new(|args: Vec<regorus::Value>| {
-                let pattern = args[0].as_string()?;
-                let text = args[1].as_string()?;
-                Ok(regorus::Value::from(re_match(pattern, text)?))
-            }),
-        )
-        .map_err(|e| e.to_string())
-}
-
-/// `re_match` with each pattern compiled once: a template reading the inventory calls
-/// it once per inventory entry for every object it judges, and compiling the pattern
-/// each time was most of that cost.
-fn re_match(pattern: &str, text: &str) -> Result<bool, regex::Error> {
-    static COMPILED: Mutex<Option<HashMap<String, regex::Regex>>> = Mutex::new(None);
-    let mut compiled = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
-    let compiled = compiled.get_or_insert_with(HashMap::new);
-    if let Some(re) = compiled.get(pattern) {
-        return Ok(re.is_match(text));
-    }
-    let re = regex::Regex::new(pattern)?;
-    let matched = re.is_match(text);
-    // Patterns built from the objects themselves would otherwise grow it without end.
-    if compiled.len() >= 512 {
-        compiled.clear();
-    }
-    compiled.insert(pattern.to_string(), re);
-    Ok(matched)
 }
 
 impl Compiled {

@@ -25,6 +25,7 @@ use isobar_sdk::condition::{ConditionType, Reason};
 use isobar_sdk::{Kind, Object, ObjectKey, Objects, StatusReport};
 
 mod ask;
+mod builtins;
 mod compile;
 mod kinds;
 mod matching;

@@ -13,6 +13,8 @@
 
 mod cluster;
 mod extension;
+mod health;
+mod jwt;
 mod route;
 mod route_policy;
 mod tls;
@@ -23,6 +25,8 @@ use serde::Serialize;
 
 pub use cluster::*;
 pub use extension::*;
+pub use health::*;
+pub use jwt::*;
 pub use route::*;
 pub use route_policy::*;
 pub use tls::*;
