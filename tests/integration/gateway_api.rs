@@ -862,7 +862,13 @@ status:
         "{class}"
     );
 
-    let gateway = object("Gateway", "default", "gw").unwrap_or_default();
+    // Statuses are written concurrently: the Gateway's may land after the class's.
+    let gateway = eventually(WAIT, || async {
+        let gateway = object("Gateway", "default", "gw")?;
+        (!condition(&gateway["status"]["conditions"], "Programmed").is_null()).then_some(gateway)
+    })
+    .await
+    .unwrap_or_default();
     assert_eq!(
         condition(&gateway["status"]["conditions"], "Programmed")["status"],
         "True",

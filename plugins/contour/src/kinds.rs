@@ -2,10 +2,11 @@
 
 use isobar_sdk::api::ObjectMeta;
 use isobar_sdk::kind::decode_object;
-use isobar_sdk::status::{Conditions, Contour, NoStatus};
+use isobar_sdk::status::NoStatus;
 use isobar_sdk::{Kind, KindId, KindInfo, Resource};
 
 use crate::api::{ExtensionService, HTTPProxy, TLSCertificateDelegation};
+use crate::status::{Conditions, Contour};
 
 /// Contour's API group.
 pub const GROUP: &str = "projectcontour.io";

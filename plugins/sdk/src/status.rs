@@ -1,8 +1,9 @@
 //! How the status of a kind's objects is written back: each kind's table entry
 //! ([`crate::KindInfo::status`]) names a [`StatusShape`], which renders a build's report
 //! on one object, says where the object is served, and merges what Isobar wants into
-//! what the object has. The shapes here are Contour's and Gateway API's; a plugin whose
-//! kind has another shape implements the trait for it.
+//! what the object has. The shapes here are Kubernetes' (none, an Ingress's
+//! `loadBalancer`) and Gateway API's; a plugin whose kind has another shape implements
+//! the trait for it (Contour's are in `isobar-contour`).
 
 use serde_json::{Value, json};
 
@@ -54,7 +55,8 @@ pub trait StatusShape: Sync + std::fmt::Debug {
     }
 }
 
-fn or_empty(current: &Value) -> Value {
+/// `current` if it is an object, else an empty object: what a merge starts from.
+pub fn or_empty(current: &Value) -> Value {
     match current {
         Value::Object(_) => current.clone(),
         _ => json!({}),
@@ -83,7 +85,8 @@ impl StatusShape for NoStatus {
 #[derive(Debug)]
 pub struct LoadBalancer;
 
-fn merge_address(out: &mut Value, desired: &Value) {
+/// Puts `desired`'s `loadBalancer` into `out` once it has an address.
+pub fn merge_address(out: &mut Value, desired: &Value) {
     let address = &desired["loadBalancer"];
     if address.as_object().is_some_and(|lb| !lb.is_empty()) {
         out["loadBalancer"] = address.clone();
@@ -102,47 +105,6 @@ impl StatusShape for LoadBalancer {
     fn merge(&self, current: &Value, desired: &Value, _: &str, _: &dyn Fn() -> Value) -> Value {
         let mut out = or_empty(current);
         merge_address(&mut out, desired);
-        out
-    }
-}
-
-/// Contour's: a `Valid` condition with errors and warnings as sub-conditions,
-/// `currentStatus`, `description`, `observedGeneration`, and `status.loadBalancer`
-/// (HTTPProxy, and kinds of that shape).
-#[derive(Debug)]
-pub struct Contour;
-
-impl StatusShape for Contour {
-    fn render(&self, report: &StatusReport, key: &ObjectKey, _: &str) -> Option<Value> {
-        serde_json::to_value(report.render(key)).ok()
-    }
-
-    fn serve_at(&self, status: &mut Value, load_balancer: &Value) {
-        status["loadBalancer"] = load_balancer.clone();
-    }
-
-    fn merge(&self, current: &Value, desired: &Value, _: &str, now: &dyn Fn() -> Value) -> Value {
-        let mut out = or_empty(current);
-        merge_address(&mut out, desired);
-        out["currentStatus"] = desired["currentStatus"].clone();
-        out["description"] = desired["description"].clone();
-        out["conditions"] = conditions(&current["conditions"], &desired["conditions"], now);
-        out
-    }
-}
-
-/// Contour's `Valid` condition alone, in `status.conditions` (ExtensionService).
-#[derive(Debug)]
-pub struct Conditions;
-
-impl StatusShape for Conditions {
-    fn render(&self, report: &StatusReport, key: &ObjectKey, _: &str) -> Option<Value> {
-        Some(json!({"conditions": report.render(key).conditions}))
-    }
-
-    fn merge(&self, current: &Value, desired: &Value, _: &str, now: &dyn Fn() -> Value) -> Value {
-        let mut out = or_empty(current);
-        out["conditions"] = conditions(&current["conditions"], &desired["conditions"], now);
         out
     }
 }
